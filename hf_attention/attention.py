@@ -1,0 +1,321 @@
+"""Attention: score functions, the eager and SDPA backends, and multi-head attention for self- and cross-attention.
+
+Notation: B batch, T query length, S key length, H query heads, K key/value heads, D head dim, E model dim.
+
+attention(Q, K, V) = softmax(score(Q, K) + bias, masked) · V. The score is where the classic variants differ:
+scaled dot product QKᵀ/√D (Vaswani 2017), plain dot product (T5), additive wᵀtanh(W_q q + W_k k) (Bahdanau 2015),
+or a Gaussian kernel −‖q − k‖²/(2σ²) (Nadaraya–Watson regression). Backends follow HF's attention-function signature
+`fn(module, q, k, v, attention_mask, *, scaling, dropout, **kw) -> (out (B, T, H, D), weights | None)`, so any function
+registered in `transformers.AttentionInterface` can be plugged in by name.
+"""
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+from transformers.cache_utils import Cache, EncoderDecoderCache
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from .masks import causal_mask
+from .positional import apply_rotary
+
+
+class AdditiveScore(nn.Module):
+    """Bahdanau's additive score: score(q, k) = wᵀ tanh(W_q q + W_k k), one small MLP shared by all heads.
+
+    Args:
+        head_dim: D, the width of q and k.
+        attention_dim: Width A of the hidden tanh layer (default D).
+    """
+
+    def __init__(self, *, head_dim: int, attention_dim: int | None = None):
+        super().__init__()
+        attention_dim = attention_dim or head_dim
+        self.query_proj = nn.Linear(head_dim, attention_dim, bias=False)
+        self.key_proj = nn.Linear(head_dim, attention_dim, bias=False)
+        self.energy = nn.Linear(attention_dim, 1, bias=False)
+
+    def forward(self, query: Tensor, key: Tensor) -> Tensor:
+        """(B, H, T, D), (B, H, S, D) → (B, H, T, S). Memory grows as T·S·A: a teaching variant for short inputs."""
+        hidden = torch.tanh(self.query_proj(query)[:, :, :, None] + self.key_proj(key)[:, :, None])  # (B, H, T, S, A)
+        return self.energy(hidden).squeeze(-1)  # (B, H, T, S)
+
+
+class GaussianScore(nn.Module):
+    """Gaussian-kernel score of Nadaraya–Watson regression: score(q, k) = −‖q − k‖² / (2σ_h²), σ_h learned per head.
+
+    Expanded as 2q·k − ‖q‖² − ‖k‖² so that it costs one matmul, like the dot product.
+
+    Args:
+        num_heads: H (one width per head).
+        head_dim: D; σ² starts at √D so initial scores have the scale of the scaled dot product.
+    """
+
+    def __init__(self, *, num_heads: int, head_dim: int):
+        super().__init__()
+        self.head_dim = head_dim
+        self.log_width = nn.Parameter(torch.empty(num_heads))  # log σ²
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.constant_(self.log_width, 0.5 * math.log(self.head_dim))
+
+    def forward(self, query: Tensor, key: Tensor) -> Tensor:
+        """(B, H, T, D), (B, H, S, D) → (B, H, T, S)."""
+        squared_distance = (
+            query.square().sum(-1, keepdim=True)  # (B, H, T, 1)
+            + key.square().sum(-1)[:, :, None]  # (B, H, 1, S)
+            - 2 * torch.matmul(query, key.transpose(-1, -2))  # (B, H, T, S)
+        )
+        variance = self.log_width.exp().to(query.dtype)[None, :, None, None]
+        return -squared_distance / (2 * variance)
+
+
+def make_score(name: str, *, num_heads: int, head_dim: int) -> tuple[nn.Module | None, float]:
+    """Score module and scale for a config name; dot-product scores need no module (the backends do the matmul)."""
+    if name == "scaled_dot":
+        return None, head_dim**-0.5
+    if name == "dot":
+        return None, 1.0
+    if name == "additive":
+        return AdditiveScore(head_dim=head_dim), 1.0
+    if name == "gaussian":
+        return GaussianScore(num_heads=num_heads, head_dim=head_dim), 1.0
+    raise ValueError(f"attention_score={name!r} is not supported; allowed: 'scaled_dot', 'dot', 'additive', 'gaussian'.")
+
+
+def repeat_kv(x: Tensor, groups: int) -> Tensor:
+    """Grouped-query attention: share each of the K key/value heads with `groups` query heads. (B, K, S, D) → (B, K·g, S, D)."""
+    if groups == 1:
+        return x
+    batch, kv_heads, length, dim = x.shape
+    return x[:, :, None].expand(batch, kv_heads, groups, length, dim).reshape(batch, kv_heads * groups, length, dim)
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    *,
+    scaling: float,
+    dropout: float = 0.0,
+    position_bias: Tensor | None = None,
+    is_causal: bool | None = None,
+    **kwargs,
+) -> tuple[Tensor, Tensor]:
+    """Attention written out: scores, bias, mask, softmax, dropout, weighted sum. Returns the weights too (heatmaps).
+
+    Args:
+        module: The calling attention module (its `score` and `is_causal` are read, as HF backends do).
+        query: (B, H, T, D). key, value: (B, K, S, D).
+        attention_mask: (B|1, 1, T, S) bool, True = attend, causality included; or None (then `is_causal` applies).
+        scaling: Factor on q·k for dot-product scores.
+        dropout: Probability of dropping an attention weight (callers pass 0 outside training).
+        position_bias: Optional (B|1, H, T, S) additive term (ALiBi, relative buckets).
+        is_causal: Overrides `module.is_causal` when the mask is None.
+
+    Returns:
+        (B, T, H, D) output and (B, H, T, S) weights; rows with no allowed key are all zero.
+    """
+    groups = query.shape[1] // key.shape[1]
+    key, value = repeat_kv(key, groups), repeat_kv(value, groups)  # (B, H, S, D)
+    score = getattr(module, "score", None)
+    scores = score(query, key) if score is not None else torch.matmul(query, key.transpose(-1, -2)) * scaling
+    if position_bias is not None:
+        scores = scores + position_bias
+    causal = module.is_causal if is_causal is None else is_causal
+    if attention_mask is None and causal and query.shape[2] > 1:
+        attention_mask = causal_mask(query.shape[2], key.shape[2], key.shape[2] - query.shape[2], query.device)
+    if attention_mask is not None:
+        scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)  # (B, H, T, S)
+    if attention_mask is not None:
+        weights = weights.masked_fill(~attention_mask, 0.0)  # a row with no allowed key gives zeros, not uniform
+    weights = nn.functional.dropout(weights, p=dropout, training=module.training)
+    output = torch.matmul(weights, value)  # (B, H, T, D)
+    return output.transpose(1, 2).contiguous(), weights
+
+
+def sdpa_attention_forward(
+    module: nn.Module,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    *,
+    scaling: float,
+    dropout: float = 0.0,
+    position_bias: Tensor | None = None,
+    is_causal: bool | None = None,
+    **kwargs,
+) -> tuple[Tensor, None]:
+    """The same maths through `torch.nn.functional.scaled_dot_product_attention` (fused; never stores T×S weights).
+
+    A causal stack without padding passes no mask and the kernel's own causal flag is used; with a cache (T ≠ S) an
+    explicit offset-aware mask is built instead, since the kernel's flag aligns to the top-left corner. A bias is
+    folded into a float mask with −inf where attention is not allowed, which the kernel turns into zero rows.
+    Arguments as in `eager_attention_forward`; returns (B, T, H, D) and None.
+    """
+    groups = query.shape[1] // key.shape[1]
+    key, value = repeat_kv(key, groups), repeat_kv(value, groups)  # (B, H, S, D)
+    mask = attention_mask
+    causal = module.is_causal if is_causal is None else is_causal
+    use_causal_flag = causal and mask is None and query.shape[2] > 1
+    if use_causal_flag and query.shape[2] != key.shape[2]:
+        mask = causal_mask(query.shape[2], key.shape[2], key.shape[2] - query.shape[2], query.device)
+        use_causal_flag = False
+    if position_bias is not None:
+        bias = position_bias.to(query.dtype)
+        if use_causal_flag:
+            mask = causal_mask(query.shape[2], key.shape[2], 0, query.device)
+            use_causal_flag = False
+        mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
+    output = nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=mask, dropout_p=dropout, scale=scaling, is_causal=use_causal_flag
+    )  # (B, H, T, D)
+    return output.transpose(1, 2).contiguous(), None
+
+
+# Our two backends; any other name is looked up in HF's global attention-function registry.
+ATTENTION_BACKENDS: dict[str, Callable] = {"eager": eager_attention_forward, "sdpa": sdpa_attention_forward}
+
+
+def get_attention_function(name: str) -> Callable:
+    """Backend function for an `attn_implementation` name."""
+    if name in ATTENTION_BACKENDS:
+        return ATTENTION_BACKENDS[name]
+    if name in ALL_ATTENTION_FUNCTIONS:
+        return ALL_ATTENTION_FUNCTIONS[name]
+    raise ValueError(
+        f"attn_implementation={name!r} is not available; use 'eager', 'sdpa' or a name registered with "
+        "transformers.AttentionInterface.register()."
+    )
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention (Vaswani 2017 §3.2.2) for self-attention (keys from the same sequence) and
+    cross-attention (keys from the encoder output), with grouped-query heads (Ainslie et al. 2023).
+
+    Heads are a batch axis: project once to H·D, view as (B, H, T, D), attend per head, merge back to E.
+
+    Args:
+        hidden_size: E of the queries' stream.
+        num_heads: H.
+        num_kv_heads: K (divides H).
+        head_dim: D.
+        bias: Biases on the q/k/v/o projections.
+        dropout: Attention-weight dropout (training only).
+        is_causal: Queries only see earlier keys (decoder self-attention).
+        is_cross_attention: Keys/values come from `key_value_states` and are cached once per generation.
+        layer_idx: Index of the layer, the key of its slot in HF caches.
+        score: Score module for non-dot-product scores (None: dot product times `scaling`).
+        scaling: Factor on q·k.
+        kv_input_size: Width of `key_value_states` (default E).
+    """
+
+    def __init__(
+        self,
+        *,
+        hidden_size: int,
+        num_heads: int,
+        num_kv_heads: int,
+        head_dim: int,
+        bias: bool = True,
+        dropout: float = 0.0,
+        is_causal: bool = False,
+        is_cross_attention: bool = False,
+        layer_idx: int | None = None,
+        score: nn.Module | None = None,
+        scaling: float | None = None,
+        kv_input_size: int | None = None,
+    ):
+        super().__init__()
+        if num_heads % num_kv_heads:
+            raise ValueError(f"num_heads={num_heads} is not divisible by num_kv_heads={num_kv_heads}.")
+        kv_input_size = kv_input_size or hidden_size
+        self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
+        self.num_key_value_groups = num_heads // num_kv_heads
+        self.dropout = dropout
+        self.is_causal = is_causal
+        self.is_cross_attention = is_cross_attention
+        self.layer_idx = layer_idx
+        self.scaling = head_dim**-0.5 if scaling is None else scaling
+        self.score = score
+        self.q_proj = nn.Linear(hidden_size, num_heads * head_dim, bias=bias)
+        self.k_proj = nn.Linear(kv_input_size, num_kv_heads * head_dim, bias=bias)
+        self.v_proj = nn.Linear(kv_input_size, num_kv_heads * head_dim, bias=bias)
+        self.o_proj = nn.Linear(num_heads * head_dim, hidden_size, bias=bias)
+
+    def _project_heads(self, proj: nn.Linear, states: Tensor, heads: int) -> Tensor:
+        batch, length, _ = states.shape
+        return proj(states).view(batch, length, heads, self.head_dim).transpose(1, 2)  # (B, heads, L, D)
+
+    def _cross_keys_values(self, key_value_states: Tensor, cache: Cache | None) -> tuple[Tensor, Tensor]:
+        """Encoder keys/values: projected once per generation, then read back from the cross-attention cache."""
+        if isinstance(cache, EncoderDecoderCache) and cache.is_updated.get(self.layer_idx):
+            layer = cache.cross_attention_cache.layers[self.layer_idx]
+            return layer.keys, layer.values
+        key = self._project_heads(self.k_proj, key_value_states, self.num_kv_heads)  # (B, K, S, D)
+        value = self._project_heads(self.v_proj, key_value_states, self.num_kv_heads)  # (B, K, S, D)
+        if isinstance(cache, EncoderDecoderCache):
+            key, value = cache.cross_attention_cache.update(key, value, self.layer_idx)
+            cache.is_updated[self.layer_idx] = True
+        return key, value
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        *,
+        attention_mask: Tensor | None = None,
+        key_value_states: Tensor | None = None,
+        position_embeddings: tuple[Tensor, Tensor] | None = None,
+        position_bias: Tensor | None = None,
+        past_key_values: Cache | None = None,
+        attention_function: Callable = sdpa_attention_forward,
+        **kwargs,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attend from `hidden_states` (B, T, E) to itself or to `key_value_states` (B, S, E).
+
+        Args:
+            hidden_states: (B, T, E) queries' stream.
+            attention_mask: (B|1, 1, T, S) bool mask (True = attend) or None.
+            key_value_states: Encoder output for cross-attention.
+            position_embeddings: Rotary (cos, sin), each (B, T, D); rotates q and k before caching.
+            position_bias: (B|1, H, T, S) additive score bias.
+            past_key_values: An HF Cache (self-attention) or EncoderDecoderCache (either kind of layer).
+            attention_function: A backend with HF's attention-function signature.
+
+        Returns:
+            (B, T, E) output and the (B, H, T, S) weights when the backend computes them.
+        """
+        batch, length, _ = hidden_states.shape
+        query = self._project_heads(self.q_proj, hidden_states, self.num_heads)  # (B, H, T, D)
+        if self.is_cross_attention:
+            key, value = self._cross_keys_values(key_value_states, past_key_values)
+        else:
+            key = self._project_heads(self.k_proj, hidden_states, self.num_kv_heads)  # (B, K, T, D)
+            value = self._project_heads(self.v_proj, hidden_states, self.num_kv_heads)  # (B, K, T, D)
+            if position_embeddings is not None:
+                cos, sin = position_embeddings
+                query, key = apply_rotary(query, cos, sin), apply_rotary(key, cos, sin)
+            if past_key_values is not None:
+                cache = past_key_values
+                if isinstance(cache, EncoderDecoderCache):
+                    cache = cache.self_attention_cache
+                key, value = cache.update(key, value, self.layer_idx)  # (B, K, past + T, D)
+        output, weights = attention_function(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            scaling=self.scaling,
+            dropout=self.dropout if self.training else 0.0,
+            position_bias=position_bias,
+            **kwargs,
+        )  # (B, T, H, D)
+        output = output.reshape(batch, length, self.num_heads * self.head_dim)  # (B, T, H·D)
+        return self.o_proj(output), weights

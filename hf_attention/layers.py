@@ -1,0 +1,218 @@
+"""Norms, the position-wise feed-forward network, and the encoder and decoder layers.
+
+Notation: B batch, T target length, S source length, E model dim, F feed-forward dim.
+
+A layer is attention and a feed-forward network, each wrapped in a residual connection with a norm. "post" puts the
+norm after the residual add, LayerNorm(x + Sublayer(x)) (Add & Norm, Vaswani 2017 §5.4); "pre" puts it before the
+sublayer, x + Sublayer(Norm(x)) (GPT-2, Llama), which trains deep stacks without warm-up tricks (Xiong et al. 2020).
+Layers receive their submodules ready-made; they never see a config.
+"""
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+from transformers.activations import ACT2FN
+from transformers.modeling_layers import GradientCheckpointingLayer
+
+from .attention import MultiHeadAttention
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square norm (Zhang & Sennrich 2019): x / sqrt(mean(x²) + ε) · g, no mean subtraction, no bias.
+
+    Statistics are computed in float32 whatever the input dtype (as T5 and Llama do).
+
+    Args:
+        dim: E.
+        eps: ε.
+    """
+
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(…, E) → (…, E)."""
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.square().mean(-1, keepdim=True) + self.eps)
+        return self.weight * x32.to(x.dtype)
+
+
+NORMS = {"layernorm": nn.LayerNorm, "rmsnorm": RMSNorm}
+
+
+def make_norm(norm_type: str, dim: int, eps: float) -> nn.Module:
+    """A norm by name ("layernorm" or "rmsnorm")."""
+    return NORMS[norm_type](dim, eps=eps)
+
+
+class FeedForward(nn.Module):
+    """Position-wise feed-forward network FFN(x) = act(x W₁ + b₁) W₂ + b₂ (Vaswani 2017 §3.3).
+
+    Args:
+        hidden_size: E.
+        intermediate_size: F.
+        activation: Name in `transformers.activations.ACT2FN` ("relu", "gelu", "gelu_new", "silu").
+        bias: Biases on both projections.
+        dropout: Dropout after the activation.
+    """
+
+    def __init__(self, *, hidden_size: int, intermediate_size: int, activation: str, bias: bool = True,
+                 dropout: float = 0.0):
+        super().__init__()
+        self.fc1 = nn.Linear(hidden_size, intermediate_size, bias=bias)
+        self.act = ACT2FN[activation]
+        self.dropout = nn.Dropout(dropout)
+        self.fc2 = nn.Linear(intermediate_size, hidden_size, bias=bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(B, T, E) → (B, T, E)."""
+        return self.fc2(self.dropout(self.act(self.fc1(x))))
+
+
+class GatedFeedForward(nn.Module):
+    """Gated linear unit FFN (Shazeer 2020): (act(x W_gate) ⊙ x W_up) W_down; SwiGLU with SiLU, GEGLU with GELU.
+
+    Args:
+        hidden_size: E.
+        intermediate_size: F.
+        activation: Gate activation name in ACT2FN ("silu" for SwiGLU, "gelu" for GEGLU).
+        bias: Biases on the three projections.
+        dropout: Dropout on the gated product.
+    """
+
+    def __init__(self, *, hidden_size: int, intermediate_size: int, activation: str, bias: bool = False,
+                 dropout: float = 0.0):
+        super().__init__()
+        self.gate_proj = nn.Linear(hidden_size, intermediate_size, bias=bias)
+        self.up_proj = nn.Linear(hidden_size, intermediate_size, bias=bias)
+        self.act = ACT2FN[activation]
+        self.dropout = nn.Dropout(dropout)
+        self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(B, T, E) → (B, T, E)."""
+        return self.down_proj(self.dropout(self.act(self.gate_proj(x)) * self.up_proj(x)))
+
+
+# Gated variants name the activation of their gate.
+GATED_ACTIVATIONS = {"swiglu": "silu", "geglu": "gelu"}
+
+
+def make_feed_forward(hidden_act: str, *, hidden_size: int, intermediate_size: int, bias: bool,
+                      dropout: float) -> nn.Module:
+    """FeedForward, or GatedFeedForward for "swiglu"/"geglu"."""
+    if hidden_act in GATED_ACTIVATIONS:
+        return GatedFeedForward(hidden_size=hidden_size, intermediate_size=intermediate_size,
+                                activation=GATED_ACTIVATIONS[hidden_act], bias=bias, dropout=dropout)
+    return FeedForward(hidden_size=hidden_size, intermediate_size=intermediate_size, activation=hidden_act,
+                       bias=bias, dropout=dropout)
+
+
+class EncoderLayer(GradientCheckpointingLayer):
+    """Self-attention then feed-forward, each in a residual block with a norm (pre or post).
+
+    Args:
+        self_attn: The self-attention module.
+        mlp: The feed-forward module.
+        self_attn_norm: Norm of the attention block.
+        mlp_norm: Norm of the feed-forward block.
+        norm_position: "post" (Add & Norm) or "pre".
+        dropout: Residual dropout on each sublayer output.
+    """
+
+    def __init__(self, *, self_attn: MultiHeadAttention, mlp: nn.Module, self_attn_norm: nn.Module,
+                 mlp_norm: nn.Module, norm_position: str, dropout: float = 0.0):
+        super().__init__()
+        self.self_attn = self_attn
+        self.self_attn_norm = self_attn_norm
+        self.mlp = mlp
+        self.mlp_norm = mlp_norm
+        self.pre_norm = norm_position == "pre"
+        self.dropout = nn.Dropout(dropout)
+
+    def residual(self, x: Tensor, norm: nn.Module, sublayer: Callable[[Tensor], tuple]) -> tuple[Tensor, object]:
+        """x + Sublayer(Norm(x)) for pre-norm, Norm(x + Sublayer(x)) for post-norm; passes the sublayer's extra out."""
+        output, extra = sublayer(norm(x) if self.pre_norm else x)
+        x = x + self.dropout(output)
+        return (x if self.pre_norm else norm(x)), extra
+
+    def feed_forward(self, hidden_states: Tensor) -> Tensor:
+        """The feed-forward residual block."""
+        return self.residual(hidden_states, self.mlp_norm, lambda x: (self.mlp(x), None))[0]
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        *,
+        attention_mask: Tensor | None = None,
+        position_embeddings: tuple[Tensor, Tensor] | None = None,
+        position_bias: Tensor | None = None,
+        past_key_values=None,
+        attention_function: Callable | None = None,
+        **kwargs,
+    ) -> tuple[Tensor, Tensor | None]:
+        """(B, T, E) → (B, T, E) and the self-attention weights (eager backend) or None."""
+        hidden_states, weights = self.residual(
+            hidden_states,
+            self.self_attn_norm,
+            lambda x: self.self_attn(
+                x, attention_mask=attention_mask, position_embeddings=position_embeddings,
+                position_bias=position_bias, past_key_values=past_key_values,
+                attention_function=attention_function, **kwargs,
+            ),
+        )
+        return self.feed_forward(hidden_states), weights
+
+
+class DecoderLayer(EncoderLayer):
+    """Masked self-attention, then cross-attention to the encoder output (when there is one), then feed-forward.
+
+    Args:
+        cross_attn: Cross-attention module, or None for a decoder-only model.
+        cross_attn_norm: Its norm (None with no cross-attention).
+        **kwargs: As `EncoderLayer`.
+    """
+
+    def __init__(self, *, cross_attn: MultiHeadAttention | None = None, cross_attn_norm: nn.Module | None = None,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.cross_attn = cross_attn
+        self.cross_attn_norm = cross_attn_norm
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        *,
+        attention_mask: Tensor | None = None,
+        encoder_hidden_states: Tensor | None = None,
+        encoder_attention_mask: Tensor | None = None,
+        position_embeddings: tuple[Tensor, Tensor] | None = None,
+        position_bias: Tensor | None = None,
+        past_key_values=None,
+        attention_function: Callable | None = None,
+        **kwargs,
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """(B, T, E) → (B, T, E), self-attention weights and cross-attention weights (eager backend) or None."""
+        hidden_states, self_weights = self.residual(
+            hidden_states,
+            self.self_attn_norm,
+            lambda x: self.self_attn(
+                x, attention_mask=attention_mask, position_embeddings=position_embeddings,
+                position_bias=position_bias, past_key_values=past_key_values,
+                attention_function=attention_function, **kwargs,
+            ),
+        )
+        cross_weights = None
+        if self.cross_attn is not None and encoder_hidden_states is not None:
+            hidden_states, cross_weights = self.residual(
+                hidden_states,
+                self.cross_attn_norm,
+                lambda x: self.cross_attn(
+                    x, attention_mask=encoder_attention_mask, key_value_states=encoder_hidden_states,
+                    past_key_values=past_key_values, attention_function=attention_function, **kwargs,
+                ),
+            )
+        return self.feed_forward(hidden_states), self_weights, cross_weights

@@ -1,0 +1,803 @@
+"""The hf-attention model families as Hugging Face `PreTrainedModel`s: builders, stacks, base models and heads.
+
+Notation: B batch, T (target) length, S source length, E model dim, V vocabulary.
+
+This is the only file that reads a config: it builds the leaf modules (masks, positional encodings, attention,
+layers) from it and wires them into three families:
+- encoder (BERT-like): HFAttentionEncoderModel, …ForMaskedLM, …ForSequenceClassification, …ForTokenClassification;
+- decoder (GPT-like): HFAttentionDecoderModel, HFAttentionForCausalLM;
+- encoder-decoder (Vaswani 2017): HFAttentionSeq2SeqModel, HFAttentionForSeq2SeqLM.
+Masks and positional signals are computed once per stack and passed to every layer; caches are HF Cache objects.
+"""
+
+import math
+
+import torch
+from torch import Tensor, nn
+from transformers import GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.utils import ModelOutput
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    BaseModelOutputWithPastAndCrossAttentions,
+    CausalLMOutputWithCrossAttentions,
+    MaskedLMOutput,
+    Seq2SeqLMOutput,
+    Seq2SeqModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
+
+from .attention import AdditiveScore, GaussianScore, MultiHeadAttention, get_attention_function, make_score
+from .configuration_hf_attention import (
+    DOT_PRODUCT_SCORES,
+    HFAttentionConfigBase,
+    HFAttentionDecoderConfig,
+    HFAttentionEncoderConfig,
+    HFAttentionSeq2SeqConfig,
+)
+from .layers import DecoderLayer, EncoderLayer, RMSNorm, make_feed_forward, make_norm
+from .masks import causal_mask, check_attention_mask, combine, fit_to_length, has_padding, padding_mask
+from .positional import POSITIONAL_ENCODINGS, LearnedPositionalEmbedding, SinusoidalPositionalEmbedding
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Builders: config → leaf modules
+
+
+def build_positional(config: HFAttentionConfigBase, *, bidirectional: bool) -> nn.Module | None:
+    """The positional-encoding module named by `config.position_encoding` (None for "none")."""
+    name = config.position_encoding
+    if name == "none":
+        return None
+    arguments = {
+        "sinusoidal": {"embedding_dim": config.hidden_size, "layout": config.sinusoidal_layout},
+        "learned": {"num_positions": config.max_position_embeddings, "embedding_dim": config.hidden_size,
+                    "offset": config.position_offset},
+        "rotary": {"head_dim": config.head_dim, "base": config.rope_theta},
+        "alibi": {"num_heads": config.num_attention_heads},
+        "relative": {"num_heads": config.num_attention_heads, "bidirectional": bidirectional,
+                     "num_buckets": config.relative_attention_num_buckets,
+                     "max_distance": config.relative_attention_max_distance},
+    }[name]
+    return POSITIONAL_ENCODINGS[name](**arguments)
+
+
+def build_attention(config: HFAttentionConfigBase, layer_idx: int, *, is_causal: bool, is_cross: bool):
+    """A MultiHeadAttention with the configured score, heads and biases."""
+    score, scaling = make_score(config.attention_score, num_heads=config.num_attention_heads, head_dim=config.head_dim)
+    return MultiHeadAttention(
+        hidden_size=config.hidden_size, num_heads=config.num_attention_heads,
+        num_kv_heads=config.num_key_value_heads, head_dim=config.head_dim, bias=config.attention_bias,
+        dropout=config.attention_dropout, is_causal=is_causal, is_cross_attention=is_cross, layer_idx=layer_idx,
+        score=score, scaling=scaling,
+    )
+
+
+def build_layer(config: HFAttentionConfigBase, layer_idx: int, *, is_decoder: bool, has_cross_attention: bool):
+    """An EncoderLayer, or a DecoderLayer (causal; with cross-attention in the encoder-decoder family)."""
+    def norm() -> nn.Module:
+        return make_norm(config.norm_type, config.hidden_size, config.layer_norm_eps)
+
+    common = {
+        "self_attn": build_attention(config, layer_idx, is_causal=is_decoder, is_cross=False),
+        "self_attn_norm": norm(),
+        "mlp": make_feed_forward(config.hidden_act, hidden_size=config.hidden_size,
+                                 intermediate_size=config.intermediate_size, bias=config.mlp_bias,
+                                 dropout=config.activation_dropout),
+        "mlp_norm": norm(),
+        "norm_position": config.norm_position,
+        "dropout": config.hidden_dropout_prob,
+    }
+    if not is_decoder:
+        return EncoderLayer(**common)
+    if has_cross_attention:
+        common["cross_attn"] = build_attention(config, layer_idx, is_causal=False, is_cross=True)
+        common["cross_attn_norm"] = norm()
+    return DecoderLayer(**common)
+
+
+def shift_tokens_right(labels: Tensor, pad_token_id: int, decoder_start_token_id: int) -> Tensor:
+    """Teacher forcing: decoder inputs are the labels moved one step right behind the start token; -100 → pad."""
+    shifted = labels.new_zeros(labels.shape)
+    shifted[:, 1:] = labels[:, :-1].clone()
+    shifted[:, 0] = decoder_start_token_id
+    return shifted.masked_fill(shifted == -100, pad_token_id)
+
+
+def token_cross_entropy(logits: Tensor, labels: Tensor, num_items_in_batch: Tensor | int | None = None) -> Tensor:
+    """Cross-entropy summed over tokens whose label is not -100, divided by their count.
+
+    Under gradient accumulation the Trainer (or our training loop) passes `num_items_in_batch`, the count over all
+    micro-batches and processes, so every token weighs the same however the batch was split.
+    """
+    loss = nn.functional.cross_entropy(
+        logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1).to(logits.device), ignore_index=-100,
+        reduction="sum",
+    )
+    if num_items_in_batch is None:
+        num_items_in_batch = (labels != -100).sum()
+    if isinstance(num_items_in_batch, Tensor):
+        num_items_in_batch = num_items_in_batch.to(loss.device)
+    return loss / num_items_in_batch
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Shared base
+
+
+class HFAttentionPreTrainedModel(PreTrainedModel):
+    """Weight initialisation, backend checks and full `auto_map` saving for every hf-attention model."""
+
+    config_class = HFAttentionConfigBase
+    base_model_prefix = "model"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["EncoderLayer", "DecoderLayer"]
+    _skip_keys_device_placement = ["past_key_values"]
+    _supports_sdpa = True
+    _supports_attention_backend = True
+    _can_compile_fullgraph = True
+
+    def _sdpa_can_dispatch(self, is_init_check: bool = False) -> bool:
+        # Fused kernels compute dot-product scores only; HF falls back to eager when sdpa was not asked for explicitly.
+        if self.config.attention_score not in DOT_PRODUCT_SCORES:
+            raise ValueError(
+                f"attention_score={self.config.attention_score!r} needs attn_implementation='eager': SDPA only "
+                f"computes dot-product scores {DOT_PRODUCT_SCORES}."
+            )
+        return super()._sdpa_can_dispatch(is_init_check)
+
+    def _check_and_adjust_attn_implementation(self, attn_implementation, is_init_check=False, **kwargs):
+        if isinstance(attn_implementation, str) and attn_implementation.startswith("flash_attention"):
+            raise ValueError(
+                f"attn_implementation={attn_implementation!r} is not supported by {type(self).__name__}: flash kernels "
+                "take no additive position bias or custom score; use 'sdpa' or 'eager'."
+            )
+        return super()._check_and_adjust_attn_implementation(attn_implementation, is_init_check, **kwargs)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, (nn.Embedding, LearnedPositionalEmbedding)):
+            init.normal_(module.weight, mean=0.0, std=std)
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, RMSNorm):
+            init.ones_(module.weight)
+        elif isinstance(module, GaussianScore):
+            init.constant_(module.log_width, 0.5 * math.log(module.head_dim))
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """Save weights (safetensors), config and this package's code, with an `auto_map` naming every Auto class
+        of the family, so that `trust_remote_code=True` loads the folder where hf_attention is not installed."""
+        family = AUTO_CLASSES.get(self.config.model_type, {})
+        auto_map = {"AutoConfig": f"configuration_hf_attention.{type(self.config).__name__}"}
+        auto_map.update({auto: f"modeling_hf_attention.{cls.__name__}" for auto, cls in family.items()})
+        self.config.auto_map = {**auto_map, **(getattr(self.config, "auto_map", None) or {})}
+        return super().save_pretrained(save_directory, *args, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The stack: embeddings → layers → final norm, shared by all families
+
+
+class TransformerStack(nn.Module):
+    """Embeddings, N layers and an optional final norm; an encoder, a causal decoder, or a decoder with
+    cross-attention.
+
+    Args:
+        config: The family config.
+        num_layers: N.
+        is_decoder: Causal self-attention (and a cache).
+        has_cross_attention: Attend to `encoder_hidden_states` in every layer.
+        embed_tokens: The token embedding (shared between encoder and decoder in the encoder-decoder family).
+    """
+
+    def __init__(self, config: HFAttentionConfigBase, *, num_layers: int, is_decoder: bool,
+                 has_cross_attention: bool = False, embed_tokens: nn.Embedding):
+        super().__init__()
+        self.config = config
+        self.is_decoder = is_decoder
+        self.embed_tokens = embed_tokens
+        self.embed_scale = math.sqrt(config.hidden_size) if config.scale_embeddings else 1.0
+        self.token_type_embeddings = (
+            nn.Embedding(config.type_vocab_size, config.hidden_size) if config.type_vocab_size else None
+        )
+        self.position = build_positional(config, bidirectional=not is_decoder)
+        norm = lambda: make_norm(config.norm_type, config.hidden_size, config.layer_norm_eps)  # noqa: E731
+        self.embedding_norm = norm() if config.embedding_norm else None
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.layers = nn.ModuleList(
+            build_layer(config, i, is_decoder=is_decoder, has_cross_attention=has_cross_attention)
+            for i in range(num_layers)
+        )
+        self.norm = norm() if config.final_norm else None
+        self.gradient_checkpointing = False
+
+    def embed(self, input_ids: Tensor | None, inputs_embeds: Tensor | None, token_type_ids: Tensor | None) -> Tensor:
+        """Token embeddings × scale (+ token-type embeddings): (B, T) ids → (B, T, E)."""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of input_ids and inputs_embeds.")
+        if inputs_embeds is None:
+            if not torch.compiler.is_compiling() and input_ids.numel():
+                low, high = int(input_ids.min()), int(input_ids.max())
+                if low < 0 or high >= self.config.vocab_size:
+                    bad = high if high >= self.config.vocab_size else low
+                    raise ValueError(
+                        f"input_ids contains token id {bad}, outside the vocabulary [0, {self.config.vocab_size}); "
+                        "check that the tokenizer matches the model's vocab_size."
+                    )
+            inputs_embeds = self.embed_tokens(input_ids)
+        hidden = inputs_embeds * self.embed_scale
+        if self.token_type_embeddings is not None:
+            if token_type_ids is None:
+                token_type_ids = torch.zeros(hidden.shape[:2], dtype=torch.long, device=hidden.device)
+            hidden = hidden + self.token_type_embeddings(token_type_ids)
+        return hidden
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        encoder_hidden_states: Tensor | None = None,
+        encoder_attention_mask: Tensor | None = None,
+        past_key_values: Cache | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+        return_dict: bool = True,
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        """Run the stack. Masks (B, T|past+T) are 0/1; position ids default to the count of real tokens so far."""
+        hidden = self.embed(input_ids, inputs_embeds, token_type_ids)  # (B, T, E)
+        batch, length = hidden.shape[:2]
+        self_cache = past_key_values
+        if isinstance(self_cache, EncoderDecoderCache):
+            self_cache = self_cache.self_attention_cache
+        past = self_cache.get_seq_length() if self_cache is not None else 0
+        key_length = self_cache.get_mask_sizes(length, 0)[0] if self_cache is not None else length
+        checking = not torch.compiler.is_compiling()
+        if checking:
+            check_attention_mask(attention_mask, batch, int(past) + length, "attention_mask")
+            if encoder_hidden_states is not None:
+                check_attention_mask(encoder_attention_mask, batch, encoder_hidden_states.shape[1],
+                                     "encoder_attention_mask")
+
+        # Positions: explicit ids, else the number of real tokens before each one (correct under left padding).
+        if attention_mask is not None:
+            full_positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, past + T)
+        else:
+            full_positions = torch.arange(key_length, device=hidden.device)[None]  # (1, S)
+        if position_ids is None:
+            position_ids = full_positions[:, -length:] if attention_mask is not None else (
+                torch.arange(length, device=hidden.device)[None] + past)  # (B|1, T)
+        kind = getattr(self.position, "kind", None)
+        if kind == "absolute":
+            hidden = hidden + self.position(position_ids).to(hidden.dtype)
+        if self.embedding_norm is not None:
+            hidden = self.embedding_norm(hidden)
+        hidden = self.dropout(hidden)
+
+        attention_name = "eager" if output_attentions else self.config._attn_implementation
+        attention_function = get_attention_function(attention_name)
+        rotary = self.position(position_ids, hidden.dtype) if kind == "rotary" else None
+        position_bias = None
+        if kind == "bias":
+            key_positions = fit_to_length(full_positions, key_length)  # (B|1, S)
+            position_bias = self.position(position_ids, key_positions).to(hidden.dtype)  # (B|1, H, T, S)
+        self_mask = self._self_attention_mask(attention_mask, length, key_length, past, attention_name, checking)
+        cross_mask = padding_mask(encoder_attention_mask) if (
+            not checking or has_padding(encoder_attention_mask)) and encoder_attention_mask is not None else None
+
+        all_hidden, self_weights, cross_weights = [], [], []
+        for layer in self.layers:
+            if output_hidden_states:
+                all_hidden.append(hidden)
+            extra = {"encoder_hidden_states": encoder_hidden_states, "encoder_attention_mask": cross_mask} if (
+                self.is_decoder) else {}
+            outputs = layer(
+                hidden, attention_mask=self_mask, position_embeddings=rotary, position_bias=position_bias,
+                past_key_values=past_key_values, attention_function=attention_function, **extra,
+            )
+            hidden = outputs[0]
+            if output_attentions:
+                self_weights.append(outputs[1])
+                if self.is_decoder and encoder_hidden_states is not None:
+                    cross_weights.append(outputs[2])
+        if self.norm is not None:
+            hidden = self.norm(hidden)
+        if output_hidden_states:
+            all_hidden.append(hidden)
+        return BaseModelOutputWithPastAndCrossAttentions(
+            last_hidden_state=hidden,
+            past_key_values=past_key_values,
+            hidden_states=tuple(all_hidden) if output_hidden_states else None,
+            attentions=tuple(self_weights) if output_attentions else None,
+            cross_attentions=tuple(cross_weights) if output_attentions and cross_weights else None,
+        )
+
+    def _self_attention_mask(self, attention_mask: Tensor | None, length: int, key_length: int, past,
+                             attention_name: str, checking: bool) -> Tensor | None:
+        """(B|1, 1, T, S) bool mask for self-attention, or None when the backend needs none.
+
+        A causal stack without padding under SDPA passes None: the kernel's causal flag (T = S) or no mask at all
+        (one new token sees the whole past) is exact and faster. Everything else gets an explicit mask.
+        """
+        padded = attention_mask is not None and (not checking or has_padding(attention_mask))
+        keys = padding_mask(fit_to_length(attention_mask, key_length)) if padded else None
+        if not self.is_decoder:
+            return keys
+        plain_cache = isinstance(past, int) and key_length == past + length
+        if not padded and attention_name != "eager" and plain_cache and (length == key_length or length == 1):
+            return None
+        return combine(causal_mask(length, key_length, past, self.embed_tokens.weight.device), keys)
+
+
+def _options(config: HFAttentionConfigBase, output_attentions, output_hidden_states, return_dict):
+    """Fill per-call output switches from the config, as every HF model does."""
+    return (
+        config.output_attentions if output_attentions is None else output_attentions,
+        config.output_hidden_states if output_hidden_states is None else output_hidden_states,
+        config.return_dict if return_dict is None else return_dict,
+    )
+
+
+def _logit_slice(logits_to_keep: int | Tensor) -> slice | Tensor:
+    """Positions whose logits are computed: generation needs only the last one (`logits_to_keep=1`)."""
+    return slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Encoder family (BERT-like)
+
+
+class HFAttentionEncoderPreTrainedModel(HFAttentionPreTrainedModel):
+    """Base of the encoder family."""
+
+    config_class = HFAttentionEncoderConfig
+
+
+class HFAttentionEncoderModel(HFAttentionEncoderPreTrainedModel):
+    """Bidirectional Transformer encoder: every token attends to every other real token."""
+
+    def __init__(self, config: HFAttentionEncoderConfig):
+        super().__init__(config)
+        embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.encoder = TransformerStack(config, num_layers=config.num_hidden_layers, is_decoder=False,
+                                        embed_tokens=embed_tokens)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.encoder.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.encoder.embed_tokens = value
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> BaseModelOutput | tuple:
+        """(B, T) ids → last hidden state (B, T, E), optional per-layer hidden states and attention weights."""
+        output_attentions, output_hidden_states, return_dict = _options(
+            self.config, output_attentions, output_hidden_states, return_dict)
+        stack = self.encoder(
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+            token_type_ids=token_type_ids, inputs_embeds=inputs_embeds, output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        output = BaseModelOutput(last_hidden_state=stack.last_hidden_state, hidden_states=stack.hidden_states,
+                                 attentions=stack.attentions)
+        return output if return_dict else output.to_tuple()
+
+
+class HFAttentionForMaskedLM(HFAttentionEncoderPreTrainedModel):
+    """Encoder with a vocabulary projection, trained to recover masked tokens (BERT's MLM objective)."""
+
+    _tied_weights_keys = {"lm_head.weight": "model.encoder.embed_tokens.weight"}
+
+    def __init__(self, config: HFAttentionEncoderConfig):
+        super().__init__(config)
+        self.model = HFAttentionEncoderModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        labels: Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> MaskedLMOutput | tuple:
+        """Logits (B, T, V); `labels` (B, T) with -100 on unmasked positions give the token-averaged loss."""
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+        outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                             position_ids=position_ids, inputs_embeds=inputs_embeds,
+                             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+                             return_dict=True)
+        logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
+        loss = None
+        if labels is not None:
+            loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch"))
+        output = MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                                attentions=outputs.attentions)
+        return output if return_dict else output.to_tuple()
+
+
+class HFAttentionForSequenceClassification(HFAttentionEncoderPreTrainedModel):
+    """Encoder + pooled representation (mean of real tokens, or the first token) + linear classifier."""
+
+    def __init__(self, config: HFAttentionEncoderConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.model = HFAttentionEncoderModel(config)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def pool(self, hidden: Tensor, attention_mask: Tensor | None) -> Tensor:
+        """(B, T, E) → (B, E) by `config.classifier_pooling`."""
+        if self.config.classifier_pooling == "first":
+            return hidden[:, 0]
+        if attention_mask is None:
+            return hidden.mean(1)
+        weights = attention_mask.to(hidden.dtype)[..., None]  # (B, T, 1)
+        return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        labels: Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> SequenceClassifierOutput | tuple:
+        """Logits (B, num_labels); the loss follows `config.problem_type` as in HF's classifiers."""
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+        outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                             position_ids=position_ids, inputs_embeds=inputs_embeds,
+                             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+                             return_dict=True)
+        logits = self.classifier(self.dropout(self.pool(outputs.last_hidden_state, attention_mask)))
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config)
+        output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                                          attentions=outputs.attentions)
+        return output if return_dict else output.to_tuple()
+
+
+class HFAttentionForTokenClassification(HFAttentionEncoderPreTrainedModel):
+    """Encoder + a linear classifier on every token (tagging, NER)."""
+
+    def __init__(self, config: HFAttentionEncoderConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.model = HFAttentionEncoderModel(config)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        labels: Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> TokenClassifierOutput | tuple:
+        """Logits (B, T, num_labels); labels (B, T) with -100 on ignored tokens."""
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+        outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                             position_ids=position_ids, inputs_embeds=inputs_embeds,
+                             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+                             return_dict=True)
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))
+        loss = None
+        if labels is not None:
+            loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch"))
+        output = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                                       attentions=outputs.attentions)
+        return output if return_dict else output.to_tuple()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Decoder family (GPT-like)
+
+
+class HFAttentionDecoderPreTrainedModel(HFAttentionPreTrainedModel):
+    """Base of the decoder family."""
+
+    config_class = HFAttentionDecoderConfig
+
+
+class HFAttentionDecoderModel(HFAttentionDecoderPreTrainedModel):
+    """Causal Transformer decoder: each token attends to itself and the tokens before it."""
+
+    def __init__(self, config: HFAttentionDecoderConfig):
+        super().__init__(config)
+        embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.decoder = TransformerStack(config, num_layers=config.num_hidden_layers, is_decoder=True,
+                                        embed_tokens=embed_tokens)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.decoder.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.decoder.embed_tokens = value
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> BaseModelOutputWithPastAndCrossAttentions | tuple:
+        """(B, T) new ids (+ a cache of earlier ones) → (B, T, E); `attention_mask` covers cached + new tokens."""
+        output_attentions, output_hidden_states, return_dict = _options(
+            self.config, output_attentions, output_hidden_states, return_dict)
+        if use_cache is None:
+            use_cache = self.config.use_cache and not self.training
+        if use_cache and past_key_values is None:
+            past_key_values = DynamicCache(config=self.config)
+        output = self.decoder(
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+            inputs_embeds=inputs_embeds, past_key_values=past_key_values, output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        if not use_cache:
+            output.past_key_values = None
+        return output if return_dict else output.to_tuple()
+
+
+class HFAttentionForCausalLM(HFAttentionDecoderPreTrainedModel, GenerationMixin):
+    """Decoder with a vocabulary projection: next-token prediction and `generate()`."""
+
+    _tied_weights_keys = {"lm_head.weight": "model.decoder.embed_tokens.weight"}
+
+    def __init__(self, config: HFAttentionDecoderConfig):
+        super().__init__(config)
+        self.model = HFAttentionDecoderModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: Tensor | None = None,
+        labels: Tensor | None = None,
+        use_cache: bool | None = None,
+        logits_to_keep: int | Tensor = 0,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> CausalLMOutputWithCrossAttentions | tuple:
+        """Logits (B, T, V). `labels` (B, T) are the inputs themselves: the loss predicts token t+1 from ≤ t."""
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+        outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                             past_key_values=past_key_values, inputs_embeds=inputs_embeds, use_cache=use_cache,
+                             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+                             return_dict=True)
+        logits = self.lm_head(outputs.last_hidden_state[:, _logit_slice(logits_to_keep)])  # (B, T, V)
+        loss = None
+        if labels is not None:
+            next_tokens = nn.functional.pad(labels, (0, 1), value=-100)[:, 1:]  # label of position t is token t+1
+            loss = token_cross_entropy(logits, next_tokens, kwargs.get("num_items_in_batch"))
+        output = CausalLMOutputWithCrossAttentions(
+            loss=loss, logits=logits, past_key_values=outputs.past_key_values, hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+        return output if return_dict else output.to_tuple()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Encoder-decoder family (the 2017 Transformer)
+
+
+class HFAttentionSeq2SeqPreTrainedModel(HFAttentionPreTrainedModel):
+    """Base of the encoder-decoder family."""
+
+    config_class = HFAttentionSeq2SeqConfig
+
+
+class HFAttentionSeq2SeqModel(HFAttentionSeq2SeqPreTrainedModel):
+    """Encoder reads the source; decoder writes the target, attending to its own past and to the encoder output."""
+
+    def __init__(self, config: HFAttentionSeq2SeqConfig):
+        super().__init__(config)
+        self.shared = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.encoder = TransformerStack(config, num_layers=config.encoder_layers, is_decoder=False,
+                                        embed_tokens=self.shared)
+        self.decoder = TransformerStack(config, num_layers=config.decoder_layers, is_decoder=True,
+                                        has_cross_attention=True, embed_tokens=self.shared)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.shared
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.shared = self.encoder.embed_tokens = self.decoder.embed_tokens = value
+
+    def get_encoder(self, modality: str | None = None) -> TransformerStack:
+        return self.encoder
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        decoder_input_ids: Tensor | None = None,
+        decoder_attention_mask: Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple | None = None,
+        past_key_values: EncoderDecoderCache | None = None,
+        inputs_embeds: Tensor | None = None,
+        decoder_inputs_embeds: Tensor | None = None,
+        decoder_position_ids: Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> Seq2SeqModelOutput | tuple:
+        """Source (B, S) and target-so-far (B, T) → decoder states (B, T, E); the encoder runs once per generation."""
+        output_attentions, output_hidden_states, return_dict = _options(
+            self.config, output_attentions, output_hidden_states, return_dict)
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
+                                           inputs_embeds=inputs_embeds, output_attentions=output_attentions,
+                                           output_hidden_states=output_hidden_states)
+        elif not isinstance(encoder_outputs, ModelOutput):
+            encoder_outputs = BaseModelOutput(*encoder_outputs)
+        if use_cache is None:
+            use_cache = self.config.use_cache and not self.training
+        if use_cache and past_key_values is None:
+            past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
+        decoder = self.decoder(
+            input_ids=decoder_input_ids, attention_mask=decoder_attention_mask, position_ids=decoder_position_ids,
+            inputs_embeds=decoder_inputs_embeds, encoder_hidden_states=encoder_outputs[0],
+            encoder_attention_mask=attention_mask, past_key_values=past_key_values,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+        )
+        output = Seq2SeqModelOutput(
+            last_hidden_state=decoder.last_hidden_state,
+            past_key_values=past_key_values if use_cache else None,
+            decoder_hidden_states=decoder.hidden_states,
+            decoder_attentions=decoder.attentions,
+            cross_attentions=decoder.cross_attentions,
+            encoder_last_hidden_state=encoder_outputs[0],
+            encoder_hidden_states=getattr(encoder_outputs, "hidden_states", None),
+            encoder_attentions=getattr(encoder_outputs, "attentions", None),
+        )
+        return output if return_dict else output.to_tuple()
+
+
+class HFAttentionForSeq2SeqLM(HFAttentionSeq2SeqPreTrainedModel, GenerationMixin):
+    """Encoder-decoder with a vocabulary projection: translation, summarisation, `generate()`."""
+
+    _tied_weights_keys = {"lm_head.weight": "model.shared.weight"}
+
+    def __init__(self, config: HFAttentionSeq2SeqConfig):
+        super().__init__(config)
+        self.model = HFAttentionSeq2SeqModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.post_init()
+
+    def get_encoder(self, modality: str | None = None) -> TransformerStack:
+        return self.model.encoder
+
+    def prepare_decoder_input_ids_from_labels(self, labels: Tensor) -> Tensor:
+        """Teacher-forcing inputs for `labels` (used by DataCollatorForSeq2Seq)."""
+        if self.config.pad_token_id is None or self.config.decoder_start_token_id is None:
+            raise ValueError("pad_token_id and decoder_start_token_id must be set to build decoder inputs from labels.")
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        decoder_input_ids: Tensor | None = None,
+        decoder_attention_mask: Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple | None = None,
+        past_key_values: EncoderDecoderCache | None = None,
+        inputs_embeds: Tensor | None = None,
+        decoder_inputs_embeds: Tensor | None = None,
+        decoder_position_ids: Tensor | None = None,
+        labels: Tensor | None = None,
+        use_cache: bool | None = None,
+        logits_to_keep: int | Tensor = 0,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> Seq2SeqLMOutput | tuple:
+        """Logits (B, T, V). With `labels` (B, T) and no decoder inputs, the decoder is teacher-forced on the labels
+        shifted right, and the loss predicts label t from labels < t."""
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+        if labels is not None and decoder_input_ids is None and decoder_inputs_embeds is None:
+            decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+        outputs = self.model(
+            input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask, encoder_outputs=encoder_outputs,
+            past_key_values=past_key_values, inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds, decoder_position_ids=decoder_position_ids,
+            use_cache=use_cache, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            return_dict=True,
+        )
+        logits = self.lm_head(outputs.last_hidden_state[:, _logit_slice(logits_to_keep)])  # (B, T, V)
+        loss = None
+        if labels is not None:
+            loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch"))
+        output = Seq2SeqLMOutput(
+            loss=loss, logits=logits, past_key_values=outputs.past_key_values,
+            decoder_hidden_states=outputs.decoder_hidden_states, decoder_attentions=outputs.decoder_attentions,
+            cross_attentions=outputs.cross_attentions, encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+            encoder_hidden_states=outputs.encoder_hidden_states, encoder_attentions=outputs.encoder_attentions,
+        )
+        return output if return_dict else output.to_tuple()
+
+
+# model_type → {Auto class name: model class}: what `import hf_attention` registers and what `auto_map` lists.
+AUTO_CLASSES = {
+    HFAttentionEncoderConfig.model_type: {
+        "AutoModel": HFAttentionEncoderModel,
+        "AutoModelForMaskedLM": HFAttentionForMaskedLM,
+        "AutoModelForSequenceClassification": HFAttentionForSequenceClassification,
+        "AutoModelForTokenClassification": HFAttentionForTokenClassification,
+    },
+    HFAttentionDecoderConfig.model_type: {
+        "AutoModel": HFAttentionDecoderModel,
+        "AutoModelForCausalLM": HFAttentionForCausalLM,
+    },
+    HFAttentionSeq2SeqConfig.model_type: {
+        "AutoModel": HFAttentionSeq2SeqModel,
+        "AutoModelForSeq2SeqLM": HFAttentionForSeq2SeqLM,
+    },
+}
+
+# Saving any of these classes copies this package's closure next to the weights (remote code).
+for _family in AUTO_CLASSES.values():
+    for _auto_name, _model_class in _family.items():
+        _model_class.register_for_auto_class(_auto_name)
+for _config_class in (HFAttentionEncoderConfig, HFAttentionDecoderConfig, HFAttentionSeq2SeqConfig):
+    _config_class.register_for_auto_class()

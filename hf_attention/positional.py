@@ -1,0 +1,233 @@
+"""Positional encodings: where a token is, told to a model whose attention is otherwise order-blind.
+
+Notation: B batch, T query length, S key length, H heads, D head dim, E model dim.
+
+Each encoding declares a `kind` that tells the stack where it acts:
+- "absolute": a (B, T, E) vector added to the token embeddings (sinusoidal, learned);
+- "rotary": (cos, sin) tables that rotate queries and keys inside every attention layer (RoPE);
+- "bias": an additive (1|B, H, T, S) term on the attention scores (ALiBi, T5 relative buckets).
+Every encoding takes explicit position ids (never `arange(T)`), so caches and left padding stay correct. The stack
+computes each signal once and hands it to every layer.
+"""
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+class SinusoidalPositionalEmbedding(nn.Module):
+    """Fixed sinusoids of "Attention Is All You Need" §3.5: PE(p, 2i) = sin(p / 10000^(2i/E)), PE(p, 2i+1) = cos(…).
+
+    Computed on the fly in float64 from the position ids, so no table limits the length and large positions keep
+    their precision.
+
+    Args:
+        embedding_dim: E (even).
+        layout: "interleaved" (sin, cos, sin, cos, … as in the paper) or "concat" ([all sin, all cos], Marian/fairseq).
+        base: The 10000 of the formula.
+    """
+
+    kind = "absolute"
+
+    def __init__(self, *, embedding_dim: int, layout: str = "interleaved", base: float = 10000.0):
+        super().__init__()
+        self.embedding_dim = embedding_dim
+        self.layout = layout
+        self.base = base
+
+    def forward(self, position_ids: Tensor) -> Tensor:
+        """(B, T) positions → (B, T, E) encodings in float32."""
+        device = position_ids.device
+        work_dtype = torch.float32 if device.type == "mps" else torch.float64
+        exponents = torch.arange(0, self.embedding_dim, 2, dtype=work_dtype, device=device) / self.embedding_dim
+        inverse_frequencies = self.base**-exponents  # (E/2,)
+        angles = position_ids.to(work_dtype)[..., None] * inverse_frequencies  # (B, T, E/2)
+        sin, cos = angles.sin(), angles.cos()
+        if self.layout == "interleaved":
+            table = torch.stack((sin, cos), dim=-1).flatten(-2)  # (B, T, E): sin0 cos0 sin1 cos1 …
+        else:
+            table = torch.cat((sin, cos), dim=-1)  # (B, T, E): sin0 … sinN cos0 … cosN
+        return table.float()
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    """A trained vector per position (BERT, GPT-2, BART); cannot go beyond the table.
+
+    Args:
+        num_positions: Rows usable by positions (max_position_embeddings).
+        embedding_dim: E.
+        offset: Extra leading rows, skipped by adding `offset` to every position (BART reserves 2).
+    """
+
+    kind = "absolute"
+
+    def __init__(self, *, num_positions: int, embedding_dim: int, offset: int = 0):
+        super().__init__()
+        self.num_positions = num_positions
+        self.offset = offset
+        self.weight = nn.Parameter(torch.empty(num_positions + offset, embedding_dim))
+
+    def forward(self, position_ids: Tensor) -> Tensor:
+        """(B, T) positions → (B, T, E); raises ValueError past max_position_embeddings."""
+        if not torch.compiler.is_compiling() and position_ids.numel():
+            last = int(position_ids.max())
+            if last >= self.num_positions:
+                raise ValueError(
+                    f"position {last} is beyond max_position_embeddings={self.num_positions} of the learned position "
+                    "table; shorten the input, raise max_position_embeddings, or use position_encoding='rotary', "
+                    "'alibi', 'relative' or 'sinusoidal', which extrapolate."
+                )
+        return nn.functional.embedding(position_ids + self.offset, self.weight)
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotary position embedding (Su et al. 2021, RoFormer): rotate each (x_i, x_{i+D/2}) pair by angle p·θ_i.
+
+    After rotation q·k depends only on the distance between the two positions. Uses the "rotate half" pairing of
+    GPT-NeoX / Llama.
+
+    Args:
+        head_dim: D (even).
+        base: θ_i = base^(-2i/D).
+    """
+
+    kind = "rotary"
+
+    def __init__(self, *, head_dim: int, base: float = 10000.0):
+        super().__init__()
+        self.head_dim = head_dim
+        self.base = base
+
+    def forward(self, position_ids: Tensor, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
+        """(B, T) positions → (cos, sin), each (B, T, D), computed in float32 then cast to `dtype`."""
+        device = position_ids.device
+        exponents = torch.arange(0, self.head_dim, 2, dtype=torch.int64, device=device).float() / self.head_dim
+        inverse_frequencies = 1.0 / (self.base**exponents)  # (D/2,)
+        with torch.autocast(device_type=device.type, enabled=False):
+            angles = position_ids.float()[..., None] * inverse_frequencies  # (B, T, D/2)
+            angles = torch.cat((angles, angles), dim=-1)  # (B, T, D)
+            return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def rotate_half(x: Tensor) -> Tensor:
+    """[x1, x2] → [-x2, x1] on the last axis: the 90° turn of every (x_i, x_{i+D/2}) pair."""
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate (B, H, T, D) queries or keys by the (B, T, D) tables: x·cos + rotate_half(x)·sin."""
+    cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, D)
+    return x * cos + rotate_half(x) * sin
+
+
+def alibi_slopes(num_heads: int) -> list[float]:
+    """Head-specific slopes m_h of ALiBi: a geometric sequence starting at 2^(-8/H) (Press et al. 2022, §3).
+
+    For a head count that is not a power of two, the paper takes the slopes of the nearest lower power of two and
+    fills up with every other slope of the next power of two.
+    """
+
+    def power_of_two_slopes(n: int) -> list[float]:
+        start = 2.0 ** (-8.0 / n)
+        return [start ** (i + 1) for i in range(n)]
+
+    if math.log2(num_heads).is_integer():
+        return power_of_two_slopes(num_heads)
+    lower = 2 ** math.floor(math.log2(num_heads))
+    return power_of_two_slopes(lower) + alibi_slopes(2 * lower)[0::2][: num_heads - lower]
+
+
+class ALiBiBias(nn.Module):
+    """Attention with Linear Biases: score(i, j) += −m_h · |i − j| (Press et al. 2022).
+
+    The causal paper bias −m_h·(i − j) for j ≤ i equals −m_h·|i − j|, so one symmetric formula serves decoders and,
+    as the bidirectional variant, encoders.
+
+    Args:
+        num_heads: H.
+    """
+
+    kind = "bias"
+
+    def __init__(self, *, num_heads: int):
+        super().__init__()
+        self.num_heads = num_heads
+
+    def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        """(B, T) and (B, S) positions → (B, H, T, S) float32 bias."""
+        slopes = torch.tensor(alibi_slopes(self.num_heads), dtype=torch.float32, device=query_positions.device)
+        distance = (query_positions[:, :, None] - key_positions[:, None, :]).abs().float()  # (B, T, S)
+        return -slopes[None, :, None, None] * distance[:, None]  # (B, H, T, S)
+
+
+def relative_position_bucket(
+    relative_position: Tensor, *, bidirectional: bool, num_buckets: int, max_distance: int
+) -> Tensor:
+    """T5's bucketing of a key-minus-query distance (Raffel et al. 2020, §2.1).
+
+    Half the buckets (per direction when bidirectional) hold exact small distances; the rest cover distances up to
+    `max_distance` on a log scale, and everything farther shares the last bucket. A decoder only looks back, so its
+    positive (future) distances all fall into bucket 0.
+
+    Args:
+        relative_position: Integer tensor of key_position − query_position.
+        bidirectional: Separate buckets for keys before and after the query (encoder).
+        num_buckets: Total buckets.
+        max_distance: Distance at which the log-spaced buckets end.
+
+    Returns:
+        Long tensor of bucket indices in [0, num_buckets).
+    """
+    buckets = torch.zeros_like(relative_position)
+    if bidirectional:
+        num_buckets //= 2
+        buckets = buckets + (relative_position > 0).long() * num_buckets
+        distance = relative_position.abs()
+    else:
+        distance = (-relative_position).clamp(min=0)
+    exact = num_buckets // 2
+    log_scaled = exact + (
+        torch.log(distance.float() / exact) / math.log(max_distance / exact) * (num_buckets - exact)
+    ).long()
+    log_scaled = log_scaled.clamp(max=num_buckets - 1)
+    return buckets + torch.where(distance < exact, distance, log_scaled)
+
+
+class RelativePositionBias(nn.Module):
+    """T5's learned relative position bias: one scalar per (bucket, head) added to the scores, shared by all layers.
+
+    Args:
+        num_heads: H.
+        num_buckets: Buckets of the distance (T5: 32).
+        max_distance: Farthest distance that gets its own log bucket (T5: 128).
+        bidirectional: True in the encoder, False in a causal decoder.
+    """
+
+    kind = "bias"
+
+    def __init__(self, *, num_heads: int, num_buckets: int = 32, max_distance: int = 128, bidirectional: bool = True):
+        super().__init__()
+        self.num_buckets = num_buckets
+        self.max_distance = max_distance
+        self.bidirectional = bidirectional
+        self.relative_attention_bias = nn.Embedding(num_buckets, num_heads)
+
+    def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        """(B, T) and (B, S) positions → (B, H, T, S) bias."""
+        relative = key_positions[:, None, :] - query_positions[:, :, None]  # (B, T, S)
+        buckets = relative_position_bucket(
+            relative, bidirectional=self.bidirectional, num_buckets=self.num_buckets, max_distance=self.max_distance
+        )
+        return self.relative_attention_bias(buckets).permute(0, 3, 1, 2)  # (B, H, T, S)
+
+
+# name → class; "none" has no module. Adding a scheme = one class + one entry here + its tests.
+POSITIONAL_ENCODINGS = {
+    "sinusoidal": SinusoidalPositionalEmbedding,
+    "learned": LearnedPositionalEmbedding,
+    "rotary": RotaryEmbedding,
+    "alibi": ALiBiBias,
+    "relative": RelativePositionBias,
+}
