@@ -26,3 +26,27 @@ def tiny_config(family: str, **overrides):
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+POSITION_ENCODINGS = ("sinusoidal", "learned", "rotary", "alibi", "relative", "none")
+
+
+def build(model_class, family: str, **overrides):
+    """A tiny model of `model_class` in eval mode, built from `tiny_config(family, **overrides)`."""
+    return model_class(tiny_config(family, **overrides)).eval()
+
+
+def left_pad(rows: list[list[int]], pad: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-pad token rows into (ids, mask)."""
+    width = max(map(len, rows))
+    ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+    return ids, mask
+
+
+def right_pad(rows: list[list[int]], pad: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad token rows into (ids, mask)."""
+    width = max(map(len, rows))
+    ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows])
+    mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
+    return ids, mask

@@ -1,0 +1,125 @@
+"""save_pretrained → from_pretrained is bit-exact, and a checkpoint loads as remote code without hf_attention."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from conftest import build
+from safetensors import safe_open
+from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM
+
+from hf_attention import HFAttentionForCausalLM, HFAttentionForMaskedLM, HFAttentionForSeq2SeqLM
+from hf_attention.modeling_hf_attention import AUTO_CLASSES
+
+CASES = [
+    ("decoder", HFAttentionForCausalLM, AutoModelForCausalLM, {"position_encoding": "rotary"}),
+    ("encoder", HFAttentionForMaskedLM, AutoModelForMaskedLM, {"position_encoding": "learned", "type_vocab_size": 2}),
+    ("seq2seq", HFAttentionForSeq2SeqLM, AutoModelForSeq2SeqLM, {"position_encoding": "relative"}),
+]
+
+
+def model_inputs(family: str) -> dict:
+    ids = torch.tensor([[5, 17, 33, 8, 61], [7, 21, 3, 0, 0]])
+    inputs = {"input_ids": ids, "attention_mask": (ids != 0).long()}
+    if family == "seq2seq":
+        inputs["decoder_input_ids"] = torch.tensor([[1, 9, 4], [1, 30, 2]])
+    return inputs
+
+
+@pytest.mark.parametrize("tied", [True, False])
+@pytest.mark.parametrize(("family", "cls", "auto", "overrides"), CASES)
+def test_save_load_bit_exact(tmp_path, family, cls, auto, overrides, tied):
+    model = build(cls, family, tie_word_embeddings=tied, **overrides)
+    model.save_pretrained(tmp_path)
+    loaded = auto.from_pretrained(tmp_path)
+    assert type(loaded) is cls
+    for (name, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
+    with torch.no_grad():
+        assert torch.equal(model(**model_inputs(family)).logits, loaded(**model_inputs(family)).logits)
+    lm_head_saved = "lm_head.weight" in safe_open(tmp_path / "model.safetensors", "pt").keys()
+    assert lm_head_saved is not tied  # a tied head is re-tied on load, not stored twice
+    if tied:
+        assert loaded.lm_head.weight.data_ptr() == loaded.get_input_embeddings().weight.data_ptr()
+
+
+@pytest.mark.parametrize(("family", "cls", "auto", "overrides"), CASES)
+def test_checkpoint_has_code_and_full_auto_map(tmp_path, family, cls, auto, overrides):
+    build(cls, family, **overrides).save_pretrained(tmp_path)
+    files = set(os.listdir(tmp_path))
+    closure = {"configuration_hf_attention.py", "modeling_hf_attention.py", "attention.py", "layers.py", "masks.py",
+               "positional.py"}
+    assert closure <= files and "model.safetensors" in files
+    auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
+    model_type = cls.config_class.model_type
+    assert set(auto_map) == {"AutoConfig", *AUTO_CLASSES[model_type]}
+    assert all(path.split(".")[0] in {"configuration_hf_attention", "modeling_hf_attention"}
+               for path in auto_map.values())
+
+
+REMOTE_SCRIPT = textwrap.dedent("""
+    import sys, json, torch
+    sys.modules["hf_attention"] = None  # make the package unimportable: only the checkpoint's code may be used
+    import transformers
+    folder, auto_name, inputs_path, out_path = sys.argv[1:5]
+    inputs = torch.load(inputs_path)
+    model = getattr(transformers, auto_name).from_pretrained(folder, trust_remote_code=True)
+    assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+    base = transformers.AutoModel.from_pretrained(folder, trust_remote_code=True)
+    with torch.no_grad():
+        torch.save(model(**inputs).logits, out_path)
+    print(json.dumps({"class": type(model).__name__, "base": type(base).__name__}))
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("family", "cls", "auto", "overrides"), CASES)
+def test_remote_code_load_in_fresh_process(tmp_path, family, cls, auto, overrides):
+    checkpoint = tmp_path / "checkpoint"
+    model = build(cls, family, **overrides)
+    model.save_pretrained(checkpoint)
+    inputs = model_inputs(family)
+    torch.save(inputs, tmp_path / "inputs.pt")
+    (tmp_path / "remote.py").write_text(REMOTE_SCRIPT)
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1",
+           "HF_MODULES_CACHE": str(tmp_path / "modules")}
+    result = subprocess.run(
+        [sys.executable, "remote.py", str(checkpoint), auto.__name__, "inputs.pt", "logits.pt"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report == {"class": cls.__name__, "base": AUTO_CLASSES[cls.config_class.model_type]["AutoModel"].__name__}
+    with torch.no_grad():
+        assert torch.equal(torch.load(tmp_path / "logits.pt"), model(**inputs).logits)
+
+
+def test_closure_imports_only_stdlib_torch_transformers_and_siblings():
+    import ast
+    import pathlib
+
+    import hf_attention
+    package = pathlib.Path(hf_attention.__file__).parent
+    allowed = {"torch", "transformers", "math", "collections", "typing", "dataclasses", "functools", "itertools",
+               "warnings", "copy", "inspect", "__future__"}
+    for name in ("configuration_hf_attention", "masks", "positional", "attention", "layers", "modeling_hf_attention"):
+        tree = ast.parse((package / f"{name}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                assert node.module is not None, f"{name}: 'from . import' is not copied with remote code"
+                if node.level:
+                    assert node.level == 1 and "." not in node.module, f"{name}: import beyond a flat sibling"
+                else:
+                    assert node.module.split(".")[0] in allowed, f"{name} imports {node.module}"
+            elif isinstance(node, ast.Import):
+                assert all(a.name.split(".")[0] in allowed for a in node.names), f"{name} imports {node.names}"
+
+
+def test_base_auto_model_loads_head_checkpoint(tmp_path):
+    build(HFAttentionForSeq2SeqLM, "seq2seq").save_pretrained(tmp_path)
+    base = AutoModel.from_pretrained(tmp_path)
+    assert type(base).__name__ == "HFAttentionSeq2SeqModel"
