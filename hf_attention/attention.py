@@ -131,7 +131,9 @@ def eager_attention_forward(
         attention_mask = causal_mask(query.shape[2], key.shape[2], key.shape[2] - query.shape[2], query.device)
     if attention_mask is not None:
         scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
-    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)  # (B, H, T, S)
+    # at least float32 (fp16/bf16 overflow), but never below the input's precision (float64 stays float64)
+    softmax_dtype = torch.promote_types(scores.dtype, torch.float32)
+    weights = torch.softmax(scores, dim=-1, dtype=softmax_dtype).to(query.dtype)  # (B, H, T, S)
     if attention_mask is not None:
         weights = weights.masked_fill(~attention_mask, 0.0)  # a row with no allowed key gives zeros, not uniform
     weights = nn.functional.dropout(weights, p=dropout, training=module.training)
@@ -174,7 +176,8 @@ def sdpa_attention_forward(
             use_causal_flag = False
         mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
     output = nn.functional.scaled_dot_product_attention(
-        query, key, value, attn_mask=mask, dropout_p=dropout, scale=scaling, is_causal=use_causal_flag
+        query, key, value, attn_mask=mask, dropout_p=dropout if module.training else 0.0, scale=scaling,
+        is_causal=use_causal_flag,
     )  # (B, H, T, D)
     return output.transpose(1, 2).contiguous(), None
 
@@ -274,7 +277,7 @@ class MultiHeadAttention(nn.Module):
         position_embeddings: tuple[Tensor, Tensor] | None = None,
         position_bias: Tensor | None = None,
         past_key_values: Cache | None = None,
-        attention_function: Callable = sdpa_attention_forward,
+        attention_function: Callable | None = sdpa_attention_forward,
         **kwargs,
     ) -> tuple[Tensor, Tensor | None]:
         """Attend from `hidden_states` (B, T, E) to itself or to `key_value_states` (B, S, E).
@@ -306,6 +309,7 @@ class MultiHeadAttention(nn.Module):
                 if isinstance(cache, EncoderDecoderCache):
                     cache = cache.self_attention_cache
                 key, value = cache.update(key, value, self.layer_idx)  # (B, K, past + T, D)
+        attention_function = attention_function or sdpa_attention_forward  # layers pass None for "default"
         output, weights = attention_function(
             self,
             query,
