@@ -15,7 +15,7 @@ DOT_PRODUCT_SCORES = ("scaled_dot", "dot")
 POSITION_ENCODINGS = ("sinusoidal", "learned", "rotary", "alibi", "relative", "none")
 NORM_POSITIONS = ("post", "pre")
 NORM_TYPES = ("layernorm", "rmsnorm")
-HIDDEN_ACTS = ("relu", "gelu", "gelu_new", "silu", "swiglu", "geglu")
+HIDDEN_ACTS = ("relu", "gelu", "gelu_new", "silu", "swiglu", "geglu", "geglu_new")
 SINUSOIDAL_LAYOUTS = ("interleaved", "concat")
 CLASSIFIER_POOLINGS = ("mean", "first")
 
@@ -45,7 +45,8 @@ class HFAttentionConfigBase(PretrainedConfig):
         num_key_value_heads: Key/value heads K for grouped-query attention; `None` means K = H (multi-head).
         head_dim: Width of one head D; `None` means hidden_size // num_attention_heads.
         intermediate_size: Inner width of the position-wise feed-forward network.
-        hidden_act: `relu`, `gelu`, `gelu_new`, `silu`, or the gated `swiglu` / `geglu` (Shazeer 2020).
+        hidden_act: `relu`, `gelu`, `gelu_new`, `silu`, or the gated `swiglu` / `geglu` (Shazeer 2020); `geglu_new`
+            gates with the tanh-approximated `gelu_new` (T5 v1.1's "gated-gelu").
         max_position_embeddings: Longest sequence the `learned` table covers (other schemes extrapolate).
         attention_score: `scaled_dot` softmax(QKᵀ/√D)V (Vaswani 2017), `dot` unscaled (T5), `additive`
             wᵀtanh(W_q q + W_k k) (Bahdanau 2015), `gaussian` kernel −‖q−k‖²/(2σ²) (Nadaraya–Watson).
@@ -69,6 +70,12 @@ class HFAttentionConfigBase(PretrainedConfig):
         attention_dropout: Dropout on the attention weights (training only).
         initializer_range: Std of the normal initialisation.
         tie_word_embeddings: Share the input embedding matrix with the output projection.
+        lm_head_bias: A bias on the vocabulary projection `lm_head` (BERT's MLM bias, BART/Marian's
+            `final_logits_bias`). Default False: the paper's output layer is the (tied) embedding matrix alone.
+        lm_head_transform: Before the vocabulary projection, map the last hidden state through dense → activation
+            (`hidden_act`, or its gate for gated ones) → norm (BERT's MLM head). Default False.
+        scale_lm_head_input: Multiply the last hidden state by hidden_size**-0.5 before the vocabulary projection
+            (T5 with tied embeddings: the mirror of `scale_embeddings` on the way out). Default False.
     """
 
     keys_to_ignore_at_inference = ["past_key_values"]
@@ -108,6 +115,9 @@ class HFAttentionConfigBase(PretrainedConfig):
         pad_token_id: int | None = 0,
         bos_token_id: int | None = 1,
         eos_token_id: int | list[int] | None = 2,
+        lm_head_bias: bool = False,
+        lm_head_transform: bool = False,
+        scale_lm_head_input: bool = False,
         **kwargs,
     ):
         self.vocab_size = vocab_size
@@ -143,6 +153,9 @@ class HFAttentionConfigBase(PretrainedConfig):
         self.pad_token_id = pad_token_id
         self.bos_token_id = bos_token_id
         self.eos_token_id = eos_token_id
+        self.lm_head_bias = lm_head_bias
+        self.lm_head_transform = lm_head_transform
+        self.scale_lm_head_input = scale_lm_head_input
         super().__init__(**kwargs)
         self._validate_knobs()
 
@@ -159,6 +172,9 @@ class HFAttentionConfigBase(PretrainedConfig):
         _check_choice("sinusoidal_layout", self.sinusoidal_layout, SINUSOIDAL_LAYOUTS)
         for field in ("hidden_dropout_prob", "activation_dropout", "attention_dropout"):
             _check_probability(field, getattr(self, field))
+        for field in ("lm_head_bias", "lm_head_transform", "scale_lm_head_input"):
+            if not isinstance(getattr(self, field), bool):
+                raise ValueError(f"{field}={getattr(self, field)!r} must be True or False.")
         if self.head_dim is None:
             if self.hidden_size % self.num_attention_heads:
                 raise ValueError(

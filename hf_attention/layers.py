@@ -97,8 +97,8 @@ class GatedFeedForward(nn.Module):
         return self.down_proj(self.dropout(self.act(self.gate_proj(x)) * self.up_proj(x)))
 
 
-# Gated variants name the activation of their gate.
-GATED_ACTIVATIONS = {"swiglu": "silu", "geglu": "gelu"}
+# Gated variants name the activation of their gate ("geglu_new": T5 v1.1's tanh-approximated GELU gate).
+GATED_ACTIVATIONS = {"swiglu": "silu", "geglu": "gelu", "geglu_new": "gelu_new"}
 
 
 def make_feed_forward(hidden_act: str, *, hidden_size: int, intermediate_size: int, bias: bool,
@@ -109,6 +109,26 @@ def make_feed_forward(hidden_act: str, *, hidden_size: int, intermediate_size: i
                                 activation=GATED_ACTIVATIONS[hidden_act], bias=bias, dropout=dropout)
     return FeedForward(hidden_size=hidden_size, intermediate_size=intermediate_size, activation=hidden_act,
                        bias=bias, dropout=dropout)
+
+
+class HeadTransform(nn.Module):
+    """Dense → activation → norm on the last hidden state before the vocabulary projection (BERT's MLM head).
+
+    Args:
+        hidden_size: E.
+        activation: Name in `transformers.activations.ACT2FN`.
+        norm: The norm applied last.
+    """
+
+    def __init__(self, *, hidden_size: int, activation: str, norm: nn.Module):
+        super().__init__()
+        self.dense = nn.Linear(hidden_size, hidden_size)
+        self.act = ACT2FN[activation]
+        self.norm = norm
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(B, T, E) → (B, T, E)."""
+        return self.norm(self.act(self.dense(x)))
 
 
 class EncoderLayer(GradientCheckpointingLayer):

@@ -37,7 +37,15 @@ from .configuration_hf_attention import (
     HFAttentionEncoderConfig,
     HFAttentionSeq2SeqConfig,
 )
-from .layers import DecoderLayer, EncoderLayer, RMSNorm, make_feed_forward, make_norm
+from .layers import (
+    GATED_ACTIVATIONS,
+    DecoderLayer,
+    EncoderLayer,
+    HeadTransform,
+    RMSNorm,
+    make_feed_forward,
+    make_norm,
+)
 from .masks import causal_mask, check_attention_mask, combine, fit_to_length, has_padding, padding_mask
 from .positional import POSITIONAL_ENCODINGS, LearnedPositionalEmbedding, SinusoidalPositionalEmbedding
 
@@ -171,6 +179,26 @@ class HFAttentionPreTrainedModel(PreTrainedModel):
             init.ones_(module.weight)
         elif isinstance(module, GaussianScore):
             init.constant_(module.log_width, 0.5 * math.log(module.head_dim))
+
+    def _build_lm_head(self, config: HFAttentionConfigBase) -> None:
+        """The vocabulary projection `lm_head` of a language-model head, with the optional bias and transform."""
+        self.lm_head_transform = None
+        if config.lm_head_transform:
+            activation = GATED_ACTIVATIONS.get(config.hidden_act, config.hidden_act)  # a gated FFN names its gate
+            self.lm_head_transform = HeadTransform(
+                hidden_size=config.hidden_size, activation=activation,
+                norm=make_norm(config.norm_type, config.hidden_size, config.layer_norm_eps),
+            )
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=config.lm_head_bias)
+
+    def vocabulary_logits(self, hidden: Tensor) -> Tensor:
+        """Last hidden states (B, T, E) → logits (B, T, V) through the configured output head."""
+        if self.config.scale_lm_head_input:
+            # T5 scales embeddings by 1 on the way in, so a tied output matrix would see √E-sized logits otherwise.
+            hidden = hidden * self.config.hidden_size**-0.5
+        if self.lm_head_transform is not None:
+            hidden = self.lm_head_transform(hidden)
+        return self.lm_head(hidden)
 
     def save_pretrained(self, save_directory, *args, **kwargs):
         """Save weights (safetensors), config and this package's code, with an `auto_map` naming every Auto class
@@ -412,7 +440,7 @@ class HFAttentionForMaskedLM(HFAttentionEncoderPreTrainedModel):
     def __init__(self, config: HFAttentionEncoderConfig):
         super().__init__(config)
         self.model = HFAttentionEncoderModel(config)
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self._build_lm_head(config)
         self.post_init()
 
     def forward(
@@ -434,7 +462,7 @@ class HFAttentionForMaskedLM(HFAttentionEncoderPreTrainedModel):
                              position_ids=position_ids, inputs_embeds=inputs_embeds,
                              output_attentions=output_attentions, output_hidden_states=output_hidden_states,
                              return_dict=True)
-        logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
+        logits = self.vocabulary_logits(outputs.last_hidden_state)  # (B, T, V)
         loss = None
         if labels is not None:
             loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch"))
@@ -596,7 +624,7 @@ class HFAttentionForCausalLM(HFAttentionDecoderPreTrainedModel, GenerationMixin)
     def __init__(self, config: HFAttentionDecoderConfig):
         super().__init__(config)
         self.model = HFAttentionDecoderModel(config)
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self._build_lm_head(config)
         self.post_init()
 
     def forward(
@@ -620,7 +648,7 @@ class HFAttentionForCausalLM(HFAttentionDecoderPreTrainedModel, GenerationMixin)
                              past_key_values=past_key_values, inputs_embeds=inputs_embeds, use_cache=use_cache,
                              output_attentions=output_attentions, output_hidden_states=output_hidden_states,
                              return_dict=True)
-        logits = self.lm_head(outputs.last_hidden_state[:, _logit_slice(logits_to_keep)])  # (B, T, V)
+        logits = self.vocabulary_logits(outputs.last_hidden_state[:, _logit_slice(logits_to_keep)])  # (B, T, V)
         loss = None
         if labels is not None:
             next_tokens = nn.functional.pad(labels, (0, 1), value=-100)[:, 1:]  # label of position t is token t+1
@@ -720,7 +748,7 @@ class HFAttentionForSeq2SeqLM(HFAttentionSeq2SeqPreTrainedModel, GenerationMixin
     def __init__(self, config: HFAttentionSeq2SeqConfig):
         super().__init__(config)
         self.model = HFAttentionSeq2SeqModel(config)
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self._build_lm_head(config)
         self.post_init()
 
     def get_encoder(self, modality: str | None = None) -> TransformerStack:
@@ -764,7 +792,7 @@ class HFAttentionForSeq2SeqLM(HFAttentionSeq2SeqPreTrainedModel, GenerationMixin
             use_cache=use_cache, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
             return_dict=True,
         )
-        logits = self.lm_head(outputs.last_hidden_state[:, _logit_slice(logits_to_keep)])  # (B, T, V)
+        logits = self.vocabulary_logits(outputs.last_hidden_state[:, _logit_slice(logits_to_keep)])  # (B, T, V)
         loss = None
         if labels is not None:
             loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch"))
