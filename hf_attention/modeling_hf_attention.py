@@ -285,6 +285,9 @@ class TransformerStack(nn.Module):
         """Run the stack. Masks (B, T|past+T) are 0/1; position ids default to the count of real tokens so far."""
         hidden = self.embed(input_ids, inputs_embeds, token_type_ids)  # (B, T, E)
         batch, length = hidden.shape[:2]
+        if length == 0:
+            # generate() would otherwise fail later with an IndexError on the empty logits.
+            raise ValueError("The input is empty (0 tokens); pass at least one token, e.g. the bos token as a prompt.")
         self_cache = past_key_values
         if isinstance(self_cache, EncoderDecoderCache):
             self_cache = self_cache.self_attention_cache
