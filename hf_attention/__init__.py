@@ -45,6 +45,11 @@ for _config_class in (HFAttentionEncoderConfig, HFAttentionDecoderConfig, HFAtte
     for _auto_name, _model_class in AUTO_CLASSES[_config_class.model_type].items():
         _AUTO[_auto_name].register(_config_class, _model_class, exist_ok=True)
 
+# The seq2seq text-to-text pipeline (task "hf-attention-text2text"); cheap, transformers.pipelines is already loaded.
+from .pipelines import register_pipelines  # noqa: E402
+
+register_pipelines()
+
 __all__ = [
     "HFAttentionConfigBase",
     "HFAttentionDecoderConfig",

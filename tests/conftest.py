@@ -50,3 +50,46 @@ def right_pad(rows: list[list[int]], pad: int = 0) -> tuple[torch.Tensor, torch.
     ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows])
     mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
     return ids, mask
+
+
+# --- Text fixtures (generation, pipelines, heatmaps): tokenizers trained on pydoc text, tiny saved checkpoints ---
+
+
+@pytest.fixture(scope="session")
+def pydoc_texts() -> list[str]:
+    """A few hundred paragraphs of real English (Python's documentation topics)."""
+    from text_fixtures import pydoc_paragraphs
+
+    return pydoc_paragraphs()
+
+
+@pytest.fixture(scope="session")
+def trained_tokenizer(pydoc_texts):
+    """`trained_tokenizer(family)`: a byte-level BPE tokenizer for that family's objective, trained once per session."""
+    from text_fixtures import make_tokenizer
+
+    cache = {}
+
+    def get(family: str):
+        if family not in cache:
+            cache[family] = make_tokenizer(family, pydoc_texts)
+        return cache[family]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def saved_checkpoint(trained_tokenizer, tmp_path_factory):
+    """`saved_checkpoint(model_class, family, **overrides)`: folder with a tiny random model and its tokenizer."""
+    from text_fixtures import save_tiny_checkpoint
+
+    cache = {}
+
+    def get(model_class, family: str, **overrides):
+        key = (model_class.__name__, family, tuple(sorted(overrides.items())))
+        if key not in cache:
+            directory = tmp_path_factory.mktemp(model_class.__name__)
+            cache[key] = save_tiny_checkpoint(model_class, family, trained_tokenizer(family), directory, **overrides)
+        return cache[key]
+
+    return get

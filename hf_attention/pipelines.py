@@ -1,0 +1,185 @@
+"""A text-to-text pipeline for encoder-decoder models, in-process and shipped with checkpoints.
+
+transformers 5 removed the `translation` / `text2text-generation` pipelines and refuses to re-register those names
+in-process (HF_V5_NOTES.md §6). So:
+
+- in-process, `import hf_attention` registers `Seq2SeqGenerationPipeline` as the task "hf-attention-text2text":
+  `pipeline("hf-attention-text2text", model=DIR)`;
+- `save_translation_pipeline(model, tokenizer, DIR)` writes a checkpoint that carries this file as a custom pipeline,
+  so that anywhere, without hf_attention installed, `pipeline("translation", model=DIR, trust_remote_code=True)` works
+  (custom tasks bypass the removed-task check).
+
+This file is copied next to the weights: it must import only the stdlib, torch and transformers, and nothing
+relative (HF's dynamic-module loader checks every import statement of a shipped file, even inside functions).
+
+Output: one dict per generated sequence, `{"translation_text": str}` for the task "translation" and
+`{"generated_text": str}` otherwise (the keys of the transformers 4 pipelines); with `return_tensors=True`,
+`{"translation_token_ids" | "generated_token_ids": Tensor}` instead. A single input gives a list of dicts; a list of
+inputs gives a list of such lists, or a flat list of dicts when each input has one result (as in transformers 4).
+"""
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoModelForSeq2SeqLM, GenerationConfig, Pipeline
+from transformers.pipelines import PIPELINE_REGISTRY
+
+TASK = "hf-attention-text2text"
+SHIPPED_TASK = "translation"
+_PREPROCESS_OPTIONS = ("truncation",)
+_POSTPROCESS_OPTIONS = ("return_tensors", "return_text", "clean_up_tokenization_spaces")
+
+
+class Seq2SeqGenerationPipeline(Pipeline):
+    """Source text → generated text with any `AutoModelForSeq2SeqLM` (translation, summarisation, ...).
+
+    Example:
+        >>> translate = pipeline("hf-attention-text2text", model="path/to/checkpoint")
+        >>> translate("Open file", num_beams=4, max_new_tokens=32)
+        [{'generated_text': 'Datei öffnen'}]
+
+    Call options: `truncation` (cut sources to what the model takes instead of raising), `return_tensors`,
+    `return_text`, `clean_up_tokenization_spaces`, and any `generate()` parameter (num_beams, max_new_tokens,
+    do_sample, num_return_sequences, ...). Unknown options raise ValueError.
+    """
+
+    _load_tokenizer = True
+    _load_processor = False
+    _load_image_processor = False
+    _load_feature_extractor = False
+    _load_video_processor = False
+    _pipeline_calls_generate = True
+    # Only used where neither the caller nor the model's generation config sets a length.
+    _default_generation_config = GenerationConfig(max_new_tokens=128)
+
+    def __call__(self, inputs: str | list[str], **kwargs: Any) -> list:
+        """Generate for one source text or a list of them; see the module docstring for the output structure."""
+        result = super().__call__(inputs, **kwargs)
+        if isinstance(inputs, list) and all(len(one) == 1 for one in result):
+            return [one[0] for one in result]
+        return result
+
+    def _sanitize_parameters(self, **kwargs: Any) -> tuple[dict, dict, dict]:
+        generation_keys = {key for key in vars(GenerationConfig()) if not key.startswith("_")} | {"generation_config"}
+        unknown = sorted(set(kwargs) - generation_keys - set(_PREPROCESS_OPTIONS) - set(_POSTPROCESS_OPTIONS))
+        if unknown:
+            raise ValueError(
+                f"Unknown option(s) {', '.join(map(repr, unknown))} for the {type(self).__name__} pipeline; it takes "
+                f"{', '.join(_PREPROCESS_OPTIONS + _POSTPROCESS_OPTIONS)} and generate() parameters "
+                "(num_beams, max_new_tokens, do_sample, ...)."
+            )
+        preprocess = {key: kwargs.pop(key) for key in _PREPROCESS_OPTIONS if key in kwargs}
+        postprocess = {key: kwargs.pop(key) for key in _POSTPROCESS_OPTIONS if key in kwargs}
+        return preprocess, kwargs, postprocess
+
+    def preprocess(self, text: str, truncation: bool = False) -> dict[str, torch.Tensor]:
+        """Tokenize one source text into (1, S) `input_ids` and `attention_mask`."""
+        if not isinstance(text, str):
+            raise ValueError(f"{type(self).__name__} takes a string or a list of strings, got {type(text).__name__}.")
+        if not text.strip():
+            raise ValueError("The source text is empty: there is nothing to translate or rewrite.")
+        limit = self._source_limit()
+        # Truncate at the model's limit, which a freshly trained tokenizer may not know (its model_max_length).
+        encoded = self.tokenizer(text, return_tensors="pt", truncation=truncation,
+                                 max_length=limit if truncation else None)
+        length = encoded["input_ids"].shape[1]
+        if limit is not None and length > limit:
+            raise ValueError(
+                f"The source text is {length} tokens long, but the model takes at most {limit} "
+                "(max_position_embeddings with learned positions); pass truncation=True or shorten it."
+            )
+        return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
+
+    def _source_limit(self) -> int | None:
+        # Only a learned position table has a hard length limit; sinusoidal, rotary, ALiBi and relative extrapolate.
+        config = self.model.config
+        if getattr(config, "position_encoding", "learned") != "learned":
+            return None
+        return getattr(config, "max_position_embeddings", None)
+
+    def _forward(self, model_inputs: dict[str, torch.Tensor], **generate_kwargs: Any) -> dict[str, torch.Tensor]:
+        batch = model_inputs["input_ids"].shape[0]
+        prepare = getattr(self, "_prepare_generate_kwargs", None)  # transformers >= 5.x merges init/call options
+        if prepare is not None:
+            generate_kwargs = prepare(generate_kwargs)
+        output = self.model.generate(**model_inputs, **generate_kwargs)
+        sequences = output if isinstance(output, torch.Tensor) else output.sequences
+        return {"output_ids": sequences.reshape(batch, -1, sequences.shape[-1])}  # (B, n, L)
+
+    def postprocess(
+        self,
+        model_outputs: dict[str, torch.Tensor],
+        return_tensors: bool = False,
+        return_text: bool = True,
+        clean_up_tokenization_spaces: bool = False,
+    ) -> list[dict]:
+        """(1, n, L) generated ids → n dicts with the text (and/or the token ids)."""
+        name = "translation" if (self.task or "").startswith("translation") else "generated"
+        results = []
+        for ids in model_outputs["output_ids"][0]:
+            record = {}
+            if return_tensors:
+                record[f"{name}_token_ids"] = ids
+            if return_text or not return_tensors:
+                record[f"{name}_text"] = self.tokenizer.decode(
+                    ids, skip_special_tokens=True, clean_up_tokenization_spaces=clean_up_tokenization_spaces
+                )
+            results.append(record)
+        return results
+
+
+def register_pipelines() -> None:
+    """Register `Seq2SeqGenerationPipeline` in-process under TASK ("hf-attention-text2text"). Idempotent."""
+    if TASK not in PIPELINE_REGISTRY.supported_tasks:
+        PIPELINE_REGISTRY.register_pipeline(
+            TASK, pipeline_class=Seq2SeqGenerationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
+        )
+
+
+def save_translation_pipeline(model, tokenizer, directory: str | Path, *, task: str = SHIPPED_TASK) -> Path:
+    """Save an encoder-decoder model, its tokenizer and this pipeline so that the folder works with
+    `pipeline(task, model=directory, trust_remote_code=True)` in any process.
+
+    The training export calls this for seq2seq checkpoints. `config.custom_pipelines` names this file's class; the
+    file is copied beside the weights (with the model's own remote code, which `save_pretrained` copies).
+
+    Args:
+        model: An encoder-decoder model (e.g. `HFAttentionForSeq2SeqLM`).
+        tokenizer: Its tokenizer.
+        directory: Where to save (created if needed).
+        task: The task name users will pass; "translation" (default) works although transformers removed that task.
+
+    Returns:
+        The directory.
+
+    Raises:
+        ValueError: If `model` is not an encoder-decoder model.
+    """
+    if not getattr(model.config, "is_encoder_decoder", False):
+        raise ValueError(
+            f"save_translation_pipeline needs an encoder-decoder model, got {type(model).__name__} "
+            f"(model_type={model.config.model_type!r}); use the built-in pipelines for other families."
+        )
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    source = Path(__file__)
+    previous = getattr(model.config, "custom_pipelines", None)
+    model.config.custom_pipelines = {
+        task: {
+            "impl": f"{source.stem}.{Seq2SeqGenerationPipeline.__name__}",
+            "pt": ["AutoModelForSeq2SeqLM"],
+            "type": "text",
+        }
+    }
+    try:
+        model.save_pretrained(directory)
+    finally:
+        # The in-memory config goes back to what it was: a later plain save_pretrained would not copy this file.
+        model.config.custom_pipelines = previous
+        if previous is None:
+            del model.config.custom_pipelines
+    tokenizer.save_pretrained(directory)
+    shutil.copyfile(source, directory / source.name)
+    return directory

@@ -1,0 +1,1 @@
+"""Training code for hf-attention: data, tokenizers and the Accelerate training loop."""

@@ -1,0 +1,109 @@
+"""Train a byte-level BPE tokenizer for one of the three objectives and wrap it as a 🤗 `PreTrainedTokenizerFast`.
+
+Special tokens always get the same ids, which are also the defaults of the hf-attention configs, so a freshly trained
+tokenizer and a freshly built model agree without any wiring:
+
+    <pad> = 0, <s> = 1 (bos, decoder start), </s> = 2 (eos), <unk> = 3, <mask> = 4 (kind="masked" only)
+
+What `tokenizer(text)` adds around the text depends on the objective:
+
+| kind      | single text     | pair (a, b)              | why                                                  |
+|-----------|-----------------|--------------------------|------------------------------------------------------|
+| "causal"  | `<s> text`      | `<s> a b`                | a prompt must not end in </s> (generation stops)     |
+| "masked"  | `<s> text </s>` | `<s> a </s> </s> b </s>` | RoBERTa's layout; <s> is the pooled / first token    |
+| "seq2seq" | `text </s>`     | `a </s> b </s>`          | Marian/T5: sources and labels end in </s>; the       |
+|           |                 |                          | decoder starts from <s> (labels shifted right)       |
+
+Byte-level BPE (GPT-2, RoBERTa) never produces <unk>: any UTF-8 string is covered by the 256 byte symbols.
+The result saves with `save_pretrained` and loads back with `AutoTokenizer.from_pretrained` (tokenizer.json).
+"""
+
+from collections.abc import Iterable
+
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from transformers import PreTrainedTokenizerFast
+
+KINDS = ("causal", "masked", "seq2seq")
+PAD, BOS, EOS, UNK, MASK = "<pad>", "<s>", "</s>", "<unk>", "<mask>"
+
+
+def special_tokens(kind: str) -> list[str]:
+    """The special tokens of `kind`, in id order (<pad>=0, <s>=1, </s>=2, <unk>=3, then <mask>=4 for "masked")."""
+    _check_kind(kind)
+    return [PAD, BOS, EOS, UNK] + ([MASK] if kind == "masked" else [])
+
+
+def train_tokenizer(
+    texts: Iterable[str],
+    vocab_size: int,
+    *,
+    kind: str,
+    min_frequency: int = 2,
+    model_max_length: int | None = None,
+) -> PreTrainedTokenizerFast:
+    """Train a byte-level BPE tokenizer on `texts` for the objective `kind`.
+
+    Stable API: training/data.py and the training scripts call this function; keep the signature.
+
+    Args:
+        texts: Training text, one string per line or paragraph (any iterable; read once).
+        vocab_size: Size of the final vocabulary, special tokens and the 256 byte symbols included.
+        kind: "causal" (decoder LM), "masked" (encoder MLM; adds <mask>) or "seq2seq" (translation).
+        min_frequency: Merges seen fewer times than this are not learnt.
+        model_max_length: Longest input the model takes (e.g. its max_position_embeddings); `truncation=True`
+            then cuts there. None leaves the tokenizer unbounded.
+
+    Returns:
+        A `PreTrainedTokenizerFast` with pad/bos/eos/unk (and mask) tokens set. Decoder tokenizers pad on the left,
+        as batched generation needs; the others pad on the right.
+
+    Raises:
+        ValueError: If `kind` is unknown or `vocab_size` cannot hold the special tokens and the byte alphabet.
+    """
+    specials = special_tokens(kind)
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    if vocab_size < len(specials) + len(alphabet):
+        raise ValueError(
+            f"vocab_size={vocab_size} is too small: byte-level BPE needs {len(alphabet)} byte symbols plus "
+            f"{len(specials)} special tokens, so at least {len(specials) + len(alphabet)}."
+        )
+    tokenizer = Tokenizer(models.BPE(unk_token=UNK))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=specials, initial_alphabet=alphabet,
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    if kind == "masked":
+        # As in RoBERTa, "a <mask> b" puts the space before <mask> into the mask token, so the model predicts the
+        # word with its leading space ("Ġword"), the form it saw in training.
+        tokenizer.add_special_tokens([AddedToken(MASK, lstrip=True, special=True)])
+    # ByteLevel(trim_offsets) keeps character offsets off the leading-space byte, which token-classification
+    # pipelines use to group words; the template then adds the objective's special tokens.
+    tokenizer.post_processor = processors.Sequence(
+        [processors.ByteLevel(trim_offsets=True), _template(kind, tokenizer)]
+    )
+    wrapped = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, pad_token=PAD, bos_token=BOS, eos_token=EOS, unk_token=UNK,
+        mask_token=MASK if kind == "masked" else None,
+        padding_side="left" if kind == "causal" else "right",
+        model_max_length=model_max_length if model_max_length is not None else int(1e30),
+    )
+    return wrapped
+
+
+def _template(kind: str, tokenizer: Tokenizer) -> processors.TemplateProcessing:
+    """The special tokens `tokenizer(text)` adds for `kind` (see the module table)."""
+    ids = {token: tokenizer.token_to_id(token) for token in (BOS, EOS)}
+    single, pair = {
+        "causal": (f"{BOS} $A", f"{BOS} $A $B:1"),
+        "masked": (f"{BOS} $A {EOS}", f"{BOS} $A {EOS} {EOS}:1 $B:1 {EOS}:1"),
+        "seq2seq": (f"$A {EOS}", f"$A {EOS} $B:1 {EOS}:1"),
+    }[kind]
+    return processors.TemplateProcessing(single=single, pair=pair, special_tokens=list(ids.items()))
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise ValueError(f"kind={kind!r} is not supported; allowed values are {', '.join(map(repr, KINDS))}.")
