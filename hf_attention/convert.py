@@ -23,6 +23,7 @@ This module is outside the remote-code closure: it may import anything.
 import argparse
 import copy
 import logging
+import os
 from collections.abc import Callable
 
 import torch
@@ -459,14 +460,23 @@ def load_reference(source: str) -> PreTrainedModel:
     return (with_head if has_head else without_head).from_pretrained(source, dtype="auto")
 
 
+# Files of which at least one is in every saved tokenizer (fast or slow, BPE, WordPiece or SentencePiece).
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "vocab.txt", "tokenizer.model",
+                    "spiece.model", "source.spm", "sentencepiece.bpe.model")
+
+
 def convert_checkpoint(source: str, destination: str) -> PreTrainedModel:
     """Convert a reference checkpoint into an hf_attention checkpoint (weights, config, generation config and, when
     the source has one that loads, its tokenizer)."""
     converted = from_hf(load_reference(source))
     converted.save_pretrained(destination)
+    # AutoTokenizer builds an empty tokenizer for a folder without tokenizer files: check for them first.
+    if os.path.isdir(source) and not any(os.path.exists(os.path.join(source, name)) for name in _TOKENIZER_FILES):
+        logger.warning("No tokenizer copied: %s holds no tokenizer files.", source)
+        return converted
     try:
         AutoTokenizer.from_pretrained(source).save_pretrained(destination)
-    except (OSError, ValueError, TypeError) as error:  # a weights-only folder has no tokenizer: not an error
+    except (OSError, ValueError, TypeError) as error:  # e.g. a Hub repo with weights only: not an error
         logger.warning("No tokenizer copied from %s: %s", source, error)
     return converted
 

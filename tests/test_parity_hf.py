@@ -30,6 +30,7 @@ from transformers import (
 from transformers.activations import ACT2FN
 
 from hf_attention import HFAttentionForCausalLM, HFAttentionForMaskedLM, HFAttentionForSeq2SeqLM
+from hf_attention import convert as convert_module
 from hf_attention.convert import from_hf
 
 TOLERANCE = 1e-4
@@ -38,6 +39,8 @@ BART_LIKE = {"vocab_size": 99, "d_model": 32, "encoder_layers": 2, "decoder_laye
              "dropout": 0.0}
 BERT = {"vocab_size": 99, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 37,
         "max_position_embeddings": 64, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+GPT2_SMALL = {"vocab_size": 99, "n_embd": 32, "n_layer": 1, "n_head": 4, "n_positions": 16, "bos_token_id": 1,
+              "eos_token_id": 2}
 T5 = {"vocab_size": 99, "d_model": 32, "d_kv": 8, "d_ff": 37, "num_layers": 2, "num_heads": 4, "dropout_rate": 0.0,
       "decoder_start_token_id": 0}
 
@@ -227,16 +230,15 @@ def test_save_and_reload_with_auto_classes(name, tmp_path):
 
 def test_unsupported_model_class_is_refused():
     with pytest.raises(ValueError, match=r"GPT2Model is not supported; supported classes are .*GPT2LMHeadModel"):
-        from_hf(GPT2Model(GPT2Config(vocab_size=99, n_embd=32, n_layer=1, n_head=4, n_positions=16)))
+        from_hf(GPT2Model(GPT2Config(**GPT2_SMALL)))
     with pytest.raises(ValueError, match="BertForSequenceClassification is not supported"):
         from_hf(BertForSequenceClassification(BertConfig(**BERT)))
 
 
 @pytest.mark.parametrize(("model_class", "config", "message"), [
-    (GPT2LMHeadModel, GPT2Config(vocab_size=99, n_embd=32, n_layer=1, n_head=4, n_positions=16,
-                                 scale_attn_by_inverse_layer_idx=True), "scale_attn_by_inverse_layer_idx"),
-    (GPT2LMHeadModel, GPT2Config(vocab_size=99, n_embd=32, n_layer=1, n_head=4, n_positions=16,
-                                 activation_function="tanh"), "activation_function='tanh'"),
+    (GPT2LMHeadModel, GPT2Config(**GPT2_SMALL, scale_attn_by_inverse_layer_idx=True),
+     "scale_attn_by_inverse_layer_idx"),
+    (GPT2LMHeadModel, GPT2Config(**GPT2_SMALL, activation_function="tanh"), "activation_function='tanh'"),
     (LlamaForCausalLM, LlamaConfig(vocab_size=99, hidden_size=32, intermediate_size=37, num_hidden_layers=1,
                                    num_attention_heads=4,
                                    rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}),
@@ -249,6 +251,20 @@ def test_unsupported_model_class_is_refused():
 def test_unsupported_options_are_refused(model_class, config, message):
     with pytest.raises(ValueError, match=message):
         from_hf(model_class(config))
+
+
+def test_reference_weight_without_counterpart_is_refused():
+    reference = build_reference("gpt2")
+    reference.transformer.register_parameter("extra_scale", torch.nn.Parameter(torch.ones(32)))
+    with pytest.raises(ValueError, match=r"weights that have no counterpart \(transformer.extra_scale\)"):
+        from_hf(reference)
+
+
+def test_weights_left_random_are_detected():
+    model = HFAttentionForCausalLM(tiny_config("decoder"))
+    partial = {key: value for key, value in model.state_dict().items() if "layers.1." not in key}
+    with pytest.raises(RuntimeError, match=r"random initialisation: \['model.decoder.layers.1"):
+        convert_module._load(model, partial)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
