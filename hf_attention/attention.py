@@ -82,11 +82,16 @@ def make_score(name: str, *, num_heads: int, head_dim: int) -> tuple[nn.Module |
         return AdditiveScore(head_dim=head_dim), 1.0
     if name == "gaussian":
         return GaussianScore(num_heads=num_heads, head_dim=head_dim), 1.0
-    raise ValueError(f"attention_score={name!r} is not supported; allowed: 'scaled_dot', 'dot', 'additive', 'gaussian'.")
+    raise ValueError(
+        f"attention_score={name!r} is not supported; allowed: 'scaled_dot', 'dot', 'additive', 'gaussian'."
+    )
 
 
 def repeat_kv(x: Tensor, groups: int) -> Tensor:
-    """Grouped-query attention: share each of the K key/value heads with `groups` query heads. (B, K, S, D) → (B, K·g, S, D)."""
+    """Grouped-query attention: share each of the K key/value heads with `groups` query heads.
+
+    (B, K, S, D) → (B, K·g, S, D).
+    """
     if groups == 1:
         return x
     batch, kv_heads, length, dim = x.shape

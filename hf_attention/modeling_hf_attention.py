@@ -17,7 +17,6 @@ from torch import Tensor, nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
-from transformers.utils import ModelOutput
 from transformers.modeling_outputs import (
     BaseModelOutput,
     BaseModelOutputWithPastAndCrossAttentions,
@@ -28,8 +27,9 @@ from transformers.modeling_outputs import (
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
+from transformers.utils import ModelOutput
 
-from .attention import AdditiveScore, GaussianScore, MultiHeadAttention, get_attention_function, make_score
+from .attention import GaussianScore, MultiHeadAttention, get_attention_function, make_score
 from .configuration_hf_attention import (
     DOT_PRODUCT_SCORES,
     HFAttentionConfigBase,
@@ -47,7 +47,7 @@ from .layers import (
     make_norm,
 )
 from .masks import causal_mask, check_attention_mask, combine, fit_to_length, has_padding, padding_mask
-from .positional import POSITIONAL_ENCODINGS, LearnedPositionalEmbedding, SinusoidalPositionalEmbedding
+from .positional import POSITIONAL_ENCODINGS, LearnedPositionalEmbedding
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Builders: config → leaf modules
@@ -158,7 +158,8 @@ class HFAttentionPreTrainedModel(PreTrainedModel):
     def _check_and_adjust_attn_implementation(self, attn_implementation, is_init_check=False, **kwargs):
         if isinstance(attn_implementation, str) and attn_implementation.startswith("flash_attention"):
             raise ValueError(
-                f"attn_implementation={attn_implementation!r} is not supported by {type(self).__name__}: flash kernels "
+                f"attn_implementation={attn_implementation!r} is not supported by {type(self).__name__}: flash "
+                "kernels "
                 "take no additive position bias or custom score; use 'sdpa' or 'eager'."
             )
         return super()._check_and_adjust_attn_implementation(attn_implementation, is_init_check, **kwargs)
@@ -282,7 +283,12 @@ class TransformerStack(nn.Module):
         output_hidden_states: bool = False,
         return_dict: bool = True,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
-        """Run the stack. Masks (B, T|past+T) are 0/1; position ids default to the count of real tokens so far."""
+        """Run the stack over (B, T) new tokens (after `past` cached ones).
+
+        `attention_mask` is a (B, past + T) 0/1 padding mask, or a ready (B, 1, T, S) boolean mask (True = attend;
+        causality included). Position ids default to the number of real tokens before each token, which keeps
+        every positional scheme right under left padding and caching.
+        """
         hidden = self.embed(input_ids, inputs_embeds, token_type_ids)  # (B, T, E)
         batch, length = hidden.shape[:2]
         if length == 0:
@@ -293,21 +299,17 @@ class TransformerStack(nn.Module):
             self_cache = self_cache.self_attention_cache
         past = self_cache.get_seq_length() if self_cache is not None else 0
         key_length = self_cache.get_mask_sizes(length, 0)[0] if self_cache is not None else length
+        ready_mask = attention_mask if attention_mask is not None and attention_mask.dim() == 4 else None
+        if ready_mask is not None:
+            attention_mask = None
         checking = not torch.compiler.is_compiling()
         if checking:
             check_attention_mask(attention_mask, batch, int(past) + length, "attention_mask")
             if encoder_hidden_states is not None:
                 check_attention_mask(encoder_attention_mask, batch, encoder_hidden_states.shape[1],
                                      "encoder_attention_mask")
+        position_ids, key_positions = self._positions(attention_mask, position_ids, length, key_length, past)
 
-        # Positions: explicit ids, else the number of real tokens before each one (correct under left padding).
-        if attention_mask is not None:
-            full_positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, past + T)
-        else:
-            full_positions = torch.arange(key_length, device=hidden.device)[None]  # (1, S)
-        if position_ids is None:
-            position_ids = full_positions[:, -length:] if attention_mask is not None else (
-                torch.arange(length, device=hidden.device)[None] + past)  # (B|1, T)
         kind = getattr(self.position, "kind", None)
         if kind == "absolute":
             hidden = hidden + self.position(position_ids).to(hidden.dtype)
@@ -318,13 +320,14 @@ class TransformerStack(nn.Module):
         attention_name = "eager" if output_attentions else self.config._attn_implementation
         attention_function = get_attention_function(attention_name)
         rotary = self.position(position_ids, hidden.dtype) if kind == "rotary" else None
-        position_bias = None
-        if kind == "bias":
-            key_positions = fit_to_length(full_positions, key_length)  # (B|1, S)
-            position_bias = self.position(position_ids, key_positions).to(hidden.dtype)  # (B|1, H, T, S)
-        self_mask = self._self_attention_mask(attention_mask, length, key_length, past, attention_name, checking)
-        cross_mask = padding_mask(encoder_attention_mask) if (
-            not checking or has_padding(encoder_attention_mask)) and encoder_attention_mask is not None else None
+        position_bias = self.position(position_ids, key_positions).to(hidden.dtype) if kind == "bias" else None
+        if ready_mask is not None:
+            self_mask = ready_mask if ready_mask.dtype == torch.bool else ready_mask == 0
+        else:
+            self_mask = self._self_attention_mask(attention_mask, length, key_length, past, attention_name, checking)
+        cross_mask = None
+        if encoder_attention_mask is not None and (not checking or has_padding(encoder_attention_mask)):
+            cross_mask = padding_mask(encoder_attention_mask)
 
         all_hidden, self_weights, cross_weights = [], [], []
         for layer in self.layers:
@@ -352,6 +355,24 @@ class TransformerStack(nn.Module):
             attentions=tuple(self_weights) if output_attentions else None,
             cross_attentions=tuple(cross_weights) if output_attentions and cross_weights else None,
         )
+
+    def _positions(self, attention_mask: Tensor | None, position_ids: Tensor | None, length: int, key_length: int,
+                   past) -> tuple[Tensor, Tensor]:
+        """Query positions (B|1, T) and key positions (B|1, S).
+
+        With a padding mask a token's position is the number of real tokens before it, so a left-padded row sees the
+        same positions as the row alone; without one, positions continue from the cache length.
+        """
+        device = self.embed_tokens.weight.device
+        if attention_mask is None:
+            key_positions = torch.arange(key_length, device=device)[None]  # (1, S)
+            if position_ids is None:
+                position_ids = torch.arange(length, device=device)[None] + past  # (1, T)
+            return position_ids, key_positions
+        real_before = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, past + T)
+        if position_ids is None:
+            position_ids = real_before[:, -length:]  # (B, T)
+        return position_ids, fit_to_length(real_before, key_length)
 
     def _self_attention_mask(self, attention_mask: Tensor | None, length: int, key_length: int, past,
                              attention_name: str, checking: bool) -> Tensor | None:
@@ -619,7 +640,18 @@ class HFAttentionDecoderModel(HFAttentionDecoderPreTrainedModel):
         return output if return_dict else output.to_tuple()
 
 
-class HFAttentionForCausalLM(HFAttentionDecoderPreTrainedModel, GenerationMixin):
+class _KeepPaddingMaskForGeneration:
+    """Mixin for generative heads: hand the 2D padding mask to the model unchanged, also with static caches.
+
+    `generate()` otherwise turns it into a 4D mask for compilable caches; the stack needs the 2D mask to count
+    real tokens (positions under left padding, ALiBi and relative-bucket distances) and builds its masks itself.
+    """
+
+    def create_masks_for_generate(self, *, attention_mask: Tensor | None = None, **kwargs) -> Tensor | None:
+        return attention_mask
+
+
+class HFAttentionForCausalLM(_KeepPaddingMaskForGeneration, HFAttentionDecoderPreTrainedModel, GenerationMixin):
     """Decoder with a vocabulary projection: next-token prediction and `generate()`."""
 
     _tied_weights_keys = {"lm_head.weight": "model.decoder.embed_tokens.weight"}
@@ -676,6 +708,11 @@ class HFAttentionSeq2SeqPreTrainedModel(HFAttentionPreTrainedModel):
 class HFAttentionSeq2SeqModel(HFAttentionSeq2SeqPreTrainedModel):
     """Encoder reads the source; decoder writes the target, attending to its own past and to the encoder output."""
 
+    _tied_weights_keys = {
+        "encoder.embed_tokens.weight": "shared.weight",
+        "decoder.embed_tokens.weight": "shared.weight",
+    }
+
     def __init__(self, config: HFAttentionSeq2SeqConfig):
         super().__init__(config)
         self.shared = nn.Embedding(config.vocab_size, config.hidden_size)
@@ -687,6 +724,13 @@ class HFAttentionSeq2SeqModel(HFAttentionSeq2SeqPreTrainedModel):
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.shared
+
+    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict:
+        # Encoder and decoder always read the one shared embedding (Vaswani 2017 §3.4), so their entries are aliases
+        # of `shared` whatever `tie_word_embeddings` says; that flag only ties the output projection (in the LM head).
+        if all_submodels:
+            return super().get_expanded_tied_weights_keys(all_submodels=True)
+        return dict(self._tied_weights_keys)
 
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         self.shared = self.encoder.embed_tokens = self.decoder.embed_tokens = value
@@ -743,7 +787,7 @@ class HFAttentionSeq2SeqModel(HFAttentionSeq2SeqPreTrainedModel):
         return output if return_dict else output.to_tuple()
 
 
-class HFAttentionForSeq2SeqLM(HFAttentionSeq2SeqPreTrainedModel, GenerationMixin):
+class HFAttentionForSeq2SeqLM(_KeepPaddingMaskForGeneration, HFAttentionSeq2SeqPreTrainedModel, GenerationMixin):
     """Encoder-decoder with a vocabulary projection: translation, summarisation, `generate()`."""
 
     _tied_weights_keys = {"lm_head.weight": "model.shared.weight"}
@@ -760,7 +804,9 @@ class HFAttentionForSeq2SeqLM(HFAttentionSeq2SeqPreTrainedModel, GenerationMixin
     def prepare_decoder_input_ids_from_labels(self, labels: Tensor) -> Tensor:
         """Teacher-forcing inputs for `labels` (used by DataCollatorForSeq2Seq)."""
         if self.config.pad_token_id is None or self.config.decoder_start_token_id is None:
-            raise ValueError("pad_token_id and decoder_start_token_id must be set to build decoder inputs from labels.")
+            raise ValueError(
+                "pad_token_id and decoder_start_token_id must be set to build decoder inputs from labels."
+            )
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
     def forward(

@@ -79,7 +79,8 @@ def test_seq2seq_source_mask_shape_must_match_source():
         model(torch.randint(3, 99, (2, 6)), attention_mask=torch.ones(2, 4), decoder_input_ids=torch.ones(2, 3).long())
     encoder_outputs = model.get_encoder()(input_ids=torch.randint(3, 99, (2, 6)))
     with pytest.raises(ValueError, match="encoder_attention_mask has shape"):
-        model(encoder_outputs=encoder_outputs, attention_mask=torch.ones(2, 4), decoder_input_ids=torch.ones(2, 3).long())
+        model(encoder_outputs=encoder_outputs, attention_mask=torch.ones(2, 4),
+              decoder_input_ids=torch.ones(2, 3).long())
 
 
 def test_inputs_must_be_ids_or_embeddings_not_both():

@@ -54,7 +54,8 @@ def test_attention_knob_combinations_train(family, position, score, norm_positio
 
 
 @pytest.mark.parametrize("family", ["encoder", "decoder", "seq2seq"])
-@pytest.mark.parametrize(("act", "norm_type", "scale"), list(itertools.product(HIDDEN_ACTS, NORM_TYPES, [True, False])))
+@pytest.mark.parametrize(("act", "norm_type", "scale"),
+                         list(itertools.product(HIDDEN_ACTS, NORM_TYPES, [True, False])))
 def test_layer_knob_combinations_train(family, act, norm_type, scale):
     forward_backward(family, hidden_act=act, norm_type=norm_type, scale_embeddings=scale)
 
