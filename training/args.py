@@ -1,0 +1,176 @@
+"""Arguments of the training script: three dataclasses read from a YAML config, then overridden on the command line.
+
+    python -m training.train --config training/configs/translation_en_de.yaml --max_steps 50 --output_dir /tmp/run
+
+The YAML file holds the fields of `ModelArguments`, `DataArguments` and `TrainArguments` at its top level, plus an
+optional `model_config:` mapping with the fields of the model configuration (our `HFAttention*Config`, or the
+Hugging Face config named by `model_type`, e.g. BART's `d_model`, `encoder_layers`). Command-line flags override the
+YAML values; `--model_config '{"hidden_size": 128}'` (JSON) updates single model-config fields.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import yaml
+from transformers import HfArgumentParser
+
+OBJECTIVES = ("causal_lm", "masked_lm", "translation")
+
+
+@dataclass
+class ModelArguments:
+    """Which objective and which architecture."""
+
+    objective: str = field(default="translation", metadata={"help": f"One of {', '.join(OBJECTIVES)}."})
+    model_type: str | None = field(
+        default=None,
+        metadata={"help": "None: our family for the objective (hf_attention_decoder / _encoder / _seq2seq). Or a "
+                          "Hugging Face model type (gpt2, bert, bart, ...) built with AutoConfig.for_model."},
+    )
+    model_config: str | None = field(
+        default=None, metadata={"help": "JSON object of model-config fields, applied over the YAML model_config."}
+    )
+    vocab_size: int = field(default=8000, metadata={"help": "Vocabulary size of the BPE tokenizer trained here."})
+    tokenizer_min_frequency: int = field(default=2, metadata={"help": "Rarest merge the tokenizer learns."})
+
+    def __post_init__(self):
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective={self.objective!r} is not supported; allowed values are "
+                             f"{', '.join(map(repr, OBJECTIVES))}.")
+
+
+@dataclass
+class DataArguments:
+    """Where the text comes from and how it is cut."""
+
+    dataset: str | None = field(
+        default=None,
+        metadata={"help": "None: the embedded corpus (Python docs for LM/MLM, gettext catalogs en→target_lang for "
+                          "translation). Else a Hub dataset id or local files (comma-separated)."},
+    )
+    dataset_config_name: str | None = field(default=None, metadata={"help": "Hub dataset configuration."})
+    data_format: str | None = field(default=None, metadata={"help": "text, json, csv or parquet for local files."})
+    text_column: str = field(default="text", metadata={"help": "Text column (LM / MLM)."})
+    source_column: str = field(default="source", metadata={"help": "Source column (translation)."})
+    target_column: str = field(default="target", metadata={"help": "Target column (translation)."})
+    source_lang: str = field(default="en", metadata={"help": "Source language (model card; nested datasets)."})
+    target_lang: str = field(default="de", metadata={"help": "Target language: any gettext language code."})
+    max_chars: int = field(default=200, metadata={"help": "Longest source/target string kept, in characters."})
+    min_chars: int = field(default=1, metadata={"help": "Shortest text kept, in characters (user datasets)."})
+    max_catalogs: int | None = field(default=None, metadata={"help": "Read only this many gettext catalogs."})
+    max_topics: int | None = field(default=None, metadata={"help": "Read only this many pydoc topics."})
+    max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training rows."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Keep the first N validation rows."})
+    max_test_samples: int | None = field(default=None, metadata={"help": "Keep the first N test rows."})
+    block_size: int = field(default=128, metadata={"help": "Causal LM: tokens per packed block."})
+    max_length: int = field(default=128, metadata={"help": "Masked LM: longest sequence."})
+    mlm_probability: float = field(default=0.15, metadata={"help": "Masked LM: fraction of tokens masked."})
+    max_source_length: int = field(default=64, metadata={"help": "Translation: longest source, in tokens."})
+    max_target_length: int = field(default=64, metadata={"help": "Translation: longest target, in tokens."})
+
+
+@dataclass
+class TrainArguments:
+    """The loop, checkpoints, evaluation and export."""
+
+    output_dir: str = field(default="runs/default", metadata={"help": "Checkpoints, metrics, the final export."})
+    overwrite_output_dir: bool = field(default=False, metadata={"help": "Replace a previous run in output_dir."})
+    resume_from_checkpoint: str | None = field(
+        default=None, metadata={"help": "'latest' (output_dir/checkpoints/latest) or a checkpoint folder."}
+    )
+    seed: int = field(default=42)
+    per_device_train_batch_size: int = field(default=32, metadata={"help": "Rows per batch (per process)."})
+    max_tokens_per_batch: int | None = field(
+        default=None, metadata={"help": "Batch by tokens: rows of similar length, padded size at most this. "
+                                        "None: fixed per_device_train_batch_size."}
+    )
+    per_device_eval_batch_size: int = field(default=64)
+    gradient_accumulation_steps: int = field(default=1)
+    learning_rate: float = field(default=5e-4)
+    weight_decay: float = field(default=0.01)
+    adam_beta1: float = field(default=0.9)
+    adam_beta2: float = field(default=0.98)
+    adam_epsilon: float = field(default=1e-8)
+    warmup_steps: int = field(default=100)
+    max_steps: int = field(default=1000, metadata={"help": "Optimizer steps; <= 0 uses num_train_epochs."})
+    num_train_epochs: float = field(default=1.0)
+    max_grad_norm: float | None = field(default=1.0, metadata={"help": "Clip the gradient norm (None: no clip)."})
+    mixed_precision: str = field(default="no", metadata={"help": "no, bf16 or fp16 (fp16 needs a GPU)."})
+    logging_steps: int = field(default=10)
+    eval_steps: int = field(default=200, metadata={"help": "Evaluate every N steps (and at the end); 0: only end."})
+    max_eval_batches: int | None = field(default=None, metadata={"help": "Cap periodic evaluations."})
+    save_steps: int = field(default=500, metadata={"help": "Checkpoint every N steps; 0: never."})
+    save_total_limit: int | None = field(default=2, metadata={"help": "Keep the newest N checkpoints."})
+    generation_num_beams: int = field(default=1, metadata={"help": "Beams for test translations (1: greedy)."})
+    generation_max_new_tokens: int | None = field(default=None, metadata={"help": "None: max_target_length."})
+    bleu_samples: int | None = field(default=500, metadata={"help": "Test rows translated for BLEU/chrF."})
+    eval_bleu_during_training: bool = field(default=False, metadata={"help": "Also BLEU at periodic evals."})
+    num_threads: int | None = field(default=None, metadata={"help": "torch.set_num_threads per process."})
+    report_to: str = field(default="tensorboard", metadata={"help": "tensorboard or none (JSONL is always on)."})
+    push_to_hub: bool = field(default=False)
+    hub_model_id: str | None = field(default=None)
+    hub_private: bool = field(default=False)
+    license: str = field(default="apache-2.0", metadata={"help": "License in the model card."})
+    disable_tqdm: bool = field(default=False)
+
+    def __post_init__(self):
+        if self.mixed_precision not in ("no", "bf16", "fp16"):
+            raise ValueError(f"mixed_precision={self.mixed_precision!r}; allowed values are 'no', 'bf16', 'fp16'.")
+        if self.gradient_accumulation_steps < 1:
+            raise ValueError("gradient_accumulation_steps must be at least 1.")
+        if self.push_to_hub and not self.hub_model_id:
+            raise ValueError("--push_to_hub needs --hub_model_id owner/name.")
+
+
+ARGUMENT_CLASSES = (ModelArguments, DataArguments, TrainArguments)
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[ModelArguments, DataArguments, TrainArguments, dict]:
+    """Parse `--config file.yaml` and command-line overrides into the three dataclasses and the model config.
+
+    Returns:
+        (model_args, data_args, train_args, model_config) where model_config is the YAML `model_config` mapping
+        updated with `--model_config` JSON.
+
+    Raises:
+        ValueError: If the config file is missing, is not a mapping, or has keys no dataclass knows.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    config_path = None
+    if "--config" in argv:
+        index = argv.index("--config")
+        if index + 1 >= len(argv):
+            raise ValueError("--config needs a path to a YAML file.")
+        config_path = argv[index + 1]
+        del argv[index:index + 2]
+    values = load_yaml(config_path) if config_path else {}
+    model_config = dict(values.pop("model_config", None) or {})
+    known = {f.name for cls in ARGUMENT_CLASSES for f in fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"Unknown keys in {config_path}: {unknown}. Model-config fields go under 'model_config:'.")
+    parser = HfArgumentParser(ARGUMENT_CLASSES)
+    parser.set_defaults(**values)  # the YAML values become the defaults, so flags given on the command line win
+    model_args, data_args, train_args = parser.parse_args_into_dataclasses(args=argv)
+    if model_args.model_config:
+        overrides = json.loads(model_args.model_config)
+        if not isinstance(overrides, dict):
+            raise ValueError(f"--model_config must be a JSON object, got {model_args.model_config!r}.")
+        model_config.update(overrides)
+    model_args.model_config = None
+    return model_args, data_args, train_args, model_config
+
+
+def load_yaml(path: str | Path) -> dict:
+    """Read a YAML config into a dict, with a clear error for a missing file or a non-mapping document."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"Config file not found: {path}")
+    values = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(values, dict):
+        raise ValueError(f"Config {path} must be a YAML mapping of argument names to values.")
+    return values
