@@ -538,7 +538,13 @@ class HFAttentionForSequenceClassification(HFAttentionEncoderPreTrainedModel):
         logits = self.classifier(self.dropout(self.pool(outputs.last_hidden_state, attention_mask)))
         loss = None
         if labels is not None:
-            loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config)
+            # The Trainer passes `num_items_in_batch` (forward takes **kwargs) and then skips its own division by the
+            # accumulation steps, so the loss must be a sum over the global count of labels, not a batch mean.
+            num_items = kwargs.get("num_items_in_batch")
+            loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config,
+                                      num_items_in_batch=num_items)
+            if num_items is not None and self.config.problem_type != "single_label_classification":
+                loss = loss * labels.numel() / num_items  # MSE / BCE are means over labels.numel()
         output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
                                           attentions=outputs.attentions)
         return output if return_dict else output.to_tuple()
