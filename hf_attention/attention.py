@@ -168,6 +168,16 @@ def sdpa_attention_forward(
     """
     groups = query.shape[1] // key.shape[1]
     key, value = repeat_kv(key, groups), repeat_kv(value, groups)  # (B, H, S, D)
+    output_dtype = value.dtype
+    low_precision = (torch.bfloat16, torch.float16)
+    upcast = query.device.type == "cpu" and (
+        torch.is_autocast_enabled("cpu") or any(t.dtype in low_precision for t in (query, key, value)))
+    if upcast:
+        # PyTorch's CPU flash kernel has no fast low-precision path: forward + backward measured 2-2.5x slower in bf16
+        # than in fp32 (B 8, H 4, T 128, D 64; benchmarks/run.py). Attention therefore runs in fp32 on CPU (faster
+        # and more exact), with autocast off around the kernel, which would otherwise cast it back to bf16; the
+        # projections around it stay in bf16.
+        query, key, value = (t.float() if t.dtype in low_precision else t for t in (query, key, value))
     mask = attention_mask
     causal = module.is_causal if is_causal is None else is_causal
     use_causal_flag = causal and mask is None and query.shape[2] > 1
@@ -180,11 +190,14 @@ def sdpa_attention_forward(
             mask = causal_mask(query.shape[2], key.shape[2], 0, query.device)
             use_causal_flag = False
         mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
-    output = nn.functional.scaled_dot_product_attention(
-        query, key, value, attn_mask=mask, dropout_p=dropout if module.training else 0.0, scale=scaling,
-        is_causal=use_causal_flag,
-    )  # (B, H, T, D)
-    return output.transpose(1, 2).contiguous(), None
+    # Autocast off while upcast: it would cast the fp32 inputs straight back to bf16.
+    with torch.autocast(device_type="cpu", enabled=False if upcast else torch.is_autocast_enabled("cpu"),
+                        dtype=torch.get_autocast_dtype("cpu")):
+        output = nn.functional.scaled_dot_product_attention(
+            query, key, value, attn_mask=mask, dropout_p=dropout if module.training else 0.0, scale=scaling,
+            is_causal=use_causal_flag,
+        )  # (B, H, T, D)
+    return output.transpose(1, 2).contiguous().to(output_dtype), None
 
 
 # Our two backends; any other name is looked up in HF's global attention-function registry.
