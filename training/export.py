@@ -90,6 +90,7 @@ def card_metadata(*, objective: str, language: list[str], license: str, datasets
     """The YAML front matter of the card (Hub model-card metadata, with a model-index of the results)."""
     task = {"causal_lm": ("text-generation", "Text generation"), "masked_lm": ("fill-mask", "Fill mask"),
             "translation": ("translation", "Translation")}[objective]
+    names = {k: k.removeprefix("test_") for k in metrics}
     return {
         "language": language,
         "license": license,
@@ -97,13 +98,13 @@ def card_metadata(*, objective: str, language: list[str], license: str, datasets
         "pipeline_tag": task[0],
         "tags": tags,
         "datasets": datasets,
-        "metrics": sorted(k.removeprefix("test_") for k in metrics if k.removeprefix("test_") in ("bleu", "chrf", "perplexity")),
+        "metrics": sorted(name for name in names if name in ("bleu", "chrf", "perplexity")),
         "model-index": [{
             "name": model_name,
             "results": [{
                 "task": {"type": task[0], "name": task[1]},
                 "dataset": {"type": datasets[0], "name": datasets[0], "split": "test"},
-                "metrics": [{"type": k.removeprefix("test_"), "value": float(v), "name": f"test {k.removeprefix('test_')}"}
+                "metrics": [{"type": names[k], "value": float(v), "name": f"test {names[k]}"}
                             for k, v in sorted(metrics.items())],
             }],
         }],

@@ -1,10 +1,10 @@
 """What differs between the three objectives: data, tokenizer kind, model, collator, and how tokens are counted.
 
-| objective   | data (default)              | tokenizer | model (default family)     | collator                           |
-|-------------|-----------------------------|-----------|----------------------------|------------------------------------|
-| causal_lm   | Python docs, packed blocks  | causal    | hf_attention_decoder       | default (labels = inputs)          |
-| masked_lm   | Python docs, truncated      | masked    | hf_attention_encoder       | DataCollatorForLanguageModeling    |
-| translation | gettext en→lang pairs       | seq2seq   | hf_attention_seq2seq       | DataCollatorForSeq2Seq(model=...)  |
+| objective   | data (default)             | tokenizer | model (default family) | collator                          |
+|-------------|----------------------------|-----------|------------------------|-----------------------------------|
+| causal_lm   | Python docs, packed blocks | causal    | hf_attention_decoder   | default (labels = inputs)         |
+| masked_lm   | Python docs, truncated     | masked    | hf_attention_encoder   | DataCollatorForLanguageModeling   |
+| translation | gettext en→lang pairs      | seq2seq   | hf_attention_seq2seq   | DataCollatorForSeq2Seq(model=...) |
 
 The loss is a sum over target tokens divided by `num_items_in_batch`, the count of target tokens in the whole
 accumulation window on every process. Our models take that count (`num_items_in_batch`); Hugging Face models that

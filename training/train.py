@@ -28,6 +28,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+import datasets
 import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState, GradientState
@@ -138,13 +139,12 @@ class MetricsLogger:
 def prepare_output_dir(train_args: TrainArguments, resuming: bool) -> Path:
     """Refuse to mix two runs in one folder; with --overwrite_output_dir remove the previous run's files."""
     output_dir = Path(train_args.output_dir)
-    if output_dir.is_dir() and any(output_dir.iterdir()) and not resuming:
-        if not train_args.overwrite_output_dir:
-            raise ValueError(
-                f"Output folder {output_dir} already holds files ({', '.join(sorted(p.name for p in output_dir.iterdir())[:5])}"
-                "...). Pass --overwrite_output_dir to replace that run, --resume_from_checkpoint latest to continue "
-                "it, or choose another --output_dir."
-            )
+    if output_dir.is_dir() and any(output_dir.iterdir()) and not resuming and not train_args.overwrite_output_dir:
+        names = ", ".join(sorted(p.name for p in output_dir.iterdir())[:5])
+        raise ValueError(
+            f"Output folder {output_dir} already holds files ({names}, ...). Pass --overwrite_output_dir to replace "
+            "that run, --resume_from_checkpoint latest to continue it, or choose another --output_dir."
+        )
     return output_dir
 
 
@@ -167,11 +167,10 @@ def make_accelerator(train_args: TrainArguments) -> Accelerator:
                        gradient_accumulation_plugin=plugin)
 
 
-def load_data_and_tokenizer(accelerator, model_args: ModelArguments, data_args: DataArguments, output_dir: Path,
-                            resuming: bool):
-    """Corpus → splits → tokenizer (trained on the train split by the main process, or reloaded) → features."""
+def load_tokenizer_and_features(accelerator, splits, model_args: ModelArguments, data_args: DataArguments,
+                                output_dir: Path, resuming: bool):
+    """Tokenizer (trained on the train split by the main process, or reloaded when resuming) → features."""
     objective = model_args.objective
-    splits = obj.split_corpus(objective, obj.load_corpus(objective, data_args), data_args)
     tokenizer_dir = output_dir / "tokenizer"
     max_length = {"causal_lm": data_args.block_size, "masked_lm": data_args.max_length,
                   "translation": max(data_args.max_source_length, data_args.max_target_length)}[objective]
@@ -180,7 +179,7 @@ def load_data_and_tokenizer(accelerator, model_args: ModelArguments, data_args: 
     accelerator.wait_for_everyone()
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     features = {name: obj.featurize(objective, split, tokenizer, data_args) for name, split in splits.items()}
-    return splits, tokenizer, features
+    return tokenizer, features
 
 
 def make_optimizer(model, train_args: TrainArguments) -> torch.optim.Optimizer:
@@ -208,8 +207,12 @@ def run(model_args: ModelArguments, data_args: DataArguments, train_args: TrainA
     output_dir = prepare_output_dir(train_args, resuming=resume_path is not None)
 
     accelerator = make_accelerator(train_args)
+    if train_args.disable_tqdm:
+        datasets.disable_progress_bars()
     if train_args.num_threads:
         torch.set_num_threads(train_args.num_threads)
+    # A missing dataset or column, or a corpus emptied by the filters, fails here, before anything is written.
+    splits = obj.split_corpus(objective, obj.load_corpus(objective, data_args), data_args)
     if accelerator.is_main_process:
         if train_args.overwrite_output_dir and resume_path is None:
             clear_previous_run(output_dir)
@@ -218,8 +221,8 @@ def run(model_args: ModelArguments, data_args: DataArguments, train_args: TrainA
             {"model": asdict(model_args), "data": asdict(data_args), "train": asdict(train_args),
              "model_config": model_config or {}}, indent=2))
     set_seed(train_args.seed)
-    splits, tokenizer, features = load_data_and_tokenizer(accelerator, model_args, data_args, output_dir,
-                                                          resuming=resume_path is not None)
+    tokenizer, features = load_tokenizer_and_features(accelerator, splits, model_args, data_args, output_dir,
+                                                      resuming=resume_path is not None)
     set_seed(train_args.seed)  # the same initial weights whatever the data step consumed
     model = obj.build_model(objective, model_type, model_config or {}, tokenizer)
     collator = obj.make_collator(objective, tokenizer, model, data_args)
@@ -227,7 +230,10 @@ def run(model_args: ModelArguments, data_args: DataArguments, train_args: TrainA
     sampler = LengthBatchSampler(obj.length_of(objective, features["train"]),
                                  batch_size=train_args.per_device_train_batch_size,
                                  max_tokens=train_args.max_tokens_per_batch, seed=train_args.seed)
-    train_loader = DataLoader(features["train"], batch_sampler=sampler, collate_fn=collator)
+    # A generator of its own: starting an iterator draws a seed from it, and a draw from the global RNG would shift
+    # the dropout stream of a resumed run (which starts an iterator right after restoring the RNG).
+    train_loader = DataLoader(features["train"], batch_sampler=sampler, collate_fn=collator,
+                              generator=torch.Generator().manual_seed(train_args.seed))
     eval_loader, test_loader = (DataLoader(features[name], batch_size=train_args.per_device_eval_batch_size,
                                            collate_fn=collator) for name in ("validation", "test"))
     optimizer = make_optimizer(model, train_args)
@@ -282,9 +288,11 @@ def run(model_args: ModelArguments, data_args: DataArguments, train_args: TrainA
     train_started = time.time()
     model.train()
     while progress.step < total_steps:
-        sampler.set_epoch(progress.epoch)
         loader = (accelerator.skip_first_batches(train_loader, progress.batches_in_epoch)
                   if progress.batches_in_epoch else train_loader)
+        # Accelerate's loaders re-announce their own iteration count as the epoch when iterated: set both.
+        loader.set_epoch(progress.epoch)
+        sampler.set_epoch(progress.epoch)
         window = []
         for batch in loader:
             window.append(batch)
@@ -302,7 +310,8 @@ def run(model_args: ModelArguments, data_args: DataArguments, train_args: TrainA
             if step % train_args.logging_steps == 0 or step == total_steps:
                 elapsed = time.time() - history["time"]
                 values = {"train/loss": sum(history["losses"]) / len(history["losses"]),
-                          "train/lr": scheduler.get_last_lr()[0], "train/tokens_per_second": history["tokens"] / elapsed,
+                          "train/lr": scheduler.get_last_lr()[0],
+                          "train/tokens_per_second": history["tokens"] / elapsed,
                           "train/epoch": progress.epoch + progress.batches_in_epoch / max(len(train_loader), 1)}
                 if grad_norm is not None:
                     values["train/grad_norm"] = grad_norm
@@ -403,7 +412,9 @@ def finish(accelerator, model, tokenizer, splits, eval_loader, test_loader, obje
 
 
 def _set_generation_defaults(model, tokenizer, data_args, train_args, objective) -> None:
-    config = model.generation_config
+    config = getattr(model, "generation_config", None)
+    if config is None:  # encoders do not generate
+        return
     config.pad_token_id, config.eos_token_id = tokenizer.pad_token_id, tokenizer.eos_token_id
     if objective == "translation":
         config.decoder_start_token_id = model.config.decoder_start_token_id

@@ -1,0 +1,312 @@
+"""The training script (training/train.py) on tiny models: each objective learns and exports a folder the Auto
+classes and pipelines load; resume is exact; accumulation and 2 processes take the same steps as one big batch;
+push_to_hub uploads the export (fake HfApi); bad inputs fail with clear errors before any training step."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+import yaml
+
+from training import export as export_lib
+from training.args import parse_args
+from training.checkpoint import LATEST, Progress, resolve_checkpoint, save_checkpoint
+from training.train import main, run
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = [REPO / "training" / "configs" / f"{name}.yaml" for name in (
+    "translation_en_de", "translation_en_de_long", "translation_en_de_bart", "causal_lm_pydoc", "masked_lm_pydoc")]
+
+TINY_MODEL = {"hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 64, "hidden_dropout_prob": 0.0,
+              "max_position_embeddings": 64}
+TINY = {
+    "causal_lm": ["--max_topics", "40", "--block_size", "32", "--vocab_size", "350"],
+    "masked_lm": ["--max_topics", "40", "--max_length", "48", "--vocab_size", "350"],
+    "translation": ["--max_catalogs", "5", "--max_source_length", "24", "--max_target_length", "24",
+                    "--vocab_size", "350", "--bleu_samples", "16"],
+}
+LAYERS = {"causal_lm": {"num_hidden_layers": 2}, "masked_lm": {"num_hidden_layers": 2},
+          "translation": {"encoder_layers": 1, "decoder_layers": 1}}
+
+
+def argv(objective: str, output_dir, *extra, model: dict | None = None) -> list[str]:
+    """Command-line arguments of a tiny run of `objective` (extra flags override these)."""
+    model_config = {**TINY_MODEL, **LAYERS[objective], **(model or {})}
+    return ["--objective", objective, "--output_dir", str(output_dir), *TINY[objective],
+            "--max_train_samples", "256", "--max_eval_samples", "32", "--max_test_samples", "32",
+            "--per_device_train_batch_size", "16", "--learning_rate", "3e-3", "--warmup_steps", "2",
+            "--max_steps", "24", "--logging_steps", "1", "--eval_steps", "12", "--save_steps", "0",
+            "--report_to", "none", "--disable_tqdm", "true", "--model_config", json.dumps(model_config), *extra]
+
+
+def train_losses(output_dir) -> list[float]:
+    return [m["train/loss"] for m in export_lib.read_metrics(Path(output_dir) / "metrics.jsonl")
+            if "train/loss" in m]
+
+
+class FakeHfApi:
+    """Records what `push_to_hub` would upload."""
+
+    calls: list = []
+
+    def create_repo(self, repo_id, **kwargs):
+        FakeHfApi.calls.append(("create_repo", repo_id, kwargs))
+        return SimpleNamespace(repo_id=repo_id)
+
+    def upload_folder(self, *, repo_id, folder_path, **kwargs):
+        files = sorted(str(p.relative_to(folder_path)) for p in Path(folder_path).rglob("*") if p.is_file())
+        FakeHfApi.calls.append(("upload_folder", repo_id, files))
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One tiny run per objective (translation also pushes to a fake Hub); {objective: (output_dir, results)}."""
+    runs = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(export_lib, "HfApi", FakeHfApi)
+        for objective in ("causal_lm", "masked_lm", "translation"):
+            output_dir = tmp_path_factory.mktemp(objective)
+            extra = ["--push_to_hub", "true", "--hub_model_id", "someone/tiny-en-de"] if objective == "translation" \
+                else []
+            results = run(*parse_args(argv(objective, output_dir, *extra)))
+            runs[objective] = (output_dir, results)
+    return runs
+
+
+@pytest.mark.parametrize("objective", ["causal_lm", "masked_lm", "translation"])
+def test_objective_loss_decreases(trained, objective):
+    output_dir, results = trained[objective]
+    losses = train_losses(output_dir)
+    assert len(losses) == 24
+    assert sum(losses[-4:]) / 4 < sum(losses[:4]) / 4 - 0.3, losses
+    assert results["steps"] == 24 and results["test_loss"] > 0
+    metrics = export_lib.read_metrics(output_dir / "metrics.jsonl")
+    assert any("eval/perplexity" in m for m in metrics)
+    assert (output_dir / "loss_curve.png").stat().st_size > 1000
+    if objective == "translation":
+        assert {"bleu", "chrf"} <= set(results)
+
+
+def test_export_loads_with_auto_classes_and_pipelines(trained):
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+
+    for objective, auto in (("causal_lm", AutoModelForCausalLM), ("masked_lm", AutoModelForMaskedLM),
+                            ("translation", AutoModelForSeq2SeqLM)):
+        final = trained[objective][0] / "final"
+        assert (final / "model.safetensors").is_file()
+        assert (final / "generation_config.json").is_file() == (objective != "masked_lm")  # encoders do not generate
+        model = auto.from_pretrained(final)
+        assert model.config.vocab_size == len(AutoTokenizer.from_pretrained(final))
+    generated = pipeline("text-generation", model=str(trained["causal_lm"][0] / "final"))("The", max_new_tokens=5)
+    assert isinstance(generated[0]["generated_text"], str)
+    filled = pipeline("fill-mask", model=str(trained["masked_lm"][0] / "final"))("The <mask> statement.")
+    assert len(filled) == 5
+    translate = pipeline("translation", model=str(trained["translation"][0] / "final"), trust_remote_code=True)
+    assert isinstance(translate("Open file")[0]["translation_text"], str)
+    assert (trained["translation"][0] / "final" / "cross_attention.png").is_file()
+
+
+def test_model_card_metadata_and_sections(trained):
+    card = (trained["translation"][0] / "final" / "README.md").read_text()
+    _, front, body = card.split("---\n", 2)
+    metadata = yaml.safe_load(front)
+    assert metadata["library_name"] == "transformers" and metadata["language"] == ["en", "de"]
+    assert metadata["license"] == "apache-2.0" and metadata["datasets"] and "bleu" in metadata["metrics"]
+    assert "hf-attention" in metadata["tags"]
+    bleu = trained["translation"][1]["bleu"]
+    results = metadata["model-index"][0]["results"][0]["metrics"]
+    assert {"type": "bleu", "value": bleu, "name": "test bleu"} in results
+    for section in ("## Intended use", "## Training data", "## Training procedure", "## Evaluation results",
+                    "## Limitations", "| learning rate | 0.003 |", "loss_curve.png"):
+        assert section in body
+    assert "$" not in body.replace("$ ", "")  # every template field was filled
+    masked = yaml.safe_load((trained["masked_lm"][0] / "final" / "README.md").read_text().split("---\n")[1])
+    assert masked["pipeline_tag"] == "fill-mask" and masked["language"] == ["en"]
+
+
+def test_push_to_hub_uploads_the_export(trained):
+    calls = [c for c in FakeHfApi.calls if c[1] == "someone/tiny-en-de"]
+    assert [c[0] for c in calls] == ["create_repo", "upload_folder"]
+    files = calls[1][2]
+    for name in ("model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json", "README.md",
+                 "generation_config.json", "modeling_hf_attention.py", "pipelines.py", "loss_curve.png"):
+        assert name in files, files
+    config = json.loads((trained["translation"][0] / "final" / "config.json").read_text())
+    assert config["auto_map"]["AutoModelForSeq2SeqLM"].endswith("HFAttentionForSeq2SeqLM")
+
+
+def test_gradient_accumulation_matches_one_big_batch(tmp_path):
+    """Token-normalised loss: 2 micro-batches of 8 (accumulated) take the same steps as one batch of 16, although
+    the two micro-batches hold different numbers of target tokens."""
+    common = ("--max_train_samples", "64", "--max_steps", "6", "--eval_steps", "0", "--bleu_samples", "4")
+    run(*parse_args(argv("translation", tmp_path / "big", *common, "--per_device_train_batch_size", "16")))
+    run(*parse_args(argv("translation", tmp_path / "acc", *common, "--per_device_train_batch_size", "8",
+                         "--gradient_accumulation_steps", "2")))
+    big, accumulated = train_losses(tmp_path / "big"), train_losses(tmp_path / "acc")
+    assert len(big) == 6
+    torch.testing.assert_close(accumulated, big, rtol=1e-5, atol=0)
+
+
+def test_resume_reproduces_the_uninterrupted_run(tmp_path):
+    """Stop-and-resume from a mid-epoch checkpoint gives exactly the losses of the run that never stopped
+    (dropout on: the RNG state is restored; token batching; accumulation; an epoch boundary after the resume)."""
+    extra = ("--max_train_samples", "60", "--per_device_train_batch_size", "8", "--max_tokens_per_batch", "160",
+             "--gradient_accumulation_steps", "2", "--max_steps", "10", "--save_steps", "3", "--eval_steps", "4",
+             "--save_total_limit", "5", "--bleu_samples", "4")
+    full = tmp_path / "full"
+    run(*parse_args(argv("translation", full, *extra, model={"hidden_dropout_prob": 0.1})))
+    reference = train_losses(full)
+    checkpoint = full / "checkpoints" / "step_00006"
+    progress = json.loads((checkpoint / "progress.json").read_text())
+    assert progress["epoch"] >= 1 and progress["batches_in_epoch"] > 0  # a mid-epoch checkpoint after an epoch
+    resumed = tmp_path / "resumed"
+    run(*parse_args(argv("translation", resumed, *extra, "--resume_from_checkpoint", str(checkpoint),
+                         model={"hidden_dropout_prob": 0.1})))
+    assert train_losses(resumed) == reference[6:]
+    # `latest` in the same folder continues too (here: from step 9 to 10).
+    run(*parse_args(argv("translation", full, *extra, "--resume_from_checkpoint", "latest",
+                         model={"hidden_dropout_prob": 0.1})))
+    assert train_losses(full) == reference
+
+
+@pytest.mark.slow
+def test_two_processes_match_one_process(tmp_path):
+    """`accelerate launch --multi_gpu --num_processes 2` on CPU: 2 × 8 rows per step gives the losses of
+    1 process × 8 rows × 2 accumulation steps (same global batch) to 1e-4."""
+    common = ("--max_train_samples", "96", "--max_steps", "5", "--eval_steps", "0", "--bleu_samples", "4",
+              "--per_device_train_batch_size", "8")
+    run(*parse_args(argv("translation", tmp_path / "one", *common, "--gradient_accumulation_steps", "2")))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "training.train",
+               *argv("translation", tmp_path / "two", *common)]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "2 process(es)" in done.stdout
+    torch.testing.assert_close(train_losses(tmp_path / "two"), train_losses(tmp_path / "one"), rtol=1e-4, atol=0)
+
+
+# ------------------------------------------------------------------------------------------------- arguments
+
+def test_yaml_config_with_command_line_overrides(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"objective": "masked_lm", "max_steps": 100, "learning_rate": 1e-4,
+                                      "model_config": {"hidden_size": 64, "num_hidden_layers": 2}}))
+    model_args, data_args, train_args, model_config = parse_args(
+        ["--config", str(config), "--max_steps", "50", "--model_config", '{"num_hidden_layers": 3}'])
+    assert model_args.objective == "masked_lm" and train_args.max_steps == 50 and train_args.learning_rate == 1e-4
+    assert model_config == {"hidden_size": 64, "num_hidden_layers": 3}
+    config.write_text(yaml.safe_dump({"objective": "masked_lm", "hidden_size": 64}))
+    with pytest.raises(ValueError, match="Unknown keys.*hidden_size.*model_config"):
+        parse_args(["--config", str(config)])
+    with pytest.raises(ValueError, match="Config file not found"):
+        parse_args(["--config", str(tmp_path / "missing.yaml")])
+    with pytest.raises(ValueError, match="objective='summarize' is not supported"):
+        parse_args(["--objective", "summarize"])
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
+def test_shipped_configs_parse_and_match_their_objective(path):
+    from training.objectives import check_model_type
+
+    model_args, _, train_args, model_config = parse_args(["--config", str(path)])
+    check_model_type(model_args.objective, model_args.model_type)
+    assert model_config and train_args.max_steps > 0
+
+
+# ---------------------------------------------------------------------------------------------------- errors
+
+def _fails_before_training(args, match, output_dir):
+    with pytest.raises(ValueError, match=match):
+        main(args)
+    assert not (Path(output_dir) / "checkpoints").exists() and not (Path(output_dir) / "metrics.jsonl").exists()
+
+
+def test_error_missing_dataset_file(tmp_path):
+    _fails_before_training(argv("causal_lm", tmp_path / "o", "--dataset", str(tmp_path / "nope.txt")),
+                           "Data file not found", tmp_path / "o")
+
+
+def test_error_missing_column(tmp_path):
+    data = tmp_path / "pairs.csv"
+    data.write_text("en,de\nOpen file,Datei öffnen\nSave,Speichern\n")
+    _fails_before_training(argv("translation", tmp_path / "o", "--dataset", str(data)),
+                           "Column 'source' not found.*'en', 'de'", tmp_path / "o")
+    _fails_before_training(argv("causal_lm", tmp_path / "o", "--dataset", str(data)),
+                           "Column 'text' not found", tmp_path / "o")
+
+
+def test_error_empty_corpus_after_filtering(tmp_path):
+    data = tmp_path / "short.txt"
+    data.write_text("a\nbb\nccc\n")
+    _fails_before_training(argv("masked_lm", tmp_path / "o", "--dataset", str(data), "--min_chars", "100"),
+                           "empty after filtering", tmp_path / "o")
+
+
+@pytest.mark.parametrize("objective,model_type,match", [
+    ("masked_lm", "hf_attention_decoder", "cannot be trained for objective 'masked_lm'"),
+    ("masked_lm", "gpt2", "cannot be trained for objective 'masked_lm'"),
+    ("translation", "hf_attention_decoder", "cannot be trained for objective 'translation'"),
+    ("translation", "gpt2", "cannot be trained for objective 'translation'"),
+    ("causal_lm", "hf_attention_encoder", "cannot be trained for objective 'causal_lm'"),
+    ("causal_lm", "bart", "needs a decoder-only config"),
+    ("translation", "no_such_model", "Unknown model_type"),
+])
+def test_error_config_does_not_match_objective(tmp_path, objective, model_type, match):
+    _fails_before_training(argv(objective, tmp_path / "o", "--model_type", model_type), match, tmp_path / "o")
+
+
+def test_error_resume_path_is_not_a_checkpoint(tmp_path):
+    not_a_checkpoint = tmp_path / "somewhere"
+    not_a_checkpoint.mkdir()
+    _fails_before_training(argv("causal_lm", tmp_path / "o", "--resume_from_checkpoint", str(not_a_checkpoint)),
+                           "is not a training checkpoint", tmp_path / "o")
+    _fails_before_training(argv("causal_lm", tmp_path / "o", "--resume_from_checkpoint", "latest"),
+                           "no checkpoint in", tmp_path / "o")
+
+
+def test_error_output_folder_holds_another_run(tmp_path):
+    output_dir = tmp_path / "o"
+    output_dir.mkdir()
+    (output_dir / "run_config.json").write_text("{}")
+    _fails_before_training(argv("causal_lm", output_dir), "already holds files.*--overwrite_output_dir", output_dir)
+
+
+# ----------------------------------------------------------------------------------------------- checkpoints
+
+class _FakeAccelerator:
+    """Writes the files `accelerator.save_state` writes; `fail` makes the model write crash half-way."""
+
+    is_main_process = True
+    fail = False
+
+    def wait_for_everyone(self):
+        pass
+
+    def save_state(self, directory):
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        (Path(directory) / "model.safetensors").write_bytes(b"weights")
+        if self.fail:
+            raise RuntimeError("disk full")
+        (Path(directory) / "optimizer.bin").write_bytes(b"state")
+
+
+def test_crash_during_save_keeps_latest_on_the_previous_checkpoint(tmp_path):
+    accelerator = _FakeAccelerator()
+    save_checkpoint(accelerator, tmp_path, Progress(step=5))
+    assert (tmp_path / "checkpoints" / LATEST).read_text() == "step_00005"
+    accelerator.fail = True
+    with pytest.raises(RuntimeError, match="disk full"):
+        save_checkpoint(accelerator, tmp_path, Progress(step=10))
+    assert resolve_checkpoint("latest", tmp_path) == tmp_path / "checkpoints" / "step_00005"
+    assert not (tmp_path / "checkpoints" / "step_00010").exists()
+    with pytest.raises(ValueError, match="not a training checkpoint"):
+        resolve_checkpoint(str(tmp_path / "checkpoints" / ".tmp_step_00010"), tmp_path)
+    accelerator.fail = False
+    save_checkpoint(accelerator, tmp_path, Progress(step=10), keep=1)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["latest", "step_00010"]
