@@ -236,3 +236,11 @@ def test_corpus_to_features_with_the_project_tokenizer():
                                              kind="seq2seq")
     features = data.translation_features(train, tokenizer, max_source_length=16, max_target_length=16)
     assert len(features) == len(train) and max(len(r) for r in features["labels"]) <= 16
+
+
+def test_language_id_sample_spreads_over_all_splits():
+    from training.data import language_id_corpus, split_dataset
+
+    sample = language_id_corpus(("de", "fr"), max_per_language=200, max_catalogs=4)
+    sizes = {name: len(part) for name, part in split_dataset(sample, key="text", fractions=(0.8, 0.1, 0.1)).items()}
+    assert set(sizes) == {"train", "validation", "test"} and all(sizes.values()), sizes

@@ -321,7 +321,9 @@ def language_id_corpus(
     seen_in = Counter(chain.from_iterable(by_language.values()))
     texts, labels = [], []
     for label, lang in enumerate(languages):
-        unique = sorted((t for t in by_language[lang] if seen_in[t] == 1), key=_stable_hash)[:max_per_language]
+        # A salt of its own: sampling by the split's hash would put every sampled string into the training split.
+        sample_order = lambda text: _stable_hash(text, salt="language-id-sample")  # noqa: E731
+        unique = sorted((t for t in by_language[lang] if seen_in[t] == 1), key=sample_order)[:max_per_language]
         texts += unique
         labels += [label] * len(unique)
     counts = {lang: len(by_language[lang]) for lang in languages}
