@@ -3,7 +3,7 @@
     python -m training.finetune --config training/configs/finetune_language_id.yaml
     python -m training.finetune --config training/configs/finetune_language_id.yaml \\
         --model_name_or_path runs/mlm/final --lora r=8,alpha=16 --output_dir runs/lid_lora
-    python -m training.finetune --task translation --model_name_or_path runs/translation_en_de/final \\
+    python -m training.finetune --task translation --model_name_or_path outputs/translation_en_de/final \\
         --output_dir runs/ft_en_de --max_steps 500 --predict_with_generate true
 
 Tasks:
