@@ -346,7 +346,7 @@ def run_forward(plan: Plan, device: str, log: Callable) -> list[dict]:
             with torch.inference_mode():
                 diff = (call(reference) - call(ours)).abs().max().item()
             assert diff <= PARITY_TOLERANCE, f"{family}: forward logits differ by {diff:.3g}"
-            times = interleave({"hf": lambda: call(reference), "ours": lambda: call(ours)},
+            times = interleave({"hf": lambda m=reference: call(m), "ours": lambda m=ours: call(m)},
                                rounds=plan.forward_rounds, warmup=plan.warmup, device=device)
             row = {"family": family, "batch": batch_size, "seq": plan.seq,
                    "speedup": paired_speedup(times["hf"], times["ours"])}
@@ -374,10 +374,10 @@ def run_generate(plan: Plan, device: str, log: Callable) -> list[dict]:
             calls, same = {}, {}
             for cache in (True, False) if plan.gen_uncached else (True,):
                 tag = "cache" if cache else "no_cache"
-                calls[f"hf_{tag}"] = lambda cache=cache: reference.generate(**inputs, **options, use_cache=cache)
-                calls[f"ours_{tag}"] = lambda cache=cache: ours.generate(**inputs, **options, use_cache=cache)
+                for side, model in (("hf", reference), ("ours", ours)):
+                    calls[f"{side}_{tag}"] = lambda c=cache, m=model, x=inputs: m.generate(**x, **options, use_cache=c)
             if family in plan.gen_compiled and batch_size in plan.gen_compiled_batches:
-                calls["ours_compiled_static"] = lambda: compiled_generate(ours, **inputs, **options)
+                calls["ours_compiled_static"] = lambda m=ours, x=inputs: compiled_generate(m, **x, **options)
             outputs = {name: call() for name, call in calls.items()}  # also the compile warm-up
             for name, tokens in outputs.items():
                 same[name] = bool(torch.equal(tokens, outputs["hf_cache"]))

@@ -65,7 +65,7 @@ def pydoc_texts() -> list[str]:
 
 @pytest.fixture(scope="session")
 def trained_tokenizer(pydoc_texts):
-    """`trained_tokenizer(family)`: a byte-level BPE tokenizer for that family's objective, trained once per session."""
+    """`trained_tokenizer(family)`: a byte-level BPE tokenizer for the family's objective, trained once per session."""
     from text_fixtures import make_tokenizer
 
     cache = {}
