@@ -592,6 +592,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
     parser.add_argument("--sections", help="comma-separated subset of ceiling,train,forward,generate,length")
     parser.add_argument("--families", help="comma-separated subset of families for train/forward/generate")
+    parser.add_argument("--train-compiled", help="comma-separated families whose training step is also timed "
+                        "through torch.compile, ours and HF's (about a minute of compiling each)")
     args = parser.parse_args(argv)
     plan = copy.deepcopy(PRESETS[args.preset or ("quick" if args.quick else "full")])
     if args.sections:
@@ -600,6 +602,8 @@ def main(argv: list[str] | None = None) -> dict:
         chosen = set(args.families.split(","))
         plan.train_families = tuple(f for f in plan.train_families if f in chosen)
         plan.gen_families = tuple(f for f in plan.gen_families if f in chosen)
+    if args.train_compiled is not None:
+        plan.train_compiled = tuple(f for f in args.train_compiled.split(",") if f)
     hf_logging.set_verbosity_error()
     torch.manual_seed(0)
     started = time.perf_counter()
