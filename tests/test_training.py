@@ -3,6 +3,7 @@ classes and pipelines load; resume is exact; accumulation and 2 processes take t
 push_to_hub uploads the export (fake HfApi); bad inputs fail with clear errors before any training step."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import safetensors.torch
 import torch
 import yaml
 
@@ -189,6 +191,24 @@ def test_two_processes_match_one_process(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "2 process(es)" in done.stdout
     torch.testing.assert_close(train_losses(tmp_path / "two"), train_losses(tmp_path / "one"), rtol=1e-4, atol=0)
+
+
+@pytest.mark.slow
+def test_torch_compile_run_matches_eager_and_exports(tmp_path):
+    """--torch_compile (Accelerate's TorchDynamoPlugin, Inductor): the same losses as the eager run to float
+    rounding, and an export that loads as the plain model class."""
+    common = ("--max_steps", "4", "--eval_steps", "0", "--max_train_samples", "64")
+    run(*parse_args(argv("causal_lm", tmp_path / "eager", *common)))
+    torch._dynamo.reset()
+    results = run(*parse_args(argv("causal_lm", tmp_path / "compiled", *common, "--torch_compile", "true")))
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] > 0  # it really ran compiled
+    torch.testing.assert_close(train_losses(tmp_path / "compiled"), train_losses(tmp_path / "eager"),
+                               rtol=1e-4, atol=0)
+    assert math.isfinite(results["test_loss"])
+    config = json.loads((tmp_path / "compiled" / "final" / "config.json").read_text())
+    assert config["architectures"] == ["HFAttentionForCausalLM"]
+    weights = safetensors.torch.load_file(tmp_path / "compiled" / "final" / "model.safetensors")
+    assert not any(name.startswith("_orig_mod") for name in weights)
 
 
 # ------------------------------------------------------------------------------------------------- arguments

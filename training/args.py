@@ -110,6 +110,9 @@ class TrainArguments:
     bleu_samples: int | None = field(default=500, metadata={"help": "Test rows translated for BLEU/chrF."})
     eval_bleu_during_training: bool = field(default=False, metadata={"help": "Also BLEU at periodic evals."})
     num_threads: int | None = field(default=None, metadata={"help": "torch.set_num_threads per process."})
+    torch_compile: bool = field(default=False, metadata={
+        "help": "Compile the model with torch.compile (Inductor) through Accelerate's TorchDynamoPlugin; the first "
+                "steps (and the first evaluation) pay the compile time."})
     report_to: str = field(default="tensorboard", metadata={"help": "tensorboard or none (JSONL is always on)."})
     push_to_hub: bool = field(default=False)
     hub_model_id: str | None = field(default=None)

@@ -44,7 +44,7 @@ def evaluate_loss(accelerator, model, dataloader, objective: str, *, seed: int =
 def translate(accelerator, model, tokenizer, sources: list[str], *, batch_size: int = 64, num_beams: int = 1,
               max_new_tokens: int = 64, max_source_length: int | None = None) -> list[str]:
     """Translate `sources` (each process its share, longest first for little padding), returned in input order."""
-    model = accelerator.unwrap_model(model)
+    model = accelerator.unwrap_model(model, keep_torch_compile=False)
     model.eval()
     rank, world = accelerator.process_index, accelerator.num_processes
     mine = sorted(range(rank, len(sources), world), key=lambda i: -len(sources[i]))

@@ -32,7 +32,7 @@ import datasets
 import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState, GradientState
-from accelerate.utils import GradientAccumulationPlugin, set_seed
+from accelerate.utils import GradientAccumulationPlugin, TorchDynamoPlugin, set_seed
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 from transformers import AutoTokenizer, get_cosine_schedule_with_warmup
@@ -163,8 +163,11 @@ def make_accelerator(train_args: TrainArguments) -> Accelerator:
     GradientState._reset_state()
     plugin = GradientAccumulationPlugin(num_steps=train_args.gradient_accumulation_steps,
                                         sync_with_dataloader=False)  # windows are whole: see `train_window`
+    # --torch_compile: Accelerate compiles the model in `prepare` (the checkpoints then hold the compiled module's
+    # state, so a run resumes with the same flag); exports and generation use the unwrapped eager module.
+    dynamo = TorchDynamoPlugin(backend="inductor") if train_args.torch_compile else None
     return Accelerator(cpu=not torch.cuda.is_available(), mixed_precision=train_args.mixed_precision,
-                       gradient_accumulation_plugin=plugin)
+                       gradient_accumulation_plugin=plugin, dynamo_plugin=dynamo)
 
 
 def load_tokenizer_and_features(accelerator, splits, model_args: ModelArguments, data_args: DataArguments,
@@ -257,8 +260,9 @@ def run(model_args: ModelArguments, data_args: DataArguments, train_args: TrainA
     logger = MetricsLogger(output_dir, enabled=accelerator.is_main_process,
                            tensorboard=train_args.report_to == "tensorboard",
                            resume_step=progress.step if resume_path is not None else None)
-    n_params = sum(p.numel() for p in accelerator.unwrap_model(model).parameters())
-    accelerator.print(f"{objective}: {type(accelerator.unwrap_model(model)).__name__} ({n_params / 1e6:.2f}M "
+    core = accelerator.unwrap_model(model, keep_torch_compile=False)
+    n_params = sum(p.numel() for p in core.parameters())
+    accelerator.print(f"{objective}: {type(core).__name__} ({n_params / 1e6:.2f}M "
                       f"parameters), {len(features['train'])} training rows, {len(train_loader)} batches per "
                       f"process per epoch, {accelerator.num_processes} process(es), {total_steps} steps; data and "
                       f"tokenizer took {time.time() - started:.1f}s.")
@@ -371,7 +375,7 @@ def finish(accelerator, model, tokenizer, splits, eval_loader, test_loader, obje
     total_seconds = time.time() - started
     if accelerator.is_main_process:
         plot = plot_losses(read_metrics(output_dir / METRICS_FILE), output_dir / "loss_curve.png")
-        unwrapped = accelerator.unwrap_model(model)
+        unwrapped = accelerator.unwrap_model(model, keep_torch_compile=False)
         _set_generation_defaults(unwrapped, tokenizer, data_args, train_args, objective)
         model_name = train_args.hub_model_id or output_dir.name
         data_description = _describe_data(objective, data_args, splits)
