@@ -123,6 +123,10 @@ def test_model_card_metadata_and_sections(trained):
     bleu = trained["translation"][1]["bleu"]
     results = metadata["model-index"][0]["results"][0]["metrics"]
     assert {"type": "bleu", "value": bleu, "name": "test bleu"} in results
+    validation = metadata["model-index"][0]["results"][1]
+    assert validation["dataset"]["split"] == "validation"
+    assert {"type": "perplexity", "value": trained["translation"][1]["validation_perplexity"],
+            "name": "validation perplexity"} in validation["metrics"]
     for section in ("## Intended use", "## Training data", "## Training procedure", "## Evaluation results",
                     "## Limitations", "| learning rate | 0.003 |", "loss_curve.png"):
         assert section in body

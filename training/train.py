@@ -364,14 +364,17 @@ def finish(accelerator, model, tokenizer, splits, eval_loader, test_loader, obje
     validation = evaluate_loss(accelerator, model, eval_loader, objective, seed=train_args.seed)
     logger.log(progress.step, {f"eval/{k}": v for k, v in validation.items()})
     test = evaluate_loss(accelerator, model, test_loader, objective, seed=train_args.seed)
-    results = {"test_loss": round(test["loss"], 4), "test_perplexity": round(test["perplexity"], 2)}
+    results = {"validation_loss": round(validation["loss"], 4),
+               "validation_perplexity": round(validation["perplexity"], 2),
+               "test_loss": round(test["loss"], 4), "test_perplexity": round(test["perplexity"], 2)}
     samples = []
     if objective == "translation":
         scores, triples = _bleu(accelerator, model, tokenizer, splits["test"], data_args, train_args,
                                 limit=train_args.bleu_samples)
         results.update(scores)
         samples = triples[:5]
-    logger.log(progress.step, {f"test/{k.removeprefix('test_')}": v for k, v in results.items()})
+    logger.log(progress.step, {f"test/{k.removeprefix('test_')}": v for k, v in results.items()
+                               if not k.startswith("validation_")})
     total_seconds = time.time() - started
     if accelerator.is_main_process:
         plot = plot_losses(read_metrics(output_dir / METRICS_FILE), output_dir / "loss_curve.png")
@@ -407,7 +410,7 @@ def finish(accelerator, model, tokenizer, splits, eval_loader, test_loader, obje
             accelerator.print(f"Uploaded {final} to https://huggingface.co/{train_args.hub_model_id}")
         report = ", ".join(f"{k} {v}" for k, v in results.items())
         print(f"Finished {progress.step} steps in {total_seconds / 60:.1f} min (training {train_seconds:.0f}s). "
-              f"Test: {report}. Exported to {final}.")
+              f"Results: {report}. Exported to {final}.")
         for source, reference, hypothesis in samples:
             print(f"  EN:  {source}\n  REF: {reference}\n  OUT: {hypothesis}\n")
     accelerator.wait_for_everyone()
@@ -440,7 +443,7 @@ def _describe_data(objective, data_args, splits) -> str:
                   "OPUS GNOME/KDE/Ubuntu corpora): single-line, not format-only, translated, de-duplicated pairs "
                   f"of at most {data_args.max_chars} characters")
     else:
-        source = "paragraphs of the Python documentation topics shipped with CPython (`pydoc_data.topics`)"
+        source = "Paragraphs of the Python documentation topics shipped with CPython (`pydoc_data.topics`)"
     return (f"{source}. Split by a stable hash of the (source) text, so no string is in two splits: rows {sizes}. "
             "A byte-level BPE tokenizer was trained on the training split.")
 
