@@ -135,6 +135,18 @@ def test_model_card_metadata_and_sections(trained):
     assert masked["pipeline_tag"] == "fill-mask" and masked["language"] == ["en"]
 
 
+@pytest.mark.parametrize("card", sorted(p.name for p in (REPO / "model_cards").glob("*.md") if p.name != "TEMPLATE.md"))
+def test_shipped_model_cards_have_hub_metadata(card):
+    """The cards in model_cards/ (one per shipped configuration) carry parseable metadata with measured results."""
+    text = (REPO / "model_cards" / card).read_text()
+    metadata = yaml.safe_load(text.split("---\n")[1])
+    assert metadata["license"] and metadata["language"] and metadata["pipeline_tag"]
+    metrics = metadata["model-index"][0]["results"][0]["metrics"]
+    assert metrics and all(isinstance(m["value"], float) for m in metrics)
+    for section in ("## Intended use", "## Training data", "## Evaluation results", "## Limitations"):
+        assert section in text
+
+
 def test_push_to_hub_uploads_the_export(trained):
     calls = [c for c in FakeHfApi.calls if c[1] == "someone/tiny-en-de"]
     assert [c[0] for c in calls] == ["create_repo", "upload_folder"]
