@@ -163,8 +163,8 @@ def make_accelerator(train_args: TrainArguments) -> Accelerator:
     GradientState._reset_state()
     plugin = GradientAccumulationPlugin(num_steps=train_args.gradient_accumulation_steps,
                                         sync_with_dataloader=False)  # windows are whole: see `train_window`
-    # --torch_compile: Accelerate compiles the model in `prepare` (the checkpoints then hold the compiled module's
-    # state, so a run resumes with the same flag); exports and generation use the unwrapped eager module.
+    # --torch_compile: Accelerate compiles the model in `prepare`; exports and generation use the unwrapped eager
+    # module. Resume a compiled run with the same flag (resume is tested for eager runs only).
     dynamo = TorchDynamoPlugin(backend="inductor") if train_args.torch_compile else None
     return Accelerator(cpu=not torch.cuda.is_available(), mixed_precision=train_args.mixed_precision,
                        gradient_accumulation_plugin=plugin, dynamo_plugin=dynamo)
