@@ -280,11 +280,16 @@ def autocast(dtype: str, device: str):
 
 
 class TrainStep:
-    """One optimiser step: forward (under autocast if asked) + backward + AdamW."""
+    """One optimiser step: forward (under autocast if asked) + backward + AdamW.
+
+    AdamW is torch's fused kernel on both sides, the optimiser HF's Trainer uses by default (`adamw_torch_fused`) and
+    our training script's: the for-each implementation spent 27 ms of a ~330 ms fp32 step on this model's 5M
+    parameters, the fused one 6 ms, the same for both contenders.
+    """
 
     def __init__(self, model: nn.Module, batch: dict, dtype: str, device: str, compiled: bool = False):
         self.model, self.batch, self.dtype, self.device = model, batch, dtype, device
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
         self.forward = torch.compile(model) if compiled else model
 
     def __call__(self) -> None:
