@@ -19,7 +19,8 @@ speed-up is the median of per-round paired ratios (adjacent runs see the same ma
 analytically (see `model_flops`). Peak memory on CPU: glibc is told to serve every allocation ≥ 64 KiB with mmap
 (so freed tensors go back to the OS at once), the kernel's peak-RSS counter is reset (/proc/self/clear_refs), one
 step runs, and the peak is VmHWM minus the RSS before the step: the transient memory of the step (activations,
-gradients, workspace), measured after the timing rounds so that the mmap setting cannot slow them down.
+gradients, workspace). Each figure comes from a fresh process (after the timing rounds, which the mmap setting would
+slow), so that no earlier step's allocations can shape it.
 Results go to DIR/<preset>.json and DIR/<preset>.md.
 """
 
@@ -35,6 +36,7 @@ import ctypes  # noqa: E402
 import dataclasses  # noqa: E402
 import datetime  # noqa: E402
 import json  # noqa: E402
+import multiprocessing  # noqa: E402
 import platform  # noqa: E402
 import re  # noqa: E402
 import statistics  # noqa: E402
@@ -433,31 +435,58 @@ def force_mmap_for_large_allocations() -> bool:
     return False
 
 
+def length_model(plan: Plan, device: str, variant: str) -> nn.Module:
+    """Our Llama-architecture decoder in train mode with the attention backend (and checkpointing) of `variant`."""
+    _, model = make_pair("llama", plan, device, max_positions=max(plan.length_seqs))
+    model.train().set_attn_implementation(variant.split("+")[0])
+    if variant.endswith("+checkpointing"):
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model
+
+
+def length_step(model: nn.Module, batch: dict) -> Callable[[], None]:
+    def step():
+        model(**batch).loss.backward()
+        model.zero_grad(set_to_none=True)
+    return step
+
+
+def _peak_memory_in_fresh_process(plan: Plan, device: str, length: int, variant: str, results) -> None:
+    """Child-process body of `isolated_peak_memory`: settle one step, then measure the next."""
+    force_mmap_for_large_allocations()
+    batch = training_batch("llama", plan, max(1, plan.length_tokens // length), length, device)
+    step = length_step(length_model(plan, device, variant), batch)
+    step()
+    results.put(peak_step_memory(step, device))
+
+
+def isolated_peak_memory(plan: Plan, device: str, length: int, variant: str) -> int | None:
+    """Peak transient bytes of one step, measured in a fresh process.
+
+    Measured in the parent, the figure depended on which variants had run before (the allocator keeps freed pages
+    of earlier, larger steps: the same sdpa step read 302 MiB first and 555 MiB after the eager ones); a fresh
+    process per (length, variant) gives each the same starting state.
+    """
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    process = context.Process(target=_peak_memory_in_fresh_process, args=(plan, device, length, variant, results))
+    process.start()
+    peak = results.get(timeout=600)
+    process.join()
+    return peak
+
+
 def run_length(plan: Plan, device: str, log: Callable) -> list[dict]:
     """Our Llama-architecture decoder, forward + backward, `length_tokens` tokens per step at every length."""
-    _, base = make_pair("llama", plan, device, max_positions=max(plan.length_seqs))
-    models = {}
-    for variant in plan.length_variants:
-        model = copy.deepcopy(base).train()
-        model.set_attn_implementation(variant.split("+")[0])
-        if variant.endswith("+checkpointing"):
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        models[variant] = model
-
-    def step_for(model, batch):
-        def step():
-            model(**batch).loss.backward()
-            model.zero_grad(set_to_none=True)
-        return step
-
-    rows, steps = [], {}
+    models = {variant: length_model(plan, device, variant) for variant in plan.length_variants}
+    rows = []
     for length in plan.length_seqs:
         batch_size = max(1, plan.length_tokens // length)
         batch = training_batch("llama", plan, batch_size, length, device)
         tokens = batch_size * length
-        flops = model_flops(base, batch=batch_size, source_length=length, target_length=length, training=True)
-        calls = {variant: step_for(model, batch) for variant, model in models.items()}
-        steps[length] = calls
+        flops = model_flops(models[plan.length_variants[0]], batch=batch_size, source_length=length,
+                            target_length=length, training=True)
+        calls = {variant: length_step(model, batch) for variant, model in models.items()}
         times = interleave(calls, rounds=plan.length_rounds, warmup=1, device=device)
         for variant, t in times.items():
             rows.append({"variant": variant, "seq": length, "batch": batch_size, "tokens_per_step": tokens,
@@ -465,19 +494,15 @@ def run_length(plan: Plan, device: str, log: Callable) -> list[dict]:
                          "us_per_token": statistics.median(t) / tokens * 1e6})
         log(f"length {length:5d} x{batch_size}: " + ", ".join(
             f"{v} {statistics.median(t) / tokens * 1e6:.1f} us/token" for v, t in times.items()))
-    # Memory last: the mmap setting slows allocation and must not touch any timed round.
-    method = "cuda max_memory_allocated" if device == "cuda" else (
-        "peak RSS (VmHWM) minus RSS before the step, glibc mmap threshold 64 KiB"
-        if force_mmap_for_large_allocations() else "peak RSS (VmHWM) minus RSS before the step")
-    for length, calls in steps.items():
-        for variant, step in calls.items():
-            step()  # settle (gradients freed, allocator state)
-            peak = peak_step_memory(step, device)
-            for row in rows:
-                if row["seq"] == length and row["variant"] == variant:
-                    row["peak_bytes"] = peak
-                    row["peak_bytes_per_token"] = None if peak is None else peak / row["tokens_per_step"]
-                    row["memory_method"] = method
+    del models
+    method = "cuda max_memory_allocated, fresh process" if device == "cuda" else (
+        "peak RSS (VmHWM) minus RSS before the step, glibc mmap threshold 64 KiB, one fresh process per figure")
+    for row in rows:
+        peak = isolated_peak_memory(plan, device, row["seq"], row["variant"])
+        row["peak_bytes"] = peak
+        row["peak_bytes_per_token"] = None if peak is None else peak / row["tokens_per_step"]
+        row["memory_method"] = method
+    for length in plan.length_seqs:
         log(f"memory {length:5d}: " + ", ".join(
             f"{r['variant']} {r['peak_bytes'] / 2**20:.0f} MiB" for r in rows
             if r["seq"] == length and r.get("peak_bytes") is not None))
