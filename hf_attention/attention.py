@@ -221,6 +221,13 @@ def get_attention_function(name: str) -> Callable:
 FUSED_PROJECTION_MIN_ROWS = 256
 
 
+def fused_linear(projections: tuple[nn.Linear, ...], states: Tensor) -> Tensor:
+    """The outputs of several nn.Linear on the same input, side by side, from one matmul over their stacked weights."""
+    weight = torch.cat([proj.weight for proj in projections])
+    bias = None if projections[0].bias is None else torch.cat([proj.bias for proj in projections])
+    return nn.functional.linear(states, weight, bias)
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention (Vaswani 2017 §3.2.2) for self-attention (keys from the same sequence) and
     cross-attention (keys from the encoder output), with grouped-query heads (Ainslie et al. 2023).
@@ -288,9 +295,7 @@ class MultiHeadAttention(nn.Module):
         separate projections. The parameters stay separate (q_proj, k_proj, v_proj), as in the checkpoints.
         """
         batch, length, _ = states.shape
-        weight = torch.cat([proj.weight for proj in projections])
-        bias = None if projections[0].bias is None else torch.cat([proj.bias for proj in projections])
-        fused = nn.functional.linear(states, weight, bias)
+        fused = fused_linear(projections, states)
         sizes = [proj.out_features for proj in projections]
         return tuple(part.view(batch, length, -1, self.head_dim).transpose(1, 2) for part in fused.split(sizes, -1))
 

@@ -15,7 +15,7 @@ from torch import Tensor, nn
 from transformers.activations import ACT2FN
 from transformers.modeling_layers import GradientCheckpointingLayer
 
-from .attention import FUSED_PROJECTION_MIN_ROWS, MultiHeadAttention
+from .attention import FUSED_PROJECTION_MIN_ROWS, MultiHeadAttention, fused_linear
 
 
 class RMSNorm(nn.Module):
@@ -107,9 +107,7 @@ class GatedFeedForward(nn.Module):
         """(B, T, E) → (B, T, E)."""
         if self.training and torch.is_grad_enabled() and x.shape[:-1].numel() >= FUSED_PROJECTION_MIN_ROWS:
             # One (E, 2F) product instead of two (E, F) ones while training (see MultiHeadAttention._project_fused).
-            weight = torch.cat([self.gate_proj.weight, self.up_proj.weight])
-            bias = None if self.gate_proj.bias is None else torch.cat([self.gate_proj.bias, self.up_proj.bias])
-            gate, up = nn.functional.linear(x, weight, bias).chunk(2, dim=-1)
+            gate, up = fused_linear((self.gate_proj, self.up_proj), x).chunk(2, dim=-1)
         else:
             gate, up = self.gate_proj(x), self.up_proj(x)
         return self.down_proj(self.dropout(self.act(gate) * up))
