@@ -1,8 +1,9 @@
 """The training-time fast paths give the same numbers as the plain ones they replace.
 
 Fused q/k/v (and k/v, gate/up) projections run only while training with gradients on at least
-FUSED_PROJECTION_MIN_ROWS rows; the softmax cross-entropy replaces autograd through F.cross_entropy whenever the logits
-need a gradient. Each is compared with the unfused computation on the same weights: outputs and every gradient.
+FUSED_PROJECTION_MIN_ROWS rows; the vocabulary projection and the cross-entropy run fused (losses.linear_cross_entropy)
+whenever a gradient is needed. Each is compared with the unfused computation on the same weights: outputs and every
+gradient.
 """
 
 import copy
@@ -12,10 +13,10 @@ import torch
 from torch import nn
 from transformers.activations import ACT2FN
 
+from hf_attention import losses
 from hf_attention.attention import FUSED_PROJECTION_MIN_ROWS, MultiHeadAttention
 from hf_attention.convert import from_hf
 from hf_attention.layers import GatedFeedForward, activation_function
-from hf_attention.modeling_hf_attention import token_cross_entropy
 
 ROWS = FUSED_PROJECTION_MIN_ROWS  # batch 2 × length ROWS / 2: just enough rows to take the fused path
 
@@ -98,52 +99,134 @@ def test_gelu_new_runs_the_fused_tanh_kernel_with_the_same_values():
     assert isinstance(activation_function("relu"), type(ACT2FN["relu"]))
 
 
-def _plain_cross_entropy(logits, labels):
-    flat = nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1),
-                                       ignore_index=-100, reduction="sum")
-    return flat / (labels != -100).sum()
+def _plain_loss(hidden, head, labels, num_items=None):
+    """The reference: the projection, then F.cross_entropy in fp32 over the labelled rows."""
+    logits = head(hidden)
+    summed = nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                                         ignore_index=-100, reduction="sum")
+    return logits, summed / ((labels != -100).sum() if num_items is None else num_items)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_softmax_cross_entropy_equals_torch_loss_and_gradient(dtype):
+def _labels(pattern: str, shape: tuple[int, int], vocab: int) -> torch.Tensor:
+    labels = torch.randint(0, vocab, shape)
+    if pattern == "shifted":  # causal LM: the last position of each row has no next token
+        labels[:, -1] = -100
+    elif pattern == "sparse":  # masked LM: about 15% of the positions carry a label
+        labels[torch.rand(shape) > 0.15] = -100
+    elif pattern == "none":
+        labels[:] = -100
+    return labels
+
+
+def _loss_and_grads(loss_function, hidden, head, labels, extra_use_of_logits: bool):
+    head.zero_grad(set_to_none=True)
+    hidden = hidden.detach().clone().requires_grad_()
+    logits, loss = loss_function(hidden, head, labels)
+    total = loss * 3.0
+    if extra_use_of_logits:  # e.g. a distillation term on the returned logits
+        total = total + (logits.float() * torch.linspace(-1, 1, logits.shape[-1])).sum() * 1e-3
+    total.backward()
+    grads = {"hidden": hidden.grad, "weight": head.weight.grad}
+    if head.bias is not None:
+        grads["bias"] = head.bias.grad
+    return logits.detach(), loss.detach(), grads
+
+
+@pytest.mark.parametrize("pattern", ["all", "shifted", "sparse", "none"])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("extra_use_of_logits", [False, True])
+def test_fused_linear_cross_entropy_equals_projection_then_loss(pattern, bias, extra_use_of_logits, monkeypatch):
+    monkeypatch.setattr(losses, "CHUNK_ROWS", 8)  # several chunks, the last one partial
     torch.manual_seed(0)
-    logits = (torch.randn(3, 7, 50) * 4).to(dtype).requires_grad_()
-    labels = torch.randint(0, 50, (3, 7))
-    labels[0, :3] = -100
-    ours = token_cross_entropy(logits, labels)
-    (ours * 3.0).backward()
-    our_grad, logits.grad = logits.grad, None
-    theirs = _plain_cross_entropy(logits, labels)
-    (theirs * 3.0).backward()
-    assert our_grad.dtype == dtype and ours.dtype == torch.float32
-    torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(our_grad.float(), logits.grad.float(), rtol=1e-5, atol=1e-7)
-    assert torch.all(our_grad[0, :3] == 0)  # ignored rows get no gradient
+    head = nn.Linear(16, 50, bias=bias)
+    hidden = torch.randn(3, 9, 16) * 2
+    labels = _labels(pattern, (3, 9), 50)
+    fused_calls = []
+    original = losses._LinearCrossEntropy.apply
+    monkeypatch.setattr(losses._LinearCrossEntropy, "apply", lambda *a: fused_calls.append(1) or original(*a))
+    ours = _loss_and_grads(losses.linear_cross_entropy, hidden, head, labels, extra_use_of_logits)
+    assert fused_calls == [1], "the fused path was not taken"
+    theirs = _loss_and_grads(_plain_loss, hidden, head, labels, extra_use_of_logits)
+    torch.testing.assert_close(ours[0], theirs[0], rtol=1e-6, atol=1e-6)  # logits
+    if pattern == "none":  # 0 / 0, as F.cross_entropy gives
+        assert ours[1].isnan() and theirs[1].isnan()
+        return
+    torch.testing.assert_close(ours[1], theirs[1], rtol=1e-6, atol=1e-6)  # loss
+    for name in theirs[2]:
+        torch.testing.assert_close(ours[2][name], theirs[2][name], rtol=1e-5, atol=1e-7, msg=name)
 
 
-def test_softmax_cross_entropy_with_num_items_in_batch():
-    logits = torch.randn(2, 4, 10, requires_grad=True)
-    labels = torch.randint(0, 10, (2, 4))
-    loss = token_cross_entropy(logits, labels, torch.tensor(16))
-    torch.testing.assert_close(loss, _plain_cross_entropy(logits, labels) * 8 / 16)
+@pytest.mark.parametrize("bias", [True, False])
+def test_fused_linear_cross_entropy_under_bf16_autocast(bias, monkeypatch):
+    monkeypatch.setattr(losses, "CHUNK_ROWS", 8)
+    torch.manual_seed(0)
+    head = nn.Linear(16, 50, bias=bias)
+    hidden, labels = torch.randn(2, 9, 16), _labels("shifted", (2, 9), 50)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ours = _loss_and_grads(losses.linear_cross_entropy, hidden, head, labels, False)
+        theirs = _loss_and_grads(_plain_loss, hidden, head, labels, False)
+    assert ours[0].dtype == theirs[0].dtype == torch.bfloat16
+    assert ours[1].dtype == theirs[1].dtype == torch.float32
+    assert all(ours[2][name].dtype == theirs[2][name].dtype for name in theirs[2])  # fp32 parameters, fp32 grads
+    torch.testing.assert_close(ours[0], theirs[0])
+    torch.testing.assert_close(ours[1], theirs[1], rtol=1e-5, atol=1e-5)
+    for name in theirs[2]:  # bf16 resolution (2^-7): the plain path rounds dW once, ours sums chunks' products in fp32
+        torch.testing.assert_close(ours[2][name], theirs[2][name], rtol=2e-2, atol=1e-2, msg=name)
 
 
-def test_softmax_cross_entropy_refuses_a_second_backward_and_second_order_gradients():
-    logits = torch.randn(4, 10, requires_grad=True)
-    labels = torch.tensor([1, 2, 3, -100])
-    loss = token_cross_entropy(logits, labels)
+def test_fused_linear_cross_entropy_with_num_items_in_batch():
+    head, hidden, labels = nn.Linear(8, 10), torch.randn(2, 4, 8, requires_grad=True), torch.randint(0, 10, (2, 4))
+    _, loss = losses.linear_cross_entropy(hidden, head, labels, torch.tensor(16))
+    torch.testing.assert_close(loss, _plain_loss(hidden, head, labels, 16)[1])
+
+
+def test_fused_linear_cross_entropy_backward_twice_and_refuses_second_order():
+    head, hidden, labels = nn.Linear(8, 10), torch.randn(4, 8, requires_grad=True), torch.tensor([1, 2, 3, -100])
+    _, loss = losses.linear_cross_entropy(hidden, head, labels)
     loss.backward(retain_graph=True)
-    with pytest.raises(RuntimeError, match="retain_graph=True"):
-        loss.backward()
-    (grad,) = torch.autograd.grad(token_cross_entropy(logits, labels), logits, create_graph=True)
+    first = head.weight.grad.clone()
+    loss.backward()  # the precomputed gradients are kept, not consumed
+    torch.testing.assert_close(head.weight.grad, 2 * first)
+    _, loss = losses.linear_cross_entropy(hidden, head, labels)
+    (grad,) = torch.autograd.grad(loss, hidden, create_graph=True)
     with pytest.raises(RuntimeError, match="does not require grad"):
         grad.sum().backward()
 
 
-def test_softmax_cross_entropy_rejects_labels_outside_the_vocabulary():
-    logits = torch.randn(3, 10, requires_grad=True)
+def test_fused_linear_cross_entropy_rejects_labels_outside_the_vocabulary():
+    head, hidden = nn.Linear(8, 10), torch.randn(3, 8, requires_grad=True)
     with pytest.raises((RuntimeError, IndexError), match="out of bounds"):
-        token_cross_entropy(logits, torch.tensor([1, 10, 2]))
+        losses.linear_cross_entropy(hidden, head, torch.tensor([1, 10, 2]))
+
+
+class _AdaptedLinear(nn.Linear):
+    """Stands for an adapter (e.g. LoRA) that changes what the projection computes."""
+
+    def forward(self, x):
+        return super().forward(x) + 1.0
+
+
+@pytest.mark.parametrize("case", ["no_grad", "forward_hook", "subclass", "compiling"])
+def test_linear_cross_entropy_runs_the_projection_whenever_something_intercepts_it(case, monkeypatch):
+    monkeypatch.setattr(losses._LinearCrossEntropy, "apply", lambda *a: pytest.fail("fused path taken"))
+    head = (_AdaptedLinear if case == "subclass" else nn.Linear)(8, 10)
+    hidden, labels = torch.randn(2, 3, 8, requires_grad=True), torch.randint(0, 10, (2, 3))
+    if case == "forward_hook":
+        head.register_forward_hook(lambda module, args, output: output * 2)
+    if case == "compiling":
+        monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    with torch.set_grad_enabled(case != "no_grad"):
+        logits, loss = losses.linear_cross_entropy(hidden, head, labels)
+    expected_logits, expected_loss = _plain_loss(hidden, head, labels)
+    torch.testing.assert_close(logits, expected_logits)
+    torch.testing.assert_close(loss, expected_loss)
+
+
+def test_token_cross_entropy_of_the_classification_heads():
+    logits, labels = torch.randn(2, 4, 10), torch.tensor([[1, 2, -100, 3], [4, -100, -100, 5]])
+    expected = nn.functional.cross_entropy(logits.reshape(-1, 10), labels.reshape(-1), ignore_index=-100)
+    torch.testing.assert_close(losses.token_cross_entropy(logits, labels), expected)
+    torch.testing.assert_close(losses.token_cross_entropy(logits, labels, 10), expected * 5 / 10)
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama", "bert", "bart", "t5"])
