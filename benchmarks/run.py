@@ -65,6 +65,7 @@ from transformers.utils import logging as hf_logging  # noqa: E402
 from hf_attention.attention import MultiHeadAttention  # noqa: E402
 from hf_attention.convert import from_hf  # noqa: E402
 from hf_attention.generation import compiled_generate  # noqa: E402
+from training.train import cpu_has_fast_bf16  # noqa: E402
 
 PARITY_TOLERANCE = 1e-4
 FAMILY_KIND = {"gpt2": "decoder", "llama": "decoder", "bert": "encoder", "bart": "seq2seq", "t5": "seq2seq"}
@@ -225,16 +226,27 @@ def model_flops(model: nn.Module, *, batch: int, source_length: int, target_leng
     return factor * total
 
 
+def native_bf16(device: str) -> bool:
+    """Whether `device` multiplies bf16 matrices natively (CUDA with bf16; a CPU with AVX512-BF16/AMX)."""
+    return torch.cuda.is_bf16_supported() if device == "cuda" else cpu_has_fast_bf16()
+
+
+# Without native bf16 a CPU's bf16 matmul runs a scalar fallback (0.7 GFLOP/s on an AVX2 EPYC): its ceiling is
+# measured on matrices this small, or one round would take minutes.
+SLOW_BF16_CEILING_SIZE = 512
+
+
 def matmul_ceiling(size: int, rounds: int, device: str) -> dict:
     """FLOP/s of size×size matmuls in fp32 and bf16, interleaved; the best round is the ceiling."""
-    tensors = {name: (torch.randn(size, size, device=device, dtype=dtype),
-                      torch.randn(size, size, device=device, dtype=dtype))
+    sizes = {"fp32": size, "bf16": size if native_bf16(device) else min(size, SLOW_BF16_CEILING_SIZE)}
+    tensors = {name: (torch.randn(sizes[name], sizes[name], device=device, dtype=dtype),
+                      torch.randn(sizes[name], sizes[name], device=device, dtype=dtype))
                for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))}
     calls = {name: (lambda a=a, b=b: torch.mm(a, b)) for name, (a, b) in tensors.items()}
     times = interleave(calls, rounds=rounds, warmup=2, device=device)
-    flops = 2.0 * size**3
-    return {name: {"flops_per_s_best": flops / min(t), "flops_per_s_median": flops / statistics.median(t),
-                   "size": size, "times_s": t} for name, t in times.items()}
+    return {name: {"flops_per_s_best": 2.0 * sizes[name]**3 / min(t),
+                   "flops_per_s_median": 2.0 * sizes[name]**3 / statistics.median(t),
+                   "size": sizes[name], "times_s": t} for name, t in times.items()}
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -546,8 +558,9 @@ def markdown(results: dict) -> str:
              "paired per-round ratios HF time / our time.", ""]
     if ceiling:
         lines += ["**Ceiling** (square matmul, best round): " + ", ".join(
-            f"{k} {v['flops_per_s_best'] / 1e9:.0f} GFLOP/s (median {v['flops_per_s_median'] / 1e9:.0f})"
-            for k, v in ceiling.items()), ""]
+            f"{k} {v['flops_per_s_best'] / 1e9:.1f} GFLOP/s (median {v['flops_per_s_median'] / 1e9:.1f}, "
+            f"{v['size']}²)" for k, v in ceiling.items()), ""]
+    lines += [f"Note: {note}" for note in results.get("notes", [])] + ([""] if results.get("notes") else [])
 
     def mfu(rate_tokens: float, flops_per_token: float, dtype: str) -> str:
         if dtype not in ceiling:
@@ -622,6 +635,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
     parser.add_argument("--sections", help="comma-separated subset of ceiling,train,forward,generate,length")
     parser.add_argument("--families", help="comma-separated subset of families for train/forward/generate")
+    parser.add_argument("--bf16-anyway", action="store_true", help="time the bf16 training rows also on a CPU "
+                        "without native bf16 matmuls (both sides then take minutes per step)")
     parser.add_argument("--train-compiled", help="comma-separated families whose training step is also timed "
                         "through torch.compile, ours and HF's (about a minute of compiling each)")
     args = parser.parse_args(argv)
@@ -641,7 +656,15 @@ def main(argv: list[str] | None = None) -> dict:
     def log(message: str) -> None:
         print(f"[{time.perf_counter() - started:6.0f}s] {message}", flush=True)
 
-    results = {"machine": machine_info(args.device), "plan": dataclasses.asdict(plan)}
+    notes = []
+    if "bf16" in plan.train_dtypes and not native_bf16(args.device) and not args.bf16_anyway:
+        plan.train_dtypes = tuple(dtype for dtype in plan.train_dtypes if dtype != "bf16")
+        notes.append("bf16 training rows not run: this machine has no native bf16 matmul (no AVX512-BF16/AMX), so "
+                     "bf16 autocast runs PyTorch's scalar bf16 fallback on both sides (see the bf16 ceiling) and "
+                     "steps take minutes; `--bf16-anyway` runs them.")
+    results = {"machine": machine_info(args.device), "plan": dataclasses.asdict(plan), "notes": notes}
+    for note in notes:
+        log(note)
     log(f"{results['machine'].get('cpu_model', args.device)}, {torch.get_num_threads()} threads, "
         f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, preset {plan.name}")
     runners = {"train": run_train, "forward": run_forward, "generate": run_generate, "length": run_length}

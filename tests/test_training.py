@@ -349,3 +349,31 @@ def test_crash_during_save_keeps_latest_on_the_previous_checkpoint(tmp_path):
     accelerator.fail = False
     save_checkpoint(accelerator, tmp_path, Progress(step=10), keep=1)
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["latest", "step_00010"]
+
+
+@pytest.mark.parametrize(("requested", "fast_bf16", "cuda", "expected"), [
+    ("auto", True, False, "bf16"), ("auto", False, False, "no"), ("no", True, False, "no"),
+    ("bf16", True, False, "bf16"), ("fp16", False, True, "fp16"), ("auto", False, True, "cuda")])
+def test_mixed_precision_auto_follows_the_hardware(requested, fast_bf16, cuda, expected, monkeypatch):
+    from training import train as train_module
+    monkeypatch.setattr(train_module, "cpu_has_fast_bf16", lambda: fast_bf16)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    expected = "bf16" if expected == "cuda" else expected
+    assert train_module.resolve_mixed_precision(requested, use_cuda=cuda) == expected
+
+
+def test_mixed_precision_bf16_on_a_cpu_without_bf16_warns_and_bad_values_fail(monkeypatch):
+    from training import train as train_module
+    monkeypatch.setattr(train_module, "cpu_has_fast_bf16", lambda: False)
+    with pytest.warns(UserWarning, match="without native bf16"):
+        assert train_module.resolve_mixed_precision("bf16", use_cuda=False) == "bf16"
+    with pytest.raises(ValueError, match="mixed_precision='fp8'.*'auto'"):
+        parse_args(["--objective", "causal_lm", "--mixed_precision", "fp8"])
+
+
+def test_cpu_bf16_detection_says_no_below_avx512():
+    from training.train import cpu_has_fast_bf16
+    fast = cpu_has_fast_bf16()
+    assert isinstance(fast, bool)
+    if torch.backends.cpu.get_cpu_capability() in ("DEFAULT", "AVX2"):  # no bf16 instructions at all
+        assert not fast

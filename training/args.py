@@ -99,7 +99,9 @@ class TrainArguments:
     max_steps: int = field(default=1000, metadata={"help": "Optimizer steps; <= 0 uses num_train_epochs."})
     num_train_epochs: float = field(default=1.0)
     max_grad_norm: float | None = field(default=1.0, metadata={"help": "Clip the gradient norm (None: no clip)."})
-    mixed_precision: str = field(default="no", metadata={"help": "no, bf16 or fp16 (fp16 needs a GPU)."})
+    mixed_precision: str = field(default="no", metadata={
+        "help": "no, bf16, fp16 (fp16 needs a GPU) or auto: bf16 where the device multiplies bf16 natively (CUDA "
+                "with bf16, a CPU with AVX512-BF16/AMX), fp16 on older GPUs, fp32 on other CPUs."})
     logging_steps: int = field(default=10)
     eval_steps: int = field(default=200, metadata={"help": "Evaluate every N steps (and at the end); 0: only end."})
     max_eval_batches: int | None = field(default=None, metadata={"help": "Cap periodic evaluations."})
@@ -121,8 +123,9 @@ class TrainArguments:
     disable_tqdm: bool = field(default=False)
 
     def __post_init__(self):
-        if self.mixed_precision not in ("no", "bf16", "fp16"):
-            raise ValueError(f"mixed_precision={self.mixed_precision!r}; allowed values are 'no', 'bf16', 'fp16'.")
+        if self.mixed_precision not in ("no", "bf16", "fp16", "auto"):
+            raise ValueError(
+                f"mixed_precision={self.mixed_precision!r}; allowed values are 'no', 'bf16', 'fp16', 'auto'.")
         if self.gradient_accumulation_steps < 1:
             raise ValueError("gradient_accumulation_steps must be at least 1.")
         if self.push_to_hub and not self.hub_model_id:
