@@ -103,10 +103,20 @@ class GatedFeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=bias)
 
+    def _fuse_gate_and_up(self, x: Tensor) -> bool:
+        """Training in 16-bit (autocast or bf16/fp16 weights) on enough rows. In fp32 the two products already run at
+        the matmul ceiling and the fused one's weight copy and strided halves cost more than they save: forward +
+        backward of this block (1024 rows, E 256, F 1024) measured 37.4 ms fused against 34.5 ms separate on an AVX2
+        EPYC; in bf16 the wider product pays (q/k/v: 5.8 → 3.9 ms on an AMX Xeon)."""
+        device = x.device.type
+        low_precision = torch.is_autocast_enabled(device) or x.dtype in (torch.bfloat16, torch.float16)
+        return low_precision and self.training and torch.is_grad_enabled() and \
+            x.shape[:-1].numel() >= FUSED_PROJECTION_MIN_ROWS
+
     def forward(self, x: Tensor) -> Tensor:
         """(B, T, E) → (B, T, E)."""
-        if self.training and torch.is_grad_enabled() and x.shape[:-1].numel() >= FUSED_PROJECTION_MIN_ROWS:
-            # One (E, 2F) product instead of two (E, F) ones while training (see MultiHeadAttention._project_fused).
+        if self._fuse_gate_and_up(x):
+            # One (E, 2F) product instead of two (E, F) ones (see MultiHeadAttention._project_fused).
             gate, up = fused_linear((self.gate_proj, self.up_proj), x).chunk(2, dim=-1)
         else:
             gate, up = self.gate_proj(x), self.up_proj(x)

@@ -14,7 +14,7 @@ from torch import nn
 from transformers.activations import ACT2FN
 
 from hf_attention import losses
-from hf_attention.attention import FUSED_PROJECTION_MIN_ROWS, MultiHeadAttention
+from hf_attention.attention import FUSED_PROJECTION_MIN_ROWS, MultiHeadAttention, fused_linear
 from hf_attention.convert import from_hf
 from hf_attention.layers import GatedFeedForward, activation_function
 
@@ -86,10 +86,32 @@ def test_projections_stay_separate_in_eval_and_without_grad(monkeypatch):
 
 
 @pytest.mark.parametrize("bias", [True, False])
-def test_fused_gate_and_up_projection_equals_separate(bias, monkeypatch):
+def test_fused_gate_and_up_projection_equals_separate_under_bf16_autocast(bias, monkeypatch):
     torch.manual_seed(0)
-    mlp = GatedFeedForward(hidden_size=32, intermediate_size=64, activation="silu", bias=bias)
-    _compare_fused_and_plain(mlp, lambda m, x: m(x), (torch.randn(2, ROWS // 2, 32),), monkeypatch)
+    mlp = GatedFeedForward(hidden_size=32, intermediate_size=64, activation="silu", bias=bias).train()
+    hidden = torch.randn(2, ROWS // 2, 32)
+    fused_calls = []
+    monkeypatch.setattr("hf_attention.layers.fused_linear",
+                        lambda projections, x: fused_calls.append(len(projections)) or fused_linear(projections, x))
+
+    def call(module, x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return module(x).float()
+
+    fused_output, fused_grads = _run(mlp, call, (hidden,))
+    assert fused_calls == [2], "the bf16 training run did not take the fused gate/up path"
+    monkeypatch.setattr("hf_attention.layers.FUSED_PROJECTION_MIN_ROWS", 10**9)
+    plain_output, plain_grads = _run(mlp, call, (hidden,))
+    assert fused_calls == [2]
+    torch.testing.assert_close(fused_output, plain_output, rtol=1e-2, atol=1e-3)  # the same bf16 products
+    for name in plain_grads:  # the fused weight gradient is one bf16 product; the plain one two, summed
+        torch.testing.assert_close(fused_grads[name], plain_grads[name], rtol=2e-2, atol=1e-3, msg=name)
+
+
+def test_gate_and_up_projections_stay_separate_in_fp32(monkeypatch):
+    mlp = GatedFeedForward(hidden_size=32, intermediate_size=64, activation="silu").train()
+    monkeypatch.setattr("hf_attention.layers.fused_linear", lambda *a: pytest.fail("fused gate/up in fp32"))
+    mlp(torch.randn(2, ROWS, 32, requires_grad=True)).sum().backward()
 
 
 def test_gelu_new_runs_the_fused_tanh_kernel_with_the_same_values():
