@@ -65,7 +65,7 @@ from transformers.utils import logging as hf_logging  # noqa: E402
 from hf_attention.attention import MultiHeadAttention  # noqa: E402
 from hf_attention.convert import from_hf  # noqa: E402
 from hf_attention.generation import compiled_generate  # noqa: E402
-from training.train import cpu_has_fast_bf16  # noqa: E402
+from hf_attention.hardware import cpu_has_fast_bf16  # noqa: E402
 
 PARITY_TOLERANCE = 1e-4
 FAMILY_KIND = {"gpt2": "decoder", "llama": "decoder", "bert": "encoder", "bart": "seq2seq", "t5": "seq2seq"}
@@ -86,7 +86,7 @@ class Plan:
     warmup: int = 2
     train_families: tuple = ("gpt2", "llama", "bert", "bart", "t5")
     train_dtypes: tuple = ("fp32", "bf16")
-    train_rounds: int = 6
+    train_rounds: int = 12
     train_compiled: tuple = ()  # families whose training step is also timed through torch.compile (ours and HF's)
     forward_batches: tuple = (1, 8)
     forward_rounds: int = 10
@@ -452,7 +452,7 @@ def length_model(plan: Plan, device: str, variant: str) -> nn.Module:
     _, model = make_pair("llama", plan, device, max_positions=max(plan.length_seqs))
     model.train().set_attn_implementation(variant.split("+")[0])
     if variant.endswith("+checkpointing"):
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
     return model
 
 

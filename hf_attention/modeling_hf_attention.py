@@ -257,7 +257,8 @@ class TransformerStack(nn.Module):
                         "check that the tokenizer matches the model's vocab_size."
                     )
             inputs_embeds = self.embed_tokens(input_ids)
-        hidden = inputs_embeds * self.embed_scale
+        # ×1 would still be a pass over (B, T, E), forward and backward
+        hidden = inputs_embeds * self.embed_scale if self.embed_scale != 1.0 else inputs_embeds
         if self.token_type_embeddings is not None:
             if token_type_ids is None:
                 token_type_ids = torch.zeros(hidden.shape[:2], dtype=torch.long, device=hidden.device)

@@ -170,15 +170,17 @@ def test_inputs_embeds_equal_input_ids():
         torch.testing.assert_close(model(inputs_embeds=embeds).logits, model(ids).logits)
 
 
+@pytest.mark.parametrize("api", ["activation_checkpointing", "gradient_checkpointing"])  # v5 name, deprecated name
 @pytest.mark.parametrize("family", ["encoder", "decoder", "seq2seq"])
-def test_gradient_checkpointing_gives_identical_gradients(family):
+def test_gradient_checkpointing_gives_identical_gradients(family, api):
     model = build(LM_CLASSES[family], family).train()
     ids = torch.randint(3, 99, (2, 7))
     labels = ids if family != "seq2seq" else ids[:, :5]
     model(ids, labels=labels).loss.backward()
     reference = {n: p.grad.clone() for n, p in model.named_parameters()}
     model.zero_grad()
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    getattr(model, f"{api}_enable")(**{f"{api}_kwargs": {"use_reentrant": False}})
+    assert any(getattr(layer, "gradient_checkpointing", False) for layer in model.modules())
     model(ids, labels=labels).loss.backward()
     for name, param in model.named_parameters():
         torch.testing.assert_close(param.grad, reference[name], msg=name)

@@ -372,7 +372,7 @@ def test_mixed_precision_bf16_on_a_cpu_without_bf16_warns_and_bad_values_fail(mo
 
 
 def test_cpu_bf16_detection_says_no_below_avx512():
-    from training.train import cpu_has_fast_bf16
+    from hf_attention.hardware import cpu_has_fast_bf16
     fast = cpu_has_fast_bf16()
     assert isinstance(fast, bool)
     if torch.backends.cpu.get_cpu_capability() in ("DEFAULT", "AVX2"):  # no bf16 instructions at all

@@ -38,6 +38,7 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 from transformers import AutoTokenizer, get_cosine_schedule_with_warmup
 
+from hf_attention.hardware import cpu_has_fast_bf16
 from training import objectives as obj
 from training.args import DataArguments, ModelArguments, TrainArguments, parse_args
 from training.checkpoint import Progress, load_checkpoint, resolve_checkpoint, save_checkpoint
@@ -156,18 +157,6 @@ def clear_previous_run(output_dir: Path) -> None:
             shutil.rmtree(path)
         elif path.exists():
             path.unlink()
-
-
-def cpu_has_fast_bf16() -> bool:
-    """Whether this CPU multiplies bf16 matrices natively (AVX512-BF16 / AMX, as oneDNN reports it).
-
-    Elsewhere (e.g. AVX2-only CPUs) PyTorch's bf16 matmul falls back to a scalar path: measured 0.7 GFLOP/s against
-    44 GFLOP/s in fp32 (512 × 512, AMD EPYC with AVX2), so bf16 autocast makes training many times slower there.
-    """
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):  # a build without oneDNN
-        return False
 
 
 def resolve_mixed_precision(requested: str, use_cuda: bool) -> str:
