@@ -52,7 +52,7 @@ def test_checkpoint_has_code_and_full_auto_map(tmp_path, family, cls, auto, over
     build(cls, family, **overrides).save_pretrained(tmp_path)
     files = set(os.listdir(tmp_path))
     closure = {"configuration_hf_attention.py", "modeling_hf_attention.py", "attention.py", "layers.py", "masks.py",
-               "positional.py"}
+               "positional.py", "losses.py"}
     assert closure <= files and "model.safetensors" in files
     auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
     model_type = cls.config_class.model_type
@@ -106,7 +106,8 @@ def test_closure_imports_only_stdlib_torch_transformers_and_siblings():
     package = pathlib.Path(hf_attention.__file__).parent
     allowed = {"torch", "transformers", "math", "collections", "typing", "dataclasses", "functools", "itertools",
                "warnings", "copy", "inspect", "__future__"}
-    for name in ("configuration_hf_attention", "masks", "positional", "attention", "layers", "modeling_hf_attention"):
+    for name in ("configuration_hf_attention", "masks", "positional", "attention", "layers", "losses",
+                 "modeling_hf_attention"):
         tree = ast.parse((package / f"{name}.py").read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
