@@ -54,8 +54,10 @@ class _LinearCrossEntropy(torch.autograd.Function):
     def forward(ctx, hidden: Tensor, weight: Tensor, bias: Tensor | None, labels: Tensor, chunk_rows: int):
         """hidden (N, E), weight (V, E), bias (V,) or None, all in the compute dtype; labels (N,)."""
         rows, vocab = hidden.shape[0], weight.shape[0]
+        # Only the gradients autograd will ask for (a frozen head, as under LoRA, needs no dW).
+        need_hidden, need_weight, need_bias = ctx.needs_input_grad[:3]
         logits = hidden.new_empty(rows, vocab)
-        grad_hidden = torch.empty_like(hidden)
+        grad_hidden = torch.empty_like(hidden) if need_hidden else None
         grad_weight = grad_bias = None  # fp32 sums over the chunks
         loss = torch.zeros((), dtype=torch.float32, device=hidden.device)
         labelled = labels != -100
@@ -70,7 +72,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
             count = int(keep.sum())
             index = None
             if count <= keep.numel() // 2:  # few labelled rows (MLM labels ~15%): loss and gradient on those alone
-                grad_hidden[start:end].zero_()
+                if need_hidden:
+                    grad_hidden[start:end].zero_()
                 if count == 0:
                     continue
                 index = keep.nonzero().squeeze(1)
@@ -87,25 +90,26 @@ class _LinearCrossEntropy(torch.autograd.Function):
             probabilities.mul_(row_weight / exp_sum)
             probabilities.scatter_add_(-1, target, -row_weight)
             grad_logits = probabilities.to(hidden.dtype)
-            if index is None:
-                torch.mm(grad_logits, weight, out=grad_hidden[start:end])
-            else:
-                grad_hidden[start:end].index_copy_(0, index, torch.mm(grad_logits, weight))
-            if grad_weight is None:
-                grad_weight = torch.mm(grad_logits.t(), chunk_hidden).float()
-            elif grad_logits.dtype == torch.float32:
-                grad_weight.addmm_(grad_logits.t(), chunk_hidden)
-            else:
-                grad_weight += torch.mm(grad_logits.t(), chunk_hidden)
-            if bias is not None:
+            if need_hidden:
+                if index is None:
+                    torch.mm(grad_logits, weight, out=grad_hidden[start:end])
+                else:
+                    grad_hidden[start:end].index_copy_(0, index, torch.mm(grad_logits, weight))
+            if need_weight:
+                if grad_weight is None:
+                    grad_weight = torch.mm(grad_logits.t(), chunk_hidden).float()
+                elif grad_logits.dtype == torch.float32:
+                    grad_weight.addmm_(grad_logits.t(), chunk_hidden)  # in place: no (V, E) temporary
+                else:
+                    grad_weight += torch.mm(grad_logits.t(), chunk_hidden)  # 16-bit products, summed in fp32
+            if need_bias:
                 chunk_grad_bias = probabilities.sum(0)
                 grad_bias = chunk_grad_bias if grad_bias is None else grad_bias.add_(chunk_grad_bias)
-        if grad_weight is None:  # no labelled row at all
+        if need_weight and grad_weight is None:  # no labelled row at all
             grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
-        if bias is not None and grad_bias is None:
+        if need_bias and grad_bias is None:
             grad_bias = torch.zeros(vocab, dtype=torch.float32, device=weight.device)
         ctx.save_for_backward(hidden, weight, grad_hidden, grad_weight, grad_bias)
-        ctx.has_bias = bias is not None
         ctx.set_materialize_grads(False)
         return logits, loss
 
@@ -114,20 +118,23 @@ class _LinearCrossEntropy(torch.autograd.Function):
     def backward(ctx, grad_logits: Tensor | None, grad_loss: Tensor | None):
         hidden, weight, grad_hidden, grad_weight, grad_bias = ctx.saved_tensors
         out_hidden = out_weight = out_bias = None
+        need_hidden, need_weight, need_bias = ctx.needs_input_grad[:3]
         if grad_loss is not None:
-            out_hidden = grad_hidden * grad_loss.to(grad_hidden.dtype)
-            out_weight = grad_weight * grad_loss
-            out_bias = None if grad_bias is None else grad_bias * grad_loss
+            out_hidden = grad_hidden * grad_loss.to(grad_hidden.dtype) if need_hidden else None
+            out_weight = grad_weight * grad_loss if need_weight else None
+            out_bias = grad_bias * grad_loss if need_bias else None
         if grad_logits is not None:  # the logits feed another differentiable computation as well
-            extra_hidden = torch.mm(grad_logits, weight)
-            extra_weight = torch.mm(grad_logits.t(), hidden).float()
-            out_hidden = extra_hidden if out_hidden is None else out_hidden + extra_hidden
-            out_weight = extra_weight if out_weight is None else out_weight + extra_weight
-            if ctx.has_bias:
+            if need_hidden:
+                extra_hidden = torch.mm(grad_logits, weight)
+                out_hidden = extra_hidden if out_hidden is None else out_hidden + extra_hidden
+            if need_weight:
+                extra_weight = torch.mm(grad_logits.t(), hidden).float()
+                out_weight = extra_weight if out_weight is None else out_weight + extra_weight
+            if need_bias:
                 extra_bias = grad_logits.sum(0).float()
                 out_bias = extra_bias if out_bias is None else out_bias + extra_bias
         out_weight = None if out_weight is None else out_weight.to(weight.dtype)
-        out_bias = None if out_bias is None or not ctx.has_bias else out_bias.to(weight.dtype)
+        out_bias = None if out_bias is None else out_bias.to(weight.dtype)
         return out_hidden, out_weight, out_bias, None, None
 
 

@@ -196,6 +196,35 @@ def test_fused_linear_cross_entropy_under_bf16_autocast(bias, monkeypatch):
         torch.testing.assert_close(ours[2][name], theirs[2][name], rtol=2e-2, atol=1e-2, msg=name)
 
 
+@pytest.mark.parametrize("frozen", ["head", "hidden"])
+def test_fused_linear_cross_entropy_computes_only_the_gradients_asked_for(frozen, monkeypatch):
+    torch.manual_seed(0)
+    head, labels = nn.Linear(16, 50), _labels("shifted", (2, 9), 50)
+    hidden = torch.randn(2, 9, 16, requires_grad=frozen == "head")
+    head.requires_grad_(frozen == "hidden")  # a frozen vocabulary projection, as under LoRA
+    matmuls = []
+
+    def counted(function):
+        return lambda *args, **kwargs: matmuls.append(1) or function(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "mm", counted(torch.mm))
+    monkeypatch.setattr(torch, "addmm", counted(torch.addmm))
+    logits, loss = losses.linear_cross_entropy(hidden, head, labels)
+    monkeypatch.undo()
+    assert len(matmuls) == 2  # the logits and one gradient product, not three
+    loss.backward()
+    reference_hidden = hidden.detach().requires_grad_(frozen == "head")
+    _, expected = _plain_loss(reference_hidden, head, labels)
+    if frozen == "head":
+        assert head.weight.grad is None and head.bias.grad is None
+        (expected_grad,) = torch.autograd.grad(expected, reference_hidden)
+        torch.testing.assert_close(hidden.grad, expected_grad, rtol=1e-5, atol=1e-7)
+    else:
+        grads = torch.autograd.grad(expected, [head.weight, head.bias])
+        torch.testing.assert_close(head.weight.grad, grads[0], rtol=1e-5, atol=1e-7)
+        torch.testing.assert_close(head.bias.grad, grads[1], rtol=1e-5, atol=1e-7)
+
+
 def test_fused_linear_cross_entropy_with_num_items_in_batch():
     head, hidden, labels = nn.Linear(8, 10), torch.randn(2, 4, 8, requires_grad=True), torch.randint(0, 10, (2, 4))
     _, loss = losses.linear_cross_entropy(hidden, head, labels, torch.tensor(16))
