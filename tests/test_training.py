@@ -353,12 +353,11 @@ def test_crash_during_save_keeps_latest_on_the_previous_checkpoint(tmp_path):
 
 @pytest.mark.parametrize(("requested", "fast_bf16", "cuda", "expected"), [
     ("auto", True, False, "bf16"), ("auto", False, False, "no"), ("no", True, False, "no"),
-    ("bf16", True, False, "bf16"), ("fp16", False, True, "fp16"), ("auto", False, True, "cuda")])
+    ("bf16", True, False, "bf16"), ("fp16", False, True, "fp16"), ("auto", False, True, "bf16")])
 def test_mixed_precision_auto_follows_the_hardware(requested, fast_bf16, cuda, expected, monkeypatch):
     from training import train as train_module
     monkeypatch.setattr(train_module, "cpu_has_fast_bf16", lambda: fast_bf16)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
-    expected = "bf16" if expected == "cuda" else expected
     assert train_module.resolve_mixed_precision(requested, use_cuda=cuda) == expected
 
 
