@@ -175,12 +175,30 @@ def random_ids(plan: Plan, batch: int, length: int, device: str, seed: int) -> t
     return torch.randint(4, plan.vocab, (batch, length), generator=generator).to(device)
 
 
+MLM_PROBABILITY = 0.15  # BERT's recipe, and `DataCollatorForLanguageModeling`'s default (our masked_lm config's too)
+MASK_ID = 3  # a special id of the reference configs' range, never drawn by `random_ids`
+
+
 def training_batch(family: str, plan: Plan, batch: int, length: int, device: str) -> dict:
-    """Inputs + labels: next-token LM (decoders), MLM on every position (encoder), teacher forcing (seq2seq)."""
+    """Inputs + labels: next-token LM (decoders), teacher forcing (seq2seq), masked LM (encoder).
+
+    The encoder's batch is what `DataCollatorForLanguageModeling` makes for BERT pre-training: 15% of the positions
+    carry a label (-100 elsewhere); of those, 80% read [MASK], 10% a random token and 10% stay as they are. Both
+    contenders compute the logits of every position; what each does with the unlabelled rows is its own business.
+    """
     ids = random_ids(plan, batch, length, device, seed=1)
     if FAMILY_KIND[family] == "seq2seq":
         return {"input_ids": ids, "labels": random_ids(plan, batch, length, device, seed=2)}
-    return {"input_ids": ids, "labels": ids}
+    if FAMILY_KIND[family] == "decoder":
+        return {"input_ids": ids, "labels": ids}
+    generator = torch.Generator().manual_seed(3)
+    draw = torch.rand(batch, length, generator=generator).to(device)
+    chosen = draw < MLM_PROBABILITY
+    masked = chosen & (draw < 0.8 * MLM_PROBABILITY)
+    randomised = chosen & (draw >= 0.9 * MLM_PROBABILITY)
+    inputs = ids.masked_fill(masked, MASK_ID)
+    inputs = torch.where(randomised, random_ids(plan, batch, length, device, seed=4), inputs)
+    return {"input_ids": inputs, "labels": ids.masked_fill(~chosen, -100)}
 
 
 def assert_parity(family: str, reference: nn.Module, ours: nn.Module, inputs: dict) -> float:

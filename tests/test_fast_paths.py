@@ -225,6 +225,22 @@ def test_fused_linear_cross_entropy_computes_only_the_gradients_asked_for(frozen
         torch.testing.assert_close(head.bias.grad, grads[1], rtol=1e-5, atol=1e-7)
 
 
+def test_fused_linear_cross_entropy_when_the_target_probability_underflows(monkeypatch):
+    """Targets ~200 nats below the best logit: softmax gives p[y] = 0 there, yet the loss must stay finite and exact."""
+    monkeypatch.setattr(losses, "CHUNK_ROWS", 4)
+    torch.manual_seed(0)
+    head = nn.Linear(8, 20)
+    hidden = torch.randn(10, 8) * 100
+    labels = head(hidden).argmin(-1)  # the least likely token of every row
+    labels[3] = -100
+    ours = _loss_and_grads(losses.linear_cross_entropy, hidden, head, labels, False)
+    theirs = _loss_and_grads(_plain_loss, hidden, head, labels, False)
+    assert theirs[1] > 150  # the case is real: exp(-150) is below float32's smallest normal number
+    torch.testing.assert_close(ours[1], theirs[1], rtol=1e-6, atol=1e-5)
+    for name in theirs[2]:
+        torch.testing.assert_close(ours[2][name], theirs[2][name], rtol=1e-5, atol=1e-6, msg=name)
+
+
 def test_fused_linear_cross_entropy_with_num_items_in_batch():
     head, hidden, labels = nn.Linear(8, 10), torch.randn(2, 4, 8, requires_grad=True), torch.randint(0, 10, (2, 4))
     _, loss = losses.linear_cross_entropy(hidden, head, labels, torch.tensor(16))
