@@ -72,6 +72,8 @@ class HFAttentionConfigBase(PretrainedConfig):
         tie_word_embeddings: Share the input embedding matrix with the output projection.
         lm_head_bias: A bias on the vocabulary projection `lm_head` (BERT's MLM bias, BART/Marian's
             `final_logits_bias`). Default False: the paper's output layer is the (tied) embedding matrix alone.
+        freeze_lm_head_bias: Keep that bias out of training (`requires_grad=False`), as BART/Marian's
+            `final_logits_bias`, a buffer that HF never updates. Needs `lm_head_bias`. Default False.
         lm_head_transform: Before the vocabulary projection, map the last hidden state through dense → activation
             (`hidden_act`, or its gate for gated ones) → norm (BERT's MLM head). Default False.
         scale_lm_head_input: Multiply the last hidden state by hidden_size**-0.5 before the vocabulary projection
@@ -116,6 +118,7 @@ class HFAttentionConfigBase(PretrainedConfig):
         bos_token_id: int | None = 1,
         eos_token_id: int | list[int] | None = 2,
         lm_head_bias: bool = False,
+        freeze_lm_head_bias: bool = False,
         lm_head_transform: bool = False,
         scale_lm_head_input: bool = False,
         **kwargs,
@@ -154,6 +157,7 @@ class HFAttentionConfigBase(PretrainedConfig):
         self.bos_token_id = bos_token_id
         self.eos_token_id = eos_token_id
         self.lm_head_bias = lm_head_bias
+        self.freeze_lm_head_bias = freeze_lm_head_bias
         self.lm_head_transform = lm_head_transform
         self.scale_lm_head_input = scale_lm_head_input
         super().__init__(**kwargs)
@@ -172,9 +176,11 @@ class HFAttentionConfigBase(PretrainedConfig):
         _check_choice("sinusoidal_layout", self.sinusoidal_layout, SINUSOIDAL_LAYOUTS)
         for field in ("hidden_dropout_prob", "activation_dropout", "attention_dropout"):
             _check_probability(field, getattr(self, field))
-        for field in ("lm_head_bias", "lm_head_transform", "scale_lm_head_input"):
+        for field in ("lm_head_bias", "freeze_lm_head_bias", "lm_head_transform", "scale_lm_head_input"):
             if not isinstance(getattr(self, field), bool):
                 raise ValueError(f"{field}={getattr(self, field)!r} must be True or False.")
+        if self.freeze_lm_head_bias and not self.lm_head_bias:
+            raise ValueError("freeze_lm_head_bias=True needs lm_head_bias=True: there is no bias to freeze.")
         if self.head_dim is None:
             if self.hidden_size % self.num_attention_heads:
                 raise ValueError(

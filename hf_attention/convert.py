@@ -289,6 +289,7 @@ def _bart_like_config(c, w: _Weights, **knobs) -> HFAttentionSeq2SeqConfig:
         final_norm=False, scale_embeddings=bool(c.scale_embedding), layer_norm_eps=1e-5,
         hidden_dropout_prob=c.dropout, attention_dropout=c.attention_dropout,
         activation_dropout=c.activation_dropout, initializer_range=c.init_std, lm_head_bias=True,
+        freeze_lm_head_bias=True,  # HF keeps final_logits_bias as a buffer: used, never trained
         tie_word_embeddings=_tied(w, "lm_head.weight", "model.shared.weight", c.tie_word_embeddings),
         **_token_ids(c, decoder_start_token_id=c.decoder_start_token_id), **knobs,
     )

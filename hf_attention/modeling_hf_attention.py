@@ -175,6 +175,18 @@ class HFAttentionPreTrainedModel(PreTrainedModel):
                 norm=make_norm(config.norm_type, config.hidden_size, config.layer_norm_eps),
             )
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=config.lm_head_bias)
+        self._freeze_lm_head_bias()
+
+    def _freeze_lm_head_bias(self) -> None:
+        lm_head = getattr(self, "lm_head", None)
+        if getattr(self.config, "freeze_lm_head_bias", False) and lm_head is not None and lm_head.bias is not None:
+            lm_head.bias.requires_grad_(False)  # BART's final_logits_bias: loaded and used, never trained
+
+    def tie_weights(self, *args, **kwargs):
+        """HF's weight tying, then a frozen `lm_head` bias frozen again: `from_pretrained` and
+        `resize_token_embeddings` install new Parameters (requires_grad=True) and call this after doing so."""
+        super().tie_weights(*args, **kwargs)
+        self._freeze_lm_head_bias()
 
     def vocabulary_logits(self, hidden: Tensor) -> Tensor:
         """Last hidden states (B, T, E) → logits (B, T, V) through the configured output head."""

@@ -298,7 +298,31 @@ def test_geglu_new_gates_with_tanh_gelu():
     torch.testing.assert_close(mlp(x), mlp.down_proj(ACT2FN["gelu_new"](mlp.gate_proj(x)) * mlp.up_proj(x)))
 
 
-@pytest.mark.parametrize("field", ["lm_head_bias", "lm_head_transform", "scale_lm_head_input"])
+@pytest.mark.parametrize("field", ["lm_head_bias", "freeze_lm_head_bias", "lm_head_transform", "scale_lm_head_input"])
 def test_output_head_knobs_are_validated(field):
     with pytest.raises(ValueError, match=f"{field}='yes' must be True or False"):
         tiny_config("decoder", **{field: "yes"})
+
+
+def test_freeze_lm_head_bias_needs_a_bias():
+    with pytest.raises(ValueError, match="freeze_lm_head_bias=True needs lm_head_bias=True"):
+        tiny_config("decoder", freeze_lm_head_bias=True)
+
+
+@pytest.mark.parametrize("name", ["bart", "marian"])
+def test_final_logits_bias_stays_untrained_as_in_hf(name, tmp_path):
+    """HF keeps BART/Marian's final_logits_bias as a buffer; ours (lm_head.bias) is used but frozen likewise, also
+    after a save/load round trip and after resize_token_embeddings (which installs a new lm_head)."""
+    reference = build_reference(name)
+    ours = from_hf(reference)
+    assert ours.config.freeze_lm_head_bias and not ours.lm_head.bias.requires_grad
+    torch.testing.assert_close(ours.lm_head.bias, reference.final_logits_bias[0])  # still applied to the logits
+    ids = torch.randint(3, 90, (2, 6))
+    ours.train()(input_ids=ids, labels=ids).loss.backward()
+    assert ours.lm_head.bias.grad is None and ours.lm_head.weight.grad is not None
+    ours.save_pretrained(tmp_path)
+    reloaded = type(ours).from_pretrained(tmp_path)
+    assert not reloaded.lm_head.bias.requires_grad and reloaded.lm_head.weight.requires_grad
+    reloaded.resize_token_embeddings(reloaded.config.vocab_size + 4)
+    assert reloaded.lm_head.bias.shape == (reloaded.config.vocab_size,)
+    assert not reloaded.lm_head.bias.requires_grad and reloaded.lm_head.weight.requires_grad
