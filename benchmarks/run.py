@@ -86,7 +86,7 @@ class Plan:
     warmup: int = 2
     train_families: tuple = ("gpt2", "llama", "bert", "bart", "t5")
     train_dtypes: tuple = ("fp32", "bf16")
-    train_rounds: int = 12
+    train_rounds: int = 24
     train_compiled: tuple = ()  # families whose training step is also timed through torch.compile (ours and HF's)
     forward_batches: tuple = (1, 8)
     forward_rounds: int = 10

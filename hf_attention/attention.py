@@ -9,6 +9,7 @@ or a Gaussian kernel −‖q − k‖²/(2σ²) (Nadaraya–Watson regression). 
 registered in `transformers.AttentionInterface` can be plugged in by name.
 """
 
+import contextlib
 import math
 from collections.abc import Callable
 
@@ -190,9 +191,9 @@ def sdpa_attention_forward(
             mask = causal_mask(query.shape[2], key.shape[2], 0, query.device)
             use_causal_flag = False
         mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
-    # Autocast off while upcast: it would cast the fp32 inputs straight back to bf16.
-    with torch.autocast(device_type="cpu", enabled=False if upcast else torch.is_autocast_enabled("cpu"),
-                        dtype=torch.get_autocast_dtype("cpu")):
+    # Autocast off while upcast: it would cast the fp32 inputs straight back to bf16. (Entered only then: a context
+    # manager per call and layer is a measurable share of a one-token decoding step.)
+    with torch.autocast(device_type="cpu", enabled=False) if upcast else contextlib.nullcontext():
         output = nn.functional.scaled_dot_product_attention(
             query, key, value, attn_mask=mask, dropout_p=dropout if module.training else 0.0, scale=scaling,
             is_causal=use_causal_flag,

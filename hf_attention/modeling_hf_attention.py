@@ -43,6 +43,7 @@ from .layers import (
     EncoderLayer,
     HeadTransform,
     RMSNorm,
+    dropout,
     make_feed_forward,
     make_norm,
 )
@@ -323,7 +324,7 @@ class TransformerStack(nn.Module):
             hidden = hidden + self.position(position_ids).to(hidden.dtype)
         if self.embedding_norm is not None:
             hidden = self.embedding_norm(hidden)
-        hidden = self.dropout(hidden)
+        hidden = dropout(self.dropout, hidden)
 
         attention_name = "eager" if output_attentions else self.config._attn_implementation
         attention_function = get_attention_function(attention_name)
