@@ -216,32 +216,38 @@ def assert_parity(family: str, reference: nn.Module, ours: nn.Module, inputs: di
 # FLOPs (analytic) and the machine's ceiling
 
 
-def model_flops(model: nn.Module, *, batch: int, source_length: int, target_length: int, training: bool) -> float:
+def model_flops(model: nn.Module, *, batch: int, source_length: int, target_length: int, training: bool,
+                labelled_fraction: float = 1.0) -> float:
     """Matmul FLOPs of one step of one of our models (the same architecture as its reference).
 
     Formula: every nn.Linear of W = in·out weights costs 2·W FLOPs per token it sees forward (encoder layers see the
     source tokens, decoder layers and the LM head the target tokens; an encoder-only model's are all source tokens),
     and each attention costs 2·2·T_q·T_k·(H·D) forward (QKᵀ and weights·V), halved for causal self-attention (the
     other half is masked out and skipped by the fused kernel). Training = 3 × forward (backward is twice the
-    forward); i.e. 6·params·tokens + 12·T_q·T_k·(H·D)·B per attention (÷2 if causal). Embedding lookups, norms,
-    activations and the loss are not counted.
+    forward); i.e. 6·params·tokens + 12·T_q·T_k·(H·D)·B per attention (÷2 if causal). The LM head's backward needs
+    only the rows that carry a label (`labelled_fraction`: 15% under masked LM), so it counts 2·W·tokens forward and
+    4·W·tokens·labelled_fraction backward. Embedding lookups, norms, activations and the loss are not counted.
     """
     factor = 3.0 if training else 1.0
     is_seq2seq = getattr(model.config, "is_encoder_decoder", False)
     encoder_only = not is_seq2seq and not getattr(model.config, "is_decoder", False) and hasattr(
         getattr(model, "model", model), "encoder")
-    total = 0.0
+    total = head = 0.0
     for name, module in model.named_modules():
         in_encoder = ".encoder." in f".{name}." or encoder_only
         tokens = batch * (source_length if in_encoder else target_length)
         if isinstance(module, nn.Linear) and "score" not in name:
-            total += 2.0 * module.in_features * module.out_features * tokens
+            forward = 2.0 * module.in_features * module.out_features * tokens
+            if name == "lm_head" and training:  # forward + backward over the labelled rows
+                head += forward * (1.0 + 2.0 * labelled_fraction)
+            else:
+                total += forward
         elif isinstance(module, MultiHeadAttention):
             queries = source_length if in_encoder else target_length
             keys = source_length if (in_encoder or module.is_cross_attention) else target_length
             attention = 2.0 * 2.0 * batch * queries * keys * module.num_heads * module.head_dim
             total += attention / 2 if module.is_causal else attention
-    return factor * total
+    return factor * total + head
 
 
 def native_bf16(device: str) -> bool:
@@ -343,7 +349,9 @@ def run_train(plan: Plan, device: str, log: Callable) -> list[dict]:
         reference, ours = make_pair(family, plan, device)
         batch = training_batch(family, plan, plan.batch, plan.seq, device)
         diff = assert_parity(family, reference, ours, batch)
-        flops = model_flops(ours, batch=plan.batch, source_length=plan.seq, target_length=plan.seq, training=True)
+        labelled = (batch["labels"] != -100).float().mean().item()
+        flops = model_flops(ours, batch=plan.batch, source_length=plan.seq, target_length=plan.seq, training=True,
+                            labelled_fraction=labelled)
         for dtype in plan.train_dtypes:
             calls = {"hf": TrainStep(reference.train(), batch, dtype, device),
                      "ours": TrainStep(ours.train(), batch, dtype, device)}
@@ -588,7 +596,8 @@ def markdown(results: dict) -> str:
     if results.get("train"):
         lines += [f"**Training step** (forward + backward + AdamW), batch {plan['batch']} × {plan['seq']} tokens, "
                   f"d_model {plan['hidden']}, {plan['layers']} layers, {plan['heads']} heads, ffn {plan['ffn']}, "
-                  f"vocab {plan['vocab']}; tokens/s:", "",
+                  f"vocab {plan['vocab']}; labels: next token (decoders), teacher forcing (seq2seq), BERT's "
+                  f"{MLM_PROBABILITY:.0%} masked positions (encoder); tokens/s:", "",
                   "| family | dtype | HF tokens/s | ours tokens/s | speed-up | MFU HF | MFU ours | extra |",
                   "|---|---|---|---|---|---|---|---|"]
         for r in results["train"]:

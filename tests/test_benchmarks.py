@@ -51,3 +51,18 @@ def test_flop_formula_counts_matmuls_and_causal_attention():
     attention = plan.layers * 2 * 2 * batch * length * length * plan.hidden / 2  # causal: half of QKᵀ and AV
     expected = 3 * (2 * linear * batch * length + attention)
     assert run.model_flops(ours, batch=batch, source_length=length, target_length=length, training=True) == expected
+
+
+def test_encoder_batch_is_berts_masked_lm_recipe_and_its_flops_count_only_labelled_rows_backward():
+    plan = run.PRESETS["full"]
+    batch = run.training_batch("bert", plan, plan.batch, plan.seq, "cpu")
+    labelled = batch["labels"] != -100
+    assert 0.10 < labelled.float().mean() < 0.20  # 15% of 1024 positions, drawn
+    assert (batch["input_ids"][~labelled] == batch["labels"].new_tensor(run.MASK_ID)).sum() == 0  # inputs kept
+    masked = batch["input_ids"][labelled] == run.MASK_ID
+    assert 0.7 < masked.float().mean() < 0.9  # ~80% of the labelled positions read [MASK]
+    _, ours = run.make_pair("bert", run.PRESETS["tiny"], "cpu")
+    head = ours.lm_head.in_features * ours.lm_head.out_features
+    full = run.model_flops(ours, batch=2, source_length=16, target_length=16, training=True)
+    sparse = run.model_flops(ours, batch=2, source_length=16, target_length=16, training=True, labelled_fraction=0.25)
+    assert full - sparse == 4 * head * 2 * 16 * 0.75  # the head's backward (dh, dW) over the unlabelled rows
