@@ -16,7 +16,8 @@ from transformers.activations import ACT2FN
 from hf_attention import losses
 from hf_attention.attention import FUSED_PROJECTION_MIN_ROWS, MultiHeadAttention, fused_linear
 from hf_attention.convert import from_hf
-from hf_attention.layers import GatedFeedForward, activation_function
+from hf_attention import layers
+from hf_attention.layers import GatedFeedForward, RMSNorm, activation_function
 
 ROWS = FUSED_PROJECTION_MIN_ROWS  # batch 2 × length ROWS / 2: just enough rows to take the fused path
 
@@ -119,6 +120,40 @@ def test_gelu_new_runs_the_fused_tanh_kernel_with_the_same_values():
     assert isinstance(activation_function("gelu_new"), type(ACT2FN["gelu_pytorch_tanh"]))
     torch.testing.assert_close(activation_function("gelu_new")(x), ACT2FN["gelu_new"](x), rtol=0, atol=1e-6)
     assert isinstance(activation_function("relu"), type(ACT2FN["relu"]))
+
+
+@pytest.mark.parametrize("frozen_weight", [False, True])
+def test_rms_norm_closed_form_gradient_equals_autograd_of_the_composite(frozen_weight, monkeypatch):
+    torch.manual_seed(0)
+    norm = RMSNorm(64, eps=1e-6)
+    norm.weight.data.normal_()
+    norm.weight.requires_grad_(not frozen_weight)
+    calls = []
+    original = layers._RMSNormFunction.apply
+    monkeypatch.setattr(layers._RMSNormFunction, "apply", lambda *a: calls.append(1) or original(*a))
+    x = (torch.randn(3, 5, 64) * 3).requires_grad_()
+    upstream = torch.randn(3, 5, 64)
+    ours = norm(x)
+    assert calls == [1], "the closed-form path was not taken"
+    (ours * upstream).sum().backward()
+    reference_x = x.detach().clone().requires_grad_()
+    weight = norm.weight.detach().clone().requires_grad_(not frozen_weight)
+    reference = weight * nn.functional.rms_norm(reference_x, (64,), eps=1e-6)
+    (reference * upstream).sum().backward()
+    torch.testing.assert_close(ours, reference, rtol=0, atol=0)  # the same three ops forward
+    torch.testing.assert_close(x.grad, reference_x.grad, rtol=1e-5, atol=1e-6)
+    if frozen_weight:
+        assert norm.weight.grad is None
+    else:
+        torch.testing.assert_close(norm.weight.grad, weight.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_rms_norm_keeps_the_composite_path_without_grad_and_in_16_bit(monkeypatch):
+    monkeypatch.setattr(layers._RMSNormFunction, "apply", lambda *a: pytest.fail("closed-form path taken"))
+    norm, x = RMSNorm(8), torch.randn(2, 8, requires_grad=True)
+    with torch.no_grad():
+        norm(x)
+    norm.to(torch.bfloat16)(x.detach().bfloat16().requires_grad_())
 
 
 def _plain_loss(hidden, head, labels, num_items=None):
