@@ -90,7 +90,7 @@ def make_norm(norm_type: str, dim: int, eps: float) -> nn.Module:
     return NORMS[norm_type](dim, eps=eps)
 
 
-def dropout(module: nn.Dropout, x: Tensor) -> Tensor:
+def maybe_dropout(module: nn.Dropout, x: Tensor) -> Tensor:
     """`module(x)`, skipped when it would return x unchanged (p = 0 or eval mode): a module call per sub-layer is a
     measurable share of a one-token decoding step."""
     return module(x) if module.training and module.p > 0 else x
@@ -117,7 +117,7 @@ class FeedForward(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """(B, T, E) → (B, T, E)."""
-        return self.fc2(dropout(self.dropout, self.act(self.fc1(x))))
+        return self.fc2(maybe_dropout(self.dropout, self.act(self.fc1(x))))
 
 
 class GatedFeedForward(nn.Module):
@@ -156,7 +156,7 @@ class GatedFeedForward(nn.Module):
             gate, up = fused_linear((self.gate_proj, self.up_proj), x).chunk(2, dim=-1)
         else:
             gate, up = self.gate_proj(x), self.up_proj(x)
-        return self.down_proj(dropout(self.dropout, self.act(gate) * up))
+        return self.down_proj(maybe_dropout(self.dropout, self.act(gate) * up))
 
 
 # Gated variants name the activation of their gate ("geglu_new": T5 v1.1's tanh-approximated GELU gate).
@@ -218,7 +218,7 @@ class EncoderLayer(GradientCheckpointingLayer):
     def residual(self, x: Tensor, norm: nn.Module, sublayer: Callable[[Tensor], tuple]) -> tuple[Tensor, object]:
         """x + Sublayer(Norm(x)) for pre-norm, Norm(x + Sublayer(x)) for post-norm; passes the sublayer's extra out."""
         output, extra = sublayer(norm(x) if self.pre_norm else x)
-        x = x + dropout(self.dropout, output)
+        x = x + maybe_dropout(self.dropout, output)
         return (x if self.pre_norm else norm(x)), extra
 
     def feed_forward(self, hidden_states: Tensor) -> Tensor:

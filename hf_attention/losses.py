@@ -53,8 +53,8 @@ def _summed_token_loss(logits: Tensor, probabilities: Tensor, targets: Tensor, l
     token_loss = -target_probability.log()
     underflow = (labelled & (target_probability < torch.finfo(torch.float32).tiny)).nonzero().squeeze(1)
     if underflow.numel():
-        rows = logits[underflow]
-        token_loss[underflow] = torch.logsumexp(rows, -1) - rows.gather(-1, targets[underflow].unsqueeze(-1)).squeeze(-1)
+        rows, row_targets = logits[underflow], targets[underflow].unsqueeze(-1)
+        token_loss[underflow] = torch.logsumexp(rows, -1) - rows.gather(-1, row_targets).squeeze(-1)
     return torch.where(labelled, token_loss, 0.0).sum()
 
 

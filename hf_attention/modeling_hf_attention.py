@@ -43,9 +43,9 @@ from .layers import (
     EncoderLayer,
     HeadTransform,
     RMSNorm,
-    dropout,
     make_feed_forward,
     make_norm,
+    maybe_dropout,
 )
 from .losses import linear_cross_entropy, token_cross_entropy
 from .masks import causal_mask, check_attention_mask, combine, fit_to_length, has_padding, padding_mask
@@ -324,7 +324,7 @@ class TransformerStack(nn.Module):
             hidden = hidden + self.position(position_ids).to(hidden.dtype)
         if self.embedding_norm is not None:
             hidden = self.embedding_norm(hidden)
-        hidden = dropout(self.dropout, hidden)
+        hidden = maybe_dropout(self.dropout, hidden)
 
         attention_name = "eager" if output_attentions else self.config._attn_implementation
         attention_function = get_attention_function(attention_name)
