@@ -335,19 +335,24 @@ class _FakeAccelerator:
         (Path(directory) / "optimizer.bin").write_bytes(b"state")
 
 
+class _FakeScheduler:
+    def state_dict(self):
+        return {"last_epoch": 1}
+
+
 def test_crash_during_save_keeps_latest_on_the_previous_checkpoint(tmp_path):
     accelerator = _FakeAccelerator()
-    save_checkpoint(accelerator, tmp_path, Progress(step=5))
+    save_checkpoint(accelerator, tmp_path, Progress(step=5), scheduler=_FakeScheduler())
     assert (tmp_path / "checkpoints" / LATEST).read_text() == "step_00005"
     accelerator.fail = True
     with pytest.raises(RuntimeError, match="disk full"):
-        save_checkpoint(accelerator, tmp_path, Progress(step=10))
+        save_checkpoint(accelerator, tmp_path, Progress(step=10), scheduler=_FakeScheduler())
     assert resolve_checkpoint("latest", tmp_path) == tmp_path / "checkpoints" / "step_00005"
     assert not (tmp_path / "checkpoints" / "step_00010").exists()
     with pytest.raises(ValueError, match="not a training checkpoint"):
         resolve_checkpoint(str(tmp_path / "checkpoints" / ".tmp_step_00010"), tmp_path)
     accelerator.fail = False
-    save_checkpoint(accelerator, tmp_path, Progress(step=10), keep=1)
+    save_checkpoint(accelerator, tmp_path, Progress(step=10), scheduler=_FakeScheduler(), keep=1)
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["latest", "step_00010"]
 
 

@@ -19,6 +19,50 @@ import yaml
 from transformers import HfArgumentParser
 
 OBJECTIVES = ("causal_lm", "masked_lm", "translation")
+REPORT_TO = ("tensorboard", "none")
+
+
+def at_least(minimum: float, *, optional: bool = False):
+    """A rule for `check_fields`: a number (an int where the field is an int) of at least `minimum`."""
+    def rule(value) -> bool:
+        return (optional and value is None) or (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                                and value >= minimum)
+    rule.allowed = f"at least {minimum}" + (" (or None)" if optional else "")
+    return rule
+
+
+def between(low: float, high: float, *, low_open: bool = False, high_open: bool = False):
+    def rule(value) -> bool:
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return False
+        return (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
+    rule.allowed = f"in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+    return rule
+
+
+def check_checkpoint_folder(name: str, flag: str) -> None:
+    """A model to start from: an existing folder with a config.json, or a Hub id ("name" or "owner/name").
+
+    Anything that looks like a local path (starts with '.', '/' or '~', or has more than one '/') must exist, so a
+    mistyped path fails at once with its name, instead of as a Hub lookup with network retries.
+    """
+    path = Path(name).expanduser()
+    if path.exists():
+        if not path.is_dir() or not (path / "config.json").is_file():
+            raise ValueError(f"{flag}={name!r} is not a model folder: it has no config.json (expected a folder "
+                             "written by save_pretrained, such as a training run's final/).")
+        return
+    if name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name or not name.strip():
+        raise ValueError(f"{flag}={name!r}: no such folder. Give a folder written by save_pretrained (such as a "
+                         "training run's final/) or a Hub model id (owner/name).")
+
+
+def check_fields(arguments, rules: dict) -> None:
+    """Raise a ValueError naming the first field of `arguments` that breaks its rule, its value and what is allowed."""
+    for name, rule in rules.items():
+        value = getattr(arguments, name)
+        if not rule(value):
+            raise ValueError(f"--{name}={value!r} is not allowed: {name} must be {rule.allowed}.")
 
 
 @dataclass
@@ -41,6 +85,7 @@ class ModelArguments:
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective={self.objective!r} is not supported; allowed values are "
                              f"{', '.join(map(repr, OBJECTIVES))}.")
+        check_fields(self, {"vocab_size": at_least(1), "tokenizer_min_frequency": at_least(1)})
 
 
 @dataclass
@@ -71,6 +116,17 @@ class DataArguments:
     mlm_probability: float = field(default=0.15, metadata={"help": "Masked LM: fraction of tokens masked."})
     max_source_length: int = field(default=64, metadata={"help": "Translation: longest source, in tokens."})
     max_target_length: int = field(default=64, metadata={"help": "Translation: longest target, in tokens."})
+
+    def __post_init__(self):
+        check_fields(self, {
+            "max_chars": at_least(1), "min_chars": at_least(0), "max_catalogs": at_least(1, optional=True),
+            "max_topics": at_least(1, optional=True), "max_train_samples": at_least(1, optional=True),
+            "max_eval_samples": at_least(1, optional=True), "max_test_samples": at_least(1, optional=True),
+            "block_size": at_least(2), "max_length": at_least(3),
+            # 0 would give batches with no target token (nothing to learn, a loss of 0/0).
+            "mlm_probability": between(0.0, 1.0, low_open=True),
+            "max_source_length": at_least(1), "max_target_length": at_least(2),
+        })
 
 
 @dataclass
@@ -126,8 +182,25 @@ class TrainArguments:
         if self.mixed_precision not in ("no", "bf16", "fp16", "auto"):
             raise ValueError(
                 f"mixed_precision={self.mixed_precision!r}; allowed values are 'no', 'bf16', 'fp16', 'auto'.")
-        if self.gradient_accumulation_steps < 1:
-            raise ValueError("gradient_accumulation_steps must be at least 1.")
+        if self.report_to not in REPORT_TO:
+            raise ValueError(f"--report_to={self.report_to!r} is not supported; allowed values are "
+                             f"{', '.join(map(repr, REPORT_TO))} (metrics.jsonl is always written).")
+        check_fields(self, {
+            "per_device_train_batch_size": at_least(1), "max_tokens_per_batch": at_least(1, optional=True),
+            "per_device_eval_batch_size": at_least(1), "gradient_accumulation_steps": at_least(1),
+            "learning_rate": between(0.0, float("inf"), low_open=True, high_open=True),
+            "weight_decay": at_least(0), "adam_beta1": between(0.0, 1.0, high_open=True),
+            "adam_beta2": between(0.0, 1.0, high_open=True),
+            "adam_epsilon": between(0.0, float("inf"), low_open=True, high_open=True),
+            "warmup_steps": at_least(0), "max_grad_norm": at_least(0, optional=True), "logging_steps": at_least(1),
+            "eval_steps": at_least(0), "max_eval_batches": at_least(1, optional=True), "save_steps": at_least(0),
+            "save_total_limit": at_least(1, optional=True), "generation_num_beams": at_least(1),
+            "generation_max_new_tokens": at_least(1, optional=True), "bleu_samples": at_least(1, optional=True),
+            "num_threads": at_least(1, optional=True),
+        })
+        if self.max_steps <= 0 and not self.num_train_epochs > 0:
+            raise ValueError(f"--max_steps={self.max_steps} and --num_train_epochs={self.num_train_epochs} would "
+                             "train no step: give --max_steps > 0, or --max_steps <= 0 with --num_train_epochs > 0.")
         if self.push_to_hub and not self.hub_model_id:
             raise ValueError("--push_to_hub needs --hub_model_id owner/name.")
 
@@ -163,12 +236,21 @@ def parse_args(argv: list[str] | None = None) -> tuple[ModelArguments, DataArgum
     parser.set_defaults(**values)  # the YAML values become the defaults, so flags given on the command line win
     model_args, data_args, train_args = parser.parse_args_into_dataclasses(args=argv)
     if model_args.model_config:
-        overrides = json.loads(model_args.model_config)
-        if not isinstance(overrides, dict):
-            raise ValueError(f"--model_config must be a JSON object, got {model_args.model_config!r}.")
-        model_config.update(overrides)
+        model_config.update(parse_model_config(model_args.model_config))
     model_args.model_config = None
     return model_args, data_args, train_args, model_config
+
+
+def parse_model_config(text: str) -> dict:
+    """The `--model_config` flag: a JSON object of model-config fields, or a ValueError that shows the form."""
+    try:
+        overrides = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"--model_config must be a JSON object such as '{{\"hidden_size\": 128}}'; {text!r} is not "
+                         f"JSON ({error}).") from error
+    if not isinstance(overrides, dict):
+        raise ValueError(f"--model_config must be a JSON object such as '{{\"hidden_size\": 128}}', got {text!r}.")
+    return overrides
 
 
 def load_yaml(path: str | Path) -> dict:

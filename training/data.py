@@ -449,9 +449,27 @@ def _load_local(paths: Sequence[str], data_format: str | None, split: str) -> Da
     if missing:
         raise ValueError(f"Data file not found: {missing[0]}")
     data_format = data_format or _file_format(paths)
+    for path in paths:
+        _check_readable(path, data_format)
     # .tsv goes through the csv builder, which needs to be told the delimiter.
     options = {"delimiter": "\t"} if data_format == "csv" and paths[0].lower().endswith(".tsv") else {}
     return load_dataset(data_format, data_files={split: paths}, split=split, **options)
+
+
+def _check_readable(path: str, data_format: str) -> None:
+    """Refuse an empty file, or a text-based one that is not UTF-8, naming the file (🤗 datasets would report a
+    DatasetGenerationError that names neither)."""
+    if os.path.getsize(path) == 0:
+        raise ValueError(f"Data file {path} is empty.")
+    if data_format == "parquet":
+        return
+    with open(path, "rb") as f:
+        for number, line in enumerate(f, 1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(f"Data file {path}, line {number}, is not UTF-8 text ({error.reason} at byte "
+                                 f"{error.start}): convert it to UTF-8 (e.g. iconv -t UTF-8).") from error
 
 
 def _load_hub(dataset_id: str, name: str | None, split: str) -> Dataset:

@@ -36,7 +36,10 @@ def evaluate_loss(accelerator, model, dataloader, objective: str, *, seed: int =
             rows, counts = accelerator.gather_for_metrics((rows, counts))
             totals += torch.stack([rows.sum(), counts.sum()]).cpu()
     model.train()
-    loss = (totals[0] / totals[1].clamp(min=1)).item()
+    if totals[1] == 0:
+        raise ValueError("The evaluation split gave no target token (all labels are -100): there is no loss to "
+                         "report. For masked LM raise --mlm_probability or --max_length; otherwise check the data.")
+    loss = (totals[0] / totals[1]).item()
     return {"loss": loss, "perplexity": math.exp(min(loss, 50.0))}
 
 

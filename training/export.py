@@ -9,7 +9,9 @@ the hf-attention families), tokenizer, generation config, for translation the pi
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import warnings
 from pathlib import Path
 from string import Template
 
@@ -31,10 +33,31 @@ HEATMAP = "cross_attention.png"
 # ---------------------------------------------------------------------------------------------------- plots
 
 def read_metrics(path: str | Path) -> list[dict]:
+    """The records of a `metrics.jsonl` file ([] if there is none).
+
+    A crash while a record was being appended leaves a torn last line: it is dropped with a warning. Anything else
+    that is not a JSON object with an integer "step" is damage, reported with the file and line number.
+    """
     path = Path(path)
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = [(number, line) for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+             if line.strip()]
+    records = []
+    for index, (number, line) in enumerate(lines):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            if index == len(lines) - 1:
+                warnings.warn(f"{path}, line {number}: dropped a record torn by an interrupted write.", stacklevel=2)
+                break
+            raise ValueError(f"{path}, line {number}: not a JSON record ({error}). Remove or repair that line.") \
+                from error
+        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+            raise ValueError(f"{path}, line {number}: expected a JSON object with an integer \"step\", got "
+                             f"{line[:80]!r}. Remove or repair that line.")
+        records.append(record)
+    return records
 
 
 def plot_losses(metrics: list[dict], path: str | Path) -> Path:
@@ -62,10 +85,33 @@ def plot_losses(metrics: list[dict], path: str | Path) -> Path:
 
 def export_model(model, tokenizer, directory: str | Path, *, objective: str, card: dict,
                  loss_plot: str | Path | None = None, heatmap_text: str | None = None) -> Path:
-    """Save the trained model as a self-contained Hugging Face folder with its model card (main process only)."""
-    directory = Path(directory)
-    if directory.exists():
-        shutil.rmtree(directory)
+    """Save the trained model as a self-contained Hugging Face folder with its model card (main process only).
+
+    The folder is written beside `directory` (`<name>.partial`) and swapped in only when complete, so a crash at
+    any moment leaves the previous export in place (as `directory`, or as `<name>.previous` for the instant
+    between the two renames, which the next export puts back).
+    """
+    final = Path(directory)
+    partial, previous = _export_siblings(final)
+    if previous.exists() and not final.exists():  # a crash between the two renames of the swap below
+        os.replace(previous, final)
+    shutil.rmtree(partial, ignore_errors=True)
+    _write_export(model, tokenizer, partial, objective=objective, card=card, loss_plot=loss_plot,
+                  heatmap_text=heatmap_text)
+    shutil.rmtree(previous, ignore_errors=True)
+    if final.exists():
+        os.replace(final, previous)
+    os.replace(partial, final)
+    shutil.rmtree(previous, ignore_errors=True)
+    return final
+
+
+def _export_siblings(final: Path) -> tuple[Path, Path]:
+    """Where an export is written before it is complete, and where the export it replaces waits during the swap."""
+    return final.with_name(final.name + ".partial"), final.with_name(final.name + ".previous")
+
+
+def _write_export(model, tokenizer, directory: Path, *, objective: str, card: dict, loss_plot, heatmap_text) -> None:
     if objective == "translation":
         save_translation_pipeline(model, tokenizer, directory)
     else:
@@ -82,7 +128,6 @@ def export_model(model, tokenizer, directory: str | Path, *, objective: str, car
         plt.close("all")
         figures.append(f"![cross-attention, last layer, mean over heads]({HEATMAP})\n")
     (directory / "README.md").write_text(render_card({**card, "extra_figures": "".join(figures)}))
-    return directory
 
 
 def card_metadata(*, objective: str, language: list[str], license: str, datasets: list[str],

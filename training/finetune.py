@@ -40,7 +40,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import yaml
 from transformers import (
     AutoModelForSeq2SeqLM,
     AutoModelForSequenceClassification,
@@ -57,6 +56,7 @@ from transformers import (
 
 import hf_attention  # noqa: F401  (registers the hf_attention model types with the Auto classes)
 from hf_attention import HFAttentionEncoderConfig, HFAttentionSeq2SeqConfig
+from training.args import at_least, check_checkpoint_folder, check_fields, load_yaml, parse_model_config
 from training.data import (
     DEFAULT_LANGUAGES,
     language_id_corpus,
@@ -119,6 +119,21 @@ class FinetuneArguments:
     def __post_init__(self):
         if self.task not in TASKS:
             raise ValueError(f"task={self.task!r} is not supported; allowed values are {', '.join(map(repr, TASKS))}.")
+        codes = {lang.strip() for lang in self.languages.split(",") if lang.strip()}
+        if self.task == "language_id" and len(codes) < 2:
+            raise ValueError(f"--languages={self.languages!r}: language identification needs at least two language "
+                             "codes (a one-class classifier is always right), e.g. 'de,fr,es'.")
+        if self.lora:
+            parse_lora(self.lora)
+        if self.model_name_or_path:
+            check_checkpoint_folder(self.model_name_or_path, "--model_name_or_path")
+        check_fields(self, {
+            "vocab_size": at_least(1), "max_per_language": at_least(1, optional=True), "min_chars": at_least(0),
+            "max_chars": at_least(1), "max_catalogs": at_least(1, optional=True), "max_length": at_least(3),
+            "max_source_length": at_least(1), "max_target_length": at_least(2),
+            "max_train_samples": at_least(1, optional=True), "max_eval_samples": at_least(1, optional=True),
+            "max_test_samples": at_least(1, optional=True), "num_threads": at_least(1, optional=True),
+        })
 
 
 # ------------------------------------------------------------------------------------------------ arguments
@@ -136,7 +151,7 @@ def parse_args(argv: list[str] | None = None):
         index = argv.index("--config")
         if index + 1 >= len(argv):
             raise ValueError("--config needs a path to a YAML file.")
-        values = _load_yaml(argv[index + 1])
+        values = load_yaml(argv[index + 1])
         del argv[index:index + 2]
     model_config = dict(values.pop("model_config", None) or {})
     task = values.get("task", "language_id")
@@ -153,20 +168,8 @@ def parse_args(argv: list[str] | None = None):
     parser.set_defaults(**{**defaults, **values})
     ft_args, training_args = parser.parse_args_into_dataclasses(args=argv)
     if ft_args.model_config:
-        overrides = json.loads(ft_args.model_config)
-        if not isinstance(overrides, dict):
-            raise ValueError(f"--model_config must be a JSON object, got {ft_args.model_config!r}.")
-        model_config.update(overrides)
+        model_config.update(parse_model_config(ft_args.model_config))
     return ft_args, training_args, model_config
-
-
-def _load_yaml(path: str) -> dict:
-    if not Path(path).is_file():
-        raise ValueError(f"Config file not found: {path}")
-    values = yaml.safe_load(Path(path).read_text()) or {}
-    if not isinstance(values, dict):
-        raise ValueError(f"Config {path} must be a YAML mapping of argument names to values.")
-    return values
 
 
 def parse_lora(spec: str) -> dict:
@@ -181,8 +184,20 @@ def parse_lora(spec: str) -> dict:
         if key not in names or not value:
             raise ValueError(f"Bad --lora item {item!r}; use key=value with keys {sorted(names)}.")
         name, convert = names[key]
-        kwargs[name] = convert(value)
+        try:
+            kwargs[name] = convert(value)
+        except ValueError as error:
+            raise ValueError(f"Bad --lora item {item!r}: {key} must be {_LORA_ALLOWED[name]}.") from error
+    checks = {"r": kwargs["r"] >= 1, "lora_alpha": kwargs["lora_alpha"] > 0,
+              "lora_dropout": 0 <= kwargs["lora_dropout"] < 1, "target_modules": all(kwargs["target_modules"])}
+    for name, ok in checks.items():
+        if not ok:
+            raise ValueError(f"Bad --lora value {name}={kwargs[name]!r}: it must be {_LORA_ALLOWED[name]}.")
     return kwargs
+
+
+_LORA_ALLOWED = {"r": "a whole number >= 1", "lora_alpha": "a number > 0", "lora_dropout": "a number in [0, 1)",
+                 "target_modules": "module names joined by '+', e.g. q_proj+v_proj"}
 
 
 def apply_lora(model, spec: str, *, task: str):

@@ -13,6 +13,10 @@ only return a mean loss (BART, BERT) get the same token-normalised loss from the
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import inspect
+
 import torch
 from datasets import Dataset, DatasetDict
 from torch import nn
@@ -64,6 +68,21 @@ def check_model_type(objective: str, model_type: str | None) -> str:
         raise ValueError(f"objective 'causal_lm' needs a decoder-only config; model_type={model_type!r} is an "
                          "encoder-decoder.")
     return model_type
+
+
+def check_model_config(model_type: str, model_config: dict) -> None:
+    """Refuse `model_config` keys that the config class of `model_type` does not know (a typo would otherwise be
+    stored on the config and ignored, as `PretrainedConfig` keeps unknown keys), before any data is read."""
+    config_class = type(AutoConfig.for_model(model_type))
+    known = set(vars(config_class())) | set(inspect.signature(config_class.__init__).parameters)
+    known |= set(getattr(config_class, "attribute_map", {}))
+    known |= {f.name for f in dataclasses.fields(config_class)} if dataclasses.is_dataclass(config_class) else set()
+    unknown = sorted(set(model_config) - known)
+    if unknown:
+        hints = [f"{key!r} (did you mean {', '.join(map(repr, close))}?)" if (close := difflib.get_close_matches(
+            key, sorted(known), n=2)) else repr(key) for key in unknown]
+        raise ValueError(f"model_config has keys that {config_class.__name__} does not know: {', '.join(hints)}. "
+                         f"Model-config fields are the arguments of {config_class.__name__}.")
 
 
 _FAMILY = {"causal_lm": "decoder-only", "masked_lm": "encoder", "translation": "encoder-decoder"}

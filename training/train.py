@@ -45,7 +45,8 @@ from training.checkpoint import Progress, load_checkpoint, resolve_checkpoint, s
 from training.evaluate import bleu_chrf, evaluate_loss, translate
 
 METRICS_FILE = "metrics.jsonl"
-RUN_FILES = ("checkpoints", "final", "tokenizer", "tensorboard", METRICS_FILE, "run_config.json", "loss_curve.png")
+RUN_FILES = ("checkpoints", "final", "final.partial", "final.previous", "tokenizer", "tensorboard", METRICS_FILE,
+             "run_config.json", "loss_curve.png")
 
 
 # ----------------------------------------------------------------------------------------------- batching
@@ -113,9 +114,10 @@ class MetricsLogger:
         if not enabled:
             return
         if resume_step is not None and self.path.is_file():  # drop what was logged after the checkpoint
-            kept = [line for line in self.path.read_text().splitlines()
-                    if line.strip() and json.loads(line)["step"] <= resume_step]
-            self.path.write_text("".join(line + "\n" for line in kept))
+            from training.export import read_metrics
+
+            kept = [record for record in read_metrics(self.path) if record["step"] <= resume_step]
+            self.path.write_text("".join(json.dumps(record) + "\n" for record in kept))
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
@@ -141,6 +143,9 @@ class MetricsLogger:
 def prepare_output_dir(train_args: TrainArguments, resuming: bool) -> Path:
     """Refuse to mix two runs in one folder; with --overwrite_output_dir remove the previous run's files."""
     output_dir = Path(train_args.output_dir)
+    if output_dir.exists() and not output_dir.is_dir():
+        raise ValueError(f"--output_dir={str(output_dir)!r} is a file; it must be a folder (new or empty, or holding "
+                         "a run of this script).")
     if output_dir.is_dir() and any(output_dir.iterdir()) and not resuming and not train_args.overwrite_output_dir:
         names = ", ".join(sorted(p.name for p in output_dir.iterdir())[:5])
         raise ValueError(
@@ -227,6 +232,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, train_args: TrainA
     objective, ga = model_args.objective, train_args.gradient_accumulation_steps
     # Everything that can be wrong with the inputs fails here, before data is read or a step is taken.
     model_type = obj.check_model_type(objective, model_args.model_type)
+    obj.check_model_config(model_type, model_config or {})
     resume_path = (resolve_checkpoint(train_args.resume_from_checkpoint, train_args.output_dir)
                    if train_args.resume_from_checkpoint else None)
     output_dir = prepare_output_dir(train_args, resuming=resume_path is not None)
@@ -272,11 +278,10 @@ def run(model_args: ModelArguments, data_args: DataArguments, train_args: TrainA
                    else math.ceil(train_args.num_train_epochs * windows_per_epoch))
     # Stepped by hand on optimizer steps only (a prepared scheduler steps once per process per step).
     scheduler = get_cosine_schedule_with_warmup(optimizer, train_args.warmup_steps, total_steps)
-    accelerator.register_for_checkpointing(scheduler)
 
     progress = Progress()
     if resume_path is not None:
-        progress = load_checkpoint(accelerator, resume_path)
+        progress = load_checkpoint(accelerator, resume_path, scheduler=scheduler)
         accelerator.print(f"Resumed from {resume_path} at step {progress.step} (epoch {progress.epoch}, "
                           f"{progress.batches_in_epoch} batches into it).")
     logger = MetricsLogger(output_dir, enabled=accelerator.is_main_process,
@@ -289,31 +294,47 @@ def run(model_args: ModelArguments, data_args: DataArguments, train_args: TrainA
                       f"process per epoch, {accelerator.num_processes} process(es), {total_steps} steps; data and "
                       f"tokenizer took {time.time() - started:.1f}s.")
 
-    def train_window(window: list[dict]) -> tuple[float, int, float | None]:
-        """One optimizer step over `window` micro-batches; returns (loss, global target tokens, grad norm)."""
+    def train_window(window: list[dict]) -> tuple[float, int, float | None] | None:
+        """One optimizer step over `window` micro-batches; returns (loss, global target tokens, grad norm), or None
+        when the window holds no target token on any process (e.g. no token was masked): it then takes no step.
+
+        A loss or gradient that is not finite stops the run before the optimizer applies it, so the weights, the
+        checkpoints and the export keep the last finite state.
+        """
         local = sum(obj.count_targets(objective, batch) for batch in window)
         num_items = accelerator.reduce(torch.tensor(float(local), device=accelerator.device), "sum")
+        if num_items.item() == 0:  # 0/0 would be NaN: this window has nothing to learn from
+            return None
         total, grad_norm = torch.zeros((), device=accelerator.device), None
         for batch in window:
             with accelerator.accumulate(model):
                 loss = obj.token_loss(objective, model, batch, num_items)
                 accelerator.backward(loss * accelerator.num_processes * ga)
                 total += loss.detach()
-                if accelerator.sync_gradients:
-                    if train_args.max_grad_norm:
-                        grad_norm = accelerator.clip_grad_norm_(model.parameters(), train_args.max_grad_norm)
-                    optimizer.step()
-                    scheduler.step()
-                    optimizer.zero_grad(set_to_none=True)
+        # The last micro-batch left `sync_gradients` on: the gradients are complete (and averaged over processes).
         loss = accelerator.reduce(total, "sum").item()
-        return loss, int(num_items.item()), None if grad_norm is None else float(grad_norm)
+        if train_args.max_grad_norm:
+            grad_norm = float(accelerator.clip_grad_norm_(model.parameters(), train_args.max_grad_norm))
+        # Under fp16 the gradient scaler expects overflowing gradients now and then: it skips those steps itself.
+        bad_gradient = grad_norm is not None and not math.isfinite(grad_norm) and accelerator.scaler is None
+        if not math.isfinite(loss) or bad_gradient:
+            raise FloatingPointError(
+                f"Step {progress.step + 1}: the training loss is {loss} and the gradient norm {grad_norm}; stopping "
+                "before the optimizer applies them (checkpoints and the export keep the last finite weights). "
+                "Lower --learning_rate, keep --max_grad_norm on, or use --mixed_precision no.")
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss, int(num_items.item()), grad_norm
 
     history = {"losses": [], "tokens": 0, "time": time.time()}
     bar = tqdm(total=total_steps, initial=progress.step, desc="train",
                disable=train_args.disable_tqdm or not accelerator.is_local_main_process, dynamic_ncols=True)
     train_started = time.time()
+    skipped_windows = 0  # windows without a target token (masked LM with few masks): no step taken
     model.train()
     while progress.step < total_steps:
+        steps_before_epoch = progress.step
         loader = (accelerator.skip_first_batches(train_loader, progress.batches_in_epoch)
                   if progress.batches_in_epoch else train_loader)
         # Accelerate's loaders re-announce their own iteration count as the epoch when iterated: set both.
@@ -324,10 +345,14 @@ def run(model_args: ModelArguments, data_args: DataArguments, train_args: TrainA
             window.append(batch)
             if len(window) < ga:
                 continue
-            loss, tokens, grad_norm = train_window(window)
+            stepped = train_window(window)
             window = []
-            progress.step += 1
             progress.batches_in_epoch += ga
+            if stepped is None:
+                skipped_windows += 1
+                continue
+            loss, tokens, grad_norm = stepped
+            progress.step += 1
             history["losses"].append(loss)
             history["tokens"] += tokens
             bar.update(1)
@@ -352,13 +377,20 @@ def run(model_args: ModelArguments, data_args: DataArguments, train_args: TrainA
                 logger.log(step, {f"eval/{k}": v for k, v in metrics.items()})
                 accelerator.print(f"step {step}: " + ", ".join(f"eval {k} {v:.4g}" for k, v in metrics.items()))
             if train_args.save_steps and step % train_args.save_steps == 0:
-                save_checkpoint(accelerator, output_dir, progress, keep=train_args.save_total_limit)
+                save_checkpoint(accelerator, output_dir, progress, scheduler=scheduler,
+                                keep=train_args.save_total_limit)
             if step >= total_steps:
                 break
         else:  # the epoch ran out (a trailing partial window is dropped)
+            if progress.step == steps_before_epoch and skipped_windows:
+                raise ValueError(f"A whole epoch gave no target token to train on ({skipped_windows} windows "
+                                 "skipped): raise --mlm_probability or --max_length, or use larger batches.")
             progress.epoch += 1
             progress.batches_in_epoch = 0
     bar.close()
+    if skipped_windows:
+        warnings.warn(f"{skipped_windows} accumulation window(s) held no target token (e.g. no token was masked) "
+                      "and were skipped without an optimizer step.", stacklevel=2)
     train_seconds = time.time() - train_started
 
     results = finish(accelerator, model, tokenizer, splits, eval_loader, test_loader, objective, model_args,
