@@ -126,6 +126,13 @@ def test_a_typo_in_model_config_is_refused_before_any_data_is_read(tmp_path):
                            r"BartConfig does not know: 'd_modle' \(did you mean 'd_model'", tmp_path / "o")
 
 
+def test_a_model_config_value_the_config_refuses_fails_before_any_data_is_read(tmp_path):
+    _fails_before_training(argv("causal_lm", tmp_path / "o", model={"hidden_size": 30, "num_attention_heads": 4}),
+                           r"Invalid model_config for model_type='hf_attention_decoder': hidden_size=30 is not "
+                           r"divisible by num_attention_heads=4", tmp_path / "o")
+    assert not (tmp_path / "o" / "tokenizer").exists()
+
+
 def test_output_dir_that_is_a_file_is_refused(tmp_path):
     target = tmp_path / "out.txt"
     target.write_text("not a folder")

@@ -72,7 +72,8 @@ def check_model_type(objective: str, model_type: str | None) -> str:
 
 def check_model_config(model_type: str, model_config: dict) -> None:
     """Refuse `model_config` keys that the config class of `model_type` does not know (a typo would otherwise be
-    stored on the config and ignored, as `PretrainedConfig` keeps unknown keys), before any data is read."""
+    stored on the config and ignored, as `PretrainedConfig` keeps unknown keys) and values its checks refuse, before
+    any data is read."""
     config_class = type(AutoConfig.for_model(model_type))
     known = set(vars(config_class())) | set(inspect.signature(config_class.__init__).parameters)
     known |= set(getattr(config_class, "attribute_map", {}))
@@ -83,6 +84,10 @@ def check_model_config(model_type: str, model_config: dict) -> None:
             key, sorted(known), n=2)) else repr(key) for key in unknown]
         raise ValueError(f"model_config has keys that {config_class.__name__} does not know: {', '.join(hints)}. "
                          f"Model-config fields are the arguments of {config_class.__name__}.")
+    try:  # the config's own checks (types, ranges, combinations), before the data and tokenizer are made
+        AutoConfig.for_model(model_type, **model_config)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"Invalid model_config for model_type={model_type!r}: {error}") from error
 
 
 _FAMILY = {"causal_lm": "decoder-only", "masked_lm": "encoder", "translation": "encoder-decoder"}
