@@ -44,6 +44,28 @@ def causal_mask(query_length: int, key_length: int, past_length: int | Tensor, d
     return (key_positions[None, :] <= query_positions[:, None])[None, None]
 
 
+def packed_documents(position_ids: Tensor) -> Tensor:
+    """Which document each token belongs to when several texts are packed into one row without padding.
+
+    Packing collators (transformers' `DataCollatorWithFlattening`, TRL's `packing=True`) restart `position_ids` at
+    0 for every text and pass no attention mask; a new document starts wherever a position does not follow its
+    predecessor by one. This is how transformers' own models find packed sequences.
+
+    Args:
+        position_ids: (B, T) positions.
+
+    Returns:
+        (B, T) document index, counted from 0 in each row: [0 1 2 0 1 0 1 2] → [0 0 0 1 1 2 2 2].
+    """
+    steps = torch.diff(position_ids, prepend=position_ids[:, :1] - 1, dim=-1)
+    return (steps != 1).cumsum(-1)
+
+
+def same_document_mask(documents: Tensor) -> Tensor:
+    """(B, T) document indices → (B, 1, T, T) bool: a token attends only to tokens of its own document."""
+    return (documents[:, :, None] == documents[:, None, :])[:, None]
+
+
 def fit_to_length(attention_mask: Tensor, key_length: int) -> Tensor:
     """Pad (with 0) or cut a (B, L) padding mask to (B, key_length), e.g. for a static cache longer than the text."""
     length = attention_mask.shape[-1]

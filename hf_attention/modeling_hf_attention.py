@@ -48,7 +48,16 @@ from .layers import (
     maybe_dropout,
 )
 from .losses import linear_cross_entropy, token_cross_entropy
-from .masks import causal_mask, check_attention_mask, combine, fit_to_length, has_padding, padding_mask
+from .masks import (
+    causal_mask,
+    check_attention_mask,
+    combine,
+    fit_to_length,
+    has_padding,
+    packed_documents,
+    padding_mask,
+    same_document_mask,
+)
 from .positional import POSITIONAL_ENCODINGS, LearnedPositionalEmbedding
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -317,6 +326,9 @@ class TransformerStack(nn.Module):
             if encoder_hidden_states is not None:
                 check_attention_mask(encoder_attention_mask, batch, encoder_hidden_states.shape[1],
                                      "encoder_attention_mask")
+        documents = None
+        if position_ids is not None and attention_mask is None and ready_mask is None and past_key_values is None:
+            documents = self._packed_documents(position_ids, batch, checking)
         position_ids, key_positions = self._positions(attention_mask, position_ids, length, key_length, past)
 
         kind = getattr(self.position, "kind", None)
@@ -333,7 +345,8 @@ class TransformerStack(nn.Module):
         if ready_mask is not None:
             self_mask = ready_mask if ready_mask.dtype == torch.bool else ready_mask == 0
         else:
-            self_mask = self._self_attention_mask(attention_mask, length, key_length, past, attention_name, checking)
+            self_mask = self._self_attention_mask(attention_mask, documents, length, key_length, past,
+                                                  attention_name, checking)
         cross_mask = None
         if encoder_attention_mask is not None and (not checking or has_padding(encoder_attention_mask)):
             cross_mask = padding_mask(encoder_attention_mask)
@@ -365,37 +378,58 @@ class TransformerStack(nn.Module):
             cross_attentions=tuple(cross_weights) if output_attentions and cross_weights else None,
         )
 
+    @staticmethod
+    def _packed_documents(position_ids: Tensor, batch: int, checking: bool) -> Tensor | None:
+        """(B, T) document indices when the rows pack several texts (positions restart), else None.
+
+        As in transformers' masking utilities, this applies to uncached calls with positions and no attention mask
+        (padding-free training); under compilation the check cannot run and the document mask is always built.
+        """
+        documents = packed_documents(position_ids.expand(batch, -1))
+        if checking and not bool(documents[:, -1].any()):
+            return None
+        return documents
+
     def _positions(self, attention_mask: Tensor | None, position_ids: Tensor | None, length: int, key_length: int,
                    past) -> tuple[Tensor, Tensor]:
         """Query positions (B|1, T) and key positions (B|1, S).
 
         With a padding mask a token's position is the number of real tokens before it, so a left-padded row sees the
-        same positions as the row alone; without one, positions continue from the cache length.
+        same positions as the row alone; without one, positions continue from the cache length. Positions given
+        without a cache are the keys' positions too, so distance-based biases (ALiBi, T5 buckets) restart with them
+        in packed rows.
         """
         device = self.embed_tokens.weight.device
         if attention_mask is None:
-            key_positions = torch.arange(key_length, device=device)[None]  # (1, S)
             if position_ids is None:
                 position_ids = torch.arange(length, device=device)[None] + past  # (1, T)
+                key_positions = torch.arange(key_length, device=device)[None]  # (1, S)
+            elif key_length == length:
+                key_positions = position_ids
+            else:
+                key_positions = torch.arange(key_length, device=device)[None]
             return position_ids, key_positions
         real_before = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, past + T)
         if position_ids is None:
             position_ids = real_before[:, -length:]  # (B, T)
         return position_ids, fit_to_length(real_before, key_length)
 
-    def _self_attention_mask(self, attention_mask: Tensor | None, length: int, key_length: int, past,
-                             attention_name: str, checking: bool) -> Tensor | None:
+    def _self_attention_mask(self, attention_mask: Tensor | None, documents: Tensor | None, length: int,
+                             key_length: int, past, attention_name: str, checking: bool) -> Tensor | None:
         """(B|1, 1, T, S) bool mask for self-attention, or None when the backend needs none.
 
         A causal stack without padding under SDPA passes None: the kernel's causal flag (T = S) or no mask at all
-        (one new token sees the whole past) is exact and faster. Everything else gets an explicit mask.
+        (one new token sees the whole past) is exact and faster. Everything else gets an explicit mask; packed
+        texts (`documents`) attend within their own text only.
         """
         padded = attention_mask is not None and (not checking or has_padding(attention_mask))
         keys = padding_mask(fit_to_length(attention_mask, key_length)) if padded else None
+        if documents is not None:
+            keys = combine(keys, same_document_mask(documents))
         if not self.is_decoder:
             return keys
         plain_cache = isinstance(past, int) and key_length == past + length
-        if not padded and attention_name != "eager" and plain_cache and (length == key_length or length == 1):
+        if keys is None and attention_name != "eager" and plain_cache and (length == key_length or length == 1):
             return None
         return combine(causal_mask(length, key_length, past, self.embed_tokens.weight.device), keys)
 
