@@ -34,6 +34,8 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from .paths import check_checkpoint
+
 KINDS = ("self", "decoder", "cross")
 
 
@@ -259,9 +261,14 @@ def add_attention_map_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def load_model_and_tokenizer(directory: str | Path, *, trust_remote_code: bool = False):
-    """The model of a checkpoint folder with the head that fits its family, and its tokenizer."""
+    """The model of a checkpoint folder with the head that fits its family, and its tokenizer.
+
+    Raises:
+        ValueError: When `directory` is a local path but not a checkpoint folder with a tokenizer.
+    """
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
+    directory = check_checkpoint(directory, argument="directory", tokenizer=True)
     config = AutoConfig.from_pretrained(directory, trust_remote_code=trust_remote_code)
     if getattr(config, "is_encoder_decoder", False):
         auto = AutoModelForSeq2SeqLM  # generate() is needed to draw a target
@@ -281,7 +288,8 @@ def _run_attention_map(args: argparse.Namespace) -> int:
             head = int(head)
         except ValueError:
             raise SystemExit(f"--head must be an integer or 'mean', got {head!r}") from None
-    model, tokenizer = load_model_and_tokenizer(args.model, trust_remote_code=args.trust_remote_code)
+    folder = check_checkpoint(args.model, argument="--model", tokenizer=True)
+    model, tokenizer = load_model_and_tokenizer(folder, trust_remote_code=args.trust_remote_code)
     result = plot_attention(model, tokenizer, args.text, layer=args.layer, head=head, kind=args.kind,
                             target=args.target, path=args.out, max_new_tokens=args.max_new_tokens)
     print(f"wrote {result.path}: layer {result.layer}, {len(result.query_tokens)} × {len(result.key_tokens)} tokens")
