@@ -7,10 +7,14 @@ from pathlib import Path
 import pytest
 from test_convert_cli import tiny_tokenizer
 from test_parity_hf import build_reference
-from transformers import AutoModelForCausalLM
+from test_visualize import TEXT, model_and_tokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
+import hf_attention.visualize as visualize
+from hf_attention import HFAttentionForCausalLM, HFAttentionForSeq2SeqLM
 from hf_attention.cli import main
 from hf_attention.paths import check_checkpoint, looks_like_local_path
+from hf_attention.visualize import MAX_TOKENS, MAX_TOKENS_LIMIT, HeatmapTooLarge, plot_attention
 
 
 def run(capsys, argv: list[str]) -> tuple[int, str, str]:
@@ -175,6 +179,168 @@ def test_hub_ids_stay_hub_ids(tmp_path, monkeypatch, name, local):
     assert looks_like_local_path(name) is local
     if not local:
         assert check_checkpoint(name, argument="source") == name  # passed on to transformers untouched
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# attention-map: size limits, output path, flags
+
+
+@pytest.fixture
+def decoder_folder(saved_checkpoint) -> Path:
+    return saved_checkpoint(HFAttentionForCausalLM, "decoder")
+
+
+@pytest.fixture
+def seq2seq_folder(saved_checkpoint) -> Path:
+    return saved_checkpoint(HFAttentionForSeq2SeqLM, "seq2seq")
+
+
+def text_of_tokens(tokenizer, tokens: int) -> str:
+    """A text of `tokens` to `tokens` + 3 tokens."""
+    text = "word"
+    while len(tokenizer(text)["input_ids"]) < tokens:
+        text += " word"
+    assert len(tokenizer(text)["input_ids"]) <= tokens + 3
+    return text
+
+
+@pytest.fixture
+def no_forward(monkeypatch):
+    """Fails the test if the attention forward pass or a figure is started."""
+
+    def fail(*args, **kwargs):
+        raise AssertionError("the forward pass ran or a figure was allocated before the size check")
+
+    monkeypatch.setattr(visualize, "_forward_with_attentions", fail)
+    monkeypatch.setattr(visualize, "_draw", fail)
+
+
+@pytest.mark.parametrize(
+    ("tokens", "extra", "words"),
+    [
+        (1201, [], ["--text is", "tokens, more than the cap of 128", "--max-tokens", "--truncate"]),
+        (MAX_TOKENS + 1, [], ["--text is", f"tokens, more than the cap of {MAX_TOKENS}", "at most 200"]),
+        (150, ["--max-tokens", "140"], ["tokens, more than the cap of 140"]),
+        # one panel per head (4 heads) of 190 tokens: a 27000 × 6800-pixel figure
+        (190, ["--max-tokens", "200"], ["4 panels (one per head)", "tokens make a", "million pixels", "--head mean"]),
+    ],
+)
+def test_attention_map_refuses_a_text_too_long_before_the_forward_pass(decoder_folder, tmp_path, capsys, no_forward,
+                                                                       tokens, extra, words):
+    text = text_of_tokens(AutoTokenizer.from_pretrained(decoder_folder), tokens)
+    out = tmp_path / "map.png"
+    code, _, err = run(capsys, ["attention-map", "--model", str(decoder_folder), "--text", text, "--out", str(out),
+                                *extra])
+    assert_error(code, err, words)
+    assert not out.exists()
+
+
+def test_attention_map_truncates_on_request(decoder_folder, tmp_path, capsys):
+    out = tmp_path / "map.png"
+    code, printed, err = run(capsys, ["attention-map", "--model", str(decoder_folder), "--text", "word " * 1201,
+                                      "--out", str(out), "--head", "mean", "--truncate", "--max-tokens", "40"])
+    assert code == 0, err
+    assert f"wrote {out}: layer 1, 40 × 40 tokens" in printed and out.is_file()
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--kind", "cross", "--max-new-tokens", "300"], ["--max-new-tokens 300", "cap of 128", "--target"]),
+        (["--kind", "decoder", "--target", "word " * 300], ["--target is", "tokens, more than the cap of 128"]),
+    ],
+)
+def test_attention_map_refuses_a_target_too_long_before_generating(seq2seq_folder, capsys, monkeypatch, no_forward,
+                                                                   argv, words):
+    def fail(*args, **kwargs):
+        raise AssertionError("generated before the size check")
+
+    monkeypatch.setattr(HFAttentionForSeq2SeqLM, "generate", fail)
+    code, _, err = run(capsys, ["attention-map", "--model", str(seq2seq_folder), "--text", TEXT, *argv])
+    assert_error(code, err, words)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"text": "word " * 1201}, "tokens, more than max_tokens=128"),
+        ({"text": "word " * 1201, "max_tokens": None}, "max_tokens=None is out of range"),
+        ({"max_tokens": 10_000}, "max_tokens=10000 is out of range: 1 … 200"),
+        ({"max_tokens": 0}, "max_tokens=0 is out of range"),
+    ],
+)
+def test_plot_attention_refuses_absurd_sizes_before_the_forward_pass(trained_tokenizer, no_forward, options, message):
+    model, tokenizer = model_and_tokenizer(trained_tokenizer, "decoder")
+    with pytest.raises(ValueError, match=message):
+        plot_attention(model, tokenizer, **{"text": TEXT, **options})
+
+
+def test_plot_attention_size_error_is_a_value_error_naming_the_api(trained_tokenizer, no_forward):
+    model, tokenizer = model_and_tokenizer(trained_tokenizer, "decoder")
+    with pytest.raises(HeatmapTooLarge) as error:
+        plot_attention(model, tokenizer, text_of_tokens(tokenizer, 190), max_tokens=MAX_TOKENS_LIMIT)
+    assert "head='mean'" in str(error.value) and "--head mean" in error.value.cli_message
+
+
+@pytest.mark.parametrize(
+    ("out", "written"),
+    [
+        ("maps", "maps/attention_map.png"),  # an existing folder
+        ("new/", "new/attention_map.png"),  # a folder to create
+        ("map", "map.png"),  # no suffix: matplotlib adds .png
+        ("deeper/map.png", "deeper/map.png"),
+    ],
+)
+def test_attention_map_prints_the_file_it_wrote(decoder_folder, tmp_path, capsys, monkeypatch, out, written):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "maps").mkdir()
+    code, printed, err = run(capsys, ["attention-map", "--model", str(decoder_folder), "--text", TEXT, "--out", out,
+                                      "--head", "mean"])
+    assert code == 0, err
+    assert printed.startswith(f"wrote {written}: ")
+    assert (tmp_path / written).is_file()
+    assert sorted(p.name for p in tmp_path.rglob("*.png")) == [Path(written).name]
+
+
+@pytest.mark.parametrize(
+    ("argv", "words", "status"),
+    [
+        (["--out", "map.v2"], ["--out", "'.v2'", ".png"], 1),
+        (["--out", "afile/map.png"], ["--out", "afile is a file"], 1),
+        (["--out", ""], ["--out", "empty"], 1),
+        (["--head", "x"], ["argument --head", "'mean'", "'x'"], 2),
+        (["--head", "9"], ["head=9 is out of range", "valid: -4 … 3"], 1),
+        (["--layer", "9"], ["layer=9 is out of range", "valid: -2 … 1"], 1),
+        (["--kind", "cross"], ["kind='cross' needs an encoder-decoder model"], 1),
+        (["--target", "Gibt den Wert"], ["--target is only drawn with --kind decoder or --kind cross"], 1),
+        (["--text", "   "], ["--text is empty"], 1),
+        (["--max-new-tokens", "0"], ["argument --max-new-tokens", "positive integer", "'0'"], 2),
+        (["--max-tokens", "500"], ["argument --max-tokens", f"1 … {MAX_TOKENS_LIMIT}", "'500'"], 2),
+        (["--max-tokens", "many"], ["argument --max-tokens", "'many'"], 2),
+    ],
+)
+def test_attention_map_bad_flags(decoder_folder, tmp_path, capsys, monkeypatch, argv, words, status):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("")
+    code, _, err = run(capsys, ["attention-map", "--model", str(decoder_folder), "--text", TEXT, *argv])
+    if status == 2:  # argparse: usage, then the error line
+        assert code == 2 and "Traceback" not in err and all(word in err.splitlines()[-1] for word in words), err
+    else:
+        assert_error(code, err, words)
+    assert not list(tmp_path.rglob("*.png"))
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--kind", "cross", "--target", "  "], ["--target is empty"]),
+        (["--kind", "decoder", "--head", "mean", "--layer", "-3"], ["layer=-3 is out of range"]),
+    ],
+)
+def test_attention_map_bad_flags_on_an_encoder_decoder(seq2seq_folder, tmp_path, capsys, argv, words):
+    code, _, err = run(capsys, ["attention-map", "--model", str(seq2seq_folder), "--text", TEXT,
+                                "--out", str(tmp_path / "map.png"), *argv])
+    assert_error(code, err, words)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
