@@ -1,4 +1,8 @@
-"""The `hf-attention` command line. Each subcommand lives in the module of its feature and registers itself here."""
+"""The `hf-attention` command line. Each subcommand lives in the module of its feature and registers itself here.
+
+Bad input (a ValueError or an OSError from a subcommand) ends the command with a one-line `error: ...` on stderr and
+exit status 1, like argparse's own usage errors (status 2); anything else is a bug and keeps its traceback.
+"""
 
 import argparse
 import sys
@@ -20,9 +24,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `hf-attention` script."""
-    args = build_parser().parse_args(argv)
-    return int(args.run(args) or 0)
+    """Entry point of the `hf-attention` script; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except (ValueError, OSError) as error:
+        print(f"{parser.prog} {args.command}: error: {one_line(error)}", file=sys.stderr)
+        return 1
+
+
+def one_line(error: BaseException) -> str:
+    """The message of `error` on one line (transformers' messages span several)."""
+    message = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+    return message or type(error).__name__
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ copies the weights under our module names and returns the equivalent hf_attentio
 Every parameter of the new model gets a value from the reference (no silently random weights), every reference
 weight is used or explicitly dropped with a reason, and options the code cannot express raise a ValueError that names
 them. `hf-attention convert SRC DST` does the same for a checkpoint folder (or Hub id) and writes a checkpoint that
-loads with the Auto classes.
+loads with the Auto classes; it never writes over the source, and replaces an existing checkpoint at DST only with
+`--overwrite`.
 
 This module is outside the remote-code closure: it may import anything.
 """
@@ -24,7 +25,10 @@ import argparse
 import copy
 import logging
 import os
+import shutil
+import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from torch import Tensor
@@ -52,6 +56,7 @@ from .modeling_hf_attention import (
     HFAttentionForMaskedLM,
     HFAttentionForSeq2SeqLM,
 )
+from .paths import TOKENIZER_FILES, check_checkpoint
 from .positional import SinusoidalPositionalEmbedding
 
 logger = logging.getLogger(__name__)
@@ -461,25 +466,92 @@ def load_reference(source: str) -> PreTrainedModel:
     return (with_head if has_head else without_head).from_pretrained(source, dtype="auto")
 
 
-# Files of which at least one is in every saved tokenizer (fast or slow, BPE, WordPiece or SentencePiece).
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "vocab.txt", "tokenizer.model",
-                    "spiece.model", "source.spm", "sentencepiece.bpe.model")
-
-
-def convert_checkpoint(source: str, destination: str) -> PreTrainedModel:
+def convert_checkpoint(source: str, destination: str | os.PathLike, *, overwrite: bool = False) -> PreTrainedModel:
     """Convert a reference checkpoint into an hf_attention checkpoint (weights, config, generation config and, when
-    the source has one that loads, its tokenizer)."""
+    the source has one that loads, its tokenizer).
+
+    The checkpoint is written to a temporary folder next to `destination` and renamed into place once complete, so
+    that a failure never leaves a half-written checkpoint.
+
+    Raises:
+        ValueError: Before loading anything, when `source` is a local path that is not a checkpoint folder, or when
+            `destination` is the source, inside it or holds it, is a file, or is a non-empty folder (replaced only
+            when it is a checkpoint folder and `overwrite` is true).
+    """
+    source = check_checkpoint(source, argument="source")
+    target = _check_destination(source, destination, overwrite=overwrite)
     converted = from_hf(load_reference(source))
-    converted.save_pretrained(destination)
-    # AutoTokenizer builds an empty tokenizer for a folder without tokenizer files: check for them first.
-    if os.path.isdir(source) and not any(os.path.exists(os.path.join(source, name)) for name in _TOKENIZER_FILES):
-        logger.warning("No tokenizer copied: %s holds no tokenizer files.", source)
-        return converted
-    try:
-        AutoTokenizer.from_pretrained(source).save_pretrained(destination)
-    except (OSError, ValueError, TypeError) as error:  # e.g. a Hub repo with weights only: not an error
-        logger.warning("No tokenizer copied from %s: %s", source, error)
+
+    def write(folder: Path) -> None:
+        converted.save_pretrained(folder)
+        # AutoTokenizer builds an empty tokenizer for a folder without tokenizer files: check for them first.
+        if os.path.isdir(source) and not any(os.path.exists(os.path.join(source, name)) for name in TOKENIZER_FILES):
+            logger.warning("No tokenizer copied: %s holds no tokenizer files.", source)
+            return
+        try:
+            AutoTokenizer.from_pretrained(source).save_pretrained(folder)
+        except (OSError, ValueError, TypeError) as error:  # e.g. a Hub repo with weights only: not an error
+            logger.warning("No tokenizer copied from %s: %s", source, error)
+
+    _write_folder(target, write)
     return converted
+
+
+def _check_destination(source: str, destination: str | os.PathLike, *, overwrite: bool) -> Path:
+    """The resolved folder to write to; raises a ValueError when writing there could lose a checkpoint."""
+    name = os.fspath(destination)
+    if not name.strip():
+        raise ValueError("destination is empty: pass the folder to write the converted checkpoint to.")
+    target = Path(name).expanduser().resolve()
+    if os.path.isdir(source):
+        origin = Path(source).resolve()
+        if target == origin or (target.exists() and os.path.samefile(target, origin)):
+            raise ValueError(f"destination {name} is the source checkpoint; converting in place would overwrite it. "
+                             "Pass another folder.")
+        if target.is_relative_to(origin):
+            raise ValueError(f"destination {name} is inside the source checkpoint {source}; pass a folder outside it.")
+        if origin.is_relative_to(target):
+            raise ValueError(f"destination {name} holds the source checkpoint {source}; writing there would replace "
+                             "it. Pass another folder.")
+    if target.exists() and not target.is_dir():
+        raise ValueError(f"destination {name} is a file, not a folder; pass a new or empty folder.")
+    if target.is_dir() and any(target.iterdir()):
+        if not overwrite:
+            raise ValueError(f"destination {name} is a non-empty folder; pass a new or empty folder, or --overwrite "
+                             "(overwrite=True) to replace the checkpoint there.")
+        if not (target / "config.json").is_file():
+            raise ValueError(f"destination {name} is a non-empty folder without config.json, not a checkpoint; "
+                             "--overwrite (overwrite=True) only replaces a checkpoint folder. Pass another folder.")
+    existing = next(parent for parent in (target, *target.parents) if parent.exists())
+    if not existing.is_dir():
+        raise ValueError(f"destination {name}: {existing} is a file, so no folder can be created there.")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"destination {name}: {existing} is not writable.")
+    return target
+
+
+def _write_folder(target: Path, write: Callable[[Path], None]) -> None:
+    """Run `write` on a fresh sibling of `target`, then move the result to `target` (replacing what is there)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tag = uuid.uuid4().hex[:8]
+    partial = target.with_name(f".{target.name}.{tag}.partial")
+    partial.mkdir()  # (mkdir, unlike mkdtemp, gives the folder the user's usual permissions)
+    try:
+        write(partial)
+        if target.exists():  # an empty folder, or a checkpoint replaced on request
+            previous = target.with_name(f".{target.name}.{tag}.previous")
+            target.rename(previous)
+            try:
+                partial.rename(target)
+            except OSError:
+                previous.rename(target)
+                raise
+            shutil.rmtree(previous, ignore_errors=True)
+        else:
+            partial.rename(target)
+    finally:
+        if partial.exists():
+            shutil.rmtree(partial, ignore_errors=True)
 
 
 def add_convert_command(subparsers: argparse._SubParsersAction) -> None:
@@ -491,11 +563,14 @@ def add_convert_command(subparsers: argparse._SubParsersAction) -> None:
         "checkpoint with the same outputs, loadable with the Auto classes.",
     )
     parser.add_argument("source", help="local checkpoint folder, or a Hub id when the network is available")
-    parser.add_argument("destination", help="folder to write the hf_attention checkpoint to")
+    parser.add_argument("destination", help="new or empty folder to write the hf_attention checkpoint to")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the checkpoint folder DESTINATION if it exists (never the source); the new "
+                        "checkpoint is written beside it and swapped in when complete")
     parser.set_defaults(run=_run_convert)
 
 
 def _run_convert(args: argparse.Namespace) -> int:
-    model = convert_checkpoint(args.source, args.destination)
+    model = convert_checkpoint(args.source, args.destination, overwrite=args.overwrite)
     print(f"Wrote {type(model).__name__} ({model.num_parameters():,} parameters) to {args.destination}")
     return 0

@@ -67,4 +67,13 @@ def add_demo_command(subparsers: argparse._SubParsersAction) -> None:
     """Register `hf-attention demo`."""
     parser = subparsers.add_parser("demo", help="build, save, reload and run one small model of each family")
     parser.add_argument("--output-dir", type=Path, default=None, help="where to leave the checkpoints")
-    parser.set_defaults(run=lambda args: run_demo(args.output_dir) and 0)
+    parser.set_defaults(run=_run_demo)
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    if args.output_dir is not None:
+        existing = next(p for p in (args.output_dir, *args.output_dir.parents) if p.exists())  # "." at worst
+        if not existing.is_dir():
+            raise ValueError(f"--output-dir {args.output_dir}: {existing} is a file, not a folder.")
+    run_demo(args.output_dir)
+    return 0

@@ -20,12 +20,19 @@ The weights come from the forward pass with `output_attentions=True`. hf-attenti
 that one call whatever backend they were loaded with; for other models saved with a fused backend that returns no
 weights, the model is switched to "eager" for the call and switched back.
 
+Size limits: a heatmap axis shows at most `max_tokens` tokens (default `MAX_TOKENS`, at most `MAX_TOKENS_LIMIT`), and
+the whole figure at most `MAX_FIGURE_PIXELS` pixels. Drawing costs about 40 bytes per pixel of a panel (a 128-token
+panel: ~0.8 GB, 200 tokens: ~2 GB), so longer inputs are refused before the forward pass, with the length, the cap and
+how to shorten them; `truncate=True` draws only the first `max_tokens` tokens instead.
+
 Command line: `hf-attention attention-map --model DIR --text "..." --out map.png` (see `add_attention_map_command`).
 This module is outside the remote-code closure (it uses matplotlib).
 """
 
 import argparse
 import math
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +41,25 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from .paths import check_checkpoint
+
 KINDS = ("self", "decoder", "cross")
+# Tokens per heatmap axis: the default cap (labels stay legible, drawing one panel takes < 1 GB) and the largest cap
+# allowed (~2 GB for one panel).
+MAX_TOKENS = 128
+MAX_TOKENS_LIMIT = 200
+# Pixels of a whole figure (one panel per head makes a grid of them): 150 million take 600 MB as RGBA.
+MAX_FIGURE_PIXELS = 150_000_000
+DPI = 120
+DEFAULT_FILE_NAME = "attention_map.png"  # inside a folder given as the output path
+
+
+class HeatmapTooLarge(ValueError):
+    """A heatmap over the size limits; `cli_message` says the same with the command's flags."""
+
+    def __init__(self, message: str, cli_message: str):
+        super().__init__(message)
+        self.cli_message = cli_message
 
 
 @dataclass
@@ -73,6 +98,8 @@ def plot_attention(
     target: str | None = None,
     path: str | Path | None = None,
     max_new_tokens: int = 20,
+    max_tokens: int = MAX_TOKENS,
+    truncate: bool = False,
 ) -> AttentionMap:
     """Draw the attention weights of one layer as a queries × keys heatmap with token labels.
 
@@ -84,18 +111,35 @@ def plot_attention(
         head: A head index, "mean" for the average over heads, or None for one panel per head.
         kind: "self", "decoder" or "cross" (see the module docstring).
         target: Target text for kind "decoder"/"cross"; None generates it (greedy, `max_new_tokens`).
-        path: Write the figure there as PNG (parents created); None only returns it.
+        path: Write the figure there as PNG (parents created); None only returns it. A path without a suffix gets
+            ".png"; an existing folder (or a string ending with "/") gets the file `DEFAULT_FILE_NAME` inside it.
+            `AttentionMap.path` is the file written.
         max_new_tokens: Length limit of a generated target.
+        max_tokens: Most tokens per axis (1 … `MAX_TOKENS_LIMIT`); a longer text or target is refused before the
+            forward pass, unless `truncate`.
+        truncate: Draw the first `max_tokens` tokens of a longer text or target instead of refusing it.
 
     Returns:
         An `AttentionMap` holding the plotted array, the labels and the figure.
 
     Raises:
         ValueError: On an empty text, an unknown kind, a kind the model does not have (e.g. "cross" on a decoder),
-            or a layer / head out of range.
+            a layer / head out of range, a path matplotlib cannot write, or (`HeatmapTooLarge`) a text, target or
+            figure over the size limits.
     """
-    layers, query_tokens, key_tokens = attention_weights(
-        model, tokenizer, text, kind=kind, target=target, max_new_tokens=max_new_tokens
+    if not (isinstance(max_tokens, int) and 1 <= max_tokens <= MAX_TOKENS_LIMIT):
+        raise ValueError(f"max_tokens={max_tokens!r} is out of range: 1 … {MAX_TOKENS_LIMIT} tokens per axis.")
+    if path is not None:
+        path = output_path(path)
+    panels = 1 if head is not None else _num_heads(model.config)
+
+    def check_size(queries: int, keys: int) -> None:  # before the forward pass
+        if panels is not None:
+            _check_figure_size(panels, queries, keys)
+
+    layers, query_tokens, key_tokens = _attention_weights(
+        model, tokenizer, text, kind=kind, target=target, max_new_tokens=max_new_tokens, max_tokens=max_tokens,
+        truncate=truncate, before_forward=check_size,
     )
     layer_index = _check_index("layer", layer if layer is not None else -1, len(layers))
     weights = layers[layer_index]  # (H, Q, K)
@@ -108,21 +152,21 @@ def plot_attention(
     else:
         raise ValueError(f"head={head!r} is not supported; pass a head index, 'mean' or None (every head).")
     plotted = plotted.float().numpy()
+    _check_figure_size(len(plotted) if plotted.ndim == 3 else 1, len(query_tokens), len(key_tokens))
     figure = _draw(plotted, query_tokens, key_tokens, kind=kind, layer=layer_index, head=head)
     if path is not None:
-        path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        figure.savefig(path, dpi=120)
+        figure.savefig(path, dpi=DPI)
     return AttentionMap(plotted, query_tokens, key_tokens, layer_index, head, kind, figure, path)
 
 
-@torch.no_grad()
 def attention_weights(
-    model, tokenizer, text: str, *, kind: str = "self", target: str | None = None, max_new_tokens: int = 20
+    model, tokenizer, text: str, *, kind: str = "self", target: str | None = None, max_new_tokens: int = 20,
+    max_tokens: int | None = None, truncate: bool = False,
 ) -> tuple[list[torch.Tensor], list[str], list[str]]:
     """Every layer's attention weights for one text, with the token labels of their rows and columns.
 
-    Arguments as in `plot_attention`.
+    Arguments as in `plot_attention`, except that `max_tokens` is None (no limit) by default.
 
     Returns:
         (one (H, Q, K) tensor per layer, Q query labels, K key labels).
@@ -130,6 +174,16 @@ def attention_weights(
     Raises:
         ValueError: As `plot_attention`.
     """
+    return _attention_weights(model, tokenizer, text, kind=kind, target=target, max_new_tokens=max_new_tokens,
+                              max_tokens=max_tokens, truncate=truncate)
+
+
+@torch.no_grad()
+def _attention_weights(
+    model, tokenizer, text: str, *, kind: str, target: str | None, max_new_tokens: int, max_tokens: int | None,
+    truncate: bool, before_forward: Callable[[int, int], None] | None = None,
+) -> tuple[list[torch.Tensor], list[str], list[str]]:
+    """`attention_weights`, calling `before_forward(Q, K)` once the sizes are known, before the forward pass."""
     if kind not in KINDS:
         raise ValueError(f"kind={kind!r} is not supported; allowed values are {', '.join(map(repr, KINDS))}.")
     if not isinstance(text, str) or not text.strip():
@@ -141,15 +195,34 @@ def attention_weights(
             f"kind={kind!r} needs an encoder-decoder model; {type(model).__name__} has only self-attention, "
             "use kind='self'."
         )
+    if kind != "self" and target is not None and (not isinstance(target, str) or not target.strip()):
+        raise ValueError("The target text is empty: pass a target with tokens, or None to generate one.")
+    if kind != "self" and target is None and max_tokens is not None and max_new_tokens > max_tokens:
+        if not truncate:
+            raise HeatmapTooLarge(
+                f"max_new_tokens={max_new_tokens} could generate a target longer than max_tokens={max_tokens} per "
+                f"heatmap axis; lower max_new_tokens, pass truncate=True, or pass the target.",
+                f"--max-new-tokens {max_new_tokens} could generate a target longer than the cap of {max_tokens} "
+                f"tokens per heatmap axis (--max-tokens); lower --max-new-tokens, pass --truncate, or pass --target.")
+        max_new_tokens = max_tokens
+    limit = {"truncation": True, "max_length": max_tokens} if truncate and max_tokens is not None else {}
     model.eval()
     device = next(model.parameters()).device
-    encoded = tokenizer(text, return_tensors="pt").to(device)
+    encoded = tokenizer(text, return_tensors="pt", **limit).to(device)
     source = encoded["input_ids"][0].tolist()
+    if not source:
+        raise ValueError(f"The text {text!r} has no tokens: there are no tokens to draw attention between.")
+    _check_length("text", len(source), max_tokens)
     inputs = {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
     decoder_ids = None
     if is_seq2seq:
-        decoder_ids = _decoder_inputs(model, tokenizer, inputs, target, max_new_tokens)
+        decoder_ids = _decoder_inputs(model, tokenizer, inputs, target, max_new_tokens, limit)
+        if kind != "self":
+            _check_length("target", decoder_ids.shape[1], max_tokens)
         inputs["decoder_input_ids"] = decoder_ids
+    if before_forward is not None:
+        queries = len(source) if kind == "self" else decoder_ids.shape[1]
+        before_forward(queries, len(source) if kind != "decoder" else decoder_ids.shape[1])
     outputs = _forward_with_attentions(model, inputs)
     name = {"self": "encoder_attentions" if is_seq2seq else "attentions", "decoder": "decoder_attentions",
             "cross": "cross_attentions"}[kind]
@@ -173,13 +246,25 @@ def token_labels(tokenizer, ids: list[int]) -> list[str]:
     return labels
 
 
-def _decoder_inputs(model, tokenizer, inputs: dict, target: str | None, max_new_tokens: int) -> torch.Tensor:
+def _check_length(what: str, length: int, max_tokens: int | None) -> None:
+    if max_tokens is not None and length > max_tokens:
+        raise HeatmapTooLarge(
+            f"The {what} is {length} tokens, more than max_tokens={max_tokens} per heatmap axis; shorten it, pass "
+            f"truncate=True to draw its first {max_tokens} tokens, or raise max_tokens (at most {MAX_TOKENS_LIMIT}).",
+            f"--{what} is {length} tokens, more than the cap of {max_tokens} per heatmap axis (--max-tokens); "
+            f"shorten it, pass --truncate to draw its first {max_tokens} tokens, or raise --max-tokens (at most "
+            f"{MAX_TOKENS_LIMIT}).")
+
+
+def _decoder_inputs(model, tokenizer, inputs: dict, target: str | None, max_new_tokens: int,
+                    limit: dict) -> torch.Tensor:
     """(1, T) decoder inputs: the start token, then the target (given, or generated greedily), without its last
-    token, which no row needs as input."""
+    token, which no row needs as input. `limit` holds the tokenizer's truncation arguments."""
     config = model.config
     start = config.decoder_start_token_id if config.decoder_start_token_id is not None else config.bos_token_id
     if target is not None:
-        labels = tokenizer(text_target=target, return_tensors="pt")["input_ids"].to(inputs["input_ids"].device)
+        labels = tokenizer(text_target=target, return_tensors="pt", **limit)["input_ids"]
+        labels = labels.to(inputs["input_ids"].device)
         if labels.shape[1] == 0:
             raise ValueError("The target text is empty.")
         return torch.cat([labels.new_full((1, 1), start), labels[:, :-1]], dim=1)
@@ -209,14 +294,62 @@ def _check_index(name: str, index: int, size: int) -> int:
     return index % size
 
 
+def _num_heads(config) -> int | None:
+    """The number of attention heads, when the config names it (most do, through their attribute maps)."""
+    heads = getattr(config, "num_attention_heads", None)
+    return heads if isinstance(heads, int) and heads > 0 else None
+
+
+def _figure_inches(panels: int, queries: int, keys: int) -> tuple[float, float]:
+    """(width, height) in inches of a grid of `panels` heatmaps, at most 4 per row."""
+    columns = min(panels, 4)
+    rows = math.ceil(panels / columns)
+    side = max(3.5, 0.28 * max(queries, keys) + 1.5)  # inches: room for one label per token
+    return side * columns + 1, side * rows + 0.5
+
+
+def _check_figure_size(panels: int, queries: int, keys: int) -> None:
+    width, height = (round(inches * DPI) for inches in _figure_inches(panels, queries, keys))
+    if width * height > MAX_FIGURE_PIXELS:
+        grid = f"{panels} panels (one per head) of {queries} × {keys} tokens make" if panels > 1 else (
+            f"a panel of {queries} × {keys} tokens makes")
+        what = f"{grid} a {width} × {height}-pixel figure, more than {MAX_FIGURE_PIXELS // 10**6} million pixels"
+        raise HeatmapTooLarge(
+            f"{what}; draw one head (head=0) or the mean over heads (head='mean'), or a shorter text.",
+            f"{what}; draw one head (--head 0) or the mean over heads (--head mean), or a shorter text.")
+
+
+def output_path(path: str | os.PathLike) -> Path:
+    """The file a heatmap given `path` is written to; raises a ValueError when it cannot be written.
+
+    An existing folder, or a string ending with a path separator, gets `DEFAULT_FILE_NAME` inside it; a name without
+    a suffix gets ".png" (as matplotlib does). The suffix must be a format matplotlib writes.
+    """
+    name = os.fspath(path)
+    if not name.strip():
+        raise ValueError("The output path is empty: pass a .png file name.")
+    file = Path(name).expanduser()
+    if file.is_dir() or name.endswith(("/", os.sep)) or (os.altsep and name.endswith(os.altsep)):
+        file = file / DEFAULT_FILE_NAME
+    elif not file.suffix:
+        file = file.with_name(file.name + ".png")
+    formats = FigureCanvasAgg.get_supported_filetypes()
+    if file.suffix[1:].lower() not in formats:
+        raise ValueError(f"Cannot write {name}: matplotlib does not write {file.suffix!r} files; use .png (or one of "
+                         f"{', '.join('.' + f for f in sorted(formats))}).")
+    existing = next(parent for parent in file.parents if parent.exists())  # "." at worst
+    if not existing.is_dir():
+        raise ValueError(f"Cannot write {name}: {existing} is a file, not a folder.")
+    return file
+
+
 def _draw(weights: np.ndarray, query_tokens: list[str], key_tokens: list[str], *, kind: str, layer: int,
           head: int | str | None) -> Figure:
     """One heatmap panel per head in a grid (weights (H, Q, K)), or a single panel (weights (Q, K))."""
     panels = weights if weights.ndim == 3 else weights[None]
     columns = min(len(panels), 4)
     rows = math.ceil(len(panels) / columns)
-    side = max(3.5, 0.28 * max(len(query_tokens), len(key_tokens)) + 1.5)  # inches: room for one label per token
-    figure = Figure(figsize=(side * columns + 1, side * rows + 0.5), layout="constrained")
+    figure = Figure(figsize=_figure_inches(len(panels), len(query_tokens), len(key_tokens)), layout="constrained")
     FigureCanvasAgg(figure)  # a canvas without pyplot: no global state, nothing to close
     axes = figure.subplots(rows, columns, squeeze=False)
     what = {"self": "self-attention", "decoder": "decoder self-attention", "cross": "cross-attention"}[kind]
@@ -247,21 +380,54 @@ def add_attention_map_command(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--model", required=True, help="checkpoint folder (model, config and tokenizer)")
     parser.add_argument("--text", required=True, help="input text (the source for an encoder-decoder model)")
-    parser.add_argument("--out", default="attention_map.png", help="PNG file to write (default: %(default)s)")
+    parser.add_argument("--out", default=DEFAULT_FILE_NAME,
+                        help=f"PNG file to write, or a folder to write {DEFAULT_FILE_NAME} in (default: %(default)s)")
     parser.add_argument("--layer", type=int, default=None, help="layer index, negative from the end (default: last)")
-    parser.add_argument("--head", default=None,
+    parser.add_argument("--head", type=_head, default=None,
                         help="head index, or 'mean' for the average over heads (default: one panel per head)")
     parser.add_argument("--kind", choices=KINDS, default="self", help="which attention (default: %(default)s)")
     parser.add_argument("--target", default=None, help="target text for --kind decoder/cross (default: generate)")
-    parser.add_argument("--max-new-tokens", type=int, default=20, help="length of a generated target")
+    parser.add_argument("--max-new-tokens", type=_positive_int(), default=20, help="length of a generated target")
+    parser.add_argument("--max-tokens", type=_positive_int(MAX_TOKENS_LIMIT), default=MAX_TOKENS,
+                        help=f"most tokens per axis, up to {MAX_TOKENS_LIMIT}; a longer text is refused unless "
+                        "--truncate (default: %(default)s)")
+    parser.add_argument("--truncate", action="store_true", help="draw the first --max-tokens tokens of a longer text")
     parser.add_argument("--trust-remote-code", action="store_true", help="load code shipped with the checkpoint")
     parser.set_defaults(run=_run_attention_map)
 
 
+def _head(value: str) -> int | str:
+    if value == "mean":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a head index (an integer) or 'mean', got {value!r}") from None
+
+
+def _positive_int(largest: int | None = None) -> Callable[[str], int]:
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            number = 0
+        if number < 1 or (largest is not None and number > largest):
+            allowed = f"1 … {largest}" if largest is not None else "a positive integer"
+            raise argparse.ArgumentTypeError(f"must be {allowed}, got {value!r}")
+        return number
+
+    return parse
+
+
 def load_model_and_tokenizer(directory: str | Path, *, trust_remote_code: bool = False):
-    """The model of a checkpoint folder with the head that fits its family, and its tokenizer."""
+    """The model of a checkpoint folder with the head that fits its family, and its tokenizer.
+
+    Raises:
+        ValueError: When `directory` is a local path but not a checkpoint folder with a tokenizer.
+    """
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
+    directory = check_checkpoint(directory, argument="directory", tokenizer=True)
     config = AutoConfig.from_pretrained(directory, trust_remote_code=trust_remote_code)
     if getattr(config, "is_encoder_decoder", False):
         auto = AutoModelForSeq2SeqLM  # generate() is needed to draw a target
@@ -275,14 +441,25 @@ def load_model_and_tokenizer(directory: str | Path, *, trust_remote_code: bool =
 
 
 def _run_attention_map(args: argparse.Namespace) -> int:
-    head = args.head
-    if head is not None and head != "mean":
-        try:
-            head = int(head)
-        except ValueError:
-            raise SystemExit(f"--head must be an integer or 'mean', got {head!r}") from None
-    model, tokenizer = load_model_and_tokenizer(args.model, trust_remote_code=args.trust_remote_code)
-    result = plot_attention(model, tokenizer, args.text, layer=args.layer, head=head, kind=args.kind,
-                            target=args.target, path=args.out, max_new_tokens=args.max_new_tokens)
+    # Everything that can be checked without the model is checked before loading it.
+    if not args.text.strip():
+        raise ValueError("--text is empty: there are no tokens to draw attention between.")
+    if args.target is not None and args.kind == "self":
+        raise ValueError("--target is only drawn with --kind decoder or --kind cross (the decoder attention of an "
+                         "encoder-decoder model); --kind self draws the text's self-attention.")
+    if args.target is not None and not args.target.strip():
+        raise ValueError("--target is empty: pass a target text, or leave --target out to generate one.")
+    try:
+        out = output_path(args.out)
+    except ValueError as error:
+        raise ValueError(f"--out: {error}") from None
+    folder = check_checkpoint(args.model, argument="--model", tokenizer=True)
+    model, tokenizer = load_model_and_tokenizer(folder, trust_remote_code=args.trust_remote_code)
+    try:
+        result = plot_attention(model, tokenizer, args.text, layer=args.layer, head=args.head, kind=args.kind,
+                                target=args.target, path=out, max_new_tokens=args.max_new_tokens,
+                                max_tokens=args.max_tokens, truncate=args.truncate)
+    except HeatmapTooLarge as error:
+        raise ValueError(error.cli_message) from None
     print(f"wrote {result.path}: layer {result.layer}, {len(result.query_tokens)} × {len(result.key_tokens)} tokens")
     return 0

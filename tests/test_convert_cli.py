@@ -17,6 +17,7 @@ from transformers import (
 
 import hf_attention  # noqa: F401  (registers the Auto classes)
 from hf_attention.cli import main
+from hf_attention.convert import convert_checkpoint
 
 AUTO = {"gpt2": AutoModelForCausalLM, "llama": AutoModelForCausalLM, "bert": AutoModel,
         "bert_mlm": AutoModelForMaskedLM, "bart": AutoModelForSeq2SeqLM, "t5": AutoModelForSeq2SeqLM}
@@ -64,7 +65,11 @@ def test_convert_without_tokenizer(tmp_path, caplog):
     assert not (tmp_path / "converted" / "tokenizer.json").exists()
 
 
-def test_convert_refuses_unsupported_model_type(tmp_path):
-    RobertaConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=4).save_pretrained(tmp_path)
+def test_convert_refuses_unsupported_model_type(tmp_path, capsys):
+    source = tmp_path / "roberta"
+    RobertaConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=4).save_pretrained(source)
+    assert main(["convert", str(source), str(tmp_path / "out")]) == 1
+    assert "error: " in capsys.readouterr().err.splitlines()[-1]
     with pytest.raises(ValueError, match="model_type 'roberta' is not supported"):
-        main(["convert", str(tmp_path), str(tmp_path / "out")])
+        convert_checkpoint(str(source), tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -124,7 +124,8 @@ def _write_export(model, tokenizer, directory: Path, *, objective: str, card: di
             and model.config.model_type.startswith("hf_attention"):
         from hf_attention.visualize import plot_attention
 
-        plot_attention(model, tokenizer, heatmap_text, kind="cross", head="mean", path=directory / HEATMAP)
+        plot_attention(model, tokenizer, heatmap_text, kind="cross", head="mean", path=directory / HEATMAP,
+                       truncate=True)  # a long sample: its first tokens, not a refusal
         plt.close("all")
         figures.append(f"![cross-attention, last layer, mean over heads]({HEATMAP})\n")
     (directory / "README.md").write_text(render_card({**card, "extra_figures": "".join(figures)}))

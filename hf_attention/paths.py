@@ -1,0 +1,64 @@
+"""Checks of checkpoint paths given on the command line (or to the loading helpers), done before any loading.
+
+A name is either a local folder or a Hub id ("name" or "owner/name"). transformers tries a missing folder as a Hub id,
+which gives a confusing repo-id error, or network retries for a relative path such as `runs/x/final`. A name that
+looks like a path is therefore checked here first: no such folder, a file instead of a folder, or a folder that is
+not a checkpoint each get a clear error that names the argument.
+
+This module is outside the remote-code closure.
+"""
+
+import os
+import re
+from pathlib import Path
+
+# Files of which at least one is in every saved tokenizer (fast or slow, BPE, WordPiece or SentencePiece).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "vocab.txt", "tokenizer.model",
+                   "spiece.model", "source.spm", "sentencepiece.bpe.model")
+
+# One part of a Hub id: letters, digits, "-", "_" and ".", not starting or ending with "-" or ".".
+_HUB_ID_PART = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?")
+
+
+def looks_like_local_path(name: str) -> bool:
+    """Whether `name` can only mean a local path, not a Hub id.
+
+    True when it exists; starts with ".", "/" or "~"; holds a backslash, a ":" or more than one "/"; is not a valid
+    "name" / "owner/name" Hub id; or its first part exists locally (`runs/final` when a `runs` folder is here).
+    """
+    if os.path.lexists(name) or name.startswith((".", "/", "~")) or "\\" in name or ":" in name:
+        return True
+    if os.altsep and os.altsep in name:
+        return True
+    parts = name.split("/")
+    if len(parts) > 2 or not all(_HUB_ID_PART.fullmatch(part) and ".." not in part for part in parts):
+        return True
+    return len(parts) == 2 and os.path.lexists(parts[0])
+
+
+def check_checkpoint(name: str | os.PathLike, *, argument: str, tokenizer: bool = False) -> str:
+    """Return the checkpoint `name` to load (with "~" expanded), or raise a ValueError that names `argument`.
+
+    A Hub id is returned unchanged (it cannot be checked without a network). A local path must be a folder holding a
+    config.json and, when `tokenizer` is true, a saved tokenizer.
+    """
+    name = os.fspath(name)
+    if not name.strip():
+        raise ValueError(f"{argument} is empty: pass a checkpoint folder or a Hub id (owner/name).")
+    if not looks_like_local_path(name):
+        return name
+    path = Path(name).expanduser()
+    if not path.exists():
+        missing = next((str(p) for p in reversed([path, *path.parents]) if not p.exists()), name)
+        detail = "" if missing == str(path) else f" ({missing} does not exist)"
+        raise ValueError(f"{argument}: no such folder: {name}{detail}")
+    if not path.is_dir():
+        raise ValueError(f"{argument}: {name} is a file, not a checkpoint folder; pass the folder that holds "
+                         "config.json.")
+    if not (path / "config.json").is_file():
+        raise ValueError(f"{argument}: {name} has no config.json, so it is not a checkpoint folder (save one with "
+                         "model.save_pretrained).")
+    if tokenizer and not any((path / file).is_file() for file in TOKENIZER_FILES):
+        raise ValueError(f"{argument}: {name} holds no tokenizer (none of {', '.join(TOKENIZER_FILES)}); save it "
+                         "there with tokenizer.save_pretrained.")
+    return str(path)
