@@ -47,7 +47,7 @@ from .layers import (
     make_norm,
     maybe_dropout,
 )
-from .losses import linear_cross_entropy, token_cross_entropy
+from .losses import check_labels, linear_cross_entropy, token_cross_entropy
 from .masks import causal_mask, check_attention_mask, combine, fit_to_length, has_padding, padding_mask
 from .positional import POSITIONAL_ENCODINGS, LearnedPositionalEmbedding
 
@@ -105,6 +105,20 @@ def build_layer(config: HFAttentionConfigBase, layer_idx: int, *, is_decoder: bo
         common["cross_attn"] = build_attention(config, layer_idx, is_causal=False, is_cross=True)
         common["cross_attn_norm"] = norm()
     return DecoderLayer(**common)
+
+
+def _label_shape(inputs: Tensor | None, rank: int, logits_to_keep: int | Tensor = 0) -> tuple[int, ...] | None:
+    """The (batch, length) a head's labels must have: one per position of `inputs` whose logits are computed.
+
+    None when `inputs` is missing or malformed (2-D ids or 3-D embeddings expected): the stack reports that itself.
+    """
+    if not isinstance(inputs, Tensor) or inputs.dim() != rank:
+        return None
+    batch, length = inputs.shape[:2]
+    kept = _logit_slice(logits_to_keep)
+    if isinstance(kept, slice):
+        return (batch, len(range(length)[kept]))
+    return (batch, *kept.shape)
 
 
 def shift_tokens_right(labels: Tensor, pad_token_id: int, decoder_start_token_id: int) -> Tensor:
@@ -491,6 +505,9 @@ class HFAttentionForMaskedLM(HFAttentionEncoderPreTrainedModel):
     ) -> MaskedLMOutput | tuple:
         """Logits (B, T, V); `labels` (B, T) with -100 on unmasked positions give the token-averaged loss."""
         return_dict = self.config.return_dict if return_dict is None else return_dict
+        if labels is not None:
+            check_labels(labels, _label_shape(input_ids, 2) or _label_shape(inputs_embeds, 3), self.config.vocab_size,
+                         "vocab_size", per="input token")
         outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
                              position_ids=position_ids, inputs_embeds=inputs_embeds,
                              output_attentions=output_attentions, output_hidden_states=output_hidden_states,
@@ -584,6 +601,9 @@ class HFAttentionForTokenClassification(HFAttentionEncoderPreTrainedModel):
     ) -> TokenClassifierOutput | tuple:
         """Logits (B, T, num_labels); labels (B, T) with -100 on ignored tokens."""
         return_dict = self.config.return_dict if return_dict is None else return_dict
+        if labels is not None:
+            check_labels(labels, _label_shape(input_ids, 2) or _label_shape(inputs_embeds, 3), self.num_labels,
+                         "num_labels", per="input token")
         outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
                              position_ids=position_ids, inputs_embeds=inputs_embeds,
                              output_attentions=output_attentions, output_hidden_states=output_hidden_states,
@@ -692,6 +712,9 @@ class HFAttentionForCausalLM(_KeepPaddingMaskForGeneration, HFAttentionDecoderPr
     ) -> CausalLMOutputWithCrossAttentions | tuple:
         """Logits (B, T, V). `labels` (B, T) are the inputs themselves: the loss predicts token t+1 from ≤ t."""
         return_dict = self.config.return_dict if return_dict is None else return_dict
+        if labels is not None:
+            shape = _label_shape(input_ids, 2, logits_to_keep) or _label_shape(inputs_embeds, 3, logits_to_keep)
+            check_labels(labels, shape, self.config.vocab_size, "vocab_size", per="input token")
         outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                              past_key_values=past_key_values, inputs_embeds=inputs_embeds, use_cache=use_cache,
                              output_attentions=output_attentions, output_hidden_states=output_hidden_states,
@@ -844,8 +867,14 @@ class HFAttentionForSeq2SeqLM(_KeepPaddingMaskForGeneration, HFAttentionSeq2SeqP
         """Logits (B, T, V). With `labels` (B, T) and no decoder inputs, the decoder is teacher-forced on the labels
         shifted right, and the loss predicts label t from labels < t."""
         return_dict = self.config.return_dict if return_dict is None else return_dict
-        if labels is not None and decoder_input_ids is None and decoder_inputs_embeds is None:
-            decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+        if labels is not None:
+            teacher_forced = decoder_input_ids is None and decoder_inputs_embeds is None
+            shape = None if teacher_forced else (_label_shape(decoder_input_ids, 2, logits_to_keep)
+                                                 or _label_shape(decoder_inputs_embeds, 3, logits_to_keep))
+            check_labels(labels, shape, self.config.vocab_size, "vocab_size", per="decoder input token",
+                         any_2d=teacher_forced)
+            if teacher_forced:
+                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
         outputs = self.model(
             input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask, encoder_outputs=encoder_outputs,
