@@ -2,10 +2,14 @@
 
 One shared base holds every knob; each family adds its layer counts and its `model_type`. Variant choices are plain
 strings checked against the tuples below, so `config.json` stays JSON and a typo fails at construction time with an
-error that names the field, the value and what is allowed.
+error that names the field, the value and what is allowed. Every field of ours is type- and range-checked whenever it
+is set (booleans must be real booleans, numbers real numbers, not strings), so a hand-edited `config.json` fails on
+load with the same errors. Keys we do not know are stored on the config, as `PretrainedConfig` does.
 
-This file is shipped with every checkpoint (remote code) and imports only `transformers`.
+This file is shipped with every checkpoint (remote code) and imports only the standard library and `transformers`.
 """
+
+import math
 
 from transformers import PretrainedConfig
 
@@ -25,18 +29,102 @@ def _check_choice(field: str, value, allowed: tuple) -> None:
         raise ValueError(f"{field}={value!r} is not supported; allowed values are {', '.join(map(repr, allowed))}.")
 
 
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    """A finite int or float (not a bool, not a string such as "0.1")."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _check_positive(field: str, value) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+    if not _is_int(value) or value <= 0:
         raise ValueError(f"{field}={value!r} must be a positive integer.")
 
 
+def _check_non_negative(field: str, value) -> None:
+    if not _is_int(value) or value < 0:
+        raise ValueError(f"{field}={value!r} must be an integer >= 0.")
+
+
 def _check_probability(field: str, value) -> None:
-    if not 0.0 <= float(value) < 1.0:
-        raise ValueError(f"{field}={value!r} must be a probability in [0, 1).")
+    if not _is_number(value) or not 0.0 <= value < 1.0:
+        raise ValueError(f"{field}={value!r} must be a probability: a number in [0, 1).")
+
+
+def _check_greater_than_zero(field: str, value) -> None:
+    if not _is_number(value) or value <= 0:
+        raise ValueError(f"{field}={value!r} must be a finite number > 0.")
+
+
+def _check_at_least_zero(field: str, value) -> None:
+    if not _is_number(value) or value < 0:
+        raise ValueError(f"{field}={value!r} must be a finite number >= 0.")
+
+
+def _check_bool(field: str, value) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(
+            f"{field}={value!r} must be True or False (a boolean: true or false in config.json), "
+            f"not a {type(value).__name__}."
+        )
+
+
+def _check_optional_bool(field: str, value) -> None:
+    if value is not None and not isinstance(value, bool):
+        raise ValueError(
+            f"{field}={value!r} must be True, False or None (true, false or null in config.json), "
+            f"not a {type(value).__name__}."
+        )
+
+
+def _optional(check):
+    def check_unless_none(field: str, value) -> None:
+        if value is not None:
+            check(field, value)
+    return check_unless_none
+
+
+def _check_token_id_type(field: str, value) -> None:
+    ids = value if field == "eos_token_id" and isinstance(value, (list, tuple)) else [value]
+    if value is not None and not all(_is_int(token) for token in ids):
+        allowed = "None, an integer token id or a list of them" if field == "eos_token_id" else (
+            "None or an integer token id")
+        raise ValueError(f"{field}={value!r} must be {allowed}.")
+
+
+# Checks of single fields, run whenever one is set (in __init__, when a config.json is loaded, and on assignment),
+# as transformers' own configs validate their fields on assignment. Checks across fields run in `_validate_knobs`.
+_FIELD_CHECKS = {
+    **dict.fromkeys(("vocab_size", "hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size",
+                     "max_position_embeddings", "relative_attention_num_buckets", "relative_attention_max_distance",
+                     "num_hidden_layers", "encoder_layers", "decoder_layers"), _check_positive),
+    "head_dim": _optional(_check_positive),
+    **dict.fromkeys(("type_vocab_size", "position_offset"), _check_non_negative),
+    **dict.fromkeys(("hidden_dropout_prob", "activation_dropout", "attention_dropout"), _check_probability),
+    "classifier_dropout": _optional(_check_probability),
+    **dict.fromkeys(("rope_theta", "layer_norm_eps"), _check_greater_than_zero),
+    "initializer_range": _check_at_least_zero,
+    **dict.fromkeys(("scale_embeddings", "attention_bias", "mlp_bias", "embedding_norm", "use_cache",
+                     "tie_word_embeddings", "lm_head_bias", "freeze_lm_head_bias", "lm_head_transform",
+                     "scale_lm_head_input"), _check_bool),
+    "final_norm": _check_optional_bool,
+    **dict.fromkeys(("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"),
+                    _check_token_id_type),
+    "attention_score": lambda field, value: _check_choice(field, value, ATTENTION_SCORES),
+    "position_encoding": lambda field, value: _check_choice(field, value, POSITION_ENCODINGS),
+    "norm_position": lambda field, value: _check_choice(field, value, NORM_POSITIONS),
+    "norm_type": lambda field, value: _check_choice(field, value, NORM_TYPES),
+    "hidden_act": lambda field, value: _check_choice(field, value, HIDDEN_ACTS),
+    "sinusoidal_layout": lambda field, value: _check_choice(field, value, SINUSOIDAL_LAYOUTS),
+    "classifier_pooling": lambda field, value: _check_choice(field, value, CLASSIFIER_POOLINGS),
+}
+TOKEN_ID_FIELDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
 
 
 class HFAttentionConfigBase(PretrainedConfig):
-    """Knobs shared by the three families (DESIGN.md §2).
+    """Knobs shared by the three families.
 
     Args:
         vocab_size: Size of the token vocabulary.
@@ -63,8 +151,11 @@ class HFAttentionConfigBase(PretrainedConfig):
         position_offset: Added to position ids before the learned-table lookup (BART reserves 2 rows).
         sinusoidal_layout: `interleaved` (sin, cos, sin, … as in the paper) or `concat` ([sin…, cos…], Marian).
         rope_theta: Base of the rotary frequencies.
-        relative_attention_num_buckets, relative_attention_max_distance: T5 bucketing of relative distances.
-        layer_norm_eps: Epsilon of the norms.
+        relative_attention_num_buckets, relative_attention_max_distance: T5 bucketing of relative distances. Half
+            the buckets (per direction in an encoder) hold exact distances, so an encoder needs at least 4 buckets and
+            a decoder 2, and max_distance must exceed the exact range (num_buckets // 4 in an encoder, // 2 in a
+            decoder), or the log-spaced buckets come out negative.
+        layer_norm_eps: Epsilon of the norms (> 0).
         hidden_dropout_prob: Dropout on embeddings and on each sub-layer output before the residual add.
         activation_dropout: Dropout inside the feed-forward network, after the activation.
         attention_dropout: Dropout on the attention weights (training only).
@@ -81,6 +172,9 @@ class HFAttentionConfigBase(PretrainedConfig):
     """
 
     keys_to_ignore_at_inference = ["past_key_values"]
+    # The stacks whose relative-position buckets the config must support: True = bidirectional (encoder), False =
+    # causal (decoder). The bucket formula needs a different minimum for each.
+    _relative_directions = (True, False)
 
     def __init__(
         self,
@@ -160,25 +254,21 @@ class HFAttentionConfigBase(PretrainedConfig):
         self.freeze_lm_head_bias = freeze_lm_head_bias
         self.lm_head_transform = lm_head_transform
         self.scale_lm_head_input = scale_lm_head_input
+        self._check_token_ids()  # before PretrainedConfig's own check, which only warns
         super().__init__(**kwargs)
         self._validate_knobs()
 
+    def __setattr__(self, key, value):
+        check = _FIELD_CHECKS.get(key)
+        if check is not None:
+            check(key, value)
+        super().__setattr__(key, value)
+
     def _validate_knobs(self) -> None:
-        """Raise ValueError naming the field, the value and what is allowed, before any module is built."""
-        for field in ("vocab_size", "hidden_size", "num_attention_heads", "num_key_value_heads",
-                      "intermediate_size", "max_position_embeddings"):
-            _check_positive(field, getattr(self, field))
-        _check_choice("attention_score", self.attention_score, ATTENTION_SCORES)
-        _check_choice("position_encoding", self.position_encoding, POSITION_ENCODINGS)
-        _check_choice("norm_position", self.norm_position, NORM_POSITIONS)
-        _check_choice("norm_type", self.norm_type, NORM_TYPES)
-        _check_choice("hidden_act", self.hidden_act, HIDDEN_ACTS)
-        _check_choice("sinusoidal_layout", self.sinusoidal_layout, SINUSOIDAL_LAYOUTS)
-        for field in ("hidden_dropout_prob", "activation_dropout", "attention_dropout"):
-            _check_probability(field, getattr(self, field))
-        for field in ("lm_head_bias", "freeze_lm_head_bias", "lm_head_transform", "scale_lm_head_input"):
-            if not isinstance(getattr(self, field), bool):
-                raise ValueError(f"{field}={getattr(self, field)!r} must be True or False.")
+        """Raise ValueError naming the field, the value and what is allowed, before any module is built.
+
+        Single fields were checked when they were set (`_FIELD_CHECKS`); this checks how they fit together.
+        """
         if self.freeze_lm_head_bias and not self.lm_head_bias:
             raise ValueError("freeze_lm_head_bias=True needs lm_head_bias=True: there is no bias to freeze.")
         if self.head_dim is None:
@@ -200,18 +290,48 @@ class HFAttentionConfigBase(PretrainedConfig):
         if self.position_encoding == "sinusoidal" and self.hidden_size % 2:
             raise ValueError(f"position_encoding='sinusoidal' needs an even hidden_size, got {self.hidden_size}.")
         if self.position_encoding == "relative":
-            _check_positive("relative_attention_num_buckets", self.relative_attention_num_buckets)
-            _check_positive("relative_attention_max_distance", self.relative_attention_max_distance)
-        if self.type_vocab_size < 0 or self.position_offset < 0:
-            raise ValueError(
-                f"type_vocab_size={self.type_vocab_size} and position_offset={self.position_offset} must be >= 0."
-            )
+            self._check_relative_buckets()
         requested = getattr(self, "_attn_implementation_internal", None)
         if isinstance(requested, str) and requested != "eager" and self.attention_score not in DOT_PRODUCT_SCORES:
             raise ValueError(
                 f"attention_score={self.attention_score!r} needs attn_implementation='eager' (got {requested!r}): "
                 f"fused kernels such as SDPA only compute dot-product scores {DOT_PRODUCT_SCORES}."
             )
+
+    def _check_relative_buckets(self) -> None:
+        """T5's bucket formula (positional.relative_position_bucket) keeps `exact` = half the buckets of a direction
+        for exact distances and spreads the rest on a log scale from `exact` to max_distance: it divides by `exact`
+        and by log(max_distance / exact), so it needs exact >= 1 and max_distance > exact (else the log buckets are
+        negative and index outside the bias table once inputs are long; transformers' T5 fails the same way)."""
+        num_buckets, max_distance = self.relative_attention_num_buckets, self.relative_attention_max_distance
+        for bidirectional in self._relative_directions:
+            stack, per_direction = ("an encoder", num_buckets // 2) if bidirectional else ("a decoder", num_buckets)
+            exact = per_direction // 2
+            if exact < 1:
+                minimum = 4 if bidirectional else 2
+                raise ValueError(
+                    f"relative_attention_num_buckets={num_buckets} is too small for {stack}: it needs at least "
+                    f"{minimum} (half the buckets{' of each direction' if bidirectional else ''} hold exact "
+                    "distances, at least one)."
+                )
+            if max_distance <= exact:
+                raise ValueError(
+                    f"relative_attention_max_distance={max_distance} must be greater than {exact}: in {stack}, "
+                    f"relative_attention_num_buckets={num_buckets} gives distances below {exact} a bucket each and "
+                    "spreads the rest on a log scale from there up to max_distance."
+                )
+
+    def _check_token_ids(self) -> None:
+        """Special token ids must be None or in [0, vocab_size): each one is embedded or compared with the logits."""
+        for field in TOKEN_ID_FIELDS:
+            value = getattr(self, field, None)
+            ids = value if isinstance(value, (list, tuple)) else [value]
+            for token in ids:
+                if token is not None and not 0 <= token < self.vocab_size:
+                    raise ValueError(
+                        f"{field}={value!r} is outside the vocabulary: token ids must be None or in "
+                        f"[0, vocab_size={self.vocab_size})."
+                    )
 
 
 
@@ -227,6 +347,7 @@ class HFAttentionEncoderConfig(HFAttentionConfigBase):
     """
 
     model_type = "hf_attention_encoder"
+    _relative_directions = (True,)
 
     def __init__(self, num_hidden_layers: int = 6, classifier_dropout: float | None = None,
                  classifier_pooling: str = "mean", **kwargs):
@@ -235,8 +356,6 @@ class HFAttentionEncoderConfig(HFAttentionConfigBase):
         self.classifier_pooling = classifier_pooling
         kwargs.setdefault("is_decoder", False)
         super().__init__(**kwargs)
-        _check_positive("num_hidden_layers", self.num_hidden_layers)
-        _check_choice("classifier_pooling", self.classifier_pooling, CLASSIFIER_POOLINGS)
 
 
 class HFAttentionDecoderConfig(HFAttentionConfigBase):
@@ -249,13 +368,13 @@ class HFAttentionDecoderConfig(HFAttentionConfigBase):
     """
 
     model_type = "hf_attention_decoder"
+    _relative_directions = (False,)
 
     def __init__(self, num_hidden_layers: int = 6, classifier_dropout: float | None = None, **kwargs):
         self.num_hidden_layers = num_hidden_layers
         self.classifier_dropout = classifier_dropout
         kwargs.setdefault("is_decoder", True)
         super().__init__(**kwargs)
-        _check_positive("num_hidden_layers", self.num_hidden_layers)
 
 
 class HFAttentionSeq2SeqConfig(HFAttentionConfigBase):
@@ -278,5 +397,4 @@ class HFAttentionSeq2SeqConfig(HFAttentionConfigBase):
         kwargs["is_encoder_decoder"] = True
         super().__init__(**kwargs)
         self.decoder_start_token_id = self.bos_token_id if decoder_start_token_id is None else decoder_start_token_id
-        _check_positive("encoder_layers", self.encoder_layers)
-        _check_positive("decoder_layers", self.decoder_layers)
+        self._check_token_ids()

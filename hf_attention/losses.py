@@ -23,6 +23,47 @@ from torch.autograd.function import once_differentiable
 CHUNK_ROWS = 512
 
 
+def check_labels(labels, shape: tuple[int, ...] | None, num_classes: int, bound: str, *, per: str,
+                 any_2d: bool = False) -> None:
+    """Raise ValueError unless `labels` are integer class ids in [0, num_classes) or -100, of the given shape.
+
+    Args:
+        labels: What the caller passed as `labels`.
+        shape: The expected shape, or None when it is not known (malformed inputs, reported by the model itself).
+        num_classes: The number of classes, named `bound` in the message ("vocab_size", "num_labels").
+        per: What each label belongs to, for the message ("input token").
+        any_2d: Accept any (batch, length) shape (the labels define the decoder inputs).
+
+    Kind and shape are free to check; the values cost one device sync, skipped under torch.compile (as the check of
+    input ids against the vocabulary).
+    """
+    if not isinstance(labels, Tensor):
+        raise TypeError(f"labels must be a torch.Tensor, got {type(labels).__name__}.")
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        raise ValueError(f"labels must hold integer class ids (torch.long), got dtype {labels.dtype}.")
+    if any_2d and labels.dim() != 2:
+        raise ValueError(f"labels has shape {tuple(labels.shape)}, expected 2-D (batch, length).")
+    if shape is not None and tuple(labels.shape) != tuple(shape):
+        raise ValueError(
+            f"labels has shape {tuple(labels.shape)}, expected {tuple(shape)}: one label per {per} whose logits are "
+            "computed (-100 where there is none)."
+        )
+    if not torch.compiler.is_compiling() and labels.numel():
+        outside = (labels >= num_classes) | ((labels < 0) & (labels != -100))
+        if bool(outside.any()):
+            bad = int(labels[outside][0])
+            raise ValueError(
+                f"labels contains {bad}, outside [0, {bound}={num_classes}); use -100 for positions without a label."
+            )
+
+
+def _check_label_shape(labels: Tensor, rows_shape: torch.Size) -> None:
+    if labels.shape != rows_shape:
+        raise ValueError(
+            f"labels has shape {tuple(labels.shape)}, expected {tuple(rows_shape)}: one label per row of logits."
+        )
+
+
 def token_cross_entropy(logits: Tensor, labels: Tensor, num_items_in_batch: Tensor | int | None = None) -> Tensor:
     """Cross-entropy summed over tokens whose label is not -100, divided by their count.
 
@@ -30,6 +71,7 @@ def token_cross_entropy(logits: Tensor, labels: Tensor, num_items_in_batch: Tens
     micro-batches and processes, so every token weighs the same however the batch was split. The softmax runs in fp32
     whatever the logits' dtype.
     """
+    _check_label_shape(labels, logits.shape[:-1])
     flat_logits, flat_labels = logits.reshape(-1, logits.shape[-1]), labels.reshape(-1).to(logits.device)
     loss = nn.functional.cross_entropy(flat_logits.float(), flat_labels, ignore_index=-100, reduction="sum")
     return _normalise(loss, labels, num_items_in_batch)
@@ -170,6 +212,7 @@ def linear_cross_entropy(hidden: Tensor, projection: nn.Linear, labels: Tensor,
     docstring); under `torch.compile`, without gradients, or when something intercepts the projection (hooks,
     adapters), they run as `projection` followed by `token_cross_entropy`. Both give the same values.
     """
+    _check_label_shape(labels, hidden.shape[:-1])  # the fused path reads labels by flat row: a mismatch is silent
     needs_grad = torch.is_grad_enabled() and (hidden.requires_grad or projection.weight.requires_grad)
     if not needs_grad or torch.compiler.is_compiling() or not fusable(projection):
         logits = projection(hidden)

@@ -47,7 +47,7 @@ from .layers import (
     make_norm,
     maybe_dropout,
 )
-from .losses import linear_cross_entropy, token_cross_entropy
+from .losses import check_labels, linear_cross_entropy, token_cross_entropy
 from .masks import (
     causal_mask,
     check_attention_mask,
@@ -114,6 +114,20 @@ def build_layer(config: HFAttentionConfigBase, layer_idx: int, *, is_decoder: bo
         common["cross_attn"] = build_attention(config, layer_idx, is_causal=False, is_cross=True)
         common["cross_attn_norm"] = norm()
     return DecoderLayer(**common)
+
+
+def _label_shape(inputs: Tensor | None, rank: int, logits_to_keep: int | Tensor = 0) -> tuple[int, ...] | None:
+    """The (batch, length) a head's labels must have: one per position of `inputs` whose logits are computed.
+
+    None when `inputs` is missing or malformed (2-D ids or 3-D embeddings expected): the stack reports that itself.
+    """
+    if not isinstance(inputs, Tensor) or inputs.dim() != rank:
+        return None
+    batch, length = inputs.shape[:2]
+    kept = _logit_slice(logits_to_keep)
+    if isinstance(kept, slice):
+        return (batch, len(range(length)[kept]))
+    return (batch, *kept.shape)
 
 
 def shift_tokens_right(labels: Tensor, pad_token_id: int, decoder_start_token_id: int) -> Tensor:
@@ -249,6 +263,8 @@ class TransformerStack(nn.Module):
         super().__init__()
         self.config = config
         self.is_decoder = is_decoder
+        # Errors name the arguments the caller passed: the decoder of an encoder-decoder gets decoder_input_ids, ...
+        self.input_prefix = "decoder_" if has_cross_attention else ""
         self.embed_tokens = embed_tokens
         self.embed_scale = math.sqrt(config.hidden_size) if config.scale_embeddings else 1.0
         self.token_type_embeddings = (
@@ -265,20 +281,73 @@ class TransformerStack(nn.Module):
         self.norm = norm() if config.final_norm else None
         self.gradient_checkpointing = False
 
-    def embed(self, input_ids: Tensor | None, inputs_embeds: Tensor | None, token_type_ids: Tensor | None) -> Tensor:
-        """Token embeddings × scale (+ token-type embeddings): (B, T) ids → (B, T, E)."""
+    def check_inputs(self, input_ids: Tensor | None, inputs_embeds: Tensor | None,
+                     token_type_ids: Tensor | None) -> tuple[int, int]:
+        """Kinds, ranks and widths of the inputs (free: shapes only, no device sync); returns (batch, length)."""
+        ids_name, embeds_name = f"{self.input_prefix}input_ids", f"{self.input_prefix}inputs_embeds"
         if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("Pass exactly one of input_ids and inputs_embeds.")
+            raise ValueError(f"Pass exactly one of {ids_name} and {embeds_name}.")
+        name, given = (ids_name, input_ids) if input_ids is not None else (embeds_name, inputs_embeds)
+        if not isinstance(given, Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(given).__name__}; tokenize with "
+                            "return_tensors='pt'.")
+        if input_ids is not None:
+            if input_ids.dim() != 2:
+                raise ValueError(
+                    f"{ids_name} has shape {tuple(input_ids.shape)}, expected 2-D (batch, length); a single text "
+                    "needs a batch axis too, e.g. ids[None] or tokenizer(text, return_tensors='pt')."
+                )
+            if not _is_integer_tensor(input_ids):
+                raise ValueError(f"{ids_name} must hold integer token ids (torch.long), got dtype {input_ids.dtype}.")
+        elif inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != self.config.hidden_size:
+            raise ValueError(
+                f"{embeds_name} has shape {tuple(inputs_embeds.shape)}, expected 3-D (batch, length, hidden_size) = "
+                f"(batch, length, {self.config.hidden_size})."
+            )
+        elif not inputs_embeds.is_floating_point():
+            raise ValueError(f"{embeds_name} must be floating point vectors, got dtype {inputs_embeds.dtype}.")
+        batch, length = given.shape[:2]
+        if token_type_ids is not None:
+            if not isinstance(token_type_ids, Tensor) or not _is_integer_tensor(token_type_ids):
+                kind = token_type_ids.dtype if isinstance(token_type_ids, Tensor) else type(token_type_ids).__name__
+                raise ValueError(f"token_type_ids must be an integer torch.Tensor, got {kind}.")
+            if tuple(token_type_ids.shape) != (batch, length):
+                raise ValueError(
+                    f"token_type_ids has shape {tuple(token_type_ids.shape)}, expected (batch, length) = "
+                    f"({batch}, {length}): one segment id per token of {name}."
+                )
+        return batch, length
+
+    def embed(self, input_ids: Tensor | None, inputs_embeds: Tensor | None, token_type_ids: Tensor | None) -> Tensor:
+        """Token embeddings × scale (+ token-type embeddings): (B, T) ids → (B, T, E). Inputs passed `check_inputs`."""
+        checking = not torch.compiler.is_compiling()
         if inputs_embeds is None:
-            if not torch.compiler.is_compiling() and input_ids.numel():
+            if checking and input_ids.numel():
                 low, high = int(input_ids.min()), int(input_ids.max())
                 if low < 0 or high >= self.config.vocab_size:
                     bad = high if high >= self.config.vocab_size else low
+                    hint = ("check decoder_start_token_id (config or generate()) and that the tokenizer matches the "
+                            "model's vocab_size") if self.input_prefix else (
+                            "check that the tokenizer matches the model's vocab_size")
                     raise ValueError(
-                        f"input_ids contains token id {bad}, outside the vocabulary [0, {self.config.vocab_size}); "
-                        "check that the tokenizer matches the model's vocab_size."
+                        f"{self.input_prefix}input_ids contains token id {bad}, outside the vocabulary "
+                        f"[0, {self.config.vocab_size}); {hint}."
                     )
             inputs_embeds = self.embed_tokens(input_ids)
+        if token_type_ids is not None and checking and token_type_ids.numel():
+            low, high = int(token_type_ids.min()), int(token_type_ids.max())
+            types = self.config.type_vocab_size
+            if low < 0 or high >= max(types, 1):
+                bad = low if low < 0 else high
+                if types:
+                    raise ValueError(
+                        f"token_type_ids contains segment id {bad}, outside [0, type_vocab_size={types})."
+                    )
+                raise ValueError(
+                    f"token_type_ids contains segment id {bad}, but the model has no token-type embeddings "
+                    "(type_vocab_size=0): only 0, what tokenizers return for single texts, is accepted; set "
+                    "type_vocab_size to use segments."
+                )
         # ×1 would still be a pass over (B, T, E), forward and backward
         hidden = inputs_embeds * self.embed_scale if self.embed_scale != 1.0 else inputs_embeds
         if self.token_type_embeddings is not None:
@@ -307,8 +376,7 @@ class TransformerStack(nn.Module):
         causality included). Position ids default to the number of real tokens before each token, which keeps
         every positional scheme right under left padding and caching.
         """
-        hidden = self.embed(input_ids, inputs_embeds, token_type_ids)  # (B, T, E)
-        batch, length = hidden.shape[:2]
+        batch, length = self.check_inputs(input_ids, inputs_embeds, token_type_ids)
         if length == 0:
             # generate() would otherwise fail later with an IndexError on the empty logits.
             raise ValueError("The input is empty (0 tokens); pass at least one token, e.g. the bos token as a prompt.")
@@ -321,11 +389,15 @@ class TransformerStack(nn.Module):
         if ready_mask is not None:
             attention_mask = None
         checking = not torch.compiler.is_compiling()
+        mask_name = f"{self.input_prefix}attention_mask"
         if checking:
-            check_attention_mask(attention_mask, batch, int(past) + length, "attention_mask")
+            check_attention_mask(attention_mask, batch, int(past) + length, mask_name)
+            if ready_mask is not None:
+                self._check_ready_mask(ready_mask, batch, length, key_length, mask_name)
             if encoder_hidden_states is not None:
                 check_attention_mask(encoder_attention_mask, batch, encoder_hidden_states.shape[1],
                                      "encoder_attention_mask")
+        hidden = self.embed(input_ids, inputs_embeds, token_type_ids)  # (B, T, E)
         documents = None
         if position_ids is not None and attention_mask is None and ready_mask is None and past_key_values is None:
             documents = self._packed_documents(position_ids, batch, checking)
@@ -390,6 +462,17 @@ class TransformerStack(nn.Module):
             return None
         return documents
 
+    def _check_ready_mask(self, mask: Tensor, batch: int, length: int, key_length: int, name: str) -> None:
+        """A 4-D mask must broadcast to (batch, heads, T, S) = (B|1, 1|H, new tokens, cached + new tokens)."""
+        heads = self.config.num_attention_heads
+        batch_ok, heads_ok = mask.shape[0] in (1, batch), mask.shape[1] in (1, heads)
+        if not (batch_ok and heads_ok and tuple(mask.shape[2:]) == (length, key_length)):
+            raise ValueError(
+                f"{name} is 4-D with shape {tuple(mask.shape)}, expected (batch, heads, query length, key length) = "
+                f"({batch} or 1, 1 or {heads}, {length}, {key_length}): True/0 where a query may attend to a key, "
+                "cached keys included; or pass a 2-D (batch, length) 0/1 padding mask."
+            )
+
     def _positions(self, attention_mask: Tensor | None, position_ids: Tensor | None, length: int, key_length: int,
                    past) -> tuple[Tensor, Tensor]:
         """Query positions (B|1, T) and key positions (B|1, S).
@@ -441,6 +524,10 @@ def _options(config: HFAttentionConfigBase, output_attentions, output_hidden_sta
         config.output_hidden_states if output_hidden_states is None else output_hidden_states,
         config.return_dict if return_dict is None else return_dict,
     )
+
+
+def _is_integer_tensor(tensor: Tensor) -> bool:
+    return not (tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool)
 
 
 def _logit_slice(logits_to_keep: int | Tensor) -> slice | Tensor:
@@ -525,6 +612,9 @@ class HFAttentionForMaskedLM(HFAttentionEncoderPreTrainedModel):
     ) -> MaskedLMOutput | tuple:
         """Logits (B, T, V); `labels` (B, T) with -100 on unmasked positions give the token-averaged loss."""
         return_dict = self.config.return_dict if return_dict is None else return_dict
+        if labels is not None:
+            check_labels(labels, _label_shape(input_ids, 2) or _label_shape(inputs_embeds, 3), self.config.vocab_size,
+                         "vocab_size", per="input token")
         outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
                              position_ids=position_ids, inputs_embeds=inputs_embeds,
                              output_attentions=output_attentions, output_hidden_states=output_hidden_states,
@@ -618,6 +708,9 @@ class HFAttentionForTokenClassification(HFAttentionEncoderPreTrainedModel):
     ) -> TokenClassifierOutput | tuple:
         """Logits (B, T, num_labels); labels (B, T) with -100 on ignored tokens."""
         return_dict = self.config.return_dict if return_dict is None else return_dict
+        if labels is not None:
+            check_labels(labels, _label_shape(input_ids, 2) or _label_shape(inputs_embeds, 3), self.num_labels,
+                         "num_labels", per="input token")
         outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
                              position_ids=position_ids, inputs_embeds=inputs_embeds,
                              output_attentions=output_attentions, output_hidden_states=output_hidden_states,
@@ -688,7 +781,8 @@ class HFAttentionDecoderModel(HFAttentionDecoderPreTrainedModel):
 
 
 class _KeepPaddingMaskForGeneration:
-    """Mixin for generative heads: hand the 2D padding mask to the model unchanged, also with static caches.
+    """Mixin for generative heads: hand the 2D padding mask to the model unchanged, also with static caches, and
+    refuse an empty batch with a clear error.
 
     `generate()` otherwise turns it into a 4D mask for compilable caches; the stack needs the 2D mask to count
     real tokens (positions under left padding, ALiBi and relative-bucket distances) and builds its masks itself.
@@ -696,6 +790,16 @@ class _KeepPaddingMaskForGeneration:
 
     def create_masks_for_generate(self, *, attention_mask: Tensor | None = None, **kwargs) -> Tensor | None:
         return attention_mask
+
+    def _prepare_model_inputs(self, inputs=None, bos_token_id=None, model_kwargs=None):
+        inputs, input_name, model_kwargs = super()._prepare_model_inputs(inputs, bos_token_id, model_kwargs)
+        # An empty batch would otherwise fail inside generate()'s stopping checks (max() of an empty tensor).
+        if isinstance(inputs, Tensor) and inputs.dim() and inputs.shape[0] == 0:
+            raise ValueError(
+                f"generate() got {input_name} with shape {tuple(inputs.shape)}: a batch of 0 rows; pass at least one "
+                "prompt."
+            )
+        return inputs, input_name, model_kwargs
 
 
 class HFAttentionForCausalLM(_KeepPaddingMaskForGeneration, HFAttentionDecoderPreTrainedModel, GenerationMixin):
@@ -726,6 +830,9 @@ class HFAttentionForCausalLM(_KeepPaddingMaskForGeneration, HFAttentionDecoderPr
     ) -> CausalLMOutputWithCrossAttentions | tuple:
         """Logits (B, T, V). `labels` (B, T) are the inputs themselves: the loss predicts token t+1 from ≤ t."""
         return_dict = self.config.return_dict if return_dict is None else return_dict
+        if labels is not None:
+            shape = _label_shape(input_ids, 2, logits_to_keep) or _label_shape(inputs_embeds, 3, logits_to_keep)
+            check_labels(labels, shape, self.config.vocab_size, "vocab_size", per="input token")
         outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                              past_key_values=past_key_values, inputs_embeds=inputs_embeds, use_cache=use_cache,
                              output_attentions=output_attentions, output_hidden_states=output_hidden_states,
@@ -803,6 +910,12 @@ class HFAttentionSeq2SeqModel(HFAttentionSeq2SeqPreTrainedModel):
         **kwargs,
     ) -> Seq2SeqModelOutput | tuple:
         """Source (B, S) and target-so-far (B, T) → decoder states (B, T, E); the encoder runs once per generation."""
+        if decoder_input_ids is None and decoder_inputs_embeds is None:
+            raise ValueError(
+                "The decoder got no input: pass decoder_input_ids or decoder_inputs_embeds (at least the "
+                "decoder_start_token_id), or labels, from which HFAttentionForSeq2SeqLM builds the decoder inputs "
+                "(the labels shifted right); generate() starts the decoder itself."
+            )
         output_attentions, output_hidden_states, return_dict = _options(
             self.config, output_attentions, output_hidden_states, return_dict)
         if encoder_outputs is None:
@@ -854,7 +967,25 @@ class HFAttentionForSeq2SeqLM(_KeepPaddingMaskForGeneration, HFAttentionSeq2SeqP
             raise ValueError(
                 "pad_token_id and decoder_start_token_id must be set to build decoder inputs from labels."
             )
+        for field in ("pad_token_id", "decoder_start_token_id"):
+            value = getattr(self.config, field)
+            if not 0 <= value < self.config.vocab_size:
+                raise ValueError(f"config.{field}={value} is outside the vocabulary [0, {self.config.vocab_size}).")
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    def _prepare_decoder_input_ids_for_generation(self, batch_size, model_input_name, model_kwargs,
+                                                  decoder_start_token_id, device=None):
+        # generate() starts every target with this id: a wrong one would otherwise surface as an input_ids error.
+        if decoder_start_token_id is not None and not torch.compiler.is_compiling() and decoder_start_token_id.numel():
+            low, high = int(decoder_start_token_id.min()), int(decoder_start_token_id.max())
+            if low < 0 or high >= self.config.vocab_size:
+                bad = high if high >= self.config.vocab_size else low
+                raise ValueError(
+                    f"decoder_start_token_id={bad} is outside the vocabulary [0, {self.config.vocab_size}); set it "
+                    "(generate() argument, model.generation_config or config) to a token id the model knows."
+                )
+        return super()._prepare_decoder_input_ids_for_generation(
+            batch_size, model_input_name, model_kwargs, decoder_start_token_id, device)
 
     def forward(
         self,
@@ -878,8 +1009,14 @@ class HFAttentionForSeq2SeqLM(_KeepPaddingMaskForGeneration, HFAttentionSeq2SeqP
         """Logits (B, T, V). With `labels` (B, T) and no decoder inputs, the decoder is teacher-forced on the labels
         shifted right, and the loss predicts label t from labels < t."""
         return_dict = self.config.return_dict if return_dict is None else return_dict
-        if labels is not None and decoder_input_ids is None and decoder_inputs_embeds is None:
-            decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+        if labels is not None:
+            teacher_forced = decoder_input_ids is None and decoder_inputs_embeds is None
+            shape = None if teacher_forced else (_label_shape(decoder_input_ids, 2, logits_to_keep)
+                                                 or _label_shape(decoder_inputs_embeds, 3, logits_to_keep))
+            check_labels(labels, shape, self.config.vocab_size, "vocab_size", per="decoder input token",
+                         any_2d=teacher_forced)
+            if teacher_forced:
+                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
         outputs = self.model(
             input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask, encoder_outputs=encoder_outputs,

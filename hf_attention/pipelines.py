@@ -1,7 +1,7 @@
 """A text-to-text pipeline for encoder-decoder models, in-process and shipped with checkpoints.
 
 transformers 5 removed the `translation` / `text2text-generation` pipelines and refuses to re-register those names
-in-process (HF_V5_NOTES.md §6). So:
+in-process. So:
 
 - in-process, `import hf_attention` registers `Seq2SeqGenerationPipeline` as the task "hf-attention-text2text":
   `pipeline("hf-attention-text2text", model=DIR)`;
@@ -56,6 +56,10 @@ class Seq2SeqGenerationPipeline(Pipeline):
 
     def __call__(self, inputs: str | list[str], **kwargs: Any) -> list:
         """Generate for one source text or a list of them; see the module docstring for the output structure."""
+        if isinstance(inputs, (list, tuple)) and not inputs:
+            # The base Pipeline would fail with an IndexError while looking at inputs[0].
+            raise ValueError(f"{type(self).__name__} got an empty list: pass a source text or a non-empty list of "
+                             "source texts.")
         result = super().__call__(inputs, **kwargs)
         if isinstance(inputs, list) and all(len(one) == 1 for one in result):
             return [one[0] for one in result]
