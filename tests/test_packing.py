@@ -79,7 +79,8 @@ def test_packed_batch_matches_hf_reference(reference):
         hf = LlamaForCausalLM(LlamaConfig(vocab_size=99, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64))
     else:
-        hf = GPT2LMHeadModel(GPT2Config(vocab_size=99, n_embd=32, n_layer=2, n_head=4, n_positions=64))
+        hf = GPT2LMHeadModel(GPT2Config(vocab_size=99, n_embd=32, n_layer=2, n_head=4, n_positions=64,
+                                        bos_token_id=1, eos_token_id=2))
     hf.eval()
     ours = from_hf(hf).eval()
     texts = _texts()
