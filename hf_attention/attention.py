@@ -167,6 +167,12 @@ def sdpa_attention_forward(
     folded into a float mask with −inf where attention is not allowed, which the kernel turns into zero rows.
     Arguments as in `eager_attention_forward`; returns (B, T, H, D) and None.
     """
+    if position_bias is not None and torch.compiler.is_exporting():
+        # torch.export's decomposition of the kernel with a float bias mask does not survive ONNX translation (NaN
+        # rows, a failing reshape); the written-out path computes the same attention and exports cleanly.
+        output, _ = eager_attention_forward(module, query, key, value, attention_mask, scaling=scaling,
+                                            dropout=dropout, position_bias=position_bias, is_causal=is_causal)
+        return output, None
     groups = query.shape[1] // key.shape[1]
     key, value = repeat_kv(key, groups), repeat_kv(value, groups)  # (B, H, S, D)
     output_dtype = value.dtype
@@ -185,6 +191,8 @@ def sdpa_attention_forward(
     if use_causal_flag and query.shape[2] != key.shape[2]:
         mask = causal_mask(query.shape[2], key.shape[2], key.shape[2] - query.shape[2], query.device)
         use_causal_flag = False
+    if isinstance(use_causal_flag, Tensor):  # shapes are tensors under torch.jit.trace; the kernel wants a bool
+        use_causal_flag = bool(use_causal_flag)
     if position_bias is not None:
         bias = position_bias.to(query.dtype)
         if use_causal_flag:
