@@ -264,6 +264,27 @@ class HFAttentionConfigBase(PretrainedConfig):
             check(key, value)
         super().__setattr__(key, value)
 
+    @property
+    def logit_scale(self) -> float | None:
+        """The factor on the vocabulary logits when `scale_lm_head_input` is the only head option, else None.
+
+        Clients that project the last hidden state themselves (TRL's fused LM head) read this name, as for Cohere's
+        models: (s·h)Wᵀ = s·(hWᵀ) holds without a bias, so they compute this model's logits.
+        """
+        if self.scale_lm_head_input and not self.lm_head_bias and not self.lm_head_transform:
+            return self.hidden_size**-0.5
+        return None
+
+    def head_options_outside_the_projection(self) -> str | None:
+        """The head options a client that computes logits as logit_scale · (h Wᵀ + b) from the last hidden state
+        cannot reproduce (named for its error message), or None."""
+        if self.lm_head_transform:
+            return "lm_head_transform=True (a dense → activation → norm transform before the vocabulary projection)"
+        if self.scale_lm_head_input and self.lm_head_bias:
+            return ("scale_lm_head_input=True with lm_head_bias=True (the scale applies before the bias, so it is not "
+                    "a factor on the logits)")
+        return None
+
     def _validate_knobs(self) -> None:
         """Raise ValueError naming the field, the value and what is allowed, before any module is built.
 

@@ -813,6 +813,23 @@ class HFAttentionForCausalLM(_KeepPaddingMaskForGeneration, HFAttentionDecoderPr
         self._build_lm_head(config)
         self.post_init()
 
+    def __setattr__(self, name: str, value) -> None:
+        """Refuse a replacement `forward` from TRL (its fused LM head computes the loss from the backbone's last
+        hidden state and `lm_head.weight`) when this head does more than that: it would train on another loss."""
+        if name == "forward":
+            # TRL's replacement copies our forward's name and module (functools.wraps); its code is still TRL's.
+            code = getattr(getattr(value, "__func__", value), "__code__", None)
+            from_trl = code is not None and "/trl/" in code.co_filename.replace("\\", "/")
+            problem = self.config.head_options_outside_the_projection()
+            if from_trl and problem is not None:
+                raise ValueError(
+                    f"This model's head uses {problem}. TRL computes the loss from the backbone's last hidden state "
+                    "and lm_head.weight (times config.logit_scale), which skips that step, so it would train on a "
+                    "loss this model does not compute. Train this configuration with its own loss (transformers' "
+                    "Trainer or training.train), or use a config without that option for TRL."
+                )
+        super().__setattr__(name, value)
+
     def forward(
         self,
         input_ids: Tensor | None = None,
