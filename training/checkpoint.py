@@ -31,6 +31,8 @@ import shutil
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from training.sharding import load_sharded_state, save_sharded_state
+
 PROGRESS_FILE = "progress.json"
 SCHEDULER_FILE = "scheduler.json"
 LATEST = "latest"
@@ -51,8 +53,10 @@ def checkpoint_root(output_dir: str | Path) -> Path:
 
 
 def save_checkpoint(accelerator, output_dir: str | Path, progress: Progress, *, scheduler=None,
-                    keep: int | None = None) -> Path:
-    """Save the full training state atomically and point `latest` at it. Called on every process."""
+                    keep: int | None = None, sharded: tuple | None = None) -> Path:
+    """Save the full training state atomically and point `latest` at it. Called on every process.
+
+    `sharded=(model, optimizer)` for a model sharded by `training.sharding` (Accelerate does not hold it)."""
     root = checkpoint_root(output_dir)
     name = f"step_{progress.step:05d}"
     final, temporary = root / name, root / f"{TEMPORARY_PREFIX}{name}"
@@ -60,7 +64,11 @@ def save_checkpoint(accelerator, output_dir: str | Path, progress: Progress, *, 
         root.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(temporary, ignore_errors=True)
     accelerator.wait_for_everyone()
-    accelerator.save_state(str(temporary))  # each process writes its RNG state; the main one the rest
+    if sharded is None:
+        accelerator.save_state(str(temporary))  # each process writes its RNG state; the main one the rest
+    else:
+        save_sharded_state(temporary, *sharded, is_main_process=accelerator.is_main_process,
+                           rank=accelerator.process_index)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         if scheduler is not None:
@@ -156,11 +164,14 @@ def read_progress(path: Path) -> Progress:
     return Progress(**values)
 
 
-def load_checkpoint(accelerator, path: Path, *, scheduler=None) -> Progress:
+def load_checkpoint(accelerator, path: Path, *, scheduler=None, sharded: tuple | None = None) -> Progress:
     """Restore model, optimizer, scheduler and RNG from `path`; return where the run was."""
     _refuse_unrestricted_pickles(Path(path))
     progress = read_progress(path)
-    accelerator.load_state(str(path))
+    if sharded is None:
+        accelerator.load_state(str(path))
+    else:
+        load_sharded_state(path, *sharded, is_main_process=accelerator.is_main_process, rank=accelerator.process_index)
     if scheduler is not None:
         scheduler.load_state_dict(_read_scheduler_state(Path(path)))
     return progress

@@ -43,6 +43,7 @@ from training import objectives as obj
 from training.args import DataArguments, ModelArguments, TrainArguments, parse_args
 from training.checkpoint import Progress, load_checkpoint, resolve_checkpoint, save_checkpoint
 from training.evaluate import bleu_chrf, evaluate_loss, translate
+from training.sharding import check_cpu_fsdp_settings, cpu_fsdp_requested, plain_copy, shard
 
 METRICS_FILE = "metrics.jsonl"
 RUN_FILES = ("checkpoints", "final", "final.partial", "final.previous", "tokenizer", "tensorboard", METRICS_FILE,
@@ -233,6 +234,9 @@ def run(model_args: ModelArguments, data_args: DataArguments, train_args: TrainA
     # Everything that can be wrong with the inputs fails here, before data is read or a step is taken.
     model_type = obj.check_model_type(objective, model_args.model_type)
     obj.check_model_config(model_type, model_config or {})
+    sharding = cpu_fsdp_requested(torch.cuda.is_available())
+    if sharding:
+        check_cpu_fsdp_settings()
     resume_path = (resolve_checkpoint(train_args.resume_from_checkpoint, train_args.output_dir)
                    if train_args.resume_from_checkpoint else None)
     output_dir = prepare_output_dir(train_args, resuming=resume_path is not None)
@@ -267,9 +271,19 @@ def run(model_args: ModelArguments, data_args: DataArguments, train_args: TrainA
                               generator=torch.Generator().manual_seed(train_args.seed))
     eval_loader, test_loader = (DataLoader(features[name], batch_size=train_args.per_device_eval_batch_size,
                                            collate_fn=collator) for name in ("validation", "test"))
-    optimizer = make_optimizer(model, train_args, accelerator.device.type)
-    model, optimizer, train_loader, eval_loader, test_loader = accelerator.prepare(
-        model, optimizer, train_loader, eval_loader, test_loader)
+    model_class, sharded = type(model), None
+    if sharding:  # FSDP on CPUs: torch's fully_shard here, since Accelerate would silently replicate the model
+        shard(model)
+        optimizer = make_optimizer(model, train_args, accelerator.device.type)
+        optimizer, train_loader, eval_loader, test_loader = accelerator.prepare(
+            optimizer, train_loader, eval_loader, test_loader)
+        sharded = (model, optimizer.optimizer)
+        accelerator.print(f"Sharded the model with FSDP2 (fully_shard) over {accelerator.num_processes} CPU "
+                          "processes.")
+    else:
+        optimizer = make_optimizer(model, train_args, accelerator.device.type)
+        model, optimizer, train_loader, eval_loader, test_loader = accelerator.prepare(
+            model, optimizer, train_loader, eval_loader, test_loader)
     windows_per_epoch = len(train_loader) // ga
     if windows_per_epoch == 0:
         raise ValueError(f"The training split gives {len(train_loader)} batches per process, fewer than "
@@ -281,7 +295,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, train_args: TrainA
 
     progress = Progress()
     if resume_path is not None:
-        progress = load_checkpoint(accelerator, resume_path, scheduler=scheduler)
+        progress = load_checkpoint(accelerator, resume_path, scheduler=scheduler, sharded=sharded)
         accelerator.print(f"Resumed from {resume_path} at step {progress.step} (epoch {progress.epoch}, "
                           f"{progress.batches_in_epoch} batches into it).")
     logger = MetricsLogger(output_dir, enabled=accelerator.is_main_process,
@@ -307,7 +321,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, train_args: TrainA
             return None
         total, grad_norm = torch.zeros((), device=accelerator.device), None
         for batch in window:
-            with accelerator.accumulate(model):
+            with accelerator.accumulate(model), accelerator.autocast():  # (a sharded model is not wrapped)
                 loss = obj.token_loss(objective, model, batch, num_items)
                 accelerator.backward(loss * accelerator.num_processes * ga)
                 total += loss.detach()
@@ -372,13 +386,15 @@ def run(model_args: ModelArguments, data_args: DataArguments, train_args: TrainA
                 metrics = evaluate_loss(accelerator, model, eval_loader, objective, seed=train_args.seed,
                                         max_batches=train_args.max_eval_batches)
                 if objective == "translation" and train_args.eval_bleu_during_training:
-                    metrics.update(_bleu(accelerator, model, tokenizer, splits["validation"], data_args,
+                    # generate() runs a different number of steps per process: not with a sharded model
+                    generator = plain_copy(model, model_class) if sharded else model
+                    metrics.update(_bleu(accelerator, generator, tokenizer, splits["validation"], data_args,
                                          train_args, limit=200)[0])
                 logger.log(step, {f"eval/{k}": v for k, v in metrics.items()})
                 accelerator.print(f"step {step}: " + ", ".join(f"eval {k} {v:.4g}" for k, v in metrics.items()))
             if train_args.save_steps and step % train_args.save_steps == 0:
                 save_checkpoint(accelerator, output_dir, progress, scheduler=scheduler,
-                                keep=train_args.save_total_limit)
+                                keep=train_args.save_total_limit, sharded=sharded)
             if step >= total_steps:
                 break
         else:  # the epoch ran out (a trailing partial window is dropped)
@@ -392,6 +408,8 @@ def run(model_args: ModelArguments, data_args: DataArguments, train_args: TrainA
         warnings.warn(f"{skipped_windows} accumulation window(s) held no target token (e.g. no token was masked) "
                       "and were skipped without an optimizer step.", stacklevel=2)
     train_seconds = time.time() - train_started
+    if sharded:  # evaluation, generation and the export use the gathered weights
+        model = plain_copy(model, model_class)
 
     results = finish(accelerator, model, tokenizer, splits, eval_loader, test_loader, objective, model_args,
                      data_args, train_args, model_config or {}, logger, progress, started, train_seconds)
