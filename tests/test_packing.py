@@ -103,3 +103,67 @@ def test_seq2seq_decoder_self_attention_splits_too():
         packed = model(source, decoder_input_ids=ids, decoder_position_ids=positions, use_cache=False).logits
         alone = model(source, decoder_input_ids=texts[2], use_cache=False).logits
     torch.testing.assert_close(_pieces(packed)[2], alone, rtol=0, atol=1e-5)
+
+
+# ------------------------------------------------------------------------------- padding-free causal LM training
+
+def _document_features(packed: bool, block_size: int = 48):
+    import datasets
+    from text_fixtures import make_tokenizer, pydoc_paragraphs
+
+    from training.data import causal_lm_document_features
+
+    texts = pydoc_paragraphs(60)
+    tokenizer = make_tokenizer("decoder", texts)
+    split = datasets.Dataset.from_dict({"text": texts})
+    return tokenizer, causal_lm_document_features(split, tokenizer, block_size=block_size, packed=packed)
+
+
+def _pieces_of(row: dict) -> list[tuple[int, ...]]:
+    starts = [i for i, p in enumerate(row["position_ids"]) if p == 0] + [len(row["input_ids"])]
+    return [tuple(row["input_ids"][a:b]) for a, b in zip(starts, starts[1:], strict=False)]
+
+
+def test_packed_rows_hold_the_padded_rows_texts_with_restarting_positions():
+    _, padded = _document_features(packed=False)
+    _, packed = _document_features(packed=True)
+    assert len(packed) < len(padded)  # fewer, fuller rows
+    assert all(len(row["input_ids"]) <= 48 for row in packed)
+    pieces = sorted(piece for row in packed for piece in _pieces_of(row))
+    assert pieces == sorted(tuple(row["input_ids"]) for row in padded)
+    for row in packed:
+        starts = {i for i, p in enumerate(row["position_ids"]) if p == 0}
+        assert all((row["labels"][i] == -100) == (i in starts) for i in range(len(row["labels"])))
+
+
+def test_a_padding_free_batch_has_the_loss_of_the_padded_batch():
+    """The same texts, one per row and padded, or laid end to end in one row: the same token-normalised loss."""
+    from training.args import DataArguments
+    from training.objectives import flatten_rows, make_collator
+
+    tokenizer, packed = _document_features(packed=True)
+    model = build(HFAttentionForCausalLM, "decoder", vocab_size=len(tokenizer), position_encoding="alibi",
+                  max_position_embeddings=64)
+    rows = [packed[i] for i in range(4)]
+    texts = [{"input_ids": list(piece), "labels": [-100, *piece[1:]]} for row in rows for piece in _pieces_of(row)]
+    padded_batch = make_collator("causal_lm", tokenizer, model, DataArguments(causal_lm_layout="padded"))(texts)
+    flat_batch = flatten_rows(rows)
+    assert flat_batch["input_ids"].shape[0] == 1 and "attention_mask" not in flat_batch
+    assert flat_batch["input_ids"].numel() == sum(len(t["input_ids"]) for t in texts)  # no padding token
+    with torch.no_grad():
+        torch.testing.assert_close(model(**flat_batch).loss, model(**padded_batch).loss, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("layout", ["padded", "packed"])
+def test_training_job_with_document_layouts(tmp_path, layout):
+    from test_training import argv, train_losses
+
+    from training.args import parse_args
+    from training.train import run
+
+    results = run(*parse_args(argv("causal_lm", tmp_path / layout, "--causal_lm_layout", layout,
+                                   "--max_train_samples", "128", "--max_steps", "12", "--eval_steps", "0")))
+    losses = train_losses(tmp_path / layout)
+    assert len(losses) == 12 and losses[-1] < losses[0] and results["test_loss"] > 0
+    with pytest.raises(ValueError, match="--causal_lm_layout='flat' is not supported; allowed values are 'blocks'"):
+        parse_args(["--objective", "causal_lm", "--causal_lm_layout", "flat"])

@@ -19,6 +19,8 @@ import yaml
 from transformers import HfArgumentParser
 
 OBJECTIVES = ("causal_lm", "masked_lm", "translation")
+# How causal-LM text becomes rows (training/data.py).
+CAUSAL_LM_LAYOUTS = ("blocks", "padded", "packed")
 REPORT_TO = ("tensorboard", "none")
 
 
@@ -111,13 +113,20 @@ class DataArguments:
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training rows."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Keep the first N validation rows."})
     max_test_samples: int | None = field(default=None, metadata={"help": "Keep the first N test rows."})
-    block_size: int = field(default=128, metadata={"help": "Causal LM: tokens per packed block."})
+    block_size: int = field(default=128, metadata={"help": "Causal LM: tokens per row (at most, unless blocks)."})
+    causal_lm_layout: str = field(default="blocks", metadata={
+        "help": "Causal LM rows: 'blocks' (texts concatenated and cut into rows of block_size, attention crossing "
+                "texts, as GPT-2 trains), 'padded' (a text per row, padded per batch) or 'packed' (padding-free: "
+                "whole texts packed into rows, positions restarting at each, attention within each text)."})
     max_length: int = field(default=128, metadata={"help": "Masked LM: longest sequence."})
     mlm_probability: float = field(default=0.15, metadata={"help": "Masked LM: fraction of tokens masked."})
     max_source_length: int = field(default=64, metadata={"help": "Translation: longest source, in tokens."})
     max_target_length: int = field(default=64, metadata={"help": "Translation: longest target, in tokens."})
 
     def __post_init__(self):
+        if self.causal_lm_layout not in CAUSAL_LM_LAYOUTS:
+            raise ValueError(f"--causal_lm_layout={self.causal_lm_layout!r} is not supported; allowed values are "
+                             f"{', '.join(map(repr, CAUSAL_LM_LAYOUTS))}.")
         check_fields(self, {
             "max_chars": at_least(1), "min_chars": at_least(0), "max_catalogs": at_least(1, optional=True),
             "max_topics": at_least(1, optional=True), "max_train_samples": at_least(1, optional=True),

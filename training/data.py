@@ -569,6 +569,54 @@ def causal_lm_features(dataset: Dataset, tokenizer, *, block_size: int, text_col
     return packed
 
 
+def causal_lm_document_features(dataset: Dataset, tokenizer, *, block_size: int, packed: bool,
+                                text_column: str = "text") -> Dataset:
+    """Causal LM rows that keep documents apart: one text per row (`packed=False`, padded per batch), or several
+    whole texts per row with positions restarting at each (`packed=True`, padding-free).
+
+    Each text (+ eos) is cut into pieces of at most `block_size` tokens; a piece is a document: its first token is
+    not predicted from whatever precedes it (label -100), and it attends only to itself. In packed rows
+    `position_ids` restart at 0 for each piece, which is how the models (and transformers' own) tell packed
+    documents apart; rows are filled best-fit, longest pieces first (within each `map` batch of 1000 texts). Both
+    layouts hold the same tokens and targets.
+
+    Returns:
+        A `Dataset` with `input_ids` and `labels` (and `position_ids` when packed), rows of at most `block_size`.
+    """
+    _check_columns(dataset, [text_column])
+    eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+
+    def pieces_of(batch) -> list[list[int]]:
+        ids = tokenizer(batch[text_column], add_special_tokens=True)["input_ids"]
+        texts = [row + eos if row[-1:] != eos else row for row in ids if row]
+        return [text[i:i + block_size] for text in texts for i in range(0, len(text), block_size)
+                if len(text[i:i + block_size]) > 1]  # a one-token piece has nothing to predict
+
+    def rows(batch):
+        pieces = pieces_of(batch)
+        if not packed:
+            return {"input_ids": pieces, "labels": [[-100, *piece[1:]] for piece in pieces]}
+        bins: list[list[list[int]]] = []  # best fit, longest pieces first: few, full rows
+        room: list[int] = []
+        for piece in sorted(pieces, key=len, reverse=True):
+            fits = [i for i, free in enumerate(room) if free >= len(piece)]
+            if fits:
+                best = min(fits, key=room.__getitem__)
+                bins[best].append(piece)
+                room[best] -= len(piece)
+            else:
+                bins.append([piece])
+                room.append(block_size - len(piece))
+        return {"input_ids": [[t for piece in row for t in piece] for row in bins],
+                "labels": [[t for piece in row for t in (-100, *piece[1:])] for row in bins],
+                "position_ids": [[p for piece in row for p in range(len(piece))] for row in bins]}
+
+    features = dataset.map(rows, batched=True, remove_columns=dataset.column_names)
+    _raise_if_empty(len(features), f"causal LM dataset (block_size={block_size})", {"texts": len(dataset)},
+                    "texts of at least two tokens")
+    return features
+
+
 def masked_lm_features(dataset: Dataset, tokenizer, *, max_length: int, text_column: str = "text") -> Dataset:
     """Tokenise and truncate texts for masked LM; `DataCollatorForLanguageModeling` pads and masks per batch.
 
