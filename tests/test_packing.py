@@ -124,34 +124,43 @@ def _pieces_of(row: dict) -> list[tuple[int, ...]]:
     return [tuple(row["input_ids"][a:b]) for a, b in zip(starts, starts[1:], strict=False)]
 
 
-def test_packed_rows_hold_the_padded_rows_texts_with_restarting_positions():
-    _, padded = _document_features(packed=False)
-    _, packed = _document_features(packed=True)
-    assert len(packed) < len(padded)  # fewer, fuller rows
-    assert all(len(row["input_ids"]) <= 48 for row in packed)
-    pieces = sorted(piece for row in packed for piece in _pieces_of(row))
-    assert pieces == sorted(tuple(row["input_ids"]) for row in padded)
+def test_packed_rows_are_full_rows_of_the_texts_with_restarting_positions():
+    from text_fixtures import pydoc_paragraphs
+
+    tokenizer, packed = _document_features(packed=True)
+    assert all(len(row["input_ids"]) == 48 for row in packed)  # no padding
+    stream = [t for text in tokenizer(pydoc_paragraphs(60))["input_ids"]  # the texts (+ eos) one after the other
+              for t in (text if text[-1] == tokenizer.eos_token_id else text + [tokenizer.eos_token_id])]
+    packed_stream = [t for row in packed for t in row["input_ids"]]
+    assert packed_stream == stream[:len(packed_stream)]
+    shared = 0
     for row in packed:
         starts = {i for i, p in enumerate(row["position_ids"]) if p == 0}
+        assert 0 in starts
+        shared += len(starts) > 1  # texts sharing a row
         assert all((row["labels"][i] == -100) == (i in starts) for i in range(len(row["labels"])))
+        assert all(b in (a + 1, 0) for a, b in zip(row["position_ids"], row["position_ids"][1:], strict=False))
+    assert shared > len(packed) // 4
 
 
-def test_a_padding_free_batch_has_the_loss_of_the_padded_batch():
-    """The same texts, one per row and padded, or laid end to end in one row: the same token-normalised loss."""
+def test_a_packed_batch_has_the_loss_of_its_texts_padded_one_per_row():
+    """Packed rows (positions restarting, no attention mask, no padding) and the same texts one per row, padded:
+    the same token-normalised loss."""
     from training.args import DataArguments
-    from training.objectives import flatten_rows, make_collator
+    from training.objectives import make_collator
 
     tokenizer, packed = _document_features(packed=True)
     model = build(HFAttentionForCausalLM, "decoder", vocab_size=len(tokenizer), position_encoding="alibi",
                   max_position_embeddings=64)
     rows = [packed[i] for i in range(4)]
-    texts = [{"input_ids": list(piece), "labels": [-100, *piece[1:]]} for row in rows for piece in _pieces_of(row)]
+    texts = [{"input_ids": list(piece), "labels": [-100, *piece[1:]]} for row in rows for piece in _pieces_of(row)
+             if len(piece) > 1]
+    packed_batch = make_collator("causal_lm", tokenizer, model, DataArguments(causal_lm_layout="packed"))(rows)
     padded_batch = make_collator("causal_lm", tokenizer, model, DataArguments(causal_lm_layout="padded"))(texts)
-    flat_batch = flatten_rows(rows)
-    assert flat_batch["input_ids"].shape[0] == 1 and "attention_mask" not in flat_batch
-    assert flat_batch["input_ids"].numel() == sum(len(t["input_ids"]) for t in texts)  # no padding token
+    assert "attention_mask" not in packed_batch and packed_batch["position_ids"].shape == (4, 48)
     with torch.no_grad():
-        torch.testing.assert_close(model(**flat_batch).loss, model(**padded_batch).loss, rtol=1e-5, atol=1e-6)
+        packed_loss = model(**packed_batch, use_cache=False).loss
+        torch.testing.assert_close(packed_loss, model(**padded_batch, use_cache=False).loss, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("layout", ["padded", "packed"])

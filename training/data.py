@@ -25,7 +25,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import chain
+from itertools import accumulate, chain
 from pathlib import Path
 
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value, load_dataset
@@ -571,49 +571,53 @@ def causal_lm_features(dataset: Dataset, tokenizer, *, block_size: int, text_col
 
 def causal_lm_document_features(dataset: Dataset, tokenizer, *, block_size: int, packed: bool,
                                 text_column: str = "text") -> Dataset:
-    """Causal LM rows that keep documents apart: one text per row (`packed=False`, padded per batch), or several
-    whole texts per row with positions restarting at each (`packed=True`, padding-free).
+    """Causal LM rows that keep documents apart: one text per row (`packed=False`, padded per batch), or texts laid
+    end to end in rows of exactly `block_size` tokens with positions restarting at each (`packed=True`).
 
-    Each text (+ eos) is cut into pieces of at most `block_size` tokens; a piece is a document: its first token is
-    not predicted from whatever precedes it (label -100), and it attends only to itself. In packed rows
-    `position_ids` restart at 0 for each piece, which is how the models (and transformers' own) tell packed
-    documents apart; rows are filled best-fit, longest pieces first (within each `map` batch of 1000 texts). Both
-    layouts hold the same tokens and targets.
+    A document never sees another: its first token is not predicted from what precedes it (label -100) and it
+    attends only to itself. Unpadded, each text (+ eos) is cut into pieces of at most `block_size` tokens, a row
+    each. Packed, texts (+ eos) are concatenated and cut into full rows, as in the `blocks` layout, but
+    `position_ids` restart at 0 at every text start and every row start, which is how the models (and
+    transformers' own) tell packed documents apart: no padding token, no attention mask, no attention across texts.
+    The tail of each `map` batch that does not fill a row is dropped.
 
     Returns:
-        A `Dataset` with `input_ids` and `labels` (and `position_ids` when packed), rows of at most `block_size`.
+        A `Dataset` with `input_ids` and `labels` (and `position_ids` when packed).
     """
     _check_columns(dataset, [text_column])
     eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
 
-    def pieces_of(batch) -> list[list[int]]:
+    def texts_of(batch) -> list[list[int]]:
         ids = tokenizer(batch[text_column], add_special_tokens=True)["input_ids"]
-        texts = [row + eos if row[-1:] != eos else row for row in ids if row]
-        return [text[i:i + block_size] for text in texts for i in range(0, len(text), block_size)
-                if len(text[i:i + block_size]) > 1]  # a one-token piece has nothing to predict
+        return [row + eos if row[-1:] != eos else row for row in ids if row]
 
-    def rows(batch):
-        pieces = pieces_of(batch)
-        if not packed:
-            return {"input_ids": pieces, "labels": [[-100, *piece[1:]] for piece in pieces]}
-        bins: list[list[list[int]]] = []  # best fit, longest pieces first: few, full rows
-        room: list[int] = []
-        for piece in sorted(pieces, key=len, reverse=True):
-            fits = [i for i, free in enumerate(room) if free >= len(piece)]
-            if fits:
-                best = min(fits, key=room.__getitem__)
-                bins[best].append(piece)
-                room[best] -= len(piece)
-            else:
-                bins.append([piece])
-                room.append(block_size - len(piece))
-        return {"input_ids": [[t for piece in row for t in piece] for row in bins],
-                "labels": [[t for piece in row for t in (-100, *piece[1:])] for row in bins],
-                "position_ids": [[p for piece in row for p in range(len(piece))] for row in bins]}
+    def padded_rows(batch):
+        pieces = [text[i:i + block_size] for text in texts_of(batch) for i in range(0, len(text), block_size)]
+        pieces = [piece for piece in pieces if len(piece) > 1]  # a one-token piece has nothing to predict
+        return {"input_ids": pieces, "labels": [[-100, *piece[1:]] for piece in pieces]}
 
-    features = dataset.map(rows, batched=True, remove_columns=dataset.column_names)
+    def packed_rows(batch):
+        texts = texts_of(batch)
+        stream = list(chain.from_iterable(texts))
+        text_starts = set(accumulate((len(text) for text in texts[:-1]), initial=0))
+        out = {"input_ids": [], "labels": [], "position_ids": []}
+        for row_start in range(0, len(stream) - block_size + 1, block_size):
+            positions, labels, position = [], [], 0
+            for i in range(row_start, row_start + block_size):
+                if i == row_start or i in text_starts:  # a document starts: positions restart, no target
+                    position = 0
+                positions.append(position)
+                labels.append(stream[i] if position else -100)
+                position += 1
+            out["input_ids"].append(stream[row_start:row_start + block_size])
+            out["position_ids"].append(positions)
+            out["labels"].append(labels)
+        return out
+
+    features = dataset.map(packed_rows if packed else padded_rows, batched=True,
+                           remove_columns=dataset.column_names)
     _raise_if_empty(len(features), f"causal LM dataset (block_size={block_size})", {"texts": len(dataset)},
-                    "texts of at least two tokens")
+                    "texts of at least two tokens" if not packed else "texts packed into full rows")
     return features
 
 

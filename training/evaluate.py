@@ -28,8 +28,8 @@ def evaluate_loss(accelerator, model, dataloader, objective: str, *, seed: int =
             if max_batches is not None and index >= max_batches:
                 break
             inputs = {k: v for k, v in batch.items() if k != "labels"}
-            with accelerator.autocast():
-                logits = model(**inputs).logits
+            with accelerator.autocast():  # no cache: it is not needed, and packed rows split only without one
+                logits = model(**inputs, use_cache=False).logits
             rows = per_token_sum(objective, logits, batch["labels"]).double()
             counts = (target_labels(objective, batch["labels"]) != -100).sum(dim=1).double()
             # gather_for_metrics drops the rows repeated to give every process an equal share.

@@ -190,23 +190,13 @@ def featurize(objective: str, split: Dataset, tokenizer, data_args: DataArgument
 def make_collator(objective: str, tokenizer, model, data_args: DataArguments, *, seed: int | None = None):
     """The batch collator: pads, masks (MLM) and builds decoder inputs shifted right (translation)."""
     if objective == "causal_lm":
-        if data_args.causal_lm_layout == "packed":
-            return flatten_rows  # padding-free: the batch becomes one row
         if data_args.causal_lm_layout == "padded":
             return DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100, padding=True)
-        return default_data_collator  # packed blocks: every row has the same length, labels = input_ids
+        return default_data_collator  # blocks and packed rows: every row has block_size tokens
     if objective == "masked_lm":
         return DataCollatorForLanguageModeling(tokenizer, mlm=True, mlm_probability=data_args.mlm_probability,
                                                seed=seed)
     return DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100, padding=True)
-
-
-def flatten_rows(rows: list[dict]) -> dict[str, torch.Tensor]:
-    """Padding-free batch: the rows (each holding whole texts, `position_ids` restarting at each) laid end to end
-    in one (1, Σ lengths) row with no attention mask; the model attends within each text (where positions
-    restart), so no padding token is computed."""
-    return {key: torch.tensor([[value for row in rows for value in row[key]]])
-            for key in ("input_ids", "labels", "position_ids")}
 
 
 def length_of(objective: str, features: Dataset) -> list[int]:
