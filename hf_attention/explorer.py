@@ -178,7 +178,7 @@ def explore(
     if not source:
         raise ValueError(f"The text {text!r} has no tokens: there are no tokens to show attention between.")
     _check_length("text", len(source), max_tokens)
-    _check_positions("text", len(source), positions, "--text")
+    _check_positions("text", len(source), positions)
     inputs = {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
     sequence = None
     if is_seq2seq:
@@ -186,7 +186,7 @@ def explore(
             sequence = _target_sequence(model, tokenizer, inputs, target, max_new_tokens, limit)[0].tolist()
         decoder_inputs = sequence[:-1] if len(sequence) > 1 else sequence
         _check_length("target", len(decoder_inputs), max_tokens)
-        _check_positions("target", len(decoder_inputs), positions, "--target")
+        _check_positions("target", len(decoder_inputs), positions)
         inputs["decoder_input_ids"] = torch.tensor([decoder_inputs], device=device)
     if layers_before is not None and num_heads is not None:
         target_length = inputs["decoder_input_ids"].shape[1] if is_seq2seq else 0
@@ -288,7 +288,7 @@ def _position_limit(config) -> int | None:
     return value if isinstance(value, int) and value > 0 else None
 
 
-def _check_positions(what: str, length: int, limit: int | None, flag: str) -> None:
+def _check_positions(what: str, length: int, limit: int | None) -> None:
     if limit is not None and length > limit:
         raise ValueError(f"The {what} is {length} tokens, more than the model's {limit} positions "
                          f"(max_position_embeddings={limit}); shorten it (or pass truncate=True / --truncate with "
