@@ -26,7 +26,7 @@ def main() -> None:
     args = parse_args("The example explorer page and its screenshot.", add_model_flags)
     model, tokenizer, origin = load_translation_model(args)
     name = "outputs/translation_en_de/final" if "main job" in origin else "outputs/tutorial_en_de/final"
-    page = explore(model, tokenizer, TEXT, kind="cross", layer=0, head="mean", title=name,
+    page = explore(model, tokenizer, TEXT, kind="cross", layer=1, head="mean", title=name,
                    path=args.figures / "explorer_en_de.html")
     print(f"wrote {page.path}")
 

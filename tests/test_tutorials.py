@@ -81,6 +81,9 @@ def test_02_scoring_and_masked_softmax(tmp_path):
     assert widest["max_weight_dot"] > 0.8 > widest["max_weight_scaled_dot"]
     assert widest["jacobian_dot"] < widest["jacobian_scaled_dot"] / 2
     assert [r["entropy_dot"] for r in rows] == sorted((r["entropy_dot"] for r in rows), reverse=True)
+    assert [r["jacobian_dot"] for r in rows][1:] == sorted((r["jacobian_dot"] for r in rows[1:]), reverse=True)
+    scaled = [r["jacobian_scaled_dot"] for r in rows]
+    assert max(scaled) < 1.2 * min(scaled)  # the same gradient size whatever the width
     assert_figures(figures, "02_")
 
 

@@ -243,10 +243,10 @@ report["ln_keys"] = math.log(n_keys)
 # The variance grows in step with $d$ unscaled and stays at 1 scaled, as the argument says. With 32 keys, unscaled
 # scores at $d = 1024$ have a standard deviation of 32: the softmax is all but one-hot (entropy near 0) and its
 # Jacobian is a fraction of the scaled one, and shrinks further as $d$ grows, so the query and key projections
-# get less and less learning signal. Scaled, the
-# entropy stays near $\ln 32 - \tfrac12$ for every width: the same well-spread weights and the same gradient size
-# whatever the head width. (Trained weights are not independent unit Gaussians, so real scores are not exactly
-# unit-variance; the scaling keeps them in the right range at initialisation, which is what lets training start.)
+# get less and less learning signal. Scaled, the entropy stays near $\ln 32 - \tfrac12$ for every width: the same
+# well-spread weights and the same gradient size whatever the head width. (Trained weights are not independent unit
+# Gaussians, so real scores are not exactly unit-variance; the scaling keeps them in the right range at
+# initialisation, which is what lets training start.)
 
 # %%
 figure, axes = plt.subplots(1, 3, figsize=(13, 3.6))

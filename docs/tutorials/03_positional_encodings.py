@@ -50,8 +50,9 @@ WIDTH = 32  # embedding width of the sinusoidal table
 # $$PE(p, 2i) = \sin\left(p / 10000^{2i/d}\right),\qquad PE(p, 2i+1) = \cos\left(p / 10000^{2i/d}\right).$$
 #
 # Each pair of columns is a sine–cosine pair at one frequency $\omega_i = 10000^{-2i/d}$; the frequencies fall
-# geometrically from 1 (a period of $2\pi \approx 6$ positions) to $10^{-4}$ (a period of 60 000 positions). The
-# library computes the table on the fly from the position ids (in float64), so no table limits the length.
+# geometrically from 1 (a period of $2\pi \approx 6$ positions) down towards $10^{-4}$ (a period of about 63 000
+# positions). The library computes the table on the fly from the position ids (in float64), so no table limits the
+# length.
 
 # %%
 positions = torch.arange(LENGTH)

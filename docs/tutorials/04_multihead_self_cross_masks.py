@@ -247,12 +247,12 @@ print(table([("trained", f"{trained_entropy:.3f}"), ("freshly initialised", f"{u
             ("cross-attention", "mean entropy / ln S")))
 
 # %% [markdown]
-# Training has made the cross-attention markedly sharper than the uniform look of a fresh model. How sharp depends
-# on how long the model trained: the main job's export is far more decided than the short tutorial run. To look at
-# every layer and head interactively, write the explorer page for any checkpoint:
+# Training has made the cross-attention markedly sharper than the uniform look of a fresh model; how sharp depends
+# on the model and on how long it trained. To look at every layer and head interactively, write the explorer page
+# for any checkpoint:
 #
 # ```bash
-# hf-attention explore --model outputs/tutorial_en_de/final --text "Could not open file" --out attention.html
+# hf-attention explore --model outputs/translation_en_de/final --text "Could not open file" --out attention.html
 # ```
 #
 # **Next:** [05 · why attention: cost and path length](05_why_attention.py).

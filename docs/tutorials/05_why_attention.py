@@ -134,7 +134,7 @@ report["path_length"] = path
 
 # %% [markdown]
 # One self-attention layer connects the first token with the last; a stack of ordinary 3-wide convolutions needs 32
-# layers for 33 tokens, dilated ones 6 (the $\log_k n$ of the table). An RNN connects them in one layer, but
+# layers for 33 tokens, dilated ones 6 (the logarithmic path of the table). An RNN connects them in one layer, but
 # through 32 applications of the same cell, one after the other: that path is long (the gradient is a product of
 # 32 Jacobians) and it cannot be parallelised over positions in training. A Transformer processes all positions of
 # a layer at once.

@@ -177,7 +177,8 @@ save_figure(figure, args.figures, "06_greedy_steps", cross_attention=rows_loop,
 # %% [markdown]
 # ## What changes with a cache
 #
-# Recomputing the prefix costs $O(t)$ decoder work at step $t$, $O(T^2)$ in total. `generate()` instead keeps each
+# Recomputing the prefix runs the decoder over all $t$ positions at step $t$: about $T^2/2$ token positions for a
+# $T$-token output where $T$ would do. `generate()` instead keeps each
 # layer's keys and values (an `EncoderDecoderCache`: self-attention keys grow by one per step; cross-attention keys
 # and values are projected from the encoder output once) and feeds only the newest token. The causal mask of a
 # cached step is the offset-aware one of tutorial 04. The logits are the same up to float rounding:
