@@ -15,11 +15,13 @@ def build_parser() -> argparse.ArgumentParser:
     # Imported lazily so that `hf-attention --help` stays fast and one feature's imports never break another's.
     from .convert import add_convert_command
     from .demo import add_demo_command
+    from .explorer import add_explore_command
     from .visualize import add_attention_map_command
 
     add_convert_command(subparsers)
     add_demo_command(subparsers)
     add_attention_map_command(subparsers)
+    add_explore_command(subparsers)
     return parser
 
 

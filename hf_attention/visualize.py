@@ -26,6 +26,7 @@ panel: ~0.8 GB, 200 tokens: ~2 GB), so longer inputs are refused before the forw
 how to shorten them; `truncate=True` draws only the first `max_tokens` tokens instead.
 
 Command line: `hf-attention attention-map --model DIR --text "..." --out map.png` (see `add_attention_map_command`).
+Every layer and head at once, in one interactive HTML page: `explore` (hf_attention.explorer, `hf-attention explore`).
 This module is outside the remote-code closure (it uses matplotlib).
 """
 
@@ -160,6 +161,14 @@ def plot_attention(
     return AttentionMap(plotted, query_tokens, key_tokens, layer_index, head, kind, figure, path)
 
 
+def explore(model, tokenizer, text: str, **options):
+    """Write an interactive HTML page with every layer and head of the model's attention on `text`; see
+    `hf_attention.explorer.explore` for the options. Returns an `AttentionPage`."""
+    from .explorer import explore as write_page  # the explorer imports this module
+
+    return write_page(model, tokenizer, text, **options)
+
+
 def attention_weights(
     model, tokenizer, text: str, *, kind: str = "self", target: str | None = None, max_new_tokens: int = 20,
     max_tokens: int | None = None, truncate: bool = False,
@@ -234,15 +243,15 @@ def _attention_weights(
     return layers, target_labels, target_labels if kind == "decoder" else source_labels
 
 
-def token_labels(tokenizer, ids: list[int]) -> list[str]:
+def token_labels(tokenizer, ids: list[int], *, mathtext: bool = True) -> list[str]:
     """Readable tick labels: byte-level pieces decoded ("Ġthe" → "the"), whitespace shown as "␣", control characters
-    escaped, and "$" escaped so that matplotlib does not read it as mathtext."""
+    escaped, and (`mathtext`, for matplotlib) "$" escaped so that matplotlib does not read it as mathtext."""
     labels = []
     for token in tokenizer.convert_ids_to_tokens(ids):
         label = tokenizer.convert_tokens_to_string([token]).strip() or "␣"
         if not label.isprintable():
             label = repr(label)[1:-1]
-        labels.append(label.replace("$", r"\$"))
+        labels.append(label.replace("$", r"\$") if mathtext else label)
     return labels
 
 
@@ -260,6 +269,13 @@ def _decoder_inputs(model, tokenizer, inputs: dict, target: str | None, max_new_
                     limit: dict) -> torch.Tensor:
     """(1, T) decoder inputs: the start token, then the target (given, or generated greedily), without its last
     token, which no row needs as input. `limit` holds the tokenizer's truncation arguments."""
+    sequence = _target_sequence(model, tokenizer, inputs, target, max_new_tokens, limit)
+    return sequence[:, :-1] if sequence.shape[1] > 1 else sequence
+
+
+def _target_sequence(model, tokenizer, inputs: dict, target: str | None, max_new_tokens: int,
+                     limit: dict) -> torch.Tensor:
+    """(1, 1 + N): the decoder's start token, then the N target tokens, given or generated greedily."""
     config = model.config
     start = config.decoder_start_token_id if config.decoder_start_token_id is not None else config.bos_token_id
     if target is not None:
@@ -267,11 +283,10 @@ def _decoder_inputs(model, tokenizer, inputs: dict, target: str | None, max_new_
         labels = labels.to(inputs["input_ids"].device)
         if labels.shape[1] == 0:
             raise ValueError("The target text is empty.")
-        return torch.cat([labels.new_full((1, 1), start), labels[:, :-1]], dim=1)
+        return torch.cat([labels.new_full((1, 1), start), labels], dim=1)
     if not hasattr(model, "generate") or not model.can_generate():
         raise ValueError(f"{type(model).__name__} cannot generate a target: pass target=... or use a ...ForSeq2SeqLM.")
-    generated = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1)
-    return generated[:, :-1] if generated.shape[1] > 1 else generated
+    return model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1)
 
 
 def _forward_with_attentions(model, inputs: dict):

@@ -111,6 +111,8 @@ def test_export_loads_with_auto_classes_and_pipelines(trained):
     translate = pipeline("translation", model=str(trained["translation"][0] / "final"), trust_remote_code=True)
     assert isinstance(translate("Open file")[0]["translation_text"], str)
     assert (trained["translation"][0] / "final" / "cross_attention.png").is_file()
+    page = (trained["translation"][0] / "final" / "attention.html").read_text()
+    assert '<script type="application/json" id="attention-data">' in page and "cross-attention" in page
 
 
 def test_model_card_metadata_and_sections(trained):

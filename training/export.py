@@ -3,7 +3,8 @@
 `export_model` writes `output_dir/final/`: weights (safetensors), config (with `auto_map` and our model code for
 the hf-attention families), tokenizer, generation config, for translation the pipeline that
 `pipeline("translation", model=folder, trust_remote_code=True)` loads, the model card `README.md` (filled from
-`model_cards/TEMPLATE.md`), the loss plot, and for translation a cross-attention heatmap.
+`model_cards/TEMPLATE.md`), the loss plot, and for translation a cross-attention heatmap and the attention explorer
+page (every layer and head of one test translation, one self-contained HTML file).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from training.objectives import PIPELINE_TASK  # noqa: E402
 TEMPLATE = Path(__file__).resolve().parents[1] / "model_cards" / "TEMPLATE.md"
 LOSS_PLOT = "loss_curve.png"
 HEATMAP = "cross_attention.png"
+EXPLORER = "attention.html"
 
 
 # ---------------------------------------------------------------------------------------------------- plots
@@ -122,12 +124,18 @@ def _write_export(model, tokenizer, directory: Path, *, objective: str, card: di
     figures = []
     if objective == "translation" and heatmap_text and hasattr(model.config, "model_type") \
             and model.config.model_type.startswith("hf_attention"):
+        from hf_attention.explorer import explore
         from hf_attention.visualize import plot_attention
 
         plot_attention(model, tokenizer, heatmap_text, kind="cross", head="mean", path=directory / HEATMAP,
                        truncate=True)  # a long sample: its first tokens, not a refusal
         plt.close("all")
-        figures.append(f"![cross-attention, last layer, mean over heads]({HEATMAP})\n")
+        # Every layer and head of the same sample in one page: one greedy translation and one forward pass.
+        explore(model, tokenizer, heatmap_text, path=directory / EXPLORER, truncate=True,
+                title=card.get("model_name") or type(model).__name__)
+        figures.append(f"![cross-attention, last layer, mean over heads]({HEATMAP})\n\n"
+                       f"Every layer and head of this example: [attention explorer]({EXPLORER}) (open the file in a "
+                       "browser; it needs no network).\n")
     (directory / "README.md").write_text(render_card({**card, "extra_figures": "".join(figures)}))
 
 

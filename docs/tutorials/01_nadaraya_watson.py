@@ -1,0 +1,352 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # 01 · Attention pooling as kernel regression (Nadaraya–Watson)
+#
+# Before queries and keys were vectors, attention was a way to *average*. Nadaraya (1964) and Watson (1964)
+# estimate an unknown function from noisy samples $(x_i, y_i)$ by a weighted mean of the $y_i$, where the weight
+# of each sample depends on how close its $x_i$ is to the point $x$ we ask about:
+#
+# $$\hat f(x) = \sum_{i=1}^{n} \alpha(x, x_i)\, y_i, \qquad
+#   \alpha(x, x_i) = \frac{K(x - x_i)}{\sum_j K(x - x_j)}, \qquad \sum_i \alpha(x, x_i) = 1.$$
+#
+# In today's words: $x$ is the **query**, the $x_i$ are the **keys**, the $y_i$ the **values**, and $\alpha$ are
+# the **attention weights**. With the Gaussian kernel $K(u) = \exp(-u^2/2)$ the weights are exactly a softmax
+# over the scores $-(x - x_i)^2/2$. This tutorial fits a 1-D function three ways (the example of d2l.ai §11.2),
+# then runs the same regression through hf-attention's own attention layer.
+#
+# Run it: `python docs/tutorials/01_nadaraya_watson.py` (add `--quick` for a few seconds' version).
+
+# %%
+import torch
+from tutorial_support import Report, parse_args, plt, save_figure, table
+
+from hf_attention.attention import MultiHeadAttention, eager_attention_forward, make_score
+
+args = parse_args("Nadaraya–Watson kernel regression: attention pooling by hand and with hf_attention.")
+report = Report(args)
+EPOCHS = 300 if args.quick else 1000  # full-batch SGD steps for the learned width (under a second each)
+torch.manual_seed(0)
+
+# %% [markdown]
+# ## The data
+#
+# $f(x) = 2\sin(x) + x^{0.8}$; 50 training inputs drawn uniformly from $[0, 5)$ and sorted (sorting only makes
+# the heatmaps readable), each target with Gaussian noise of standard deviation 0.5. The test inputs are the grid
+# $0, 0.1, \dots, 4.9$, where we compare against the noise-free $f$.
+
+# %%
+n_train = 50
+x_train, _ = torch.sort(torch.rand(n_train) * 5)
+
+
+def f(x):
+    return 2 * torch.sin(x) + x**0.8
+
+
+y_train = f(x_train) + torch.normal(0.0, 0.5, (n_train,))
+x_test = torch.arange(0, 5, 0.1)
+y_truth = f(x_test)
+n_test = len(x_test)
+print(f"{n_train} noisy training pairs, {n_test} test inputs")
+
+
+def mse(prediction: torch.Tensor) -> float:
+    """Mean squared error against the noise-free function on the test grid."""
+    return float(((prediction - y_truth) ** 2).mean())
+
+
+# %% [markdown]
+# ## 1. Average pooling: every key gets the same weight
+#
+# The simplest "attention" ignores the query: $\hat f(x) = \frac1n \sum_i y_i$. Every test point gets the same
+# answer, a flat line. It is the baseline any query-dependent weighting has to beat.
+
+# %%
+y_average = y_train.mean().expand(n_test)
+report["mse_average"] = mse(y_average)
+
+# %% [markdown]
+# ## 2. Nadaraya–Watson with a fixed Gaussian kernel (no parameter)
+#
+# Score $a(x, x_i) = -(x - x_i)^2 / 2$, weights $\alpha = \mathrm{softmax}_i(a)$. Nearby keys get large weights,
+# far ones almost none. The kernel width is fixed at $\sigma = 1$, which is *wide* for a function that turns
+# within about one unit of $x$: the estimate is smooth but flattens the peaks and troughs (bias).
+
+# %%
+scores_fixed = -((x_test[:, None] - x_train[None, :]) ** 2) / 2  # (test, train): query × key
+weights_fixed = torch.softmax(scores_fixed, dim=1)  # every row sums to 1
+y_fixed = weights_fixed @ y_train
+report["mse_fixed_kernel"] = mse(y_fixed)
+
+# %% [markdown]
+# ## 3. A learned kernel width
+#
+# Put one parameter into the score, $a(x, x_i) = -((x - x_i)\,w)^2/2$, i.e. a kernel of width $\sigma = 1/w$,
+# and fit $w$ by gradient descent on the squared error over the training pairs (full-batch SGD with learning rate
+# 0.5, as in d2l.ai §11.2).
+#
+# **Why leave one out.** If a training input may attend to itself, the loss is minimised by $w \to \infty$:
+# each point puts all its weight on its own key and reproduces its own noisy $y_i$ exactly. So while training,
+# each training query is barred from its own key, which is a boolean mask that is False on the diagonal. The
+# loss then measures how well the *other* points predict each point, which is what a test point needs. We also
+# train the naive version (self included) to watch it overfit.
+
+# %%
+leave_one_out = ~torch.eye(n_train, dtype=torch.bool)  # True = may attend; False on the diagonal
+
+
+def nw_learned(queries, keys, values, w, mask=None):
+    """Nadaraya–Watson with the learned width, written out (the formula above)."""
+    scores = -(((queries[:, None] - keys[None, :]) * w) ** 2) / 2
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=1)
+    return weights @ values, weights
+
+
+def fit_width(mask, epochs: int) -> tuple[torch.Tensor, list[float], list[float]]:
+    w = torch.ones(1, requires_grad=True)
+    optimizer = torch.optim.SGD([w], lr=0.5)
+    losses, test_errors = [], []
+    for _ in range(epochs):
+        prediction, _ = nw_learned(x_train, x_train, y_train, w, mask)
+        loss = ((prediction - y_train) ** 2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+        with torch.no_grad():
+            test_errors.append(mse(nw_learned(x_test, x_train, y_train, w)[0]))
+    return w.detach(), losses, test_errors
+
+
+w_learned, losses, test_curve = fit_width(leave_one_out, EPOCHS)
+w_naive, losses_naive, test_curve_naive = fit_width(None, EPOCHS)
+with torch.no_grad():
+    y_learned, weights_learned = nw_learned(x_test, x_train, y_train, w_learned)
+report["w_learned"] = w_learned.item()
+report["sigma_learned"] = 1 / w_learned.item()
+report["mse_learned"] = mse(y_learned)
+report["w_naive"] = w_naive.item()
+report["mse_naive"] = test_curve_naive[-1]
+report["mse_naive_best"] = min(test_curve_naive)  # reached early on, then lost
+report["train_loss_first_last"] = [losses[0], losses[-1]]
+report["train_loss_naive_last"] = losses_naive[-1]
+print(f"learned w = {w_learned.item():.3f}  (kernel width sigma = {1 / w_learned.item():.3f})")
+print(f"self included: w = {w_naive.item():.3f} after {EPOCHS} steps and still growing")
+
+# %% [markdown]
+# ## How good is each?
+
+# %%
+rows = [("average pooling", f"{report['mse_average']:.4f}"),
+        ("NW, fixed width sigma = 1", f"{report['mse_fixed_kernel']:.4f}"),
+        (f"NW, learned width sigma = {report['sigma_learned']:.3f} (leave-one-out)", f"{report['mse_learned']:.4f}"),
+        (f"NW, learned with self included (w = {report['w_naive']:.2f})", f"{report['mse_naive']:.4f}")]
+print(table(rows, ("estimator", "test MSE")))
+
+# %% [markdown]
+# Each step down the table adds one idea. Average pooling cannot follow the curve at all. The fixed Gaussian
+# kernel follows it, but with $\sigma = 1$ it averages over points whose $f$ is quite different, so it misses the
+# peak near $x \approx 1.9$ and the trough near 4.4. The learned width is narrower (about a quarter of a unit):
+# it averages roughly the handful of neighbours on each side, enough to cancel much of the noise and little
+# enough to keep the shape. Learning with the query's own key allowed drives $w$ up for ever; its test error is
+# worse and still growing: a model that can memorise its training points will.
+
+# %%
+figure, axis = plt.subplots(figsize=(8, 4.5))
+axis.plot(x_test, y_truth, "k-", lw=2, label="truth f(x)")
+axis.plot(x_train, y_train, "o", color="0.6", ms=4, label="noisy training samples")
+axis.plot(x_test, y_average, "--", label=f"average pooling (MSE {report['mse_average']:.3f})")
+axis.plot(x_test, y_fixed, label=f"NW, sigma = 1 (MSE {report['mse_fixed_kernel']:.3f})")
+axis.plot(x_test, y_learned,
+          label=f"NW, learned sigma = {report['sigma_learned']:.2f} (MSE {report['mse_learned']:.3f})")
+axis.set_xlabel("x")
+axis.set_ylabel("y")
+axis.set_title("Attention pooling as regression")
+axis.legend(fontsize=8)
+save_figure(figure, args.figures, "01_fits", x_test=x_test, y_truth=y_truth, x_train=x_train, y_train=y_train,
+            y_average=y_average, y_fixed=y_fixed, y_learned=y_learned)
+
+# %% [markdown]
+# ## The attention weights: a test × train heatmap
+#
+# Row $i$ is a test input (query), column $j$ a training input (key); the colour is $\alpha(x_i, x_j)$. Because
+# both axes are sorted, the weight sits on a diagonal band: each query looks at the keys near it. The learned
+# width makes the band narrow. (A variant that learns one width per training key can make the band jump around
+# noisy points: more parameters, more overfitting.)
+
+# %%
+figure, axes = plt.subplots(1, 2, figsize=(10, 4.5), sharey=True)
+for axis, weights, title in ((axes[0], weights_fixed, "fixed width sigma = 1"),
+                             (axes[1], weights_learned, f"learned width sigma = {report['sigma_learned']:.2f}")):
+    image = axis.imshow(weights, cmap="Reds", aspect="auto", interpolation="nearest")
+    axis.set_xlabel("training inputs (keys), sorted")
+    axis.set_title(title)
+    figure.colorbar(image, ax=axis, shrink=0.8)
+axes[0].set_ylabel("test inputs (queries)")
+save_figure(figure, args.figures, "01_heatmaps", weights_fixed=weights_fixed, weights_learned=weights_learned)
+
+# %% [markdown]
+# ## Kernel shapes, and what three queries attend to
+#
+# Left: the kernel $K(u)$ as a function of the distance $u = x - x_i$, normalised to a peak of 1. Right: the
+# weights three test queries give the training keys (each curve sums to 1). A narrow kernel concentrates the
+# mass on a few close neighbours.
+
+# %%
+distance = torch.linspace(-3, 3, 241)
+kernel_fixed = torch.exp(-(distance**2) / 2)
+kernel_learned = torch.exp(-((distance * w_learned) ** 2) / 2)
+probe = torch.tensor([10, 25, 40])  # test inputs x = 1.0, 2.5, 4.0
+figure, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+axes[0].plot(distance, kernel_fixed, label="sigma = 1")
+axes[0].plot(distance, kernel_learned, label=f"learned sigma = {report['sigma_learned']:.2f}")
+axes[0].set_xlabel("x - x_i")
+axes[0].set_ylabel("K(x - x_i)")
+axes[0].set_title("Kernel shapes")
+axes[0].legend()
+for index in probe.tolist():
+    line, = axes[1].plot(x_train, weights_learned[index], "o-", ms=3, label=f"x = {x_test[index]:.1f}, learned")
+    axes[1].plot(x_train, weights_fixed[index], ":", color=line.get_color(), label=f"x = {x_test[index]:.1f}, sigma 1")
+axes[1].set_xlabel("training input x_i (key)")
+axes[1].set_ylabel("attention weight")
+axes[1].set_title("Weights of three queries")
+axes[1].legend(fontsize=7)
+save_figure(figure, args.figures, "01_kernels", distance=distance, kernel_fixed=kernel_fixed,
+            kernel_learned=kernel_learned, probe=x_test[probe], probe_weights_learned=weights_learned[probe],
+            probe_weights_fixed=weights_fixed[probe])
+
+# %% [markdown]
+# ## Training curves
+#
+# The leave-one-out loss levels off once $w$ has found the width that predicts each point best from its
+# neighbours; the test error follows it down. With the query's own key allowed, the training loss keeps falling,
+# because the model memorises the noise, while the test error turns back up.
+
+# %%
+figure, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+axes[0].plot(losses, label="leave-one-out")
+axes[0].plot(losses_naive, label="self included")
+axes[0].set_xlabel("SGD step")
+axes[0].set_ylabel("training MSE")
+axes[0].set_title("Training loss")
+axes[0].legend()
+axes[1].plot(test_curve, label="leave-one-out")
+axes[1].plot(test_curve_naive, label="self included")
+axes[1].set_xlabel("SGD step")
+axes[1].set_ylabel("test MSE vs f")
+axes[1].set_title("Test error")
+axes[1].legend()
+save_figure(figure, args.figures, "01_loss", losses=losses, losses_naive=losses_naive, test_curve=test_curve,
+            test_curve_naive=test_curve_naive)
+
+# %% [markdown]
+# ## The same regression with hf-attention's attention layer
+#
+# hf-attention's `attention_score="gaussian"` is this kernel: `GaussianScore` computes
+# $-\lVert q - k\rVert^2 / (2\sigma_h^2)$ with one learned width per head, stored as $\log \sigma_h^2$. A learned
+# $w$ is the width $\sigma = 1/w$, so $\log\sigma^2 = -2\log w$.
+#
+# A `MultiHeadAttention` with one head of width 1 becomes Nadaraya–Watson when its projections pick the right
+# numbers: the queries' stream is $(x, 0)$, the keys'/values' stream is $(x_i, y_i)$; `q_proj` and `k_proj`
+# read the first coordinate, `v_proj` the second, and `o_proj` writes the pooled value back to the first. It is a
+# **cross-attention** layer (queries from one sequence, keys and values from another) and runs on the eager
+# backend, which also returns the weights.
+
+# %%
+score, scaling = make_score("gaussian", num_heads=1, head_dim=1)  # what attention_score="gaussian" builds
+layer = MultiHeadAttention(hidden_size=2, num_heads=1, num_kv_heads=1, head_dim=1, bias=False,
+                           is_cross_attention=True, score=score, scaling=scaling).eval()
+with torch.no_grad():
+    layer.q_proj.weight.copy_(torch.tensor([[1.0, 0.0]]))  # q = x
+    layer.k_proj.weight.copy_(torch.tensor([[1.0, 0.0]]))  # k = x_i
+    layer.v_proj.weight.copy_(torch.tensor([[0.0, 1.0]]))  # v = y_i
+    layer.o_proj.weight.copy_(torch.tensor([[1.0], [0.0]]))  # output = (pooled value, 0)
+
+queries = torch.stack([x_test, torch.zeros(n_test)], dim=-1)[None]  # (1, test, 2)
+keys_values = torch.stack([x_train, y_train], dim=-1)[None]  # (1, train, 2)
+
+
+def library_regression(log_width: float, dtype=torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    """Run the layer in `dtype`; returns the predictions (test,) and the weights (test, train)."""
+    layer.to(dtype)
+    with torch.no_grad():
+        score.log_width.fill_(log_width)
+        output, weights = layer(queries.to(dtype), key_value_states=keys_values.to(dtype),
+                                attention_function=eager_attention_forward)
+    layer.float()
+    return output[0, :, 0], weights[0, 0]
+
+
+def largest_difference(dtype) -> float:
+    """Library vs the hand-written formula (both in `dtype`), over predictions and weights, both widths."""
+    difference = 0.0
+    for w in (torch.ones(1), w_learned):
+        reference, reference_weights = nw_learned(x_test.to(dtype), x_train.to(dtype), y_train.to(dtype),
+                                                  w.to(dtype))
+        prediction, weights = library_regression(-2 * torch.log(w.double()).item(), dtype)
+        difference = max(difference, (prediction - reference).abs().max().item(),
+                         (weights - reference_weights).abs().max().item())
+    return difference
+
+
+report["library_vs_formula_max_abs_float64"] = largest_difference(torch.float64)
+report["library_vs_formula_max_abs_float32"] = largest_difference(torch.float32)
+print(f"largest difference, library vs hand-written formula: "
+      f"{report['library_vs_formula_max_abs_float64']:.1e} in float64, "
+      f"{report['library_vs_formula_max_abs_float32']:.1e} in float32")
+
+# %% [markdown]
+# Same numbers, different arithmetic. The library computes the squared distance as
+# $\lVert q\rVert^2 + \lVert k\rVert^2 - 2\,q\cdot k$: one matrix product, like the dot-product scores, instead
+# of a (queries × keys × width) tensor of differences. In float64 the two agree to rounding (far below $10^{-6}$). In
+# float32 the expanded form subtracts numbers of size $x^2 \approx 25$ to get distances of size 0.01, and keeps
+# only about 6 significant digits of them: the predictions then differ in the 6th digit. That is the usual price
+# of turning a distance into a matrix product, and it is why the check above is made in float64.
+#
+# **Learning the width through the library.** The width is an ordinary parameter (`score.log_width`), and the
+# leave-one-out rule is an ordinary boolean attention mask (True = may attend), the mask format every
+# hf-attention layer takes. Gradient descent on $\log\sigma^2$ takes a different path from gradient descent on
+# $w$, but it should reach the same minimum of the same loss.
+
+# %%
+training_queries = torch.stack([x_train, torch.zeros(n_train)], dim=-1)[None]
+mask = leave_one_out[None, None]  # (1, 1, train, train): broadcast over batch and heads
+with torch.no_grad():
+    score.log_width.zero_()
+optimizer = torch.optim.SGD([score.log_width], lr=0.5)
+for _ in range(EPOCHS):
+    output, _ = layer(training_queries, key_value_states=keys_values, attention_mask=mask,
+                      attention_function=eager_attention_forward)
+    loss = ((output[0, :, 0] - y_train) ** 2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+w_library = torch.exp(-score.log_width.detach() / 2).item()
+report["w_library_trained"] = w_library
+report["loss_library_trained"] = loss.item()
+print(f"w learned through GaussianScore: {w_library:.3f} (leave-one-out loss {loss.item():.5f}); "
+      f"by hand: {w_learned.item():.3f} (loss {losses[-1]:.5f})")
+
+# %% [markdown]
+# ## Where the library differs from the classic code, on purpose
+#
+# * **One width per head, not per key.** A common variant learns a separate $w_i$ for each of the 50 training
+#   keys. A Transformer head must work for any sequence, whose keys are not known in advance, so hf-attention
+#   learns one width per head (`GaussianScore.log_width` has one entry per head).
+# * **Masks are boolean.** The leave-one-out rule above is `~torch.eye(n)`, not an additive matrix of $-10^6$ or
+#   $-\infty$; the backends turn it into whatever their kernel needs (see tutorial 02).
+#
+# **Next:** [02 · scoring functions and the masked softmax](02_scoring_and_masked_softmax.py).
+
+# %%
+report.save()

@@ -1,0 +1,290 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # 02 · Scoring functions and the masked softmax
+#
+# Tutorial 01 used one fixed way to compare a query with a key: the negative squared distance. Attention in
+# general is
+#
+# $$\mathrm{attention}(q, (k_1, v_1), \dots, (k_m, v_m)) = \sum_{i=1}^m \alpha(q, k_i)\, v_i,\qquad
+#   \alpha(q, k_i) = \mathrm{softmax}_i\, a(q, k_i),$$
+#
+# and the **scoring function** $a$ is where the classic variants differ. hf-attention implements four
+# (`attention_score=`): the scaled dot product $q^\top k/\sqrt d$ (Vaswani et al. 2017), the plain dot product
+# (T5, Raffel et al. 2020), the additive score $w^\top \tanh(W_q q + W_k k)$ (Bahdanau et al. 2015) and the
+# Gaussian kernel of tutorial 01. This tutorial runs two of them on the toy tensors of d2l.ai §11.3, shows how
+# padding is hidden from the softmax, and measures why the dot product is divided by $\sqrt d$.
+
+# %%
+import math
+from types import SimpleNamespace
+
+import torch
+from tutorial_support import Report, parse_args, plt, save_figure, table
+
+from hf_attention.attention import AdditiveScore, eager_attention_forward, make_score
+from hf_attention.masks import padding_mask
+
+args = parse_args("Additive vs scaled dot-product scores, masked softmax, and the 1/sqrt(d) scaling.")
+report = Report(args)
+torch.manual_seed(0)
+
+# %% [markdown]
+# ## Calling the eager backend directly
+#
+# Every hf-attention layer ends in a *backend*: `eager_attention_forward(module, q, k, v, mask, scaling=...)`
+# computes scores, masks them, takes the softmax and the weighted sum, and returns the output and the weights.
+# Shapes are (batch, heads, length, width). The backend reads three things from the layer that calls it: its
+# `score` module (None means "dot product times `scaling`"), whether it `is_causal`, and whether it is
+# `training` (for dropout). Here a plain namespace stands in for that layer.
+
+# %%
+def attend(score, query, key, value, mask=None, scaling=1.0):
+    """hf-attention's eager backend on (B, H, T, D) tensors; returns output (B, T, H, Dv) and weights (B, H, T, S)."""
+    caller = SimpleNamespace(score=score, is_causal=False, training=False)
+    return eager_attention_forward(caller, query, key, value, mask, scaling=scaling)
+
+
+# %% [markdown]
+# ## The toy example: two sequences, ten keys, different valid lengths
+#
+# A batch of 2; each has one query and 10 key–value pairs. Only the first 2 keys of sequence 0 and the first 6 of
+# sequence 1 are real (the rest is padding). All keys are equal (ones), so every real key scores the same and
+# the answer is the *mean of the valid values*: $(2, 3, 4, 5)$ and $(10, 11, 12, 13)$, whatever the weights of
+# the scoring function are. That makes it a good test of the masking.
+#
+# **Valid lengths → a boolean mask.** The classic code passes `valid_lens = [2, 6]` to a `masked_softmax`.
+# hf-attention takes masks instead: True where a query may attend. From valid lengths, build the 0/1 padding row
+# a tokenizer would return and let `hf_attention.masks.padding_mask` shape it for every head and query.
+
+# %%
+keys = torch.ones(2, 10, 2)
+values = torch.arange(40, dtype=torch.float32).reshape(1, 10, 4).repeat(2, 1, 1)
+valid_lens = torch.tensor([2, 6])
+token_mask = (torch.arange(10)[None, :] < valid_lens[:, None]).long()  # (2, 10): 1 = real token, 0 = padding
+mask = padding_mask(token_mask)  # (2, 1, 1, 10) bool, broadcast over heads and queries
+print(token_mask)
+
+# %% [markdown]
+# ### Additive attention: queries and keys of different widths
+#
+# Bahdanau's score maps the query and the key into a common space of width $h$ and adds them:
+# $a(q, k) = w_v^\top \tanh(W_q q + W_k k)$, with $W_q \in \mathbb R^{h\times 20}$ and
+# $W_k \in \mathbb R^{h\times 2}$ here. Because of the two projections, $q$ and $k$ need not have the same width.
+# hf-attention's `AdditiveScore` sizes both projections from one head width, since inside a multi-head layer the
+# queries and keys have already been projected to that width by `q_proj` and `k_proj` (and a
+# `MultiHeadAttention(hidden_size=20, kv_input_size=2, ...)` is how a layer takes streams of different widths).
+# To run the toy unchanged we give the score a 20 → 8 query projection; its `forward` is the library's.
+
+# %%
+additive = AdditiveScore(head_dim=2, attention_dim=8)  # key 2 → 8, energy 8 → 1
+additive.query_proj = torch.nn.Linear(20, 8, bias=False)  # query 20 → 8
+queries_20 = torch.normal(0, 1, (2, 1, 20))
+with torch.no_grad():
+    out_additive, weights_additive = attend(additive, queries_20[:, None], keys[:, None], values[:, None], mask)
+print(out_additive[:, :, 0])
+
+# %% [markdown]
+# ### Scaled dot product: queries and keys of the same width
+#
+# $a(q, k) = q^\top k / \sqrt d$ has no parameters and needs $q$ and $k$ of the same width $d$.
+# `make_score("scaled_dot", ...)` returns no module, only the factor $1/\sqrt d$: the backend does the product.
+
+# %%
+no_module, scaling = make_score("scaled_dot", num_heads=1, head_dim=2)
+queries_2 = torch.normal(0, 1, (2, 1, 2))
+out_dot, weights_dot = attend(no_module, queries_2[:, None], keys[:, None], values[:, None], mask, scaling)
+print(out_dot[:, :, 0])
+report["additive_output"] = out_additive[:, 0, 0]
+report["dot_output"] = out_dot[:, 0, 0]
+report["toy_weights_row_sums"] = weights_dot.sum(-1).flatten()
+report["toy_weights_additive"] = weights_additive[:, 0, 0]  # (sequence, key)
+report["toy_weights_dot"] = weights_dot[:, 0, 0]
+
+# %% [markdown]
+# Both give the means of the valid values, and both put weight $1/2$ on each of the two real keys of sequence 0
+# and $1/6$ on the six of sequence 1: the padded keys get exactly 0.
+#
+# ## Masked softmax: the library's way and the classic way, side by side
+#
+# The classic `masked_softmax(X, valid_lens)` (d2l.ai §11.3) writes $-10^6$ into the masked scores and takes a
+# softmax. hf-attention's eager backend fills masked scores with the dtype's most negative finite number, takes
+# the softmax in at least float32, and then sets masked weights to exactly 0. On random scores with valid
+# lengths $[2, 3]$ (one per sequence), and with per-query valid lengths $[[1, 3], [2, 4]]$:
+
+# %%
+scores = torch.rand(2, 2, 4)
+
+
+def d2l_masked_softmax(x, valid_lens):
+    """The classic version (d2l.ai §11.3), for comparison: valid lengths per sequence (B,) or per query (B, T);
+    -1e6 is written into the scores past the valid length, then a plain softmax."""
+    if valid_lens.dim() == 1:
+        valid_lens = valid_lens[:, None].expand(x.shape[:2])
+    x = x.clone()
+    x[torch.arange(x.shape[-1])[None, None, :] >= valid_lens[:, :, None]] = -1e6
+    return torch.softmax(x, dim=-1)
+
+
+def library_masked_softmax(x, mask):
+    """The eager backend's masking and softmax applied to the given scores x (B, T, S): its score module returns x."""
+    batch, queries, keys_ = x.shape
+    empty = x.new_zeros(batch, 1, max(queries, keys_), 1)
+    _, weights = attend(lambda query, key: x[:, None], empty[:, :, :queries], empty[:, :, :keys_],
+                        empty[:, :, :keys_], mask)
+    return weights[:, 0]
+
+
+per_sequence = torch.tensor([2, 3])
+mask_sequence = padding_mask((torch.arange(4)[None] < per_sequence[:, None]).long())  # (2, 1, 1, 4)
+per_query = torch.tensor([[1, 3], [2, 4]])
+mask_query = (torch.arange(4)[None, None, :] < per_query[:, :, None])[:, None]  # (2, 1, 2, 4): one row per query
+
+library_1 = library_masked_softmax(scores, mask_sequence)
+library_2 = library_masked_softmax(scores, mask_query)
+print("valid lengths [2, 3]:\n", library_1)
+print("valid lengths [[1, 3], [2, 4]]:\n", library_2)
+report["masked_softmax_max_abs_vs_classic"] = max(
+    (library_1 - d2l_masked_softmax(scores, per_sequence)).abs().max().item(),
+    (library_2 - d2l_masked_softmax(scores, per_query)).abs().max().item())
+
+# %% [markdown]
+# Where some key is valid, the two agree to float rounding. They differ, on purpose, where **no key is valid**:
+# a padded query in a left-padded batch, or an empty source. With valid length 0 the classic softmax sees equal
+# scores ($-10^6$ everywhere) and returns a *uniform* row: the padding is averaged in as if it were real.
+# hf-attention returns a row of zeros, so such a query contributes nothing. And in float16, $-10^6$ is not
+# representable: it becomes $-\infty$, and a softmax over a row of $-\infty$ is NaN.
+
+# %%
+zero_valid = torch.tensor([0, 3])
+mask_zero = padding_mask((torch.arange(4)[None] < zero_valid[:, None]).long())
+classic_zero = d2l_masked_softmax(scores, zero_valid)
+library_zero = library_masked_softmax(scores, mask_zero)
+classic_half = d2l_masked_softmax(scores.half(), zero_valid)
+library_half = library_masked_softmax(scores.half(), mask_zero)
+print("classic, valid length 0:", classic_zero[0, 0])
+print("library, valid length 0:", library_zero[0, 0])
+print("classic in float16:     ", classic_half[0, 0])
+print("library in float16:     ", library_half[0, 0])
+report["classic_empty_row"] = classic_zero[0, 0]
+report["library_empty_row"] = library_zero[0, 0]
+report["classic_float16_empty_row_is_nan"] = bool(classic_half[0, 0].isnan().all())
+report["library_float16_empty_row"] = library_half[0, 0].float()
+
+# %%
+figure, axes = plt.subplots(1, 4, figsize=(13, 2.8))
+sequences = ["sequence 0", "sequence 1"]
+panels = ((weights_additive[:, 0, 0], "additive, valid lengths [2, 6]", sequences),
+          (weights_dot[:, 0, 0], "scaled dot, valid lengths [2, 6]", sequences),
+          (library_2.reshape(4, 4), "library, lengths [[1, 3], [2, 4]]", ["s0 q0", "s0 q1", "s1 q0", "s1 q1"]),
+          (torch.stack([classic_zero[0, 0], library_zero[0, 0]]), "valid length 0", ["classic", "library"]))
+for axis, (weights, title, rows) in zip(axes, panels, strict=True):
+    image = axis.imshow(weights.detach(), cmap="Blues", vmin=0, vmax=1, aspect="auto")
+    axis.set_title(title, fontsize=9)
+    axis.set_xlabel("keys")
+    axis.set_xticks(range(weights.shape[1]))
+    axis.set_yticks(range(len(rows)), rows, fontsize=8)
+figure.colorbar(image, ax=axes, shrink=0.8)
+save_figure(figure, args.figures, "02_masked_softmax", additive=weights_additive[:, 0, 0].detach(),
+            dot=weights_dot[:, 0, 0], per_query=library_2, classic_empty=classic_zero[0, 0],
+            library_empty=library_zero[0, 0])
+
+# %% [markdown]
+# ## Why divide by $\sqrt d$?
+#
+# If the entries of $q$ and $k$ are independent with mean 0 and variance 1, each product $q_j k_j$ has mean 0 and
+# variance $E[q_j^2]E[k_j^2] = 1$, and the $d$ products are independent, so
+#
+# $$\mathrm{Var}(q^\top k) = d, \qquad \mathrm{Var}\!\left(q^\top k/\sqrt d\right) = 1.$$
+#
+# Unscaled, the scores spread out as $\sqrt d$; the softmax of widely spread scores puts almost all weight on the
+# largest one (it *saturates*), and a saturated softmax passes almost no gradient: its Jacobian
+# $\mathrm{diag}(p) - pp^\top$ is 0 when $p$ is one-hot. Measured: sample many $q, k$ and look at the variance of
+# the scores, then run the backend with `scaling=1` ("dot") and `scaling=1/sqrt(d)` ("scaled_dot") over 32 keys
+# and look at the entropy of the weights (uniform: $\ln 32 = 3.47$ nats; one-hot: 0) and at the size of the
+# softmax Jacobian.
+
+# %%
+widths = [4, 16, 64, 256, 1024]
+samples = 4000 if args.quick else 20000
+n_keys = 32
+measured = []
+for d in widths:
+    q, k = torch.randn(samples, d), torch.randn(samples, d)
+    dots = (q * k).sum(-1)
+    _, scale = make_score("scaled_dot", num_heads=1, head_dim=d)
+    row = {"d": d, "var_unscaled": dots.var().item(), "var_scaled": (dots * scale).var().item()}
+    query, key = torch.randn(1, 1, 256, d), torch.randn(1, 1, n_keys, d)
+    for name in ("dot", "scaled_dot"):
+        _, factor = make_score(name, num_heads=1, head_dim=d)
+        _, p = attend(None, query, key, key, scaling=factor)  # (1, 1, 256 queries, 32 keys)
+        entropy = -(p * p.clamp_min(1e-30).log()).sum(-1).mean().item()
+        jacobian = torch.diag_embed(p) - p[..., :, None] * p[..., None, :]  # d softmax / d scores, per query
+        row[f"entropy_{name}"] = entropy
+        row[f"max_weight_{name}"] = p.max(-1).values.mean().item()
+        row[f"jacobian_{name}"] = jacobian.flatten(-2).norm(dim=-1).mean().item()
+    measured.append(row)
+
+print(table([(r["d"], f"{r['var_unscaled']:.1f}", f"{r['var_scaled']:.3f}", f"{r['entropy_dot']:.2f}",
+              f"{r['entropy_scaled_dot']:.2f}", f"{r['jacobian_dot']:.3f}", f"{r['jacobian_scaled_dot']:.3f}")
+             for r in measured],
+            ("d", "Var(q.k)", "Var(q.k/sqrt d)", "entropy dot", "entropy scaled", "|J| dot", "|J| scaled")))
+report["variance"] = measured
+report["ln_keys"] = math.log(n_keys)
+
+# %% [markdown]
+# The variance grows in step with $d$ unscaled and stays at 1 scaled, as the argument says. With 32 keys, unscaled
+# scores at $d = 1024$ have a standard deviation of 32: the softmax is all but one-hot (entropy near 0) and its
+# Jacobian is a fraction of the scaled one, and shrinks further as $d$ grows, so the query and key projections
+# get less and less learning signal. Scaled, the entropy stays near $\ln 32 - \tfrac12$ for every width: the same
+# well-spread weights and the same gradient size whatever the head width. (Trained weights are not independent unit
+# Gaussians, so real scores are not exactly unit-variance; the scaling keeps them in the right range at
+# initialisation, which is what lets training start.)
+
+# %%
+figure, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+d_values = [r["d"] for r in measured]
+axes[0].loglog(d_values, [r["var_unscaled"] for r in measured], "o-", label="q.k")
+axes[0].loglog(d_values, [r["var_scaled"] for r in measured], "o-", label="q.k / sqrt(d)")
+axes[0].loglog(d_values, d_values, "k:", label="d")
+axes[0].set_xlabel("width d")
+axes[0].set_title("Variance of the scores")
+axes[0].legend()
+for name, label in (("dot", "dot (unscaled)"), ("scaled_dot", "scaled dot")):
+    axes[1].semilogx(d_values, [r[f"entropy_{name}"] for r in measured], "o-", label=label)
+    axes[2].semilogx(d_values, [r[f"jacobian_{name}"] for r in measured], "o-", label=label)
+axes[1].axhline(math.log(n_keys), color="k", ls=":", label="uniform, ln 32")
+axes[1].set_xlabel("width d")
+axes[1].set_title("Entropy of the weights (nats)")
+axes[1].legend()
+axes[2].set_xlabel("width d")
+axes[2].set_title("Size of the softmax Jacobian")
+axes[2].legend()
+save_figure(figure, args.figures, "02_scaling", d=d_values,
+            var_unscaled=[r["var_unscaled"] for r in measured], var_scaled=[r["var_scaled"] for r in measured],
+            entropy_dot=[r["entropy_dot"] for r in measured],
+            entropy_scaled=[r["entropy_scaled_dot"] for r in measured],
+            jacobian_dot=[r["jacobian_dot"] for r in measured],
+            jacobian_scaled=[r["jacobian_scaled_dot"] for r in measured])
+
+# %% [markdown]
+# ## Summary
+#
+# * The score is the only part that differs between classic attention variants; masking, softmax and the weighted
+#   sum are shared (in hf-attention: one backend, a pluggable `score` module).
+# * Masks are boolean, True = may attend. Valid lengths become a mask through a comparison with `arange` and
+#   `hf_attention.masks.padding_mask`; a row with no valid key gives zeros, never a uniform row or NaN.
+# * Unscaled dot products grow with the width and saturate the softmax; dividing by $\sqrt d$ keeps the scores at
+#   unit variance. T5 (`attention_score="dot"`) drops the factor and relies on its initialisation instead.
+#
+# **Next:** [03 · positional encodings](03_positional_encodings.py).
+
+# %%
+report.save()

@@ -1,0 +1,200 @@
+"""The tutorials in docs/tutorials run (their --quick mode, as a user would run them) and the numbers they print and
+reason about are what the text claims. Plus: the committed figures are what the committed scripts draw (their data,
+not their pixels), every tutorial opens as a notebook, and docs/README.md points at files that exist."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TUTORIALS = ROOT / "docs" / "tutorials"
+FIGURES = ROOT / "docs" / "figures"
+SCRIPTS = sorted(p.name for p in TUTORIALS.glob("[0-9][0-9]_*.py"))
+
+
+def run_tutorial(name: str, folder: Path, *extra: str, quick: bool = True) -> tuple[dict, Path, str]:
+    """Run docs/tutorials/NAME as a script; returns (its reported numbers, its figures folder, its stdout)."""
+    figures, results = folder / "figures", folder / "results.json"
+    command = [sys.executable, str(TUTORIALS / name), "--figures", str(figures), "--results", str(results), *extra]
+    if quick:
+        command.append("--quick")
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
+    completed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900, env=environment)
+    assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-4000:]
+    return json.loads(results.read_text()), figures, completed.stdout
+
+
+def figure_names(folder: Path) -> set[str]:
+    return {p.stem for p in folder.glob("*.png")}
+
+
+def assert_figures(figures: Path, prefix: str) -> None:
+    """Each figure a run writes is a PNG with its data beside it, and is one of the committed figures."""
+    names = {n for n in figure_names(figures) if n.startswith(prefix)}
+    assert names, f"no {prefix}* figure written"
+    assert names == {p.stem for p in figures.glob(f"{prefix}*.npz")}
+    assert names == {n for n in figure_names(FIGURES) if n.startswith(prefix)}
+
+
+def test_01_nadaraya_watson(tmp_path):
+    numbers, figures, _ = run_tutorial("01_nadaraya_watson.py", tmp_path)
+    assert numbers["mse_learned"] < numbers["mse_fixed_kernel"] < numbers["mse_average"]
+    assert numbers["library_vs_formula_max_abs_float64"] < 1e-6  # GaussianScore + eager backend = the formula
+    assert numbers["library_vs_formula_max_abs_float32"] < 1e-4
+    assert 0.15 < numbers["sigma_learned"] < 0.4  # narrower than the fixed sigma = 1
+    # Self included: w keeps growing, training loss below the leave-one-out loss, test error worse than its best.
+    assert numbers["w_naive"] > numbers["w_learned"]
+    assert numbers["train_loss_naive_last"] < numbers["train_loss_first_last"][1] < numbers["train_loss_first_last"][0]
+    assert numbers["mse_naive"] > numbers["mse_learned"] and numbers["mse_naive"] > numbers["mse_naive_best"]
+    # The width learned through the library's layer (log sigma², boolean leave-one-out mask) reaches the same minimum.
+    assert abs(numbers["w_library_trained"] / numbers["w_learned"] - 1) < 0.02
+    assert abs(numbers["loss_library_trained"] - numbers["train_loss_first_last"][1]) < 1e-4
+    assert_figures(figures, "01_")
+
+
+def test_02_scoring_and_masked_softmax(tmp_path):
+    numbers, figures, _ = run_tutorial("02_scoring_and_masked_softmax.py", tmp_path)
+    means = [[2.0, 3.0, 4.0, 5.0], [10.0, 11.0, 12.0, 13.0]]  # the mean of the valid values
+    np.testing.assert_allclose(numbers["additive_output"], means, atol=1e-5)
+    np.testing.assert_allclose(numbers["dot_output"], means, atol=1e-5)
+    np.testing.assert_allclose(numbers["toy_weights_row_sums"], 1.0, atol=1e-6)
+    expected = [[0.5] * 2 + [0.0] * 8, [1 / 6] * 6 + [0.0] * 4]  # equal keys: uniform over the valid ones
+    np.testing.assert_allclose(numbers["toy_weights_additive"], expected, atol=1e-6)
+    np.testing.assert_allclose(numbers["toy_weights_dot"], expected, atol=1e-6)
+    assert numbers["masked_softmax_max_abs_vs_classic"] < 1e-6
+    assert numbers["classic_empty_row"] == [0.25] * 4 and numbers["library_empty_row"] == [0.0] * 4
+    assert numbers["classic_float16_empty_row_is_nan"] and numbers["library_float16_empty_row"] == [0.0] * 4
+    rows = numbers["variance"]
+    assert [r["d"] for r in rows] == [4, 16, 64, 256, 1024]
+    for r in rows:
+        assert abs(r["var_unscaled"] / r["d"] - 1) < 0.15, r  # Var(q·k) ≈ d
+        assert abs(r["var_scaled"] - 1) < 0.15, r  # Var(q·k / √d) ≈ 1
+        assert numbers["ln_keys"] - 1 < r["entropy_scaled_dot"] < numbers["ln_keys"]  # spread, whatever d
+    widest = rows[-1]
+    assert widest["entropy_dot"] < 0.5 and widest["entropy_dot"] < widest["entropy_scaled_dot"] / 4  # saturated
+    assert widest["max_weight_dot"] > 0.8 > widest["max_weight_scaled_dot"]
+    assert widest["jacobian_dot"] < widest["jacobian_scaled_dot"] / 2
+    assert [r["entropy_dot"] for r in rows] == sorted((r["entropy_dot"] for r in rows), reverse=True)
+    assert [r["jacobian_dot"] for r in rows][1:] == sorted((r["jacobian_dot"] for r in rows[1:]), reverse=True)
+    scaled = [r["jacobian_scaled_dot"] for r in rows]
+    assert max(scaled) < 1.2 * min(scaled)  # the same gradient size whatever the width
+    assert_figures(figures, "02_")
+
+
+def test_03_positional_encodings(tmp_path):
+    numbers, figures, _ = run_tutorial("03_positional_encodings.py", tmp_path)
+    assert numbers["rotation_max_error"] < 1e-5  # PE(p + k) = M_k PE(p)
+    assert numbers["rotary_shift_relative_error"] < 1e-5  # RoPE scores depend on j - i only
+    differences = numbers["permutation_difference"]
+    assert differences["none"] < 1e-5  # permutation-equivariant without positions
+    assert all(differences[s] > 0.1 for s in ("sinusoidal", "learned", "rotary", "alibi", "relative"))
+    assert numbers["alibi_slopes"] == [0.25, 0.0625, 0.015625, 0.00390625]
+    buckets = numbers["t5_buckets_at"]  # 16 buckets per direction: 8 exact, then log-spaced up to 128
+    assert [buckets[str(d)] for d in (0, -1, -7, 1, 7)] == [0, 1, 7, 17, 23]
+    assert buckets["-8"] == 8 and 8 < buckets["-20"] < 15 and buckets["-128"] == buckets["-160"] == 15
+    assert buckets["128"] == buckets["160"] == 31
+    assert "max_position_embeddings" in numbers["learned_past_table_error"]
+    assert_figures(figures, "03_")
+
+
+def test_committed_figures_are_what_the_script_draws(tmp_path):
+    """Tutorial 03 in its full mode regenerates its figures; their data equals the committed .npz files."""
+    _, figures, _ = run_tutorial("03_positional_encodings.py", tmp_path, quick=False)
+    committed = sorted(FIGURES.glob("03_*.npz"))
+    assert [p.name for p in committed] == sorted(p.name for p in figures.glob("03_*.npz"))
+    for path in committed:
+        with np.load(path) as old, np.load(figures / path.name) as new:
+            assert sorted(old.files) == sorted(new.files), path.name
+            for key in old.files:
+                np.testing.assert_allclose(new[key], old[key], rtol=1e-5, atol=1e-6, err_msg=f"{path.name}:{key}")
+
+
+@pytest.fixture(scope="module")
+def translation_run(tmp_path_factory):
+    """Tutorial 04 in quick mode without a model: it trains its own short run (in a temporary folder)."""
+    folder = tmp_path_factory.mktemp("tutorial04")
+    numbers, figures, out = run_tutorial("04_multihead_self_cross_masks.py", folder, "--work-dir",
+                                         str(folder / "run"))
+    return numbers, figures, out, folder / "run" / "final"
+
+
+@pytest.mark.slow
+def test_04_multihead_self_cross_masks(translation_run):
+    numbers, figures, out, final = translation_run
+    assert "trains a short run" in out and "trained just now" in numbers["model_origin"]  # and says so
+    assert (final / "config.json").is_file()
+    assert numbers["causal_allowed"] == 36 and numbers["cached_keys_seen"] == [5, 6]
+    assert numbers["pad_key_weight_max"] == 0.0  # padded keys get exactly nothing
+    assert numbers["real_row_sum_error"] < 1e-5
+    assert numbers["padding_invariance_max_abs"] < 1e-5  # a sentence's output does not depend on the padding
+    assert numbers["heads_side_by_side_max_abs"] < 1e-5  # multi-head = heads run one by one, concatenated, o_proj
+    assert numbers["decoder_future_weight_max"] == 0.0  # causal
+    assert numbers["cross_row_sum_error"] < 1e-5
+    assert numbers["cross_entropy_untrained"] > 0.98  # a fresh model attends almost uniformly
+    assert numbers["cross_entropy_trained"] < numbers["cross_entropy_untrained"] - 0.05  # training sharpens it
+    assert_figures(figures, "04_")
+
+
+@pytest.mark.slow
+def test_06_encoder_decoder_step_by_step(translation_run, tmp_path):
+    final = translation_run[3]
+    numbers, figures, _ = run_tutorial("06_encoder_decoder_step_by_step.py", tmp_path, "--model", str(final))
+    assert numbers["decoder_inputs_are_shifted_labels"]
+    assert abs(numbers["teacher_forcing_loss_by_hand"] - numbers["teacher_forcing_loss_library"]) < 1e-4
+    assert numbers["loop_tokens"] == numbers["generate_tokens"]  # the hand loop is greedy generate()
+    assert numbers["loop_tokens"][0] == 1 and numbers["steps"] == len(numbers["loop_tokens"]) - 1
+    assert numbers["step_vs_parallel_cross_attention_max_abs"] < 1e-5  # a step sees only its past
+    assert numbers["cached_vs_parallel_logits_max_abs"] < 1e-4
+    assert_figures(figures, "06_")
+
+
+def test_05_why_attention(tmp_path):
+    numbers, figures, _ = run_tutorial("05_why_attention.py", tmp_path)
+    assert numbers["path_length"] == {"convolution_k3": 32, "dilated_convolution_k3": 6, "self_attention": 1,
+                                      "recurrent_steps": 32}
+    assert numbers["cost_ratio_attention_over_recurrent"]["256"] == 1.0  # 2n²d = nd² at n = d/2
+    assert numbers["memory_measured"]
+    rows = numbers["measured"]
+    assert all(r["max_abs_difference"] < 1e-5 for r in rows)  # eager and SDPA compute the same
+    last, before = rows[-1], rows[-2]
+    assert 3.0 < last["eager_MiB"] / before["eager_MiB"] < 5.5  # quadratic: ×4 per doubling of n
+    assert 1.5 < last["sdpa_MiB"] / before["sdpa_MiB"] < 3.0  # linear: ×2 per doubling
+    assert 1.5 < last["eager_MiB"] / last["weights_MiB"] < 3.0  # scores and weights, both n×n
+    assert last["sdpa_MiB"] < last["eager_MiB"] / 4
+    assert last["eager_ms"] > last["sdpa_ms"]
+    # The committed whole-model benchmark (benchmarks/results/full.json), as the text describes it.
+    assert numbers["benchmark_longest"] == 4096
+    assert numbers["benchmark_eager_over_sdpa_memory_at_longest"] > 3
+    assert numbers["benchmark_eager_over_sdpa_time_at_longest"] > 3
+    assert numbers["benchmark_eager_time_growth"] > 4 and numbers["benchmark_sdpa_time_growth"] < 2
+    assert abs(numbers["benchmark_sdpa_memory_growth"] - 1) < 0.05
+    assert 0.25 < numbers["benchmark_checkpointing"]["memory_ratio"] < 0.4
+    assert numbers["benchmark_checkpointing"]["time_ratio"] > 1
+    assert_figures(figures, "05_")
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_tutorial_opens_as_a_notebook(name):
+    import jupytext
+
+    notebook = jupytext.read(TUTORIALS / name)
+    kinds = [cell.cell_type for cell in notebook.cells]
+    assert kinds[0] == "markdown" and kinds.count("markdown") >= 4 and kinds.count("code") >= 3
+    assert notebook.cells[0].source.startswith(f"# {name[:2]} ·")
+
+
+def test_readme_lists_every_tutorial_with_a_thumbnail():
+    readme = (ROOT / "docs" / "README.md").read_text()
+    links = re.findall(r"\]\(([^)#]+)\)|src=\"([^\"]+)\"", readme)
+    targets = [a or b for a, b in links if not (a or b).startswith(("http://", "https://"))]
+    assert all((ROOT / "docs" / target).exists() for target in targets), targets
+    listed = [t for t in targets if t.startswith("tutorials/")]
+    assert listed == [f"tutorials/{name}" for name in SCRIPTS]  # in reading order
+    assert sum(t.startswith("figures/") and t.endswith(".png") for t in targets) >= len(SCRIPTS)
+    assert len(SCRIPTS) >= 6
