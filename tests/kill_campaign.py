@@ -45,7 +45,10 @@ FIXED_POINTS = {
     "pruning: right after a deletion": "prune_delete",
     "export: while writing": "export_write",
     "export: between the two renames": "export_swap",
+    "resume: while rewriting metrics.jsonl": "resume_metrics",  # a resumed run drops the records after its step
 }
+# Points reached by a run resumed from an earlier checkpoint of a finished run (the folder already holds an export).
+RESUMED_POINTS = ("export_write", "export_swap", "resume_metrics")
 
 
 # --------------------------------------------------------------------------------------------- the child
@@ -110,6 +113,13 @@ def install_kill_point(point: str, nth: int) -> None:
             return real_write(model, tokenizer, directory, **kwargs)
 
         export._write_export = write
+    elif point == "resume_metrics":
+        def replace(source, target, *args, **kwargs):
+            if Path(target).name == "metrics.jsonl":
+                strike()  # the rewritten file is complete but not yet in place
+            return real_replace(source, target, *args, **kwargs)
+
+        os.replace = replace
     elif point == "export_swap":
         def replace(source, target, *args, **kwargs):
             result = real_replace(source, target, *args, **kwargs)
@@ -223,8 +233,8 @@ def fixed_point_kill(workdir: Path, reference: Path, label: str, point: str, nth
     """Kill at `point`; for export points, in a folder that already holds a complete export (it must survive)."""
     output_dir = workdir / point
     shutil.rmtree(output_dir, ignore_errors=True)
-    had_export = point.startswith("export")
-    if had_export:  # a finished run, then a resume from an earlier checkpoint that dies while exporting
+    had_export = point in RESUMED_POINTS
+    if had_export:  # a finished run, then a resume from an earlier checkpoint that dies on the way
         shutil.copytree(reference, output_dir)
         earlier = output_dir / "checkpoints" / "step_00010"
         code = _train(output_dir, "--resume_from_checkpoint", str(earlier), point=point, nth=nth)
@@ -262,7 +272,7 @@ def campaign(workdir: Path, *, random_count: int, seed: int = 0, points: dict | 
     run_seconds = time.time() - started
     results = {}
     for label, point in (points or FIXED_POINTS).items():
-        nth = 1 if point.startswith("export") else 3  # the third save: earlier checkpoints exist, pruning deletes
+        nth = 1 if point in RESUMED_POINTS else 3  # the third save: earlier checkpoints exist, pruning deletes
         results[label] = fixed_point_kill(workdir, reference, label, point, nth)
     for index, outcome in enumerate(random_kills(workdir, reference, random_count, seed, run_seconds)):
         results[f"random #{index + 1}"] = outcome

@@ -72,19 +72,19 @@ def save_checkpoint(accelerator, output_dir: str | Path, progress: Progress, *, 
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         if scheduler is not None:
-            _write_atomically(temporary / SCHEDULER_FILE, json.dumps(scheduler.state_dict()))
-        _write_atomically(temporary / PROGRESS_FILE, json.dumps(asdict(progress)))
+            write_atomically(temporary / SCHEDULER_FILE, json.dumps(scheduler.state_dict()))
+        write_atomically(temporary / PROGRESS_FILE, json.dumps(asdict(progress)))
         if final.exists():  # an abandoned run's save of the same step: promote without leaving `latest` dangling
-            _write_atomically(root / LATEST, temporary.name)
+            write_atomically(root / LATEST, temporary.name)
             shutil.rmtree(final)
         os.replace(temporary, final)
-        _write_atomically(root / LATEST, name)
+        write_atomically(root / LATEST, name)
         _prune(root, keep)
     accelerator.wait_for_everyone()
     return final
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str) -> None:
     partial = path.with_name(path.name + ".tmp")
     with open(partial, "w") as f:
         f.write(text)

@@ -41,7 +41,7 @@ from transformers import AutoTokenizer, get_cosine_schedule_with_warmup
 from hf_attention.hardware import cpu_has_fast_bf16
 from training import objectives as obj
 from training.args import DataArguments, ModelArguments, TrainArguments, parse_args
-from training.checkpoint import Progress, load_checkpoint, resolve_checkpoint, save_checkpoint
+from training.checkpoint import Progress, load_checkpoint, resolve_checkpoint, save_checkpoint, write_atomically
 from training.evaluate import bleu_chrf, evaluate_loss, translate
 from training.sharding import check_cpu_fsdp_settings, cpu_fsdp_requested, plain_copy, shard
 
@@ -118,7 +118,8 @@ class MetricsLogger:
             from training.export import read_metrics
 
             kept = [record for record in read_metrics(self.path) if record["step"] <= resume_step]
-            self.path.write_text("".join(json.dumps(record) + "\n" for record in kept))
+            # replaced in one rename: a kill while rewriting must not lose the records of the steps kept
+            write_atomically(self.path, "".join(json.dumps(record) + "\n" for record in kept))
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
