@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .paths import check_checkpoint
+from .paths import check_checkpoint, output_file
 from .visualize import (
     KINDS,
     MAX_TOKENS,
@@ -229,25 +229,8 @@ def explore(
 
 
 def output_path(path: str | os.PathLike) -> Path:
-    """The file a page given `path` is written to; raises a ValueError when it cannot be written.
-
-    An existing folder, or a name ending with a path separator, gets `DEFAULT_FILE_NAME` inside it; a name without
-    a suffix gets ".html"; any other suffix than .html / .htm is refused.
-    """
-    name = os.fspath(path)
-    if not name.strip():
-        raise ValueError("The output path is empty: pass an .html file name.")
-    file = Path(name).expanduser()
-    if file.is_dir() or name.endswith(("/", os.sep)) or (os.altsep and name.endswith(os.altsep)):
-        file = file / DEFAULT_FILE_NAME
-    elif not file.suffix:
-        file = file.with_name(file.name + ".html")
-    if file.suffix.lower() not in (".html", ".htm"):
-        raise ValueError(f"Cannot write {name}: the explorer writes an HTML page; use a name ending in .html.")
-    existing = next(parent for parent in file.parents if parent.exists())  # "." at worst
-    if not existing.is_dir():
-        raise ValueError(f"Cannot write {name}: {existing} is a file, not a folder.")
-    return file
+    """The file a page given `path` is written to (see `paths.output_file`); a ValueError when it cannot be."""
+    return output_file(path, default_name=DEFAULT_FILE_NAME, suffixes=(".html", ".htm"), what="an HTML page")
 
 
 # ---------------------------------------------------------------------------------------------------------------------

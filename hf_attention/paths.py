@@ -62,3 +62,32 @@ def check_checkpoint(name: str | os.PathLike, *, argument: str, tokenizer: bool 
         raise ValueError(f"{argument}: {name} holds no tokenizer (none of {', '.join(TOKENIZER_FILES)}); save it "
                          "there with tokenizer.save_pretrained.")
     return str(path)
+
+
+def output_file(path: str | os.PathLike, *, default_name: str, suffixes: tuple[str, ...], what: str) -> Path:
+    """The file to write for an output argument `path`, or a ValueError naming what is wrong.
+
+    An existing folder, or a name ending with a path separator, gets `default_name` inside it; a name without a
+    suffix gets `suffixes[0]`; another suffix than `suffixes` is refused; a parent that is a file is refused.
+
+    Args:
+        path: What the user gave.
+        default_name: The file written inside a folder.
+        suffixes: Allowed suffixes, lower case with the dot, the default first.
+        what: What is written, for the messages (e.g. "an HTML page").
+    """
+    name = os.fspath(path)
+    if not name.strip():
+        raise ValueError(f"The output path is empty: pass a {suffixes[0]} file name.")
+    file = Path(name).expanduser()
+    if file.is_dir() or name.endswith(("/", os.sep)) or (os.altsep and name.endswith(os.altsep)):
+        file = file / default_name
+    elif not file.suffix:
+        file = file.with_name(file.name + suffixes[0])
+    if file.suffix.lower() not in suffixes:
+        raise ValueError(f"Cannot write {name}: {file.suffix!r} is not a file type for {what}; use a name ending "
+                         f"in {', '.join(suffixes)}.")
+    existing = next(parent for parent in file.parents if parent.exists())  # "." at worst
+    if not existing.is_dir():
+        raise ValueError(f"Cannot write {name}: {existing} is a file, not a folder.")
+    return file

@@ -42,7 +42,7 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from .paths import check_checkpoint
+from .paths import check_checkpoint, output_file
 
 KINDS = ("self", "decoder", "cross")
 # Tokens per heatmap axis: the default cap (labels stay legible, drawing one panel takes < 1 GB) and the largest cap
@@ -335,27 +335,10 @@ def _check_figure_size(panels: int, queries: int, keys: int) -> None:
 
 
 def output_path(path: str | os.PathLike) -> Path:
-    """The file a heatmap given `path` is written to; raises a ValueError when it cannot be written.
-
-    An existing folder, or a string ending with a path separator, gets `DEFAULT_FILE_NAME` inside it; a name without
-    a suffix gets ".png" (as matplotlib does). The suffix must be a format matplotlib writes.
-    """
-    name = os.fspath(path)
-    if not name.strip():
-        raise ValueError("The output path is empty: pass a .png file name.")
-    file = Path(name).expanduser()
-    if file.is_dir() or name.endswith(("/", os.sep)) or (os.altsep and name.endswith(os.altsep)):
-        file = file / DEFAULT_FILE_NAME
-    elif not file.suffix:
-        file = file.with_name(file.name + ".png")
-    formats = FigureCanvasAgg.get_supported_filetypes()
-    if file.suffix[1:].lower() not in formats:
-        raise ValueError(f"Cannot write {name}: matplotlib does not write {file.suffix!r} files; use .png (or one of "
-                         f"{', '.join('.' + f for f in sorted(formats))}).")
-    existing = next(parent for parent in file.parents if parent.exists())  # "." at worst
-    if not existing.is_dir():
-        raise ValueError(f"Cannot write {name}: {existing} is a file, not a folder.")
-    return file
+    """The file a heatmap given `path` is written to (see `paths.output_file`: a folder gets `DEFAULT_FILE_NAME`, a
+    name without a suffix ".png"); the suffix must be a format matplotlib writes."""
+    formats = tuple(sorted(f".{f}" for f in FigureCanvasAgg.get_supported_filetypes()))
+    return output_file(path, default_name=DEFAULT_FILE_NAME, suffixes=(".png", *formats), what="a matplotlib image")
 
 
 def _draw(weights: np.ndarray, query_tokens: list[str], key_tokens: list[str], *, kind: str, layer: int,
