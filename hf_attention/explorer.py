@@ -39,9 +39,11 @@ from .visualize import (
     MAX_TOKENS,
     MAX_TOKENS_LIMIT,
     HeatmapTooLarge,
+    _check_index,
     _check_length,
     _forward_with_attentions,
     _head,
+    _num_heads,
     _positive_int,
     _target_sequence,
     load_model_and_tokenizer,
@@ -235,17 +237,6 @@ def output_path(path: str | os.PathLike) -> Path:
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Checks
-
-
-def _check_index(name: str, index: int, size: int, what: str) -> int:
-    if not -size <= index < size:
-        raise ValueError(f"{name}={index} is out of range: the model has {size} {what} (valid: {-size} … {size - 1}).")
-    return index % size
-
-
-def _num_heads(config) -> int | None:
-    heads = getattr(config, "num_attention_heads", None)
-    return heads if isinstance(heads, int) and heads > 0 else None
 
 
 def _num_layers(config, kind: str) -> int | None:

@@ -303,9 +303,11 @@ def _forward_with_attentions(model, inputs: dict):
         model.set_attn_implementation(previous)
 
 
-def _check_index(name: str, index: int, size: int) -> int:
+def _check_index(name: str, index: int, size: int, what: str | None = None) -> int:
+    """`index` into `size` items (negative from the end) as a non-negative index, or a ValueError naming `what`."""
     if not -size <= index < size:
-        raise ValueError(f"{name}={index} is out of range: the model has {size} (valid: {-size} … {size - 1}).")
+        counted = f"{size} {what}" if what else f"{size}"
+        raise ValueError(f"{name}={index} is out of range: the model has {counted} (valid: {-size} … {size - 1}).")
     return index % size
 
 
