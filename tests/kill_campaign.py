@@ -7,7 +7,8 @@ At the end: the training losses and the exported weights equal the uninterrupted
 
     python tests/kill_campaign.py --random 20        # every fixed point plus 20 random kills (a few minutes)
 
-`tests/test_kill_campaign.py` runs the fixed points and a few random kills as part of the suite.
+It is run by hand (minutes); `tests/test_training_faults.py` checks every crash point of a save and of the export
+in-process as part of the suite.
 """
 
 from __future__ import annotations
