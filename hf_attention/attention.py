@@ -345,7 +345,7 @@ class MultiHeadAttention(nn.Module):
             hidden_states: (B, T, E) queries' stream.
             attention_mask: (B|1, 1, T, S) bool mask (True = attend) or None.
             key_value_states: Encoder output for cross-attention.
-            position_embeddings: Rotary (cos, sin), each (B, T, D); rotates q and k before caching.
+            position_embeddings: Rotary (cos, sin), each (B, 1, T, D) (or (B, T, D)); rotates q and k before caching.
             position_bias: (B|1, H, T, S) additive score bias.
             past_key_values: An HF Cache (self-attention) or EncoderDecoderCache (either kind of layer).
             attention_function: A backend with HF's attention-function signature.

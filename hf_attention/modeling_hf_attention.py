@@ -10,6 +10,7 @@ layers) from it and wires them into three families:
 Masks and positional signals are computed once per stack and passed to every layer; caches are HF Cache objects.
 """
 
+import inspect
 import math
 
 import torch
@@ -318,36 +319,26 @@ class TransformerStack(nn.Module):
                 )
         return batch, length
 
-    def embed(self, input_ids: Tensor | None, inputs_embeds: Tensor | None, token_type_ids: Tensor | None) -> Tensor:
-        """Token embeddings × scale (+ token-type embeddings): (B, T) ids → (B, T, E). Inputs passed `check_inputs`."""
+    def embed(self, input_ids: Tensor | None, inputs_embeds: Tensor | None, token_type_ids: Tensor | None, *,
+              first_call: bool = True) -> Tensor:
+        """Token embeddings × scale (+ token-type embeddings): (B, T) ids → (B, T, E). Inputs passed `check_inputs`.
+
+        Ids outside the vocabulary get an error that names them. On CPU the lookup itself finds them for free (an
+        IndexError, translated); elsewhere an explicit check would cost a device sync, so it runs on the first call
+        only (no cache yet), not at every decoding step.
+        """
         checking = not torch.compiler.is_compiling()
         if inputs_embeds is None:
-            if checking and input_ids.numel():
-                low, high = int(input_ids.min()), int(input_ids.max())
-                if low < 0 or high >= self.config.vocab_size:
-                    bad = high if high >= self.config.vocab_size else low
-                    hint = ("check decoder_start_token_id (config or generate()) and that the tokenizer matches the "
-                            "model's vocab_size") if self.input_prefix else (
-                            "check that the tokenizer matches the model's vocab_size")
-                    raise ValueError(
-                        f"{self.input_prefix}input_ids contains token id {bad}, outside the vocabulary "
-                        f"[0, {self.config.vocab_size}); {hint}."
-                    )
-            inputs_embeds = self.embed_tokens(input_ids)
-        if token_type_ids is not None and checking and token_type_ids.numel():
-            low, high = int(token_type_ids.min()), int(token_type_ids.max())
-            types = self.config.type_vocab_size
-            if low < 0 or high >= max(types, 1):
-                bad = low if low < 0 else high
-                if types:
-                    raise ValueError(
-                        f"token_type_ids contains segment id {bad}, outside [0, type_vocab_size={types})."
-                    )
-                raise ValueError(
-                    f"token_type_ids contains segment id {bad}, but the model has no token-type embeddings "
-                    "(type_vocab_size=0): only 0, what tokenizers return for single texts, is accepted; set "
-                    "type_vocab_size to use segments."
-                )
+            if checking and input_ids.device.type != "cpu" and first_call:
+                self._check_token_ids(input_ids)
+            try:
+                inputs_embeds = self.embed_tokens(input_ids)
+            except IndexError:
+                if checking:
+                    self._check_token_ids(input_ids)
+                raise
+        if token_type_ids is not None and checking:
+            self._check_token_type_ids(token_type_ids)
         # ×1 would still be a pass over (B, T, E), forward and backward
         hidden = inputs_embeds * self.embed_scale if self.embed_scale != 1.0 else inputs_embeds
         if self.token_type_embeddings is not None:
@@ -355,6 +346,34 @@ class TransformerStack(nn.Module):
                 token_type_ids = torch.zeros(hidden.shape[:2], dtype=torch.long, device=hidden.device)
             hidden = hidden + self.token_type_embeddings(token_type_ids)
         return hidden
+
+    def _check_token_ids(self, input_ids: Tensor) -> None:
+        if not input_ids.numel():
+            return
+        low, high = int(input_ids.min()), int(input_ids.max())
+        if low < 0 or high >= self.config.vocab_size:
+            bad = high if high >= self.config.vocab_size else low
+            hint = ("check decoder_start_token_id (config or generate()) and that the tokenizer matches the model's "
+                    "vocab_size") if self.input_prefix else "check that the tokenizer matches the model's vocab_size"
+            raise ValueError(
+                f"{self.input_prefix}input_ids contains token id {bad}, outside the vocabulary "
+                f"[0, {self.config.vocab_size}); {hint}."
+            )
+
+    def _check_token_type_ids(self, token_type_ids: Tensor) -> None:
+        if not token_type_ids.numel():
+            return
+        low, high = int(token_type_ids.min()), int(token_type_ids.max())
+        types = self.config.type_vocab_size
+        if low < 0 or high >= max(types, 1):
+            bad = low if low < 0 else high
+            if types:
+                raise ValueError(f"token_type_ids contains segment id {bad}, outside [0, type_vocab_size={types}).")
+            raise ValueError(
+                f"token_type_ids contains segment id {bad}, but the model has no token-type embeddings "
+                "(type_vocab_size=0): only 0, what tokenizers return for single texts, is accepted; set "
+                "type_vocab_size to use segments."
+            )
 
     def forward(
         self,
@@ -370,7 +389,7 @@ class TransformerStack(nn.Module):
         output_hidden_states: bool = False,
         return_dict: bool = True,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
-        """Run the stack over (B, T) new tokens (after `past` cached ones).
+        """Run the stack over (B, T) new tokens (after `past` cached ones): embed → positions → masks → layers.
 
         `attention_mask` is a (B, past + T) 0/1 padding mask, or a ready (B, 1, T, S) boolean mask (True = attend;
         causality included). Position ids default to the number of real tokens before each token, which keeps
@@ -380,63 +399,89 @@ class TransformerStack(nn.Module):
         if length == 0:
             # generate() would otherwise fail later with an IndexError on the empty logits.
             raise ValueError("The input is empty (0 tokens); pass at least one token, e.g. the bos token as a prompt.")
-        self_cache = past_key_values
-        if isinstance(self_cache, EncoderDecoderCache):
-            self_cache = self_cache.self_attention_cache
-        past = self_cache.get_seq_length() if self_cache is not None else 0
-        key_length = self_cache.get_mask_sizes(length, 0)[0] if self_cache is not None else length
+        past, key_length = _cache_lengths(past_key_values, length)
         ready_mask = attention_mask if attention_mask is not None and attention_mask.dim() == 4 else None
-        if ready_mask is not None:
-            attention_mask = None
+        padding = None if ready_mask is not None else attention_mask  # (B, past + T) 0/1, or None
         checking = not torch.compiler.is_compiling()
-        mask_name = f"{self.input_prefix}attention_mask"
         if checking:
-            check_attention_mask(attention_mask, batch, int(past) + length, mask_name)
-            if ready_mask is not None:
-                self._check_ready_mask(ready_mask, batch, length, key_length, mask_name)
-            if encoder_hidden_states is not None:
-                check_attention_mask(encoder_attention_mask, batch, encoder_hidden_states.shape[1],
-                                     "encoder_attention_mask")
-        hidden = self.embed(input_ids, inputs_embeds, token_type_ids)  # (B, T, E)
+            self._check_masks(padding, ready_mask, encoder_hidden_states, encoder_attention_mask,
+                              batch=batch, length=length, past=int(past), key_length=key_length)
+        first_call = past_key_values is None or (isinstance(past, int) and past == 0)
+        hidden = self.embed(input_ids, inputs_embeds, token_type_ids, first_call=first_call)  # (B, T, E)
         documents = None
-        if position_ids is not None and attention_mask is None and ready_mask is None and past_key_values is None:
+        if position_ids is not None and attention_mask is None and past_key_values is None:
             documents = self._packed_documents(position_ids, batch, checking)
-        position_ids, key_positions = self._positions(attention_mask, position_ids, length, key_length, past)
-
-        kind = getattr(self.position, "kind", None)
-        if kind == "absolute":
-            hidden = hidden + self.position(position_ids).to(hidden.dtype)
-        if self.embedding_norm is not None:
-            hidden = self.embedding_norm(hidden)
-        hidden = maybe_dropout(self.dropout, hidden)
-
+        position_ids, key_positions = self._positions(padding, position_ids, length, key_length, past)
+        hidden = self._add_positions_and_normalize(hidden, position_ids)
         attention_name = "eager" if output_attentions else self.config._attn_implementation
-        attention_function = get_attention_function(attention_name)
-        rotary = self.position(position_ids, hidden.dtype) if kind == "rotary" else None
-        position_bias = self.position(position_ids, key_positions).to(hidden.dtype) if kind == "bias" else None
         if ready_mask is not None:
             self_mask = ready_mask if ready_mask.dtype == torch.bool else ready_mask == 0
         else:
-            self_mask = self._self_attention_mask(attention_mask, documents, length, key_length, past,
-                                                  attention_name, checking)
-        cross_mask = None
-        if encoder_attention_mask is not None and (not checking or has_padding(encoder_attention_mask)):
-            cross_mask = padding_mask(encoder_attention_mask)
+            self_mask = self._self_attention_mask(padding, documents, length, key_length, past, attention_name,
+                                                  checking)
+        layer_inputs = {
+            "attention_mask": self_mask,
+            "past_key_values": past_key_values,
+            "attention_function": get_attention_function(attention_name),
+            **self._position_signals(position_ids, key_positions, hidden.dtype),
+        }
+        if self.is_decoder:
+            layer_inputs["encoder_hidden_states"] = encoder_hidden_states
+            layer_inputs["encoder_attention_mask"] = self._cross_attention_mask(encoder_attention_mask, checking)
+        return self._run_layers(hidden, layer_inputs, past_key_values, output_attentions=output_attentions,
+                                output_hidden_states=output_hidden_states,
+                                has_cross_attention=encoder_hidden_states is not None)
 
+    def _check_masks(self, padding: Tensor | None, ready_mask: Tensor | None, encoder_hidden_states: Tensor | None,
+                     encoder_attention_mask: Tensor | None, *, batch: int, length: int, past: int,
+                     key_length: int) -> None:
+        """Shapes of the 2-D padding mask, a ready 4-D mask and the encoder mask (free: no device sync)."""
+        mask_name = f"{self.input_prefix}attention_mask"
+        check_attention_mask(padding, batch, past + length, mask_name)
+        if ready_mask is not None:
+            self._check_ready_mask(ready_mask, batch, length, key_length, mask_name)
+        if encoder_hidden_states is not None:
+            check_attention_mask(encoder_attention_mask, batch, encoder_hidden_states.shape[1],
+                                 "encoder_attention_mask")
+
+    def _add_positions_and_normalize(self, hidden: Tensor, position_ids: Tensor) -> Tensor:
+        """Absolute position embeddings (sinusoidal, learned), the embedding norm and dropout: the layers' input."""
+        if getattr(self.position, "kind", None) == "absolute":
+            hidden = hidden + self.position(position_ids).to(hidden.dtype)
+        if self.embedding_norm is not None:
+            hidden = self.embedding_norm(hidden)
+        return maybe_dropout(self.dropout, hidden)
+
+    def _position_signals(self, position_ids: Tensor, key_positions: Tensor | None, dtype: torch.dtype) -> dict:
+        """What the attention layers receive of the positions: rotary (cos, sin) tables or an additive score bias."""
+        kind = getattr(self.position, "kind", None)
+        rotary = bias = None
+        if kind == "rotary":
+            cos, sin = self.position(position_ids, dtype)
+            rotary = cos[:, None], sin[:, None]  # (B, 1, T, D): broadcast over heads, shared by every layer
+        elif kind == "bias":
+            bias = self.position(position_ids, key_positions).to(dtype)  # (B|1, H, T, S)
+        return {"position_embeddings": rotary, "position_bias": bias}
+
+    def _cross_attention_mask(self, encoder_attention_mask: Tensor | None, checking: bool) -> Tensor | None:
+        """(B, 1, 1, S) key mask over the encoder output, or None when no source token is padding."""
+        if encoder_attention_mask is None or (checking and not has_padding(encoder_attention_mask)):
+            return None
+        return padding_mask(encoder_attention_mask)
+
+    def _run_layers(self, hidden: Tensor, layer_inputs: dict, past_key_values: Cache | None, *,
+                    output_attentions: bool, output_hidden_states: bool,
+                    has_cross_attention: bool) -> BaseModelOutputWithPastAndCrossAttentions:
+        """The layer loop and the final norm, collecting hidden states and attention weights when asked."""
         all_hidden, self_weights, cross_weights = [], [], []
         for layer in self.layers:
             if output_hidden_states:
                 all_hidden.append(hidden)
-            extra = {"encoder_hidden_states": encoder_hidden_states, "encoder_attention_mask": cross_mask} if (
-                self.is_decoder) else {}
-            outputs = layer(
-                hidden, attention_mask=self_mask, position_embeddings=rotary, position_bias=position_bias,
-                past_key_values=past_key_values, attention_function=attention_function, **extra,
-            )
+            outputs = layer(hidden, **layer_inputs)
             hidden = outputs[0]
             if output_attentions:
                 self_weights.append(outputs[1])
-                if self.is_decoder and encoder_hidden_states is not None:
+                if self.is_decoder and has_cross_attention:
                     cross_weights.append(outputs[2])
         if self.norm is not None:
             hidden = self.norm(hidden)
@@ -474,8 +519,8 @@ class TransformerStack(nn.Module):
             )
 
     def _positions(self, attention_mask: Tensor | None, position_ids: Tensor | None, length: int, key_length: int,
-                   past) -> tuple[Tensor, Tensor]:
-        """Query positions (B|1, T) and key positions (B|1, S).
+                   past) -> tuple[Tensor, Tensor | None]:
+        """Query positions (B|1, T), and key positions (B|1, S) when a distance bias needs them (else None).
 
         With a padding mask a token's position is the number of real tokens before it, so a left-padded row sees the
         same positions as the row alone; without one, positions continue from the cache length. Positions given
@@ -483,19 +528,22 @@ class TransformerStack(nn.Module):
         in packed rows.
         """
         device = self.embed_tokens.weight.device
+        needs_keys = getattr(self.position, "kind", None) == "bias"
         if attention_mask is None:
-            if position_ids is None:
+            given = position_ids is not None
+            if not given:
                 position_ids = torch.arange(length, device=device)[None] + past  # (1, T)
-                key_positions = torch.arange(key_length, device=device)[None]  # (1, S)
-            elif key_length == length:
-                key_positions = position_ids
-            else:
-                key_positions = torch.arange(key_length, device=device)[None]
-            return position_ids, key_positions
+            if not needs_keys:
+                return position_ids, None
+            if given and key_length == length:
+                return position_ids, position_ids
+            return position_ids, torch.arange(key_length, device=device)[None]  # (1, S)
+        if position_ids is not None and not needs_keys:
+            return position_ids, None
         real_before = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, past + T)
         if position_ids is None:
             position_ids = real_before[:, -length:]  # (B, T)
-        return position_ids, fit_to_length(real_before, key_length)
+        return position_ids, fit_to_length(real_before, key_length) if needs_keys else None
 
     def _self_attention_mask(self, attention_mask: Tensor | None, documents: Tensor | None, length: int,
                              key_length: int, past, attention_name: str, checking: bool) -> Tensor | None:
@@ -515,6 +563,16 @@ class TransformerStack(nn.Module):
         if keys is None and attention_name != "eager" and plain_cache and (length == key_length or length == 1):
             return None
         return combine(causal_mask(length, key_length, past, self.embed_tokens.weight.device), keys)
+
+
+def _cache_lengths(past_key_values: Cache | None, length: int) -> tuple:
+    """(tokens already in the self-attention cache, key length of this call): (0, T) without a cache."""
+    cache = past_key_values
+    if isinstance(cache, EncoderDecoderCache):
+        cache = cache.self_attention_cache
+    if cache is None:
+        return 0, length
+    return cache.get_seq_length(), cache.get_mask_sizes(length, 0)[0]
 
 
 def _options(config: HFAttentionConfigBase, output_attentions, output_hidden_states, return_dict):
@@ -1077,3 +1135,9 @@ for _family in AUTO_CLASSES.values():
         _model_class.register_for_auto_class(_auto_name)
 for _config_class in (HFAttentionEncoderConfig, HFAttentionDecoderConfig, HFAttentionSeq2SeqConfig):
     _config_class.register_for_auto_class()
+
+# generate() asks at every step whether a remote-code model's forward takes `cache_position` (and registered Auto
+# classes count as remote code): a signature computed once makes that question a lookup instead of a parse.
+for _family in AUTO_CLASSES.values():
+    for _model_class in _family.values():
+        _model_class.forward.__signature__ = inspect.signature(_model_class.forward)

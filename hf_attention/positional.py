@@ -98,12 +98,24 @@ class RotaryEmbedding(nn.Module):
         super().__init__()
         self.head_dim = head_dim
         self.base = base
+        # θ per device, computed on first use: a float32 table that neither a dtype cast of the model nor the
+        # checkpoint may touch (so no buffer), and that a decoding step should not rebuild.
+        self._inverse_frequencies: dict[torch.device, Tensor] = {}
+
+    def inverse_frequencies(self, device: torch.device) -> Tensor:
+        """θ_i = base^(-2i/D) for i < D/2, float32, on `device`."""
+        table = None if torch.compiler.is_compiling() else self._inverse_frequencies.get(device)
+        if table is None:
+            exponents = torch.arange(0, self.head_dim, 2, dtype=torch.int64, device=device).float() / self.head_dim
+            table = 1.0 / (self.base**exponents)  # (D/2,)
+            if not (torch.compiler.is_compiling() or table.is_meta):
+                self._inverse_frequencies[device] = table
+        return table
 
     def forward(self, position_ids: Tensor, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
         """(B, T) positions → (cos, sin), each (B, T, D), computed in float32 then cast to `dtype`."""
         device = position_ids.device
-        exponents = torch.arange(0, self.head_dim, 2, dtype=torch.int64, device=device).float() / self.head_dim
-        inverse_frequencies = 1.0 / (self.base**exponents)  # (D/2,)
+        inverse_frequencies = self.inverse_frequencies(device)
         with torch.autocast(device_type=device.type, enabled=False):
             angles = position_ids.float()[..., None] * inverse_frequencies  # (B, T, D/2)
             angles = torch.cat((angles, angles), dim=-1)  # (B, T, D)
@@ -117,8 +129,10 @@ def rotate_half(x: Tensor) -> Tensor:
 
 
 def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotate (B, H, T, D) queries or keys by the (B, T, D) tables: x·cos + rotate_half(x)·sin."""
-    cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, D)
+    """Rotate (B, H, T, D) queries or keys by the (B, T, D) tables (or (B, 1, T, D), already broadcast over heads,
+    as the model passes them): x·cos + rotate_half(x)·sin."""
+    if cos.dim() == x.dim() - 1:
+        cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, D)
     return x * cos + rotate_half(x) * sin
 
 

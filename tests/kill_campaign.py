@@ -14,6 +14,7 @@ in-process as part of the suite.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -205,12 +206,27 @@ def _weights(output_dir: Path) -> dict:
     return load_file(output_dir / "final" / "model.safetensors")
 
 
-def _same(output_dir: Path, reference: Path) -> bool:
+def _difference(output_dir: Path, reference: Path) -> str | None:
+    """None when the run equals the reference; else what differs first (a step's loss, an eval point, tensors)."""
     import torch
 
+    (train, evals), (train_ref, evals_ref) = _losses(output_dir), _losses(reference)
+    problems = []
+    if train != train_ref:
+        first = next((a, b) for a, b in itertools.zip_longest(train, train_ref) if a != b)
+        problems.append(f"train loss {first[0]} vs reference {first[1]}")
+    if evals != evals_ref:
+        problems.append(f"eval points {sorted(set(evals) ^ set(evals_ref))}")
     ours, theirs = _weights(output_dir), _weights(reference)
-    return (_losses(output_dir) == _losses(reference) and ours.keys() == theirs.keys()
-            and all(torch.equal(ours[k], theirs[k]) for k in ours))
+    different = sorted(k for k in ours.keys() & theirs.keys() if not torch.equal(ours[k], theirs[k]))
+    if ours.keys() != theirs.keys() or different:
+        problems.append(f"{len(different)} of {len(theirs)} tensors differ")
+    return "; ".join(problems) or None
+
+
+def _outcome(output_dir: Path, reference: Path) -> str:
+    problem = _difference(output_dir, reference)
+    return "identical" if problem is None else f"DIFFERENT ({problem})"
 
 
 def _resume_until_done(output_dir: Path, *, kill_after: float | None = None, rng: random.Random | None = None,
@@ -245,7 +261,7 @@ def fixed_point_kill(workdir: Path, reference: Path, label: str, point: str, nth
     check_invariants(output_dir, had_checkpoint=nth > 1 or had_export, had_export=had_export)
     _resume_until_done(output_dir)
     check_invariants(output_dir, had_checkpoint=True, had_export=True)
-    return "identical" if _same(output_dir, reference) else "DIFFERENT"
+    return _outcome(output_dir, reference)
 
 
 def random_kills(workdir: Path, reference: Path, count: int, seed: int, run_seconds: float) -> list[str]:
@@ -259,8 +275,7 @@ def random_kills(workdir: Path, reference: Path, count: int, seed: int, run_seco
         if code != 0:
             check_invariants(output_dir, had_checkpoint=False, had_export=False)
         kills += _resume_until_done(output_dir, kill_after=run_seconds, rng=rng, max_kills=1)
-        outcomes.append(f"kill at {delay:.1f}s, {kills} kill(s): "
-                        + ("identical" if _same(output_dir, reference) else "DIFFERENT"))
+        outcomes.append(f"kill at {delay:.1f}s, {kills} kill(s): {_outcome(output_dir, reference)}")
     return outcomes
 
 
