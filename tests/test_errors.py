@@ -53,6 +53,16 @@ def test_token_ids_outside_vocabulary(bad_id):
         model(ids)
 
 
+@pytest.mark.parametrize("bad_id", [99, -1])
+def test_token_ids_outside_vocabulary_in_a_cached_step(bad_id):
+    """A decoding step (cache given) is not re-checked up front on CPU; the lookup's own failure is translated."""
+    model = build(HFAttentionForCausalLM, "decoder").eval()
+    with torch.no_grad():
+        cache = model(torch.tensor([[5, 6, 7]]), use_cache=True).past_key_values
+        with pytest.raises(ValueError, match=rf"token id {bad_id}, outside the vocabulary \[0, 99\)"):
+            model(torch.tensor([[bad_id]]), past_key_values=cache, use_cache=True)
+
+
 def test_sequence_longer_than_learned_positions():
     model = build(HFAttentionEncoderModel, "encoder", position_encoding="learned", max_position_embeddings=8)
     model(torch.randint(3, 99, (1, 8)))  # exactly the table: fine

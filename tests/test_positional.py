@@ -106,6 +106,25 @@ def test_rotated_dot_product_depends_only_on_the_offset():
     assert rotated_dot(5, 0) != pytest.approx(rotated_dot(1, 0), abs=1e-3)
 
 
+def test_rotary_tables_are_the_same_from_the_cache_and_stay_float32():
+    """θ is computed once per device and reused; casting the model to bf16 must not touch it (it is no buffer)."""
+    rotary = RotaryEmbedding(head_dim=8, base=500.0)
+    positions = torch.tensor([[0, 3, 9]])
+    first = rotary(positions)
+    assert set(rotary._inverse_frequencies) == {torch.device("cpu")} and not list(rotary.state_dict())
+    rotary.to(torch.bfloat16)
+    again = rotary(positions)
+    fresh = RotaryEmbedding(head_dim=8, base=500.0)(positions)
+    assert rotary.inverse_frequencies(torch.device("cpu")).dtype == torch.float32
+    assert all(torch.equal(a, b) and torch.equal(a, c) for a, b, c in zip(first, again, fresh, strict=True))
+
+
+def test_apply_rotary_takes_tables_broadcast_over_heads():
+    x = torch.randn(2, 3, 4, 8)
+    cos, sin = RotaryEmbedding(head_dim=8)(torch.arange(4).expand(2, -1))
+    assert torch.equal(apply_rotary(x, cos, sin), apply_rotary(x, cos[:, None], sin[:, None]))
+
+
 def test_rotate_half_is_a_quarter_turn_of_each_pair():
     x = torch.arange(1.0, 7.0)
     assert rotate_half(x).tolist() == [-4.0, -5.0, -6.0, 1.0, 2.0, 3.0]
