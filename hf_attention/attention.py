@@ -290,6 +290,23 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(kv_input_size, num_kv_heads * head_dim, bias=bias)
         self.v_proj = nn.Linear(kv_input_size, num_kv_heads * head_dim, bias=bias)
         self.o_proj = nn.Linear(num_heads * head_dim, hidden_size, bias=bias)
+        self._stacked: tuple[Tensor, Tensor | None] | None = None  # set while generate() runs
+
+    def stack_projections(self) -> None:
+        """Keep q/k/v weights stacked for one-product projections without gradients (see hf_attention.decoding)."""
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        bias = None if self.q_proj.bias is None else torch.cat([p.bias.detach() for p in projections])
+        self._stacked = (torch.cat([p.weight.detach() for p in projections]), bias)
+
+    def unstack_projections(self) -> None:
+        self._stacked = None
+
+    def _project_stacked(self, states: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        batch, length, _ = states.shape
+        weight, bias = self._stacked
+        sizes = (self.q_proj.out_features, self.k_proj.out_features, self.v_proj.out_features)
+        parts = nn.functional.linear(states, weight, bias).split(sizes, -1)
+        return tuple(part.view(batch, length, -1, self.head_dim).transpose(1, 2) for part in parts)
 
     def _project_heads(self, proj: nn.Linear, states: Tensor, heads: int) -> Tensor:
         batch, length, _ = states.shape
@@ -360,6 +377,8 @@ class MultiHeadAttention(nn.Module):
         else:
             if self._fuse_projections(hidden_states):
                 query, key, value = self._project_fused((self.q_proj, self.k_proj, self.v_proj), hidden_states)
+            elif not torch.compiler.is_compiling() and self._stacked is not None and not torch.is_grad_enabled():
+                query, key, value = self._project_stacked(hidden_states)  # generate(): one product, same values
             else:
                 query = self._project_heads(self.q_proj, hidden_states, self.num_heads)  # (B, H, T, D)
                 key = self._project_heads(self.k_proj, hidden_states, self.num_kv_heads)  # (B, K, T, D)

@@ -38,6 +38,7 @@ from .configuration_hf_attention import (
     HFAttentionEncoderConfig,
     HFAttentionSeq2SeqConfig,
 )
+from .decoding import stacked_projections
 from .layers import (
     GATED_ACTIVATIONS,
     DecoderLayer,
@@ -839,8 +840,8 @@ class HFAttentionDecoderModel(HFAttentionDecoderPreTrainedModel):
 
 
 class _KeepPaddingMaskForGeneration:
-    """Mixin for generative heads: hand the 2D padding mask to the model unchanged, also with static caches, and
-    refuse an empty batch with a clear error.
+    """Mixin for generative heads: hand the 2D padding mask to the model unchanged, also with static caches,
+    refuse an empty batch with a clear error, and stack the q/k/v projections while generating.
 
     `generate()` otherwise turns it into a 4D mask for compilable caches; the stack needs the 2D mask to count
     real tokens (positions under left padding, ALiBi and relative-bucket distances) and builds its masks itself.
@@ -848,6 +849,14 @@ class _KeepPaddingMaskForGeneration:
 
     def create_masks_for_generate(self, *, attention_mask: Tensor | None = None, **kwargs) -> Tensor | None:
         return attention_mask
+
+    def generate(self, *args, **kwargs):
+        """`GenerationMixin.generate`, with q/k/v projected by one stacked product per layer (identical results;
+        see hf_attention.decoding)."""
+        with stacked_projections(self):
+            return super().generate(*args, **kwargs)
+
+    generate.__signature__ = inspect.signature(GenerationMixin.generate)  # for tools that read generate()'s options
 
     def _prepare_model_inputs(self, inputs=None, bos_token_id=None, model_kwargs=None):
         inputs, input_name, model_kwargs = super()._prepare_model_inputs(inputs, bos_token_id, model_kwargs)

@@ -1,0 +1,113 @@
+"""generate() projects q, k and v with one stacked product per layer: same tokens and scores to the bit, no weights
+kept after it returns, and never for a projection that someone else must see called."""
+
+import threading
+from collections import Counter
+
+import pytest
+import torch
+from conftest import build, left_pad
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from hf_attention import HFAttentionForCausalLM, HFAttentionForSeq2SeqLM, decoding
+from hf_attention.attention import MultiHeadAttention
+
+GENERATIVE = [
+    (HFAttentionForCausalLM, "decoder", {"position_encoding": "rotary"}),
+    (HFAttentionForCausalLM, "decoder", {"attention_bias": True, "position_encoding": "learned"}),
+    (HFAttentionForSeq2SeqLM, "seq2seq", {"attention_bias": True}),
+]
+OPTIONS = [
+    {"do_sample": False},
+    {"do_sample": False, "num_beams": 3},
+    {"do_sample": True, "top_k": 20},
+]
+
+
+class _CountMatmuls(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.counts = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.counts[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _generate(model, options, dtype=torch.float32):
+    ids, mask = left_pad([[5, 6, 7, 8, 9], [10, 11, 12]])
+    torch.manual_seed(3)
+    return model.to(dtype).generate(ids, attention_mask=mask, max_new_tokens=6, min_new_tokens=6,
+                                    output_scores=True, return_dict_in_generate=True, **options)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("options", OPTIONS, ids=["greedy", "beam", "sample"])
+@pytest.mark.parametrize(("model_class", "family", "overrides"), GENERATIVE, ids=["rotary", "biases", "seq2seq"])
+def test_stacked_projections_change_nothing(model_class, family, overrides, options, dtype, monkeypatch):
+    model = build(model_class, family, **overrides)
+    stacked = _generate(model, options, dtype)
+    monkeypatch.setattr(decoding, "MAX_STACKED_ELEMENTS", 0)  # nothing is stackable: three products per layer
+    separate = _generate(model, options, dtype)
+    assert torch.equal(stacked.sequences, separate.sequences)
+    assert all(torch.equal(a, b) for a, b in zip(stacked.scores, separate.scores, strict=True))
+
+
+def test_one_product_instead_of_three_and_nothing_kept_afterwards():
+    model = build(HFAttentionForCausalLM, "decoder")
+    attentions = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    counts = {}
+    for name, limit in (("stacked", decoding.MAX_STACKED_ELEMENTS), ("separate", 0)):
+        decoding.MAX_STACKED_ELEMENTS, saved = limit, decoding.MAX_STACKED_ELEMENTS
+        try:
+            with _CountMatmuls() as mode:
+                model.generate(torch.tensor([[5, 6, 7]]), max_new_tokens=4, min_new_tokens=4, do_sample=False)
+        finally:
+            decoding.MAX_STACKED_ELEMENTS = saved
+        counts[name] = mode.counts["mm"] + mode.counts["addmm"]
+    layers, calls = model.config.num_hidden_layers, 4  # the prompt and three decoding steps
+    assert counts["separate"] - counts["stacked"] == 2 * layers * calls
+    assert all(m._stacked is None for m in attentions)  # the stacked copies were dropped
+    assert model._stacked_projection_depth == 0
+
+
+def test_a_hooked_projection_is_called_as_itself():
+    model = build(HFAttentionForCausalLM, "decoder")
+    seen = []
+    model.model.decoder.layers[0].self_attn.k_proj.register_forward_hook(lambda *_: seen.append(1))
+    model.generate(torch.tensor([[5, 6, 7]]), max_new_tokens=3, min_new_tokens=3, do_sample=False)
+    assert len(seen) == 3  # prompt + two steps: the hooked layer kept its three separate products
+
+
+def test_training_after_generate_uses_the_current_weights():
+    """Stacked weights live only inside generate(): an optimizer step afterwards is seen by the next generation."""
+    model = build(HFAttentionForCausalLM, "decoder")
+    prompt = torch.tensor([[5, 6, 7]])
+    before = model.generate(prompt, max_new_tokens=5, do_sample=False, output_scores=True,
+                            return_dict_in_generate=True).scores
+    with torch.no_grad():
+        for layer in model.model.decoder.layers:
+            layer.self_attn.v_proj.weight.data.mul_(3.0)  # in place, behind autograd's back
+    after = model.generate(prompt, max_new_tokens=5, do_sample=False, output_scores=True,
+                           return_dict_in_generate=True).scores
+    with torch.no_grad():
+        logits = model(prompt, logits_to_keep=1).logits[:, -1]  # the changed weights, three products per layer
+    assert not torch.equal(before[0], after[0]) and torch.equal(after[0], logits)
+
+
+def test_concurrent_generations_match_sequential_ones():
+    model = build(HFAttentionForCausalLM, "decoder")
+    prompts = [torch.tensor([[5 + i, 6, 7, 8]]) for i in range(4)]
+    expected = [model.generate(p, max_new_tokens=8, do_sample=False) for p in prompts]
+    results = [None] * len(prompts)
+
+    def run(index):
+        results[index] = model.generate(prompts[index], max_new_tokens=8, do_sample=False)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(prompts))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(torch.equal(a, b) for a, b in zip(results, expected, strict=True))
+    assert model._stacked_projection_depth == 0
