@@ -1,30 +1,107 @@
-"""The benchmark machinery (benchmarks/run.py) on a tiny configuration: parity is asserted, every section runs one
-timing round, and the JSON and Markdown reports are written. No timing is asserted (the machine is shared)."""
+"""The benchmark machinery (benchmarks/) on a tiny configuration: parity and identical tokens are asserted, every
+section runs one or two timing rounds, and the JSON, the Markdown report and the documentation page are written.
+No timing is asserted (the machine is shared)."""
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 import torch
 
-from benchmarks import run
+from benchmarks import report, run
+from benchmarks.flops import decode_step_flops, model_flops
+from benchmarks.generate import MODES
+from benchmarks.harness import paired_ratio_spread
+from benchmarks.machine import native_bf16
+from benchmarks.models import MASK_ID, PARITY_TOLERANCE, assert_parity, make_pair, training_batch
+from benchmarks.plan import PRESETS, SECTIONS
+
+HEADINGS = ("Ceiling", "Training step", "Forward latency", "Generation", "Greedy generation without a cache",
+            "Sequence length", "Decode-step profile", "Per-step overhead", "Training memory by vocabulary")
 
 
-def test_tiny_benchmark_writes_reports(tmp_path):
-    results = run.main(["--preset", "tiny", "--out", str(tmp_path)])
-    data = json.loads((tmp_path / "tiny.json").read_text())
-    report = (tmp_path / "tiny.md").read_text()
-    assert {"machine", "plan", "ceiling", "train", "forward", "generate", "length"} <= set(data)
-    dtypes = ("fp32", "bf16") if run.native_bf16("cpu") else ("fp32",)  # slow bf16 rows need --bf16-anyway
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """The tiny preset through every section, once for the module: (results returned, its output folder)."""
+    out = tmp_path_factory.mktemp("tiny")
+    return run.main(["--preset", "tiny", "--out", str(out)]), out
+
+
+def test_tiny_benchmark_writes_reports(tiny_run):
+    results, out = tiny_run
+    data = json.loads((out / "tiny.json").read_text())
+    markdown = (out / "tiny.md").read_text()
+    assert {"machine", "plan", *SECTIONS} <= set(data)
+    dtypes = ("fp32", "bf16") if native_bf16("cpu") else ("fp32",)  # slow bf16 rows need --bf16-anyway
     assert {(r["family"], r["dtype"]) for r in results["train"]} == {
         (f, d) for f in ("gpt2", "bert", "t5") for d in dtypes}
     if len(dtypes) == 1:
-        assert "no native bf16 matmul" in data["notes"][0] and "no native bf16 matmul" in report
-    assert all(r["parity_max_logit_diff"] <= run.PARITY_TOLERANCE for r in results["train"])
+        assert "no native bf16 matmul" in data["notes"][0] and "no native bf16 matmul" in markdown
+    assert all(r["parity_max_logit_diff"] <= PARITY_TOLERANCE for r in results["train"])
     assert all(r["ours"]["rounds"] == 1 and r["hf"]["rate"] > 0 for r in results["train"])
-    assert all(all(r["same_tokens_as_hf"].values()) for r in results["generate"])
     assert {r["variant"] for r in results["length"]} == {"sdpa", "eager"}
-    for heading in ("Training step", "Forward latency", "Greedy generation", "Sequence length", "Ceiling"):
-        assert heading in report
+    assert {"avx512_bf16", "amx"} <= set(data["machine"]) or "cpu_model" not in data["machine"]
+    for heading in HEADINGS:
+        assert heading in markdown
+
+
+def test_every_generation_mode_gives_hfs_tokens_and_a_paired_spread(tiny_run):
+    results, _ = tiny_run
+    plan = PRESETS["tiny"]
+    rows = results["generate"]
+    assert {(r["family"], r["batch"], r["mode"]) for r in rows} == {
+        (f, b, m) for f in plan.gen_families for b in plan.gen_batches for m in MODES}
+    for row in rows:
+        assert all(row["same_tokens_as_hf"].values()), row
+        assert row["hf_cache"]["rounds"] == row["ours_cache"]["rounds"] == plan.gen_rounds
+        spread = row["speedup_spread"]["cache"]
+        assert {"median", "q1", "q3", "ci95_low", "ci95_high", "rounds"} <= set(spread)
+        assert spread["ci95_low"] <= spread["median"] <= spread["ci95_high"]
+        assert row["speedup_cache"] == spread["median"]
+        if row["mode"] == "greedy":  # the uncached rows, and what the cache buys each side
+            assert {"hf_no_cache", "ours_no_cache", "speedup_no_cache"} <= set(row)
+            assert set(row["cache_gain"]) == {"hf", "ours"}
+
+
+def test_decode_profile_and_memory_sections(tiny_run):
+    results, _ = tiny_run
+    plan = PRESETS["tiny"]
+    profile = results["decode_profile"]
+    pairs = {(f, b) for f in plan.gen_families for b in plan.gen_batches}
+    assert {(r["family"], r["batch"]) for r in profile} == pairs
+    for row in profile:
+        assert row["same_tokens_as_hf"] and row["flops_per_step"] > 0 and row["floor_ms"] is not None
+        assert "overhead_ours_minus_hf_ms" in row
+        for side in ("hf", "ours"):
+            phases = row[side]
+            assert {"embedding_ms", "other_ms", "layers_total_ms", "final_norm_ms", "lm_head_ms", "forward_ms",
+                    "generation_ms", "generate_step_ms", "overhead_over_floor_ms"} <= set(phases)
+            assert len(phases["layers_ms"]) == plan.layers and phases["decode_steps_timed"] > 0
+            assert phases["aten_ops_per_step"] > 0
+    memory = results["memory"]
+    assert [(r["family"], r["vocab"]) for r in memory] == [
+        (f, v) for f in plan.memory_families for v in plan.memory_vocabs]
+    assert all({"hf_peak_bytes", "ours_peak_bytes", "ratio_hf_to_ours", "memory_method"} <= set(r) for r in memory)
+
+
+def test_report_rerenders_a_results_file_as_the_docs_page(tiny_run, tmp_path):
+    _, out = tiny_run
+    page = tmp_path / "benchmarks.md"
+    report.main([str(out / "tiny.json"), "--docs", str(page)])
+    text = page.read_text()
+    assert text.startswith("<!-- Generated by `python -m benchmarks.run`") and "do not edit it by hand" in text
+    assert "**Machine.**" in text and "AVX512-BF16" in text
+    for heading in HEADINGS:
+        assert heading in text
+
+
+def test_committed_docs_page_is_the_render_of_the_results_file_it_names():
+    page = Path(__file__).parent.parent / "docs" / "benchmarks.md"
+    source = re.search(r"generated by `python -m benchmarks.run` from `([^`]+\.json)`", page.read_text())
+    assert source, "docs/benchmarks.md does not name its results file"
+    results_file = Path(__file__).parent.parent / source.group(1)
+    assert page.read_text() == report.docs_page(json.loads(results_file.read_text()), f"`{source.group(1)}`")
 
 
 def test_bf16_rows_run_on_request_whatever_the_cpu(tmp_path):
@@ -34,35 +111,61 @@ def test_bf16_rows_run_on_request_whatever_the_cpu(tmp_path):
 
 
 def test_parity_assertion_refuses_different_models():
-    plan = run.PRESETS["tiny"]
-    reference, ours = run.make_pair("gpt2", plan, "cpu")
+    plan = PRESETS["tiny"]
+    reference, ours = make_pair("gpt2", plan, "cpu")
     with torch.no_grad():
         ours.lm_head.weight.add_(1.0)  # tied: changes the embedding too, so the logits differ
-    batch = run.training_batch("gpt2", plan, 2, 8, "cpu")
+    batch = training_batch("gpt2", plan, 2, 8, "cpu")
     with pytest.raises(AssertionError, match="refusing to time"):
-        run.assert_parity("gpt2", reference, ours, batch)
+        assert_parity("gpt2", reference, ours, batch)
 
 
 def test_flop_formula_counts_matmuls_and_causal_attention():
-    plan = run.PRESETS["tiny"]
-    _, ours = run.make_pair("llama", plan, "cpu")
+    plan = PRESETS["tiny"]
+    _, ours = make_pair("llama", plan, "cpu")
     batch, length = 2, 16
     linear = sum(m.in_features * m.out_features for m in ours.modules() if isinstance(m, torch.nn.Linear))
     attention = plan.layers * 2 * 2 * batch * length * length * plan.hidden / 2  # causal: half of QKᵀ and AV
     expected = 3 * (2 * linear * batch * length + attention)
-    assert run.model_flops(ours, batch=batch, source_length=length, target_length=length, training=True) == expected
+    assert model_flops(ours, batch=batch, source_length=length, target_length=length, training=True) == expected
+
+
+def test_decode_step_flops_count_one_token_and_skip_the_cached_cross_attention_projections():
+    plan = PRESETS["tiny"]
+    _, decoder = make_pair("llama", plan, "cpu")
+    linear = sum(m.in_features * m.out_features for m in decoder.modules() if isinstance(m, torch.nn.Linear))
+    attention = plan.layers * 2 * 2 * 3 * 10 * plan.hidden  # one query against 10 keys, batch 3
+    assert decode_step_flops(decoder, batch=3, context=10) == 2 * linear * 3 + attention
+    _, seq2seq = make_pair("bart", plan, "cpu")
+    decoder_side = [(n, m) for n, m in seq2seq.named_modules() if ".encoder." not in f".{n}."]
+    cross_kv = [m for n, m in decoder_side if "cross_attn" in n and n.endswith(("k_proj", "v_proj"))]
+    assert len(cross_kv) == 2 * plan.layers
+    linear = sum(m.in_features * m.out_features for _, m in decoder_side if isinstance(m, torch.nn.Linear))
+    linear -= sum(m.in_features * m.out_features for m in cross_kv)
+    attention = plan.layers * 2 * 2 * (10 + 7) * plan.hidden  # self-attention over 10 keys, cross over 7 sources
+    assert decode_step_flops(seq2seq, batch=1, context=10, source_length=7) == 2 * linear + attention
+
+
+def test_paired_ratio_spread_brackets_the_median():
+    spread = paired_ratio_spread([2.0, 2.2, 1.8, 2.0, 2.4], [1.0, 2.0, 1.5, 1.6, 2.0])
+    ratios = sorted([2.0, 1.1, 1.2, 1.25, 1.2])
+    assert spread["median"] == ratios[2] and spread["rounds"] == 5
+    assert ratios[0] <= spread["ci95_low"] <= spread["q1"] <= spread["median"] <= spread["q3"] <= ratios[-1]
+    assert spread["ci95_high"] <= ratios[-1]
+    assert paired_ratio_spread([1.0], [2.0]) == {"median": 0.5, "q1": 0.5, "q3": 0.5, "ci95_low": 0.5,
+                                                 "ci95_high": 0.5, "rounds": 1}
 
 
 def test_encoder_batch_is_berts_masked_lm_recipe_and_its_flops_count_only_labelled_rows_backward():
-    plan = run.PRESETS["full"]
-    batch = run.training_batch("bert", plan, plan.batch, plan.seq, "cpu")
+    plan = PRESETS["full"]
+    batch = training_batch("bert", plan, plan.batch, plan.seq, "cpu")
     labelled = batch["labels"] != -100
     assert 0.10 < labelled.float().mean() < 0.20  # 15% of 1024 positions, drawn
-    assert (batch["input_ids"][~labelled] == batch["labels"].new_tensor(run.MASK_ID)).sum() == 0  # inputs kept
-    masked = batch["input_ids"][labelled] == run.MASK_ID
+    assert (batch["input_ids"][~labelled] == batch["labels"].new_tensor(MASK_ID)).sum() == 0  # inputs kept
+    masked = batch["input_ids"][labelled] == MASK_ID
     assert 0.7 < masked.float().mean() < 0.9  # ~80% of the labelled positions read [MASK]
-    _, ours = run.make_pair("bert", run.PRESETS["tiny"], "cpu")
+    _, ours = make_pair("bert", PRESETS["tiny"], "cpu")
     head = ours.lm_head.in_features * ours.lm_head.out_features
-    full = run.model_flops(ours, batch=2, source_length=16, target_length=16, training=True)
-    sparse = run.model_flops(ours, batch=2, source_length=16, target_length=16, training=True, labelled_fraction=0.25)
+    full = model_flops(ours, batch=2, source_length=16, target_length=16, training=True)
+    sparse = model_flops(ours, batch=2, source_length=16, target_length=16, training=True, labelled_fraction=0.25)
     assert full - sparse == 4 * head * 2 * 16 * 0.75  # the head's backward (dh, dW) over the unlabelled rows

@@ -1,0 +1,126 @@
+"""The contenders: a Hugging Face reference model of each family and our twin converted from it, plus their inputs.
+
+Every pair is the reference model (GPT-2, Llama, BERT, BART, T5; random weights, the plan's dimensions) and our model
+converted from it with `hf_attention.convert.from_hf`, so weights and maths are identical; `assert_parity` checks the
+logits before anything is timed.
+"""
+
+import torch
+from torch import nn
+from transformers import (
+    BartConfig,
+    BartForConditionalGeneration,
+    BertConfig,
+    BertForMaskedLM,
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+    T5Config,
+    T5ForConditionalGeneration,
+)
+
+from hf_attention.convert import from_hf
+
+from .plan import Plan
+
+PARITY_TOLERANCE = 1e-4
+FAMILY_KIND = {"gpt2": "decoder", "llama": "decoder", "bert": "encoder", "bart": "seq2seq", "t5": "seq2seq"}
+MLM_PROBABILITY = 0.15  # BERT's recipe, and `DataCollatorForLanguageModeling`'s default (our masked_lm config's too)
+MASK_ID = 3  # a special id of the reference configs' range, never drawn by `random_ids`
+
+
+def reference_model(family: str, plan: Plan, max_positions: int = 512) -> nn.Module:
+    """A randomly initialised HF reference of `family` with the plan's dimensions, sdpa attention, no dropout."""
+    p = plan
+    if family == "gpt2":
+        model_class, config = GPT2LMHeadModel, GPT2Config(
+            vocab_size=p.vocab, n_embd=p.hidden, n_layer=p.layers, n_head=p.heads, n_inner=p.ffn,
+            n_positions=max_positions, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0,
+            eos_token_id=0, pad_token_id=0)
+    elif family == "llama":
+        model_class, config = LlamaForCausalLM, LlamaConfig(
+            vocab_size=p.vocab, hidden_size=p.hidden, intermediate_size=p.ffn, num_hidden_layers=p.layers,
+            num_attention_heads=p.heads, num_key_value_heads=p.heads, max_position_embeddings=max_positions,
+            bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    elif family == "bert":
+        model_class, config = BertForMaskedLM, BertConfig(
+            vocab_size=p.vocab, hidden_size=p.hidden, num_hidden_layers=p.layers, num_attention_heads=p.heads,
+            intermediate_size=p.ffn, max_position_embeddings=max_positions, hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0)
+    elif family == "bart":
+        model_class, config = BartForConditionalGeneration, BartConfig(
+            vocab_size=p.vocab, d_model=p.hidden, encoder_layers=p.layers, decoder_layers=p.layers,
+            encoder_attention_heads=p.heads, decoder_attention_heads=p.heads, encoder_ffn_dim=p.ffn,
+            decoder_ffn_dim=p.ffn, max_position_embeddings=max_positions, dropout=0.0, attention_dropout=0.0,
+            activation_dropout=0.0)
+    elif family == "t5":
+        model_class, config = T5ForConditionalGeneration, T5Config(
+            vocab_size=p.vocab, d_model=p.hidden, d_kv=p.hidden // p.heads, d_ff=p.ffn, num_layers=p.layers,
+            num_heads=p.heads, dropout_rate=0.0, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+    else:
+        raise ValueError(f"unknown family {family!r}; known: {', '.join(FAMILY_KIND)}")
+    return model_class._from_config(config, attn_implementation="sdpa")
+
+
+def make_pair(family: str, plan: Plan, device: str, max_positions: int = 512) -> tuple[nn.Module, nn.Module]:
+    """(reference, ours) with identical weights, on `device`, in eval mode."""
+    torch.manual_seed(0)
+    reference = reference_model(family, plan, max_positions).to(device).eval()
+    ours = from_hf(reference).to(device).eval()
+    return reference, ours
+
+
+def make_generation_pair(family: str, plan: Plan, device: str) -> tuple[nn.Module, nn.Module]:
+    """`make_pair`, with no forced tokens or n-gram rules on either side: the decoding strategy alone decides."""
+    pair = make_pair(family, plan, device)
+    for model in pair:
+        config = model.generation_config
+        config.forced_bos_token_id = config.forced_eos_token_id = None
+        config.no_repeat_ngram_size = 0
+    return pair
+
+
+def random_ids(plan: Plan, batch: int, length: int, device: str, seed: int) -> torch.Tensor:
+    """Token ids clear of the special tokens (0-3 in every reference config here)."""
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(4, plan.vocab, (batch, length), generator=generator).to(device)
+
+
+def prompt_inputs(plan: Plan, batch: int, device: str) -> dict:
+    """The generation prompt (decoders) or source (encoder-decoders): `gen_prompt` random ids, no padding."""
+    prompt = random_ids(plan, batch, plan.gen_prompt, device, seed=5)
+    return {"input_ids": prompt, "attention_mask": torch.ones_like(prompt)}
+
+
+def training_batch(family: str, plan: Plan, batch: int, length: int, device: str) -> dict:
+    """Inputs + labels: next-token LM (decoders), teacher forcing (seq2seq), masked LM (encoder).
+
+    The encoder's batch is what `DataCollatorForLanguageModeling` makes for BERT pre-training: 15% of the positions
+    carry a label (-100 elsewhere); of those, 80% read [MASK], 10% a random token and 10% stay as they are. Both
+    contenders compute the logits of every position; what each does with the unlabelled rows is its own business.
+    """
+    ids = random_ids(plan, batch, length, device, seed=1)
+    if FAMILY_KIND[family] == "seq2seq":
+        return {"input_ids": ids, "labels": random_ids(plan, batch, length, device, seed=2)}
+    if FAMILY_KIND[family] == "decoder":
+        return {"input_ids": ids, "labels": ids}
+    generator = torch.Generator().manual_seed(3)
+    draw = torch.rand(batch, length, generator=generator).to(device)
+    chosen = draw < MLM_PROBABILITY
+    masked = chosen & (draw < 0.8 * MLM_PROBABILITY)
+    randomised = chosen & (draw >= 0.9 * MLM_PROBABILITY)
+    inputs = ids.masked_fill(masked, MASK_ID)
+    inputs = torch.where(randomised, random_ids(plan, batch, length, device, seed=4), inputs)
+    return {"input_ids": inputs, "labels": ids.masked_fill(~chosen, -100)}
+
+
+def assert_parity(family: str, reference: nn.Module, ours: nn.Module, inputs: dict) -> float:
+    """Max |logit difference| in fp32 eval mode; raises AssertionError above PARITY_TOLERANCE."""
+    with torch.no_grad():
+        theirs, mine = reference(**inputs), ours(**inputs)
+    diff = (theirs.logits.float() - mine.logits.float()).abs().max().item()
+    loss_diff = abs(theirs.loss.item() - mine.loss.item()) if theirs.loss is not None else 0.0
+    assert diff <= PARITY_TOLERANCE and loss_diff <= PARITY_TOLERANCE, (
+        f"{family}: logits differ by {diff:.3g} (loss by {loss_diff:.3g}); refusing to time non-equivalent models")
+    return diff
