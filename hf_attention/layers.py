@@ -22,8 +22,8 @@ class _RMSNormFunction(torch.autograd.Function):
     """g ⊙ x̂ with x̂ = x·r, r = (mean(x²) + ε)^(-1/2), and its gradient in closed form (fp32 training).
 
     dL/dx = r·(g' − x̂·mean(g'·x̂)) with g' = dL/dy ⊙ g, and dL/dg = Σ dL/dy ⊙ x̂ over all rows. Autograd through the
-    composite form runs a dozen elementwise passes backward; this runs five: forward + backward of a (1024, 256) norm
-    took 0.72 ms against 1.06 ms (best of 60), and a T5 step has 22 of them.
+    composite form runs a dozen elementwise passes backward; this runs five, which matters because a T5 step has 22
+    norms.
     """
 
     @staticmethod
@@ -77,7 +77,7 @@ def activation_function(name: str) -> nn.Module:
 
     Both compute 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))); HF's "gelu_new" spells it out in six elementwise ops
     (each a pass over the (B, T, F) activations, forward and backward), the fused kernel in one. They agree to float
-    rounding (|Δ| ≤ 5e-7 on N(0, 3²) inputs); forward + backward on 1024 × 1024 took 6.6 ms less in fp32.
+    rounding (|Δ| ≤ 5e-7 on N(0, 3²) inputs).
     """
     return ACT2FN["gelu_pytorch_tanh" if name == "gelu_new" else name]
 
@@ -142,9 +142,9 @@ class GatedFeedForward(nn.Module):
 
     def _fuse_gate_and_up(self, x: Tensor) -> bool:
         """Training in 16-bit (autocast or bf16/fp16 weights) on enough rows. In fp32 the two products already run at
-        the matmul ceiling and the fused one's weight copy and strided halves cost more than they save: forward +
-        backward of this block (1024 rows, E 256, F 1024) measured 37.4 ms fused against 34.5 ms separate on an AVX2
-        EPYC; in bf16 the wider product pays (q/k/v: 5.8 → 3.9 ms on an AMX Xeon)."""
+        the matmul ceiling, so the fused one's weight copy and strided halves cost more than they save (the fused
+        block measured slower forward + backward); in bf16 the wider product pays, as it does for q/k/v
+        (`MultiHeadAttention._project_fused`)."""
         if not (self.training and torch.is_grad_enabled() and x.shape[:-1].numel() >= FUSED_PROJECTION_MIN_ROWS):
             return False
         return torch.is_autocast_enabled(x.device.type) or x.dtype in (torch.bfloat16, torch.float16)

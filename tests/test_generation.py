@@ -132,7 +132,7 @@ def test_compiled_generate_refuses_a_dynamic_cache():
 
 @pytest.mark.slow
 def test_compiled_static_generate_equals_dynamic():
-    """torch.compile of the decoding step over a StaticCache (about 30 s on 2 CPU cores, most of it compiling)."""
+    """torch.compile of the decoding step over a StaticCache (slow: compiling the graphs is most of its time)."""
     model = model_of("decoder", position_encoding="rotary")
     ids, mask = left_pad(ROWS)
     options = {"attention_mask": mask, "max_new_tokens": NEW, "eos_token_id": None}
