@@ -180,10 +180,9 @@ def sdpa_attention_forward(
     upcast = query.device.type == "cpu" and (
         torch.is_autocast_enabled("cpu") or any(t.dtype in low_precision for t in (query, key, value)))
     if upcast:
-        # PyTorch's CPU flash kernel has no fast low-precision path: forward + backward measured 2-2.5x slower in bf16
-        # than in fp32 (B 8, H 4, T 128, D 64; benchmarks/run.py). Attention therefore runs in fp32 on CPU (faster
-        # and more exact), with autocast off around the kernel, which would otherwise cast it back to bf16; the
-        # projections around it stay in bf16.
+        # PyTorch's CPU flash kernel has no fast low-precision path (forward + backward run slower in bf16 than in
+        # fp32). Attention therefore runs in fp32 on CPU (faster and more exact), with autocast off around the kernel,
+        # which would otherwise cast it back to bf16; the projections around it stay in bf16.
         query, key, value = (t.float() if t.dtype in low_precision else t for t in (query, key, value))
     mask = attention_mask
     causal = module.is_causal if is_causal is None else is_causal
@@ -316,9 +315,10 @@ class MultiHeadAttention(nn.Module):
         """Several projections of the same states as one matmul over their concatenated weights, split back.
 
         Used while training: one (B·T, E) × (E, 3·H·D) product forward and one of each kind backward run faster on
-        CPU than three thin ones (q/k/v forward + backward, 1024 × 256 → 3 × 256: 10.5 → 9.4 ms fp32, 5.8 → 3.9 ms
-        bf16). Without gradients the weight copy costs more than it saves below ~1000 rows, so inference keeps the
-        separate projections. The parameters stay separate (q_proj, k_proj, v_proj), as in the checkpoints.
+        CPU than three thin ones, in fp32 and more so in bf16. Without gradients the weight copy at every call would
+        cost more than it saves, so inference keeps separate projections, except inside generate(), which stacks the
+        weights once per call (`stack_projections`). The parameters stay separate (q_proj, k_proj, v_proj), as in
+        the checkpoints.
         """
         batch, length, _ = states.shape
         fused = fused_linear(projections, states)

@@ -7,7 +7,7 @@ Every `GenerationMixin` strategy (greedy, beam search, sampling with temperature
 
 Why a helper: transformers compiles the decoding step only on accelerators unless the private flag
 `CompileConfig._compile_all_devices` is set, and only when the cache is a static one. The recipe below sets both, so
-that it runs on CPU too (checked on transformers 5.23). The first call compiles (tens of seconds on 2 CPU cores,
+that it runs on CPU too (checked on transformers 5.23). The first call compiles (the slow part:
 up to three graphs: prefill, first decode step, then a shape-generic decode step); later calls with the same batch
 size and lengths reuse the compiled graphs and are fast.
 

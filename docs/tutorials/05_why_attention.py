@@ -248,7 +248,7 @@ save_figure(figure, args.figures, "05_attention_cost", n=n_values, eager_ms=[r["
 # %% [markdown]
 # ## The same effect in a whole model
 #
-# The project's benchmark (`python benchmarks/run.py`, section "length") trains a Llama-shaped hf-attention decoder
+# The project's benchmark (`python -m benchmarks.run`, section "length") trains a Llama-shaped hf-attention decoder
 # (hidden 256, 4 layers, 4 heads) on 4096 tokens per step, cut into sequences of 128 … 4096 tokens, forward and
 # backward, and records the time per token and the peak memory of a step. With the tokens per step fixed, a
 # linear-cost model would be flat; the attention's $n^2$ shows as growth. Those are the committed results, not a
