@@ -29,9 +29,8 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils import ModelOutput
 
-from .attention import GaussianScore, MultiHeadAttention, get_attention_function, make_score
+from .attention import MultiHeadAttention, get_attention_function
 from .configuration_hf_attention import (
-    DOT_PRODUCT_SCORES,
     HFAttentionConfigBase,
     HFAttentionDecoderConfig,
     HFAttentionEncoderConfig,
@@ -39,10 +38,10 @@ from .configuration_hf_attention import (
 )
 from .layers import (
     GATED_ACTIVATIONS,
+    NORMS,
     DecoderLayer,
     EncoderLayer,
     HeadTransform,
-    RMSNorm,
     make_feed_forward,
     make_norm,
     maybe_dropout,
@@ -58,28 +57,18 @@ from .masks import (
     padding_mask,
     same_document_mask,
 )
-from .positional import POSITIONAL_ENCODINGS, LearnedPositionalEmbedding
+from .positional import NO_POSITIONAL_ENCODING, POSITIONAL_ENCODINGS, PositionalEncoding
+from .scores import ScoreModule, make_score
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Builders: config → leaf modules
 
 
-def build_positional(config: HFAttentionConfigBase, *, bidirectional: bool) -> nn.Module | None:
+def build_positional(config: HFAttentionConfigBase, *, bidirectional: bool) -> PositionalEncoding | None:
     """The positional-encoding module named by `config.position_encoding` (None for "none")."""
-    name = config.position_encoding
-    if name == "none":
+    if config.position_encoding == NO_POSITIONAL_ENCODING:
         return None
-    arguments = {
-        "sinusoidal": {"embedding_dim": config.hidden_size, "layout": config.sinusoidal_layout},
-        "learned": {"num_positions": config.max_position_embeddings, "embedding_dim": config.hidden_size,
-                    "offset": config.position_offset},
-        "rotary": {"head_dim": config.head_dim, "base": config.rope_theta},
-        "alibi": {"num_heads": config.num_attention_heads},
-        "relative": {"num_heads": config.num_attention_heads, "bidirectional": bidirectional,
-                     "num_buckets": config.relative_attention_num_buckets,
-                     "max_distance": config.relative_attention_max_distance},
-    }[name]
-    return POSITIONAL_ENCODINGS[name](**arguments)
+    return POSITIONAL_ENCODINGS[config.position_encoding].from_config(config, bidirectional=bidirectional)
 
 
 def build_attention(config: HFAttentionConfigBase, layer_idx: int, *, is_causal: bool, is_cross: bool):
@@ -155,12 +144,8 @@ class HFAttentionPreTrainedModel(PreTrainedModel):
     _can_compile_fullgraph = True
 
     def _sdpa_can_dispatch(self, is_init_check: bool = False) -> bool:
-        # Fused kernels compute dot-product scores only; HF falls back to eager when sdpa was not asked for explicitly.
-        if self.config.attention_score not in DOT_PRODUCT_SCORES:
-            raise ValueError(
-                f"attention_score={self.config.attention_score!r} needs attn_implementation='eager': SDPA only "
-                f"computes dot-product scores {DOT_PRODUCT_SCORES}."
-            )
+        # The config's rule (dot-product scores only); HF falls back to eager when sdpa was not asked for explicitly.
+        self.config.check_attention_implementation("sdpa")
         return super()._sdpa_can_dispatch(is_init_check)
 
     def _check_and_adjust_attn_implementation(self, attn_implementation, is_init_check=False, **kwargs):
@@ -178,16 +163,14 @@ class HFAttentionPreTrainedModel(PreTrainedModel):
             init.normal_(module.weight, mean=0.0, std=std)
             if module.bias is not None:
                 init.zeros_(module.bias)
-        elif isinstance(module, (nn.Embedding, LearnedPositionalEmbedding)):
+        elif isinstance(module, nn.Embedding):
             init.normal_(module.weight, mean=0.0, std=std)
-        elif isinstance(module, nn.LayerNorm):
+        elif isinstance(module, tuple(NORMS.values())):  # every registered norm starts as the identity scale
             init.ones_(module.weight)
-            if module.bias is not None:
+            if getattr(module, "bias", None) is not None:
                 init.zeros_(module.bias)
-        elif isinstance(module, RMSNorm):
-            init.ones_(module.weight)
-        elif isinstance(module, GaussianScore):
-            init.constant_(module.log_width, 0.5 * math.log(module.head_dim))
+        elif isinstance(module, (PositionalEncoding, ScoreModule)):  # the variants declare their own start
+            module.init_weights(std)
 
     def _build_lm_head(self, config: HFAttentionConfigBase) -> None:
         """The vocabulary projection `lm_head` of a language-model head, with the optional bias and transform."""
