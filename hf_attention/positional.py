@@ -56,6 +56,12 @@ class PositionalEncoding(nn.Module):
         nn.Embedding children are initialised like every embedding, normal(0, std)."""
 
 
+def _require_even(scheme: str, field: str, value: int) -> None:
+    """Sinusoids and rotations work on pairs of coordinates, so the width they cover must be even."""
+    if value % 2:
+        raise ValueError(f"position_encoding={scheme!r} needs an even {field}, got {value}.")
+
+
 class SinusoidalPositionalEmbedding(PositionalEncoding):
     """Fixed sinusoids of "Attention Is All You Need" §3.5: PE(p, 2i) = sin(p / 10000^(2i/E)), PE(p, 2i+1) = cos(…).
 
@@ -82,8 +88,7 @@ class SinusoidalPositionalEmbedding(PositionalEncoding):
 
     @classmethod
     def check_config(cls, config, *, bidirectional: bool) -> None:
-        if config.hidden_size % 2:
-            raise ValueError(f"position_encoding='sinusoidal' needs an even hidden_size, got {config.hidden_size}.")
+        _require_even("sinusoidal", "hidden_size", config.hidden_size)
 
     def forward(self, position_ids: Tensor) -> Tensor:
         """(B, T) positions → (B, T, E) encodings in float32."""
@@ -166,8 +171,7 @@ class RotaryEmbedding(PositionalEncoding):
 
     @classmethod
     def check_config(cls, config, *, bidirectional: bool) -> None:
-        if config.head_dim % 2:
-            raise ValueError(f"position_encoding='rotary' needs an even head_dim, got {config.head_dim}.")
+        _require_even("rotary", "head_dim", config.head_dim)
 
     def forward(self, position_ids: Tensor, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
         """(B, T) positions → (cos, sin), each (B, T, D), computed in float32 then cast to `dtype`."""
