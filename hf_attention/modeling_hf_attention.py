@@ -2,8 +2,9 @@
 
 Notation: B batch, T (target) length, S source length, E model dim, V vocabulary.
 
-This is the only file that reads a config: it builds the leaf modules (masks, positional encodings, attention,
-layers) from it and wires them into three families:
+This file builds the leaf modules (masks, positional encodings, attention, layers) from a config, asking the variant
+registries for the score and the positional scheme (whose `from_config` picks the fields it needs), and wires them
+into three families:
 - encoder (BERT-like): HFAttentionEncoderModel, …ForMaskedLM, …ForSequenceClassification, …ForTokenClassification;
 - decoder (GPT-like): HFAttentionDecoderModel, HFAttentionForCausalLM;
 - encoder-decoder (Vaswani 2017): HFAttentionSeq2SeqModel, HFAttentionForSeq2SeqLM.

@@ -35,6 +35,9 @@ class PositionalEncoding(nn.Module):
     """
 
     kind: str  # "absolute", "rotary" or "bias": where the stack applies the signal (see the module docstring)
+    # The config field of a width the scheme works on in pairs of coordinates (sinusoids, rotations), which must then
+    # be even; None when there is none.
+    paired_width: str | None = None
 
     @classmethod
     def from_config(cls, config, *, bidirectional: bool) -> "PositionalEncoding":
@@ -45,6 +48,11 @@ class PositionalEncoding(nn.Module):
     def check_config(cls, config, *, bidirectional: bool) -> None:
         """Raise ValueError, naming the field, the value and what is allowed, when `config` cannot build a working
         module for a stack of that direction. The config runs this when it is created, before any module exists."""
+        width = None if cls.paired_width is None else getattr(config, cls.paired_width)
+        if width is not None and width % 2:
+            raise ValueError(
+                f"position_encoding={config.position_encoding!r} needs an even {cls.paired_width}, got {width}."
+            )
 
     @classmethod
     def position_limit(cls, config) -> int | None:
@@ -54,12 +62,6 @@ class PositionalEncoding(nn.Module):
     def init_weights(self, std: float) -> None:
         """Initial values of the parameters this module holds directly (the models' `_init_weights` calls this);
         nn.Embedding children are initialised like every embedding, normal(0, std)."""
-
-
-def _require_even(scheme: str, field: str, value: int) -> None:
-    """Sinusoids and rotations work on pairs of coordinates, so the width they cover must be even."""
-    if value % 2:
-        raise ValueError(f"position_encoding={scheme!r} needs an even {field}, got {value}.")
 
 
 class SinusoidalPositionalEmbedding(PositionalEncoding):
@@ -75,6 +77,7 @@ class SinusoidalPositionalEmbedding(PositionalEncoding):
     """
 
     kind = "absolute"
+    paired_width = "hidden_size"  # a (sin, cos) pair per frequency
 
     def __init__(self, *, embedding_dim: int, layout: str = "interleaved", base: float = 10000.0):
         super().__init__()
@@ -85,10 +88,6 @@ class SinusoidalPositionalEmbedding(PositionalEncoding):
     @classmethod
     def from_config(cls, config, *, bidirectional: bool) -> "SinusoidalPositionalEmbedding":
         return cls(embedding_dim=config.hidden_size, layout=config.sinusoidal_layout)
-
-    @classmethod
-    def check_config(cls, config, *, bidirectional: bool) -> None:
-        _require_even("sinusoidal", "hidden_size", config.hidden_size)
 
     def forward(self, position_ids: Tensor) -> Tensor:
         """(B, T) positions → (B, T, E) encodings in float32."""
@@ -159,6 +158,7 @@ class RotaryEmbedding(PositionalEncoding):
     """
 
     kind = "rotary"
+    paired_width = "head_dim"  # rotates (x_i, x_{i+D/2}) pairs
 
     def __init__(self, *, head_dim: int, base: float = 10000.0):
         super().__init__()
@@ -168,10 +168,6 @@ class RotaryEmbedding(PositionalEncoding):
     @classmethod
     def from_config(cls, config, *, bidirectional: bool) -> "RotaryEmbedding":
         return cls(head_dim=config.head_dim, base=config.rope_theta)
-
-    @classmethod
-    def check_config(cls, config, *, bidirectional: bool) -> None:
-        _require_even("rotary", "head_dim", config.head_dim)
 
     def forward(self, position_ids: Tensor, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
         """(B, T) positions → (cos, sin), each (B, T, D), computed in float32 then cast to `dtype`."""
