@@ -1,16 +1,14 @@
-"""Attention: score functions, the eager and SDPA backends, and multi-head attention for self- and cross-attention.
+"""Attention: the eager and SDPA backends, and multi-head attention for self- and cross-attention.
 
 Notation: B batch, T query length, S key length, H query heads, K key/value heads, D head dim, E model dim.
 
-attention(Q, K, V) = softmax(score(Q, K) + bias, masked) · V. The score is where the classic variants differ:
-scaled dot product QKᵀ/√D (Vaswani 2017), plain dot product (T5), additive wᵀtanh(W_q q + W_k k) (Bahdanau 2015),
-or a Gaussian kernel −‖q − k‖²/(2σ²) (Nadaraya–Watson regression). Backends follow HF's attention-function signature
+attention(Q, K, V) = softmax(score(Q, K) + bias, masked) · V. The score is where the classic variants differ; they
+live in scores.py. Backends follow HF's attention-function signature
 `fn(module, q, k, v, attention_mask, *, scaling, dropout, **kw) -> (out (B, T, H, D), weights | None)`, so any function
 registered in `transformers.AttentionInterface` can be plugged in by name.
 """
 
 import contextlib
-import math
 from collections.abc import Callable
 
 import torch
@@ -20,72 +18,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .masks import causal_mask
 from .positional import apply_rotary
-
-
-class AdditiveScore(nn.Module):
-    """Bahdanau's additive score: score(q, k) = wᵀ tanh(W_q q + W_k k), one small MLP shared by all heads.
-
-    Args:
-        head_dim: D, the width of q and k.
-        attention_dim: Width A of the hidden tanh layer (default D).
-    """
-
-    def __init__(self, *, head_dim: int, attention_dim: int | None = None):
-        super().__init__()
-        attention_dim = attention_dim or head_dim
-        self.query_proj = nn.Linear(head_dim, attention_dim, bias=False)
-        self.key_proj = nn.Linear(head_dim, attention_dim, bias=False)
-        self.energy = nn.Linear(attention_dim, 1, bias=False)
-
-    def forward(self, query: Tensor, key: Tensor) -> Tensor:
-        """(B, H, T, D), (B, H, S, D) → (B, H, T, S). Memory grows as T·S·A: a teaching variant for short inputs."""
-        hidden = torch.tanh(self.query_proj(query)[:, :, :, None] + self.key_proj(key)[:, :, None])  # (B, H, T, S, A)
-        return self.energy(hidden).squeeze(-1)  # (B, H, T, S)
-
-
-class GaussianScore(nn.Module):
-    """Gaussian-kernel score of Nadaraya–Watson regression: score(q, k) = −‖q − k‖² / (2σ_h²), σ_h learned per head.
-
-    Expanded as 2q·k − ‖q‖² − ‖k‖² so that it costs one matmul, like the dot product.
-
-    Args:
-        num_heads: H (one width per head).
-        head_dim: D; σ² starts at √D so initial scores have the scale of the scaled dot product.
-    """
-
-    def __init__(self, *, num_heads: int, head_dim: int):
-        super().__init__()
-        self.head_dim = head_dim
-        self.log_width = nn.Parameter(torch.empty(num_heads))  # log σ²
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        nn.init.constant_(self.log_width, 0.5 * math.log(self.head_dim))
-
-    def forward(self, query: Tensor, key: Tensor) -> Tensor:
-        """(B, H, T, D), (B, H, S, D) → (B, H, T, S)."""
-        squared_distance = (
-            query.square().sum(-1, keepdim=True)  # (B, H, T, 1)
-            + key.square().sum(-1)[:, :, None]  # (B, H, 1, S)
-            - 2 * torch.matmul(query, key.transpose(-1, -2))  # (B, H, T, S)
-        )
-        variance = self.log_width.exp().to(query.dtype)[None, :, None, None]
-        return -squared_distance / (2 * variance)
-
-
-def make_score(name: str, *, num_heads: int, head_dim: int) -> tuple[nn.Module | None, float]:
-    """Score module and scale for a config name; dot-product scores need no module (the backends do the matmul)."""
-    if name == "scaled_dot":
-        return None, head_dim**-0.5
-    if name == "dot":
-        return None, 1.0
-    if name == "additive":
-        return AdditiveScore(head_dim=head_dim), 1.0
-    if name == "gaussian":
-        return GaussianScore(num_heads=num_heads, head_dim=head_dim), 1.0
-    raise ValueError(
-        f"attention_score={name!r} is not supported; allowed: 'scaled_dot', 'dot', 'additive', 'gaussian'."
-    )
+from .scores import AdditiveScore, GaussianScore, make_score  # noqa: F401 (importable from here, as before scores.py)
 
 
 def repeat_kv(x: Tensor, groups: int) -> Tensor:

@@ -1,22 +1,34 @@
 """Configurations of the three hf-attention families: encoder, decoder and encoder-decoder.
 
 One shared base holds every knob; each family adds its layer counts and its `model_type`. Variant choices are plain
-strings checked against the tuples below, so `config.json` stays JSON and a typo fails at construction time with an
-error that names the field, the value and what is allowed. Every field of ours is type- and range-checked whenever it
-is set (booleans must be real booleans, numbers real numbers, not strings), so a hand-edited `config.json` fails on
-load with the same errors. Keys we do not know are stored on the config, as `PretrainedConfig` does.
+strings checked against the tuples below, or, for the attention score and the positional encoding, against the
+registries `scores.SCORES` and `positional.POSITIONAL_ENCODINGS`, whose classes also say what they need from a config
+(so a new variant is one class and one registry entry). So `config.json` stays JSON and a typo fails at construction
+time with an error that names the field, the value and what is allowed. Every field of ours is type- and
+range-checked whenever it is set (booleans must be real booleans, numbers real numbers, not strings), so a
+hand-edited `config.json` fails on load with the same errors. Keys we do not know are stored on the config, as
+`PretrainedConfig` does.
 
-This file is shipped with every checkpoint (remote code) and imports only the standard library and `transformers`.
+This file is shipped with every checkpoint (remote code). It imports the standard library, `transformers` and the two
+registries, scores.py and positional.py, which import only torch (loaded by transformers anyway) and transformers'
+init functions; never the modeling code.
 """
 
 import math
 
 from transformers import PretrainedConfig
 
-ATTENTION_SCORES = ("scaled_dot", "dot", "additive", "gaussian")
-# Scores that are a (scaled) dot product q·k can run on fused kernels such as torch's SDPA.
-DOT_PRODUCT_SCORES = ("scaled_dot", "dot")
-POSITION_ENCODINGS = ("sinusoidal", "learned", "rotary", "alibi", "relative", "none")
+from .positional import NO_POSITIONAL_ENCODING, POSITIONAL_ENCODINGS
+from .scores import SCORES, dot_product_scores
+
+
+def _position_encodings() -> tuple[str, ...]:
+    return (*POSITIONAL_ENCODINGS, NO_POSITIONAL_ENCODING)
+
+
+# The registered names, for parameter lists and docs; the checks below read the registries themselves.
+ATTENTION_SCORES = tuple(SCORES)
+POSITION_ENCODINGS = _position_encodings()
 NORM_POSITIONS = ("post", "pre")
 NORM_TYPES = ("layernorm", "rmsnorm")
 HIDDEN_ACTS = ("relu", "gelu", "gelu_new", "silu", "swiglu", "geglu", "geglu_new")
@@ -112,8 +124,8 @@ _FIELD_CHECKS = {
     "final_norm": _check_optional_bool,
     **dict.fromkeys(("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"),
                     _check_token_id_type),
-    "attention_score": lambda field, value: _check_choice(field, value, ATTENTION_SCORES),
-    "position_encoding": lambda field, value: _check_choice(field, value, POSITION_ENCODINGS),
+    "attention_score": lambda field, value: _check_choice(field, value, tuple(SCORES)),
+    "position_encoding": lambda field, value: _check_choice(field, value, _position_encodings()),
     "norm_position": lambda field, value: _check_choice(field, value, NORM_POSITIONS),
     "norm_type": lambda field, value: _check_choice(field, value, NORM_TYPES),
     "hidden_act": lambda field, value: _check_choice(field, value, HIDDEN_ACTS),
@@ -172,9 +184,9 @@ class HFAttentionConfigBase(PretrainedConfig):
     """
 
     keys_to_ignore_at_inference = ["past_key_values"]
-    # The stacks whose relative-position buckets the config must support: True = bidirectional (encoder), False =
-    # causal (decoder). The bucket formula needs a different minimum for each.
-    _relative_directions = (True, False)
+    # The stacks this family builds: True = bidirectional (encoder), False = causal (decoder). The positional scheme
+    # checks the config for each (T5's relative buckets need a different minimum in each direction).
+    _stack_directions = (True, False)
 
     def __init__(
         self,
@@ -275,6 +287,13 @@ class HFAttentionConfigBase(PretrainedConfig):
             return self.hidden_size**-0.5
         return None
 
+    @property
+    def position_limit(self) -> int | None:
+        """Most positions an input may have (a learned table's rows), or None when the positional scheme takes any
+        length. Read by the seq2seq pipeline, whose file is shipped alone and cannot import the registry."""
+        scheme = POSITIONAL_ENCODINGS.get(self.position_encoding)  # None for NO_POSITIONAL_ENCODING
+        return None if scheme is None else scheme.position_limit(self)
+
     def head_options_outside_the_projection(self) -> str | None:
         """The head options a client that computes logits as logit_scale · (h Wᵀ + b) from the last hidden state
         cannot reproduce (named for its error message), or None."""
@@ -306,41 +325,23 @@ class HFAttentionConfigBase(PretrainedConfig):
                 f"num_attention_heads={self.num_attention_heads} is not divisible by num_key_value_heads="
                 f"{self.num_key_value_heads}; each key/value head must serve a whole group of query heads."
             )
-        if self.position_encoding == "rotary" and self.head_dim % 2:
-            raise ValueError(f"position_encoding='rotary' needs an even head_dim, got {self.head_dim}.")
-        if self.position_encoding == "sinusoidal" and self.hidden_size % 2:
-            raise ValueError(f"position_encoding='sinusoidal' needs an even hidden_size, got {self.hidden_size}.")
-        if self.position_encoding == "relative":
-            self._check_relative_buckets()
+        scheme = POSITIONAL_ENCODINGS.get(self.position_encoding)  # None for NO_POSITIONAL_ENCODING
+        if scheme is not None:
+            for bidirectional in self._stack_directions:
+                scheme.check_config(self, bidirectional=bidirectional)
         requested = getattr(self, "_attn_implementation_internal", None)
-        if isinstance(requested, str) and requested != "eager" and self.attention_score not in DOT_PRODUCT_SCORES:
-            raise ValueError(
-                f"attention_score={self.attention_score!r} needs attn_implementation='eager' (got {requested!r}): "
-                f"fused kernels such as SDPA only compute dot-product scores {DOT_PRODUCT_SCORES}."
-            )
+        if isinstance(requested, str):
+            self.check_attention_implementation(requested)
 
-    def _check_relative_buckets(self) -> None:
-        """T5's bucket formula (positional.relative_position_bucket) keeps `exact` = half the buckets of a direction
-        for exact distances and spreads the rest on a log scale from `exact` to max_distance: it divides by `exact`
-        and by log(max_distance / exact), so it needs exact >= 1 and max_distance > exact (else the log buckets are
-        negative and index outside the bias table once inputs are long; transformers' T5 fails the same way)."""
-        num_buckets, max_distance = self.relative_attention_num_buckets, self.relative_attention_max_distance
-        for bidirectional in self._relative_directions:
-            stack, per_direction = ("an encoder", num_buckets // 2) if bidirectional else ("a decoder", num_buckets)
-            exact = per_direction // 2
-            if exact < 1:
-                minimum = 4 if bidirectional else 2
-                raise ValueError(
-                    f"relative_attention_num_buckets={num_buckets} is too small for {stack}: it needs at least "
-                    f"{minimum} (half the buckets{' of each direction' if bidirectional else ''} hold exact "
-                    "distances, at least one)."
-                )
-            if max_distance <= exact:
-                raise ValueError(
-                    f"relative_attention_max_distance={max_distance} must be greater than {exact}: in {stack}, "
-                    f"relative_attention_num_buckets={num_buckets} gives distances below {exact} a bucket each and "
-                    "spreads the rest on a log scale from there up to max_distance."
-                )
+    def check_attention_implementation(self, implementation: str) -> None:
+        """Raise ValueError when the attention score cannot run on the backend `implementation`: fused kernels such
+        as SDPA compute q·k themselves, so a score that is not a dot product needs the eager backend."""
+        if implementation != "eager" and not SCORES[self.attention_score].dot_product:
+            raise ValueError(
+                f"attention_score={self.attention_score!r} needs attn_implementation='eager' (got "
+                f"{implementation!r}): fused kernels such as SDPA only compute dot-product scores "
+                f"{dot_product_scores()}."
+            )
 
     def _check_token_ids(self) -> None:
         """Special token ids must be None or in [0, vocab_size): each one is embedded or compared with the logits."""
@@ -368,7 +369,7 @@ class HFAttentionEncoderConfig(HFAttentionConfigBase):
     """
 
     model_type = "hf_attention_encoder"
-    _relative_directions = (True,)
+    _stack_directions = (True,)
 
     def __init__(self, num_hidden_layers: int = 6, classifier_dropout: float | None = None,
                  classifier_pooling: str = "mean", **kwargs):
@@ -389,7 +390,7 @@ class HFAttentionDecoderConfig(HFAttentionConfigBase):
     """
 
     model_type = "hf_attention_decoder"
-    _relative_directions = (False,)
+    _stack_directions = (False,)
 
     def __init__(self, num_hidden_layers: int = 6, classifier_dropout: float | None = None, **kwargs):
         self.num_hidden_layers = num_hidden_layers

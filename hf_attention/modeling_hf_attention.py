@@ -2,8 +2,9 @@
 
 Notation: B batch, T (target) length, S source length, E model dim, V vocabulary.
 
-This is the only file that reads a config: it builds the leaf modules (masks, positional encodings, attention,
-layers) from it and wires them into three families:
+This file builds the leaf modules (masks, positional encodings, attention, layers) from a config, asking the variant
+registries for the score and the positional scheme (whose `from_config` picks the fields it needs), and wires them
+into three families:
 - encoder (BERT-like): HFAttentionEncoderModel, …ForMaskedLM, …ForSequenceClassification, …ForTokenClassification;
 - decoder (GPT-like): HFAttentionDecoderModel, HFAttentionForCausalLM;
 - encoder-decoder (Vaswani 2017): HFAttentionSeq2SeqModel, HFAttentionForSeq2SeqLM.
@@ -30,9 +31,8 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils import ModelOutput
 
-from .attention import GaussianScore, MultiHeadAttention, get_attention_function, make_score
+from .attention import MultiHeadAttention, get_attention_function
 from .configuration_hf_attention import (
-    DOT_PRODUCT_SCORES,
     HFAttentionConfigBase,
     HFAttentionDecoderConfig,
     HFAttentionEncoderConfig,
@@ -41,10 +41,10 @@ from .configuration_hf_attention import (
 from .decoding import stacked_projections
 from .layers import (
     GATED_ACTIVATIONS,
+    NORMS,
     DecoderLayer,
     EncoderLayer,
     HeadTransform,
-    RMSNorm,
     make_feed_forward,
     make_norm,
     maybe_dropout,
@@ -60,28 +60,18 @@ from .masks import (
     padding_mask,
     same_document_mask,
 )
-from .positional import POSITIONAL_ENCODINGS, LearnedPositionalEmbedding
+from .positional import NO_POSITIONAL_ENCODING, POSITIONAL_ENCODINGS, PositionalEncoding
+from .scores import ScoreModule, make_score
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Builders: config → leaf modules
 
 
-def build_positional(config: HFAttentionConfigBase, *, bidirectional: bool) -> nn.Module | None:
+def build_positional(config: HFAttentionConfigBase, *, bidirectional: bool) -> PositionalEncoding | None:
     """The positional-encoding module named by `config.position_encoding` (None for "none")."""
-    name = config.position_encoding
-    if name == "none":
+    if config.position_encoding == NO_POSITIONAL_ENCODING:
         return None
-    arguments = {
-        "sinusoidal": {"embedding_dim": config.hidden_size, "layout": config.sinusoidal_layout},
-        "learned": {"num_positions": config.max_position_embeddings, "embedding_dim": config.hidden_size,
-                    "offset": config.position_offset},
-        "rotary": {"head_dim": config.head_dim, "base": config.rope_theta},
-        "alibi": {"num_heads": config.num_attention_heads},
-        "relative": {"num_heads": config.num_attention_heads, "bidirectional": bidirectional,
-                     "num_buckets": config.relative_attention_num_buckets,
-                     "max_distance": config.relative_attention_max_distance},
-    }[name]
-    return POSITIONAL_ENCODINGS[name](**arguments)
+    return POSITIONAL_ENCODINGS[config.position_encoding].from_config(config, bidirectional=bidirectional)
 
 
 def build_attention(config: HFAttentionConfigBase, layer_idx: int, *, is_causal: bool, is_cross: bool):
@@ -157,12 +147,8 @@ class HFAttentionPreTrainedModel(PreTrainedModel):
     _can_compile_fullgraph = True
 
     def _sdpa_can_dispatch(self, is_init_check: bool = False) -> bool:
-        # Fused kernels compute dot-product scores only; HF falls back to eager when sdpa was not asked for explicitly.
-        if self.config.attention_score not in DOT_PRODUCT_SCORES:
-            raise ValueError(
-                f"attention_score={self.config.attention_score!r} needs attn_implementation='eager': SDPA only "
-                f"computes dot-product scores {DOT_PRODUCT_SCORES}."
-            )
+        # The config's rule (dot-product scores only); HF falls back to eager when sdpa was not asked for explicitly.
+        self.config.check_attention_implementation("sdpa")
         return super()._sdpa_can_dispatch(is_init_check)
 
     def _check_and_adjust_attn_implementation(self, attn_implementation, is_init_check=False, **kwargs):
@@ -180,16 +166,14 @@ class HFAttentionPreTrainedModel(PreTrainedModel):
             init.normal_(module.weight, mean=0.0, std=std)
             if module.bias is not None:
                 init.zeros_(module.bias)
-        elif isinstance(module, (nn.Embedding, LearnedPositionalEmbedding)):
+        elif isinstance(module, nn.Embedding):
             init.normal_(module.weight, mean=0.0, std=std)
-        elif isinstance(module, nn.LayerNorm):
+        elif isinstance(module, tuple(NORMS.values())):  # every registered norm starts as the identity scale
             init.ones_(module.weight)
-            if module.bias is not None:
+            if getattr(module, "bias", None) is not None:
                 init.zeros_(module.bias)
-        elif isinstance(module, RMSNorm):
-            init.ones_(module.weight)
-        elif isinstance(module, GaussianScore):
-            init.constant_(module.log_width, 0.5 * math.log(module.head_dim))
+        elif isinstance(module, (PositionalEncoding, ScoreModule)):  # the variants declare their own start
+            module.init_weights(std)
 
     def _build_lm_head(self, config: HFAttentionConfigBase) -> None:
         """The vocabulary projection `lm_head` of a language-model head, with the optional bias and transform."""
@@ -595,6 +579,34 @@ def _logit_slice(logits_to_keep: int | Tensor) -> slice | Tensor:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
+# Base models with one stack (encoder-only, decoder-only)
+
+
+class _OneStackModel:
+    """Mixin of the encoder and decoder base models: a token embedding of their own and one TransformerStack.
+
+    The stack is stored as `self.<stack_name>` ("encoder": bidirectional, or "decoder": causal); that attribute is the
+    prefix of its weights in checkpoints (`encoder.layers.0...`, or `model.encoder...` under a head).
+    """
+
+    stack_name: str
+
+    def __init__(self, config: HFAttentionConfigBase):
+        super().__init__(config)
+        embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        stack = TransformerStack(config, num_layers=config.num_hidden_layers, is_decoder=self.stack_name == "decoder",
+                                 embed_tokens=embed_tokens)
+        setattr(self, self.stack_name, stack)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return getattr(self, self.stack_name).embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        getattr(self, self.stack_name).embed_tokens = value
+
+
+# ---------------------------------------------------------------------------------------------------------------------
 # Encoder family (BERT-like)
 
 
@@ -604,21 +616,10 @@ class HFAttentionEncoderPreTrainedModel(HFAttentionPreTrainedModel):
     config_class = HFAttentionEncoderConfig
 
 
-class HFAttentionEncoderModel(HFAttentionEncoderPreTrainedModel):
+class HFAttentionEncoderModel(_OneStackModel, HFAttentionEncoderPreTrainedModel):
     """Bidirectional Transformer encoder: every token attends to every other real token."""
 
-    def __init__(self, config: HFAttentionEncoderConfig):
-        super().__init__(config)
-        embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.encoder = TransformerStack(config, num_layers=config.num_hidden_layers, is_decoder=False,
-                                        embed_tokens=embed_tokens)
-        self.post_init()
-
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.encoder.embed_tokens
-
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        self.encoder.embed_tokens = value
+    stack_name = "encoder"
 
     def forward(
         self,
@@ -645,16 +646,16 @@ class HFAttentionEncoderModel(HFAttentionEncoderPreTrainedModel):
         return output if return_dict else output.to_tuple()
 
 
-class HFAttentionForMaskedLM(HFAttentionEncoderPreTrainedModel):
-    """Encoder with a vocabulary projection, trained to recover masked tokens (BERT's MLM objective)."""
+class _EncoderHead(HFAttentionEncoderPreTrainedModel):
+    """Base of the encoder heads: the encoder as `model`, the forward signature they share and the call to it.
 
-    _tied_weights_keys = {"lm_head.weight": "model.encoder.embed_tokens.weight"}
+    A head adds its layers after `super().__init__` (then calls `post_init`), turns the encoder's output into its own
+    in `_head_output`, and may refuse malformed labels in `_check_labels` before the encoder runs.
+    """
 
     def __init__(self, config: HFAttentionEncoderConfig):
         super().__init__(config)
         self.model = HFAttentionEncoderModel(config)
-        self._build_lm_head(config)
-        self.post_init()
 
     def forward(
         self,
@@ -668,34 +669,62 @@ class HFAttentionForMaskedLM(HFAttentionEncoderPreTrainedModel):
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         **kwargs,
-    ) -> MaskedLMOutput | tuple:
-        """Logits (B, T, V); `labels` (B, T) with -100 on unmasked positions give the token-averaged loss."""
+    ) -> ModelOutput | tuple:
+        """(B, T) ids → the head's logits, and its loss when `labels` are given (see `_head_output`)."""
         return_dict = self.config.return_dict if return_dict is None else return_dict
         if labels is not None:
-            check_labels(labels, _label_shape(input_ids, 2) or _label_shape(inputs_embeds, 3), self.config.vocab_size,
-                         "vocab_size", per="input token")
-        outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+            self._check_labels(labels, _label_shape(input_ids, 2) or _label_shape(inputs_embeds, 3))
+        encoded = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
                              position_ids=position_ids, inputs_embeds=inputs_embeds,
                              output_attentions=output_attentions, output_hidden_states=output_hidden_states,
                              return_dict=True)
-        logits, loss = self.vocabulary_logits_and_loss(
-            outputs.last_hidden_state, labels, kwargs.get("num_items_in_batch"))  # (B, T, V)
-        output = MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
-                                attentions=outputs.attentions)
+        output = self._head_output(encoded, labels=labels, attention_mask=attention_mask,
+                                   num_items_in_batch=kwargs.get("num_items_in_batch"))
         return output if return_dict else output.to_tuple()
 
+    def _check_labels(self, labels: Tensor, shape: tuple[int, ...] | None) -> None:
+        """Raise ValueError for labels that do not fit the inputs of `shape` (batch, length); default: no check."""
 
-class HFAttentionForSequenceClassification(HFAttentionEncoderPreTrainedModel):
-    """Encoder + pooled representation (mean of real tokens, or the first token) + linear classifier."""
+    def _head_output(self, encoded: BaseModelOutput, *, labels: Tensor | None, attention_mask: Tensor | None,
+                     num_items_in_batch: Tensor | int | None) -> ModelOutput:
+        raise NotImplementedError
+
+
+class HFAttentionForMaskedLM(_EncoderHead):
+    """Encoder with a vocabulary projection, trained to recover masked tokens (BERT's MLM objective)."""
+
+    _tied_weights_keys = {"lm_head.weight": "model.encoder.embed_tokens.weight"}
+
+    def __init__(self, config: HFAttentionEncoderConfig):
+        super().__init__(config)
+        self._build_lm_head(config)
+        self.post_init()
+
+    def _check_labels(self, labels: Tensor, shape: tuple[int, ...] | None) -> None:
+        check_labels(labels, shape, self.config.vocab_size, "vocab_size", per="input token")
+
+    def _head_output(self, encoded: BaseModelOutput, *, labels: Tensor | None, attention_mask: Tensor | None,
+                     num_items_in_batch: Tensor | int | None) -> MaskedLMOutput:
+        """Logits (B, T, V); `labels` (B, T) with -100 on unmasked positions give the token-averaged loss."""
+        logits, loss = self.vocabulary_logits_and_loss(encoded.last_hidden_state, labels, num_items_in_batch)
+        return MaskedLMOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
+                              attentions=encoded.attentions)
+
+
+class _EncoderClassifier(_EncoderHead):
+    """Base of the classification heads: dropout, then a linear layer from hidden_size to num_labels."""
 
     def __init__(self, config: HFAttentionEncoderConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.model = HFAttentionEncoderModel(config)
         dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
+
+
+class HFAttentionForSequenceClassification(_EncoderClassifier):
+    """Encoder + pooled representation (mean of real tokens, or the first token) + linear classifier."""
 
     def pool(self, hidden: Tensor, attention_mask: Tensor | None) -> Tensor:
         """(B, T, E) → (B, E) by `config.classifier_pooling`."""
@@ -706,81 +735,35 @@ class HFAttentionForSequenceClassification(HFAttentionEncoderPreTrainedModel):
         weights = attention_mask.to(hidden.dtype)[..., None]  # (B, T, 1)
         return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)
 
-    def forward(
-        self,
-        input_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        labels: Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-        **kwargs,
-    ) -> SequenceClassifierOutput | tuple:
+    def _head_output(self, encoded: BaseModelOutput, *, labels: Tensor | None, attention_mask: Tensor | None,
+                     num_items_in_batch: Tensor | int | None) -> SequenceClassifierOutput:
         """Logits (B, num_labels); the loss follows `config.problem_type` as in HF's classifiers."""
-        return_dict = self.config.return_dict if return_dict is None else return_dict
-        outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                             position_ids=position_ids, inputs_embeds=inputs_embeds,
-                             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-                             return_dict=True)
-        logits = self.classifier(self.dropout(self.pool(outputs.last_hidden_state, attention_mask)))
+        logits = self.classifier(self.dropout(self.pool(encoded.last_hidden_state, attention_mask)))
         loss = None
         if labels is not None:
             # The Trainer passes `num_items_in_batch` (forward takes **kwargs) and then skips its own division by the
             # accumulation steps, so the loss must be a sum over the global count of labels, not a batch mean.
-            num_items = kwargs.get("num_items_in_batch")
             loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config,
-                                      num_items_in_batch=num_items)
-            if num_items is not None and self.config.problem_type != "single_label_classification":
-                loss = loss * labels.numel() / num_items  # MSE / BCE are means over labels.numel()
-        output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
-                                          attentions=outputs.attentions)
-        return output if return_dict else output.to_tuple()
+                                      num_items_in_batch=num_items_in_batch)
+            if num_items_in_batch is not None and self.config.problem_type != "single_label_classification":
+                loss = loss * labels.numel() / num_items_in_batch  # MSE / BCE are means over labels.numel()
+        return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
+                                        attentions=encoded.attentions)
 
 
-class HFAttentionForTokenClassification(HFAttentionEncoderPreTrainedModel):
+class HFAttentionForTokenClassification(_EncoderClassifier):
     """Encoder + a linear classifier on every token (tagging, NER)."""
 
-    def __init__(self, config: HFAttentionEncoderConfig):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        self.model = HFAttentionEncoderModel(config)
-        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-        self.dropout = nn.Dropout(dropout)
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-        self.post_init()
+    def _check_labels(self, labels: Tensor, shape: tuple[int, ...] | None) -> None:
+        check_labels(labels, shape, self.num_labels, "num_labels", per="input token")
 
-    def forward(
-        self,
-        input_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        labels: Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-        **kwargs,
-    ) -> TokenClassifierOutput | tuple:
+    def _head_output(self, encoded: BaseModelOutput, *, labels: Tensor | None, attention_mask: Tensor | None,
+                     num_items_in_batch: Tensor | int | None) -> TokenClassifierOutput:
         """Logits (B, T, num_labels); labels (B, T) with -100 on ignored tokens."""
-        return_dict = self.config.return_dict if return_dict is None else return_dict
-        if labels is not None:
-            check_labels(labels, _label_shape(input_ids, 2) or _label_shape(inputs_embeds, 3), self.num_labels,
-                         "num_labels", per="input token")
-        outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                             position_ids=position_ids, inputs_embeds=inputs_embeds,
-                             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-                             return_dict=True)
-        logits = self.classifier(self.dropout(outputs.last_hidden_state))
-        loss = None
-        if labels is not None:
-            loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch"))
-        output = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
-                                       attentions=outputs.attentions)
-        return output if return_dict else output.to_tuple()
+        logits = self.classifier(self.dropout(encoded.last_hidden_state))
+        loss = None if labels is None else token_cross_entropy(logits, labels, num_items_in_batch)
+        return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
+                                     attentions=encoded.attentions)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -793,21 +776,10 @@ class HFAttentionDecoderPreTrainedModel(HFAttentionPreTrainedModel):
     config_class = HFAttentionDecoderConfig
 
 
-class HFAttentionDecoderModel(HFAttentionDecoderPreTrainedModel):
+class HFAttentionDecoderModel(_OneStackModel, HFAttentionDecoderPreTrainedModel):
     """Causal Transformer decoder: each token attends to itself and the tokens before it."""
 
-    def __init__(self, config: HFAttentionDecoderConfig):
-        super().__init__(config)
-        embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.decoder = TransformerStack(config, num_layers=config.num_hidden_layers, is_decoder=True,
-                                        embed_tokens=embed_tokens)
-        self.post_init()
-
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.decoder.embed_tokens
-
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        self.decoder.embed_tokens = value
+    stack_name = "decoder"
 
     def forward(
         self,

@@ -97,10 +97,11 @@ class Seq2SeqGenerationPipeline(Pipeline):
         return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
 
     def _source_limit(self) -> int | None:
-        # Only a learned position table has a hard length limit; sinusoidal, rotary, ALiBi and relative extrapolate.
         config = self.model.config
-        if getattr(config, "position_encoding", "learned") != "learned":
-            return None
+        # An hf-attention config asks its positional scheme (only a learned table limits the length); another model
+        # is taken to have a learned table of max_position_embeddings rows, as BART and Marian do.
+        if hasattr(config, "position_limit"):
+            return config.position_limit
         return getattr(config, "max_position_embeddings", None)
 
     def _forward(self, model_inputs: dict[str, torch.Tensor], **generate_kwargs: Any) -> dict[str, torch.Tensor]:

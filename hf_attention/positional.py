@@ -8,15 +8,63 @@ Each encoding declares a `kind` that tells the stack where it acts:
 - "bias": an additive (1|B, H, T, S) term on the attention scores (ALiBi, T5 relative buckets).
 Every encoding takes explicit position ids (never `arange(T)`), so caches and left padding stay correct. The stack
 computes each signal once and hands it to every layer.
+
+Each scheme is a `PositionalEncoding` registered by name in `POSITIONAL_ENCODINGS`, and the class says everything
+else the library needs: how it is built from a config (`from_config`), what a config needs for it (`check_config`,
+run when the config is created), the longest input it can encode (`position_limit`) and its initial values
+(`init_weights`). Constructors stay keyword-typed, so each module also works and is tested without a config. The
+config validates `position_encoding` against the registry, so this file imports only torch (which transformers loads
+anyway) and transformers' init functions.
 """
 
 import math
 
 import torch
 from torch import Tensor, nn
+from transformers import initialization as init
+
+# The config value for "no positional signal" (bag-of-words attention); it builds no module.
+NO_POSITIONAL_ENCODING = "none"
 
 
-class SinusoidalPositionalEmbedding(nn.Module):
+class PositionalEncoding(nn.Module):
+    """Base of the positional schemes: what the rest of the library asks of one, besides its forward.
+
+    Subclasses set `kind` and implement `from_config`; the other hooks default to "no requirement, no limit, no
+    parameters of its own".
+    """
+
+    kind: str  # "absolute", "rotary" or "bias": where the stack applies the signal (see the module docstring)
+    # The config field of a width the scheme works on in pairs of coordinates (sinusoids, rotations), which must then
+    # be even; None when there is none.
+    paired_width: str | None = None
+
+    @classmethod
+    def from_config(cls, config, *, bidirectional: bool) -> "PositionalEncoding":
+        """The module for one stack of a model with `config` (`bidirectional`: an encoder, else a causal decoder)."""
+        raise NotImplementedError(f"{cls.__name__} must say how it is built from a config.")
+
+    @classmethod
+    def check_config(cls, config, *, bidirectional: bool) -> None:
+        """Raise ValueError, naming the field, the value and what is allowed, when `config` cannot build a working
+        module for a stack of that direction. The config runs this when it is created, before any module exists."""
+        width = None if cls.paired_width is None else getattr(config, cls.paired_width)
+        if width is not None and width % 2:
+            raise ValueError(
+                f"position_encoding={config.position_encoding!r} needs an even {cls.paired_width}, got {width}."
+            )
+
+    @classmethod
+    def position_limit(cls, config) -> int | None:
+        """Most positions a model with `config` can encode (a table's rows), or None when every position works."""
+        return None
+
+    def init_weights(self, std: float) -> None:
+        """Initial values of the parameters this module holds directly (the models' `_init_weights` calls this);
+        nn.Embedding children are initialised like every embedding, normal(0, std)."""
+
+
+class SinusoidalPositionalEmbedding(PositionalEncoding):
     """Fixed sinusoids of "Attention Is All You Need" §3.5: PE(p, 2i) = sin(p / 10000^(2i/E)), PE(p, 2i+1) = cos(…).
 
     Computed on the fly in float64 from the position ids, so no table limits the length and large positions keep
@@ -29,12 +77,17 @@ class SinusoidalPositionalEmbedding(nn.Module):
     """
 
     kind = "absolute"
+    paired_width = "hidden_size"  # a (sin, cos) pair per frequency
 
     def __init__(self, *, embedding_dim: int, layout: str = "interleaved", base: float = 10000.0):
         super().__init__()
         self.embedding_dim = embedding_dim
         self.layout = layout
         self.base = base
+
+    @classmethod
+    def from_config(cls, config, *, bidirectional: bool) -> "SinusoidalPositionalEmbedding":
+        return cls(embedding_dim=config.hidden_size, layout=config.sinusoidal_layout)
 
     def forward(self, position_ids: Tensor) -> Tensor:
         """(B, T) positions → (B, T, E) encodings in float32."""
@@ -51,7 +104,7 @@ class SinusoidalPositionalEmbedding(nn.Module):
         return table.float()
 
 
-class LearnedPositionalEmbedding(nn.Module):
+class LearnedPositionalEmbedding(PositionalEncoding):
     """A trained vector per position (BERT, GPT-2, BART); cannot go beyond the table.
 
     Args:
@@ -68,6 +121,18 @@ class LearnedPositionalEmbedding(nn.Module):
         self.offset = offset
         self.weight = nn.Parameter(torch.empty(num_positions + offset, embedding_dim))
 
+    @classmethod
+    def from_config(cls, config, *, bidirectional: bool) -> "LearnedPositionalEmbedding":
+        return cls(num_positions=config.max_position_embeddings, embedding_dim=config.hidden_size,
+                   offset=config.position_offset)
+
+    @classmethod
+    def position_limit(cls, config) -> int:
+        return config.max_position_embeddings
+
+    def init_weights(self, std: float) -> None:
+        init.normal_(self.weight, mean=0.0, std=std)
+
     def forward(self, position_ids: Tensor) -> Tensor:
         """(B, T) positions → (B, T, E); raises ValueError past max_position_embeddings."""
         if not torch.compiler.is_compiling() and position_ids.numel():
@@ -81,7 +146,7 @@ class LearnedPositionalEmbedding(nn.Module):
         return nn.functional.embedding(position_ids + self.offset, self.weight)
 
 
-class RotaryEmbedding(nn.Module):
+class RotaryEmbedding(PositionalEncoding):
     """Rotary position embedding (Su et al. 2021, RoFormer): rotate each (x_i, x_{i+D/2}) pair by angle p·θ_i.
 
     After rotation q·k depends only on the distance between the two positions. Uses the "rotate half" pairing of
@@ -93,6 +158,7 @@ class RotaryEmbedding(nn.Module):
     """
 
     kind = "rotary"
+    paired_width = "head_dim"  # rotates (x_i, x_{i+D/2}) pairs
 
     def __init__(self, *, head_dim: int, base: float = 10000.0):
         super().__init__()
@@ -111,6 +177,10 @@ class RotaryEmbedding(nn.Module):
             if not (torch.compiler.is_compiling() or table.is_meta):
                 self._inverse_frequencies[device] = table
         return table
+
+    @classmethod
+    def from_config(cls, config, *, bidirectional: bool) -> "RotaryEmbedding":
+        return cls(head_dim=config.head_dim, base=config.rope_theta)
 
     def forward(self, position_ids: Tensor, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
         """(B, T) positions → (cos, sin), each (B, T, D), computed in float32 then cast to `dtype`."""
@@ -153,7 +223,7 @@ def alibi_slopes(num_heads: int) -> list[float]:
     return power_of_two_slopes(lower) + alibi_slopes(2 * lower)[0::2][: num_heads - lower]
 
 
-class ALiBiBias(nn.Module):
+class ALiBiBias(PositionalEncoding):
     """Attention with Linear Biases: score(i, j) += −m_h · |i − j| (Press et al. 2022).
 
     The causal paper bias −m_h·(i − j) for j ≤ i equals −m_h·|i − j|, so one symmetric formula serves decoders and,
@@ -168,6 +238,10 @@ class ALiBiBias(nn.Module):
     def __init__(self, *, num_heads: int):
         super().__init__()
         self.num_heads = num_heads
+
+    @classmethod
+    def from_config(cls, config, *, bidirectional: bool) -> "ALiBiBias":
+        return cls(num_heads=config.num_attention_heads)
 
     def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
         """(B, T) and (B, S) positions → (B, H, T, S) float32 bias."""
@@ -209,7 +283,7 @@ def relative_position_bucket(
     return buckets + torch.where(distance < exact, distance, log_scaled)
 
 
-class RelativePositionBias(nn.Module):
+class RelativePositionBias(PositionalEncoding):
     """T5's learned relative position bias: one scalar per (bucket, head) added to the scores, shared by all layers.
 
     Args:
@@ -228,6 +302,35 @@ class RelativePositionBias(nn.Module):
         self.bidirectional = bidirectional
         self.relative_attention_bias = nn.Embedding(num_buckets, num_heads)
 
+    @classmethod
+    def from_config(cls, config, *, bidirectional: bool) -> "RelativePositionBias":
+        return cls(num_heads=config.num_attention_heads, bidirectional=bidirectional,
+                   num_buckets=config.relative_attention_num_buckets,
+                   max_distance=config.relative_attention_max_distance)
+
+    @classmethod
+    def check_config(cls, config, *, bidirectional: bool) -> None:
+        """T5's bucket formula (`relative_position_bucket`) keeps `exact` = half the buckets of a direction for exact
+        distances and spreads the rest on a log scale from `exact` to max_distance: it divides by `exact` and by
+        log(max_distance / exact), so it needs exact >= 1 and max_distance > exact (else the log buckets are negative
+        and index outside the bias table once inputs are long; transformers' T5 fails the same way)."""
+        num_buckets, max_distance = config.relative_attention_num_buckets, config.relative_attention_max_distance
+        stack, per_direction = ("an encoder", num_buckets // 2) if bidirectional else ("a decoder", num_buckets)
+        exact = per_direction // 2
+        if exact < 1:
+            minimum = 4 if bidirectional else 2
+            raise ValueError(
+                f"relative_attention_num_buckets={num_buckets} is too small for {stack}: it needs at least "
+                f"{minimum} (half the buckets{' of each direction' if bidirectional else ''} hold exact "
+                "distances, at least one)."
+            )
+        if max_distance <= exact:
+            raise ValueError(
+                f"relative_attention_max_distance={max_distance} must be greater than {exact}: in {stack}, "
+                f"relative_attention_num_buckets={num_buckets} gives distances below {exact} a bucket each and "
+                "spreads the rest on a log scale from there up to max_distance."
+            )
+
     def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
         """(B, T) and (B, S) positions → (B, H, T, S) bias."""
         relative = key_positions[:, None, :] - query_positions[:, :, None]  # (B, T, S)
@@ -237,8 +340,9 @@ class RelativePositionBias(nn.Module):
         return self.relative_attention_bias(buckets).permute(0, 3, 1, 2)  # (B, H, T, S)
 
 
-# name → class; "none" has no module. Adding a scheme = one class + one entry here + its tests.
-POSITIONAL_ENCODINGS = {
+# name → class; the config accepts these names and NO_POSITIONAL_ENCODING (the first is its default). Adding a scheme
+# = one PositionalEncoding subclass + one entry here (and its tests).
+POSITIONAL_ENCODINGS: dict[str, type[PositionalEncoding]] = {
     "sinusoidal": SinusoidalPositionalEmbedding,
     "learned": LearnedPositionalEmbedding,
     "rotary": RotaryEmbedding,

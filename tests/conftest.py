@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import hf_attention
+from hf_attention import configuration_hf_attention
 
 TINY = {"vocab_size": 99, "hidden_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2,
         "intermediate_size": 64, "max_position_embeddings": 64, "hidden_dropout_prob": 0.0}
@@ -28,7 +29,8 @@ def _seed():
     torch.manual_seed(0)
 
 
-POSITION_ENCODINGS = ("sinusoidal", "learned", "rotary", "alibi", "relative", "none")
+# Every name the config accepts for position_encoding: the registered schemes and "none".
+POSITION_ENCODINGS = configuration_hf_attention.POSITION_ENCODINGS
 
 
 def build(model_class, family: str, **overrides):

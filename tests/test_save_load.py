@@ -106,7 +106,7 @@ def test_closure_imports_only_stdlib_torch_transformers_and_siblings():
     package = pathlib.Path(hf_attention.__file__).parent
     allowed = {"torch", "transformers", "math", "collections", "typing", "dataclasses", "functools", "itertools",
                "warnings", "copy", "inspect", "contextlib", "__future__"}
-    for name in ("configuration_hf_attention", "masks", "positional", "attention", "layers", "losses",
+    for name in ("configuration_hf_attention", "masks", "positional", "scores", "attention", "layers", "losses",
                  "modeling_hf_attention"):
         tree = ast.parse((package / f"{name}.py").read_text())
         for node in ast.walk(tree):
