@@ -33,9 +33,8 @@ from __future__ import annotations
 import json
 import logging
 import math
-import sys
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +45,6 @@ from transformers import (
     AutoTokenizer,
     DataCollatorForSeq2Seq,
     DataCollatorWithPadding,
-    HfArgumentParser,
     Seq2SeqTrainer,
     Seq2SeqTrainingArguments,
     Trainer,
@@ -56,7 +54,14 @@ from transformers import (
 
 import hf_attention  # noqa: F401  (registers the hf_attention model types with the Auto classes)
 from hf_attention import HFAttentionEncoderConfig, HFAttentionSeq2SeqConfig
-from training.args import at_least, check_checkpoint_folder, check_fields, load_yaml, parse_model_config
+from training.args import (
+    at_least,
+    check_checkpoint_folder,
+    check_fields,
+    parse_into,
+    read_config,
+    with_model_config_flag,
+)
 from training.data import (
     DEFAULT_LANGUAGES,
     language_id_corpus,
@@ -145,31 +150,15 @@ def parse_args(argv: list[str] | None = None):
     The YAML file holds fields of both dataclasses at its top level, plus an optional `model_config:` mapping.
     `use_cpu` defaults to True when CUDA is not available. `output_dir` defaults to runs/finetune_<task>.
     """
-    argv = list(sys.argv[1:] if argv is None else argv)
-    values: dict = {}
-    if "--config" in argv:
-        index = argv.index("--config")
-        if index + 1 >= len(argv):
-            raise ValueError("--config needs a path to a YAML file.")
-        values = load_yaml(argv[index + 1])
-        del argv[index:index + 2]
-    model_config = dict(values.pop("model_config", None) or {})
-    task = values.get("task", "language_id")
-    if "--task" in argv and argv.index("--task") + 1 < len(argv):
-        task = argv[argv.index("--task") + 1]
+    config = read_config(argv)
+    task = config.values.get("task", "language_id")
+    if "--task" in config.argv and config.argv.index("--task") + 1 < len(config.argv):
+        task = config.argv[config.argv.index("--task") + 1]
     args_class = Seq2SeqTrainingArguments if task == "translation" else TrainingArguments
-    known = {f.name for cls in (FinetuneArguments, args_class) for f in fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ValueError(f"Unknown config keys {unknown}; model-config fields go under 'model_config:'.")
-    parser = HfArgumentParser((FinetuneArguments, args_class))
     defaults = {"output_dir": f"runs/finetune_{task}", "use_cpu": not torch.cuda.is_available(),
                 "report_to": "none", "save_strategy": "no"}
-    parser.set_defaults(**{**defaults, **values})
-    ft_args, training_args = parser.parse_args_into_dataclasses(args=argv)
-    if ft_args.model_config:
-        model_config.update(parse_model_config(ft_args.model_config))
-    return ft_args, training_args, model_config
+    ft_args, training_args = parse_into((FinetuneArguments, args_class), config, defaults=defaults)
+    return ft_args, training_args, with_model_config_flag(config.model_config, ft_args.model_config)
 
 
 def parse_lora(spec: str) -> dict:
