@@ -34,8 +34,10 @@ import json
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -70,6 +72,10 @@ from training.data import (
     translation_features,
 )
 from training.tokenizer import train_tokenizer
+
+if TYPE_CHECKING:
+    from datasets import DatasetDict
+    from transformers import PreTrainedTokenizerBase
 
 logger = logging.getLogger("training.finetune")
 
@@ -316,9 +322,10 @@ def finetune_language_id(ft_args, training_args, model_config: dict) -> dict:
     model = build_classifier(ft_args, model_config, tokenizer, labels)
     features = splits.map(lambda batch: tokenizer(batch["text"], truncation=True, max_length=ft_args.max_length),
                           batched=True, remove_columns=["text"])
-    return _run(Trainer, ft_args, training_args, model, tokenizer, features,
-                collator=DataCollatorWithPadding(tokenizer), compute_metrics=classification_metrics,
-                extra={"labels": labels, "rows": {name: len(split) for name, split in splits.items()}})
+    job = FinetuneJob(trainer_class=Trainer, model=model, tokenizer=tokenizer, features=features,
+                      collator=DataCollatorWithPadding(tokenizer), compute_metrics=classification_metrics,
+                      extra={"labels": labels, "rows": {name: len(split) for name, split in splits.items()}})
+    return _run(job, ft_args, training_args)
 
 
 def finetune_translation(ft_args, training_args, model_config: dict) -> dict:
@@ -338,22 +345,37 @@ def finetune_translation(ft_args, training_args, model_config: dict) -> dict:
         training_args.generation_max_length = ft_args.max_target_length + 1
     collator = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
     metrics = translation_metrics(tokenizer) if training_args.predict_with_generate else None
-    return _run(Seq2SeqTrainer, ft_args, training_args, model, tokenizer, features, collator=collator,
-                compute_metrics=metrics, extra={"target_lang": ft_args.target_lang,
-                                                "rows": {name: len(split) for name, split in splits.items()}})
+    job = FinetuneJob(trainer_class=Seq2SeqTrainer, model=model, tokenizer=tokenizer, features=features,
+                      collator=collator, compute_metrics=metrics,
+                      extra={"target_lang": ft_args.target_lang,
+                             "rows": {name: len(split) for name, split in splits.items()}})
+    return _run(job, ft_args, training_args)
 
 
-def _run(trainer_class, ft_args, training_args, model, tokenizer, features, *, collator, compute_metrics,
-         extra: dict) -> dict:
+@dataclass(frozen=True)
+class FinetuneJob:
+    """What a task hands to its Trainer: the model, the tokenizer, the features, how batches are made and scored."""
+
+    trainer_class: type  # Trainer or Seq2SeqTrainer
+    model: torch.nn.Module
+    tokenizer: PreTrainedTokenizerBase
+    features: DatasetDict  # train / validation / test
+    collator: Callable
+    compute_metrics: Callable | None
+    extra: dict  # written into the results as they are
+
+
+def _run(job: FinetuneJob, ft_args, training_args) -> dict:
     """Train, evaluate on the test split, save model + tokenizer (+ adapter) and results.json."""
+    model, tokenizer, features = job.model, job.tokenizer, job.features
     if ft_args.lora:
         model = apply_lora(model, ft_args.lora, task=ft_args.task)
         model.print_trainable_parameters()
     validation = features.get("validation")
-    trainer = trainer_class(
-        model=model, args=training_args, data_collator=collator, train_dataset=features["train"],
+    trainer = job.trainer_class(
+        model=model, args=training_args, data_collator=job.collator, train_dataset=features["train"],
         eval_dataset=validation if validation is not None and len(validation) else None,
-        processing_class=tokenizer, compute_metrics=compute_metrics,
+        processing_class=tokenizer, compute_metrics=job.compute_metrics,
     )
     start = time.perf_counter()
     train_result = trainer.train()
@@ -361,7 +383,7 @@ def _run(trainer_class, ft_args, training_args, model, tokenizer, features, *, c
     test_metrics = trainer.evaluate(features["test"], metric_key_prefix="test")
     results = {"task": ft_args.task, "train_seconds": round(train_seconds, 1),
                "train_loss": train_result.training_loss, "global_step": train_result.global_step,
-               **test_metrics, **extra,
+               **test_metrics, **job.extra,
                "loss_history": [row["loss"] for row in trainer.state.log_history if "loss" in row]}
     if trainer.is_world_process_zero():
         save_model(trainer.model, tokenizer, training_args.output_dir, lora=bool(ft_args.lora))
