@@ -18,7 +18,8 @@ from pathlib import Path
 import yaml
 from transformers import HfArgumentParser
 
-OBJECTIVES = ("causal_lm", "masked_lm", "translation")
+from training.objectives import OBJECTIVES, objective_for
+
 # How causal-LM text becomes rows (training/data.py).
 CAUSAL_LM_LAYOUTS = ("blocks", "padded", "packed")
 REPORT_TO = ("tensorboard", "none")
@@ -84,9 +85,7 @@ class ModelArguments:
     tokenizer_min_frequency: int = field(default=2, metadata={"help": "Rarest merge the tokenizer learns."})
 
     def __post_init__(self):
-        if self.objective not in OBJECTIVES:
-            raise ValueError(f"objective={self.objective!r} is not supported; allowed values are "
-                             f"{', '.join(map(repr, OBJECTIVES))}.")
+        objective_for(self.objective)  # a ValueError naming the allowed values
         check_fields(self, {"vocab_size": at_least(1), "tokenizer_min_frequency": at_least(1)})
 
 
