@@ -193,7 +193,7 @@ def check_invariants(output_dir: Path, *, had_checkpoint: bool, had_export: bool
 def _losses(output_dir: Path) -> tuple[list, list]:
     """Training losses per step, and the distinct (step, validation loss) points (a run killed while exporting has
     logged its final evaluation once before the kill and once after the resume)."""
-    from training.export import read_metrics
+    from training.metrics_log import read_metrics
 
     records = read_metrics(output_dir / "metrics.jsonl")
     return ([(m["step"], m["train/loss"]) for m in records if "train/loss" in m],

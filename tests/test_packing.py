@@ -147,7 +147,7 @@ def test_a_packed_batch_has_the_loss_of_its_texts_padded_one_per_row():
     """Packed rows (positions restarting, no attention mask, no padding) and the same texts one per row, padded:
     the same token-normalised loss."""
     from training.args import DataArguments
-    from training.objectives import make_collator
+    from training.objectives import OBJECTIVES
 
     tokenizer, packed = _document_features(packed=True)
     model = build(HFAttentionForCausalLM, "decoder", vocab_size=len(tokenizer), position_encoding="alibi",
@@ -155,8 +155,9 @@ def test_a_packed_batch_has_the_loss_of_its_texts_padded_one_per_row():
     rows = [packed[i] for i in range(4)]
     texts = [{"input_ids": list(piece), "labels": [-100, *piece[1:]]} for row in rows for piece in _pieces_of(row)
              if len(piece) > 1]
-    packed_batch = make_collator("causal_lm", tokenizer, model, DataArguments(causal_lm_layout="packed"))(rows)
-    padded_batch = make_collator("causal_lm", tokenizer, model, DataArguments(causal_lm_layout="padded"))(texts)
+    make_collator = OBJECTIVES["causal_lm"].make_collator
+    packed_batch = make_collator(tokenizer, model, DataArguments(causal_lm_layout="packed"))(rows)
+    padded_batch = make_collator(tokenizer, model, DataArguments(causal_lm_layout="padded"))(texts)
     assert "attention_mask" not in packed_batch and packed_batch["position_ids"].shape == (4, 48)
     with torch.no_grad():
         packed_loss = model(**packed_batch, use_cache=False).loss

@@ -18,6 +18,7 @@ import yaml
 from training import export as export_lib
 from training.args import parse_args
 from training.checkpoint import LATEST, Progress, resolve_checkpoint, save_checkpoint
+from training.metrics_log import read_metrics
 from training.train import main, run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,7 +48,7 @@ def argv(objective: str, output_dir, *extra, model: dict | None = None) -> list[
 
 
 def train_losses(output_dir) -> list[float]:
-    return [m["train/loss"] for m in export_lib.read_metrics(Path(output_dir) / "metrics.jsonl")
+    return [m["train/loss"] for m in read_metrics(Path(output_dir) / "metrics.jsonl")
             if "train/loss" in m]
 
 
@@ -87,7 +88,7 @@ def test_objective_loss_decreases(trained, objective):
     assert len(losses) == 24
     assert sum(losses[-4:]) / 4 < sum(losses[:4]) / 4 - 0.3, losses
     assert results["steps"] == 24 and results["test_loss"] > 0
-    metrics = export_lib.read_metrics(output_dir / "metrics.jsonl")
+    metrics = read_metrics(output_dir / "metrics.jsonl")
     assert any("eval/perplexity" in m for m in metrics)
     assert (output_dir / "loss_curve.png").stat().st_size > 1000
     if objective == "translation":
@@ -253,11 +254,46 @@ def test_yaml_config_with_command_line_overrides(tmp_path):
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
 def test_shipped_configs_parse_and_match_their_objective(path):
-    from training.objectives import check_model_type
+    from training.objectives import check_model_type, objective_for
 
     model_args, _, train_args, model_config = parse_args(["--config", str(path)])
-    check_model_type(model_args.objective, model_args.model_type)
+    check_model_type(objective_for(model_args.objective), model_args.model_type)
     assert model_config and train_args.max_steps > 0
+
+
+# ------------------------------------------------------------------------------------------------------ loss
+
+@pytest.mark.parametrize(("name", "objective", "own_loss"), [
+    ("ours_decoder", "causal_lm", True), ("ours_encoder", "masked_lm", True), ("ours_seq2seq", "translation", True),
+    ("gpt2", "causal_lm", True), ("llama", "causal_lm", True), ("bert_mlm", "masked_lm", False),
+    ("bart", "translation", False), ("marian", "translation", False), ("t5", "translation", False)])
+def test_the_training_loss_is_token_normalised_for_every_architecture(name, objective, own_loss):
+    """The loss of a batch is its summed cross-entropy divided by the window's count of target tokens: the model's
+    own loss where it honours `num_items_in_batch`, else computed from the logits (BART, Marian, BERT and T5 return
+    a mean that would ignore the count)."""
+    from conftest import build
+    from test_parity_hf import build_reference
+
+    from hf_attention import HFAttentionForCausalLM, HFAttentionForMaskedLM, HFAttentionForSeq2SeqLM
+    from training.losses import loss_takes_num_items, per_token_sum, token_loss
+    from training.objectives import OBJECTIVES
+
+    ours = {"ours_decoder": (HFAttentionForCausalLM, "decoder"), "ours_encoder": (HFAttentionForMaskedLM, "encoder"),
+            "ours_seq2seq": (HFAttentionForSeq2SeqLM, "seq2seq")}
+    model = build(*ours[name]) if name in ours else build_reference(name)
+    objective = OBJECTIVES[objective]
+    ids = torch.randint(3, 90, (2, 7), generator=torch.Generator().manual_seed(3))
+    labels = ids.clone()
+    labels[0, :3] = -100
+    batch = {"input_ids": ids, "labels": labels}
+    if objective.encoder_decoder:  # as DataCollatorForSeq2Seq(model=...) makes them
+        batch["decoder_input_ids"] = model.prepare_decoder_input_ids_from_labels(labels=labels)
+    num_items = torch.tensor(23.0)  # more than this batch holds: the count of a whole accumulation window
+    assert loss_takes_num_items(model) == own_loss
+    with torch.no_grad():
+        logits = model(**{k: v for k, v in batch.items() if k != "labels"}).logits
+        expected = per_token_sum(objective, logits, labels).sum() / num_items
+        torch.testing.assert_close(token_loss(objective, model, batch, num_items), expected)
 
 
 # ---------------------------------------------------------------------------------------------------- errors

@@ -13,9 +13,10 @@ import torch
 from test_training import _fails_before_training, _FakeAccelerator, _FakeScheduler, argv, train_losses
 
 from training import export as export_lib
-from training import objectives
+from training import losses, objectives
 from training.args import parse_args
 from training.checkpoint import LATEST, Progress, is_checkpoint, resolve_checkpoint, save_checkpoint
+from training.metrics_log import read_metrics
 from training.train import main, run
 
 
@@ -73,14 +74,14 @@ def test_masked_lm_windows_without_masked_tokens_are_skipped_not_nan(tmp_path):
 
 
 def test_a_non_finite_loss_stops_the_run_before_it_is_applied_or_saved(tmp_path, monkeypatch):
-    real_loss, calls = objectives.token_loss, {"n": 0}
+    real_loss, calls = losses.token_loss, {"n": 0}
 
     def loss_that_overflows_at_step_3(*args, **kwargs):
         calls["n"] += 1
         loss = real_loss(*args, **kwargs)
         return loss * float("inf") if calls["n"] == 3 else loss
 
-    monkeypatch.setattr(objectives, "token_loss", loss_that_overflows_at_step_3)
+    monkeypatch.setattr(losses, "token_loss", loss_that_overflows_at_step_3)
     out = tmp_path / "run"
     with pytest.raises(FloatingPointError, match="Step 3: the training loss is"):
         run(*parse_args(argv("causal_lm", out, "--max_train_samples", "64", "--max_steps", "6", "--save_steps", "1",
@@ -243,7 +244,7 @@ def test_a_torn_metrics_line_is_dropped_on_resume_and_other_damage_is_named(tmp_
     assert train_losses(out) == reference
     metrics.write_text('{"step": 1}\nnot json\n{"step": 2}\n')
     with pytest.raises(ValueError, match=r"metrics.jsonl, line 2: not a JSON record"):
-        export_lib.read_metrics(metrics)
+        read_metrics(metrics)
 
 
 # ---------------------------------------------------------------------------------------------- the export
@@ -262,7 +263,8 @@ def test_the_export_is_never_lost_whatever_instant_it_dies(tmp_path, monkeypatch
 
     def export(root, version):
         monkeypatch.setattr(export_lib, "_write_export", write_version(version))
-        return export_lib.export_model(None, None, root / "final", objective="causal_lm", card={})
+        return export_lib.export_model(None, None, root / "final", objective=objectives.OBJECTIVES["causal_lm"],
+                                       card={})
 
     def complete_export(root):
         for name in ("final", "final.previous"):

@@ -18,7 +18,8 @@ from pathlib import Path
 import yaml
 from transformers import HfArgumentParser
 
-OBJECTIVES = ("causal_lm", "masked_lm", "translation")
+from training.objectives import OBJECTIVES, objective_for
+
 # How causal-LM text becomes rows (training/data.py).
 CAUSAL_LM_LAYOUTS = ("blocks", "padded", "packed")
 REPORT_TO = ("tensorboard", "none")
@@ -84,9 +85,7 @@ class ModelArguments:
     tokenizer_min_frequency: int = field(default=2, metadata={"help": "Rarest merge the tokenizer learns."})
 
     def __post_init__(self):
-        if self.objective not in OBJECTIVES:
-            raise ValueError(f"objective={self.objective!r} is not supported; allowed values are "
-                             f"{', '.join(map(repr, OBJECTIVES))}.")
+        objective_for(self.objective)  # a ValueError naming the allowed values
         check_fields(self, {"vocab_size": at_least(1), "tokenizer_min_frequency": at_least(1)})
 
 
@@ -227,27 +226,57 @@ def parse_args(argv: list[str] | None = None) -> tuple[ModelArguments, DataArgum
     Raises:
         ValueError: If the config file is missing, is not a mapping, or has keys no dataclass knows.
     """
+    config = read_config(argv)
+    model_args, data_args, train_args = parse_into(ARGUMENT_CLASSES, config)
+    model_config = with_model_config_flag(config.model_config, model_args.model_config)
+    model_args.model_config = None
+    return model_args, data_args, train_args, model_config
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    """A command line with its `--config file.yaml` read: the other flags, and the file's values."""
+
+    argv: list[str]  # the command line without `--config PATH`
+    path: str | None
+    values: dict  # argument name → value
+    model_config: dict  # the file's `model_config:` mapping
+
+
+def read_config(argv: list[str] | None = None) -> ConfigFile:
+    """Take `--config PATH` out of `argv` (default: `sys.argv[1:]`) and read that YAML file, if there is one."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    config_path = None
+    path = None
     if "--config" in argv:
         index = argv.index("--config")
         if index + 1 >= len(argv):
             raise ValueError("--config needs a path to a YAML file.")
-        config_path = argv[index + 1]
+        path = argv[index + 1]
         del argv[index:index + 2]
-    values = load_yaml(config_path) if config_path else {}
+    values = load_yaml(path) if path else {}
     model_config = dict(values.pop("model_config", None) or {})
-    known = {f.name for cls in ARGUMENT_CLASSES for f in fields(cls)}
-    unknown = sorted(set(values) - known)
+    return ConfigFile(argv=argv, path=path, values=values, model_config=model_config)
+
+
+def parse_into(classes: tuple[type, ...], config: ConfigFile, *, defaults: dict | None = None) -> tuple:
+    """Instances of the dataclasses `classes` from the command line, over the config file's values, over `defaults`.
+
+    Raises:
+        ValueError: If the config file has keys that no class knows.
+    """
+    known = {f.name for cls in classes for f in fields(cls)}
+    unknown = sorted(set(config.values) - known)
     if unknown:
-        raise ValueError(f"Unknown keys in {config_path}: {unknown}. Model-config fields go under 'model_config:'.")
-    parser = HfArgumentParser(ARGUMENT_CLASSES)
-    parser.set_defaults(**values)  # the YAML values become the defaults, so flags given on the command line win
-    model_args, data_args, train_args = parser.parse_args_into_dataclasses(args=argv)
-    if model_args.model_config:
-        model_config.update(parse_model_config(model_args.model_config))
-    model_args.model_config = None
-    return model_args, data_args, train_args, model_config
+        raise ValueError(f"Unknown keys in {config.path}: {unknown}. Model-config fields go under 'model_config:'.")
+    parser = HfArgumentParser(classes)
+    # The file's values become the defaults, so flags given on the command line win.
+    parser.set_defaults(**{**(defaults or {}), **config.values})
+    return tuple(parser.parse_args_into_dataclasses(args=config.argv))
+
+
+def with_model_config_flag(model_config: dict, flag: str | None) -> dict:
+    """The config file's `model_config` mapping updated with the `--model_config` JSON flag, if given."""
+    return {**model_config, **parse_model_config(flag)} if flag else model_config
 
 
 def parse_model_config(text: str) -> dict:

@@ -8,16 +8,34 @@ the same numbers as 1. Evaluation never consumes the training RNG (masking for M
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import sacrebleu
 import torch
 from accelerate.utils import gather_object
 
-from training.objectives import per_token_sum, target_labels
+from training.losses import per_token_sum, target_labels
+from training.objectives import Objective
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """How translations are generated: at evaluations, on the test split, and by default from the export."""
+
+    batch_size: int = 64
+    num_beams: int = 1  # 1: greedy
+    max_new_tokens: int = 64
+    max_source_length: int | None = None  # where sources are cut
+
+    @classmethod
+    def from_args(cls, data_args, train_args) -> GenerationSettings:
+        return cls(batch_size=train_args.per_device_eval_batch_size, num_beams=train_args.generation_num_beams,
+                   max_new_tokens=train_args.generation_max_new_tokens or data_args.max_target_length,
+                   max_source_length=data_args.max_source_length)
 
 
 @torch.no_grad()
-def evaluate_loss(accelerator, model, dataloader, objective: str, *, seed: int = 0,
+def evaluate_loss(accelerator, model, dataloader, objective: Objective, *, seed: int = 0,
                   max_batches: int | None = None) -> dict:
     """Mean cross-entropy per target token over the dataloader (all processes) and its perplexity."""
     model.eval()
@@ -43,22 +61,31 @@ def evaluate_loss(accelerator, model, dataloader, objective: str, *, seed: int =
     return {"loss": loss, "perplexity": math.exp(min(loss, 50.0))}
 
 
+def score_translations(accelerator, model, tokenizer, split, settings: GenerationSettings, *,
+                       limit: int | None = None) -> tuple[dict, list[tuple[str, str, str]]]:
+    """BLEU / chrF of the model's translations of the first `limit` rows of `split` (all by default), and the
+    (source, reference, translation) triples."""
+    rows = split.select(range(min(limit or len(split), len(split))))
+    sources, references = list(rows["source"]), list(rows["target"])
+    hypotheses = translate(accelerator, model, tokenizer, sources, settings)
+    return bleu_chrf(hypotheses, references), list(zip(sources, references, hypotheses, strict=True))
+
+
 @torch.no_grad()
-def translate(accelerator, model, tokenizer, sources: list[str], *, batch_size: int = 64, num_beams: int = 1,
-              max_new_tokens: int = 64, max_source_length: int | None = None) -> list[str]:
+def translate(accelerator, model, tokenizer, sources: list[str], settings: GenerationSettings) -> list[str]:
     """Translate `sources` (each process its share, longest first for little padding), returned in input order."""
     model = accelerator.unwrap_model(model, keep_torch_compile=False)
     model.eval()
     rank, world = accelerator.process_index, accelerator.num_processes
     mine = sorted(range(rank, len(sources), world), key=lambda i: -len(sources[i]))
     results = []
-    for start in range(0, len(mine), batch_size):
-        indices = mine[start:start + batch_size]
+    for start in range(0, len(mine), settings.batch_size):
+        indices = mine[start:start + settings.batch_size]
         inputs = tokenizer([sources[i] for i in indices], return_tensors="pt", padding=True, truncation=True,
-                           max_length=max_source_length).to(accelerator.device)
+                           max_length=settings.max_source_length).to(accelerator.device)
         inputs.pop("token_type_ids", None)
         with accelerator.autocast():
-            output = model.generate(**inputs, num_beams=num_beams, max_new_tokens=max_new_tokens,
+            output = model.generate(**inputs, num_beams=settings.num_beams, max_new_tokens=settings.max_new_tokens,
                                     do_sample=False)
         texts = tokenizer.batch_decode(output, skip_special_tokens=True)
         results += [(i, text.strip()) for i, text in zip(indices, texts, strict=True)]

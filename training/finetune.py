@@ -33,10 +33,11 @@ from __future__ import annotations
 import json
 import logging
 import math
-import sys
 import time
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -46,7 +47,6 @@ from transformers import (
     AutoTokenizer,
     DataCollatorForSeq2Seq,
     DataCollatorWithPadding,
-    HfArgumentParser,
     Seq2SeqTrainer,
     Seq2SeqTrainingArguments,
     Trainer,
@@ -56,7 +56,14 @@ from transformers import (
 
 import hf_attention  # noqa: F401  (registers the hf_attention model types with the Auto classes)
 from hf_attention import HFAttentionEncoderConfig, HFAttentionSeq2SeqConfig
-from training.args import at_least, check_checkpoint_folder, check_fields, load_yaml, parse_model_config
+from training.args import (
+    at_least,
+    check_checkpoint_folder,
+    check_fields,
+    parse_into,
+    read_config,
+    with_model_config_flag,
+)
 from training.data import (
     DEFAULT_LANGUAGES,
     language_id_corpus,
@@ -65,6 +72,10 @@ from training.data import (
     translation_features,
 )
 from training.tokenizer import train_tokenizer
+
+if TYPE_CHECKING:
+    from datasets import DatasetDict
+    from transformers import PreTrainedTokenizerBase
 
 logger = logging.getLogger("training.finetune")
 
@@ -145,31 +156,15 @@ def parse_args(argv: list[str] | None = None):
     The YAML file holds fields of both dataclasses at its top level, plus an optional `model_config:` mapping.
     `use_cpu` defaults to True when CUDA is not available. `output_dir` defaults to runs/finetune_<task>.
     """
-    argv = list(sys.argv[1:] if argv is None else argv)
-    values: dict = {}
-    if "--config" in argv:
-        index = argv.index("--config")
-        if index + 1 >= len(argv):
-            raise ValueError("--config needs a path to a YAML file.")
-        values = load_yaml(argv[index + 1])
-        del argv[index:index + 2]
-    model_config = dict(values.pop("model_config", None) or {})
-    task = values.get("task", "language_id")
-    if "--task" in argv and argv.index("--task") + 1 < len(argv):
-        task = argv[argv.index("--task") + 1]
+    config = read_config(argv)
+    task = config.values.get("task", "language_id")
+    if "--task" in config.argv and config.argv.index("--task") + 1 < len(config.argv):
+        task = config.argv[config.argv.index("--task") + 1]
     args_class = Seq2SeqTrainingArguments if task == "translation" else TrainingArguments
-    known = {f.name for cls in (FinetuneArguments, args_class) for f in fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ValueError(f"Unknown config keys {unknown}; model-config fields go under 'model_config:'.")
-    parser = HfArgumentParser((FinetuneArguments, args_class))
     defaults = {"output_dir": f"runs/finetune_{task}", "use_cpu": not torch.cuda.is_available(),
                 "report_to": "none", "save_strategy": "no"}
-    parser.set_defaults(**{**defaults, **values})
-    ft_args, training_args = parser.parse_args_into_dataclasses(args=argv)
-    if ft_args.model_config:
-        model_config.update(parse_model_config(ft_args.model_config))
-    return ft_args, training_args, model_config
+    ft_args, training_args = parse_into((FinetuneArguments, args_class), config, defaults=defaults)
+    return ft_args, training_args, with_model_config_flag(config.model_config, ft_args.model_config)
 
 
 def parse_lora(spec: str) -> dict:
@@ -327,9 +322,10 @@ def finetune_language_id(ft_args, training_args, model_config: dict) -> dict:
     model = build_classifier(ft_args, model_config, tokenizer, labels)
     features = splits.map(lambda batch: tokenizer(batch["text"], truncation=True, max_length=ft_args.max_length),
                           batched=True, remove_columns=["text"])
-    return _run(Trainer, ft_args, training_args, model, tokenizer, features,
-                collator=DataCollatorWithPadding(tokenizer), compute_metrics=classification_metrics,
-                extra={"labels": labels, "rows": {name: len(split) for name, split in splits.items()}})
+    job = FinetuneJob(trainer_class=Trainer, model=model, tokenizer=tokenizer, features=features,
+                      collator=DataCollatorWithPadding(tokenizer), compute_metrics=classification_metrics,
+                      extra={"labels": labels, "rows": {name: len(split) for name, split in splits.items()}})
+    return _run(job, ft_args, training_args)
 
 
 def finetune_translation(ft_args, training_args, model_config: dict) -> dict:
@@ -349,22 +345,37 @@ def finetune_translation(ft_args, training_args, model_config: dict) -> dict:
         training_args.generation_max_length = ft_args.max_target_length + 1
     collator = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
     metrics = translation_metrics(tokenizer) if training_args.predict_with_generate else None
-    return _run(Seq2SeqTrainer, ft_args, training_args, model, tokenizer, features, collator=collator,
-                compute_metrics=metrics, extra={"target_lang": ft_args.target_lang,
-                                                "rows": {name: len(split) for name, split in splits.items()}})
+    job = FinetuneJob(trainer_class=Seq2SeqTrainer, model=model, tokenizer=tokenizer, features=features,
+                      collator=collator, compute_metrics=metrics,
+                      extra={"target_lang": ft_args.target_lang,
+                             "rows": {name: len(split) for name, split in splits.items()}})
+    return _run(job, ft_args, training_args)
 
 
-def _run(trainer_class, ft_args, training_args, model, tokenizer, features, *, collator, compute_metrics,
-         extra: dict) -> dict:
+@dataclass(frozen=True)
+class FinetuneJob:
+    """What a task hands to its Trainer: the model, the tokenizer, the features, how batches are made and scored."""
+
+    trainer_class: type  # Trainer or Seq2SeqTrainer
+    model: torch.nn.Module
+    tokenizer: PreTrainedTokenizerBase
+    features: DatasetDict  # train / validation / test
+    collator: Callable
+    compute_metrics: Callable | None
+    extra: dict  # written into the results as they are
+
+
+def _run(job: FinetuneJob, ft_args, training_args) -> dict:
     """Train, evaluate on the test split, save model + tokenizer (+ adapter) and results.json."""
+    model, tokenizer, features = job.model, job.tokenizer, job.features
     if ft_args.lora:
         model = apply_lora(model, ft_args.lora, task=ft_args.task)
         model.print_trainable_parameters()
     validation = features.get("validation")
-    trainer = trainer_class(
-        model=model, args=training_args, data_collator=collator, train_dataset=features["train"],
+    trainer = job.trainer_class(
+        model=model, args=training_args, data_collator=job.collator, train_dataset=features["train"],
         eval_dataset=validation if validation is not None and len(validation) else None,
-        processing_class=tokenizer, compute_metrics=compute_metrics,
+        processing_class=tokenizer, compute_metrics=job.compute_metrics,
     )
     start = time.perf_counter()
     train_result = trainer.train()
@@ -372,7 +383,7 @@ def _run(trainer_class, ft_args, training_args, model, tokenizer, features, *, c
     test_metrics = trainer.evaluate(features["test"], metric_key_prefix="test")
     results = {"task": ft_args.task, "train_seconds": round(train_seconds, 1),
                "train_loss": train_result.training_loss, "global_step": train_result.global_step,
-               **test_metrics, **extra,
+               **test_metrics, **job.extra,
                "loss_history": [row["loss"] for row in trainer.state.log_history if "loss" in row]}
     if trainer.is_world_process_zero():
         save_model(trainer.model, tokenizer, training_args.output_dir, lora=bool(ft_args.lora))

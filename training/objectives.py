@@ -1,4 +1,4 @@
-"""What differs between the three objectives: data, tokenizer kind, model, collator, and how tokens are counted.
+"""What differs between the three objectives, one `Objective` record each, looked up once by name (`objective_for`).
 
 | objective   | data (default)             | tokenizer | model (default family) | collator                          |
 |-------------|----------------------------|-----------|------------------------|-----------------------------------|
@@ -6,9 +6,9 @@
 | masked_lm   | Python docs, truncated     | masked    | hf_attention_encoder   | DataCollatorForLanguageModeling   |
 | translation | gettext en→lang pairs      | seq2seq   | hf_attention_seq2seq   | DataCollatorForSeq2Seq(model=...) |
 
-The loss is a sum over target tokens divided by `num_items_in_batch`, the count of target tokens in the whole
-accumulation window on every process. Our models take that count (`num_items_in_batch`); Hugging Face models that
-only return a mean loss (BART, BERT) get the same token-normalised loss from their logits here.
+The rest of training/ is written once for all objectives and reads from the record what it needs: the functions
+below (model checks and construction, corpus, tokenizer), the loss (training/losses.py), the loop, evaluation and
+the export.
 """
 
 from __future__ import annotations
@@ -16,8 +16,11 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import chain
+from typing import TYPE_CHECKING
 
-import torch
 from datasets import Dataset, DatasetDict
 from torch import nn
 from transformers import (
@@ -30,43 +33,230 @@ from transformers import (
     default_data_collator,
 )
 
-import hf_attention
 from training import data as data_lib
-from training.args import DataArguments, ModelArguments
 from training.tokenizer import train_tokenizer
 
-OUR_MODEL_TYPE = {"causal_lm": "hf_attention_decoder", "masked_lm": "hf_attention_encoder",
-                  "translation": "hf_attention_seq2seq"}
-AUTO_CLASS = {"causal_lm": AutoModelForCausalLM, "masked_lm": AutoModelForMaskedLM,
-              "translation": AutoModelForSeq2SeqLM}
-TOKENIZER_KIND = {"causal_lm": "causal", "masked_lm": "masked", "translation": "seq2seq"}
-PIPELINE_TASK = {"causal_lm": "text-generation", "masked_lm": "fill-mask", "translation": "translation"}
+if TYPE_CHECKING:  # annotations only: args.py and evaluate.py import this module
+    from transformers import GenerationConfig, PreTrainedTokenizerBase
+
+    from training.args import DataArguments, ModelArguments
+    from training.evaluate import GenerationSettings
+
+
+@dataclass(frozen=True)
+class ModelCardText:
+    """The parts of the model card's prose that depend on the objective."""
+
+    example: str  # the input of the usage snippet
+    intended_use: str
+    limitations: str = ""  # added after the limitations every card states
+
+
+@dataclass(frozen=True)
+class Objective:
+    """Everything that differs between training objectives; the code that reads it is the same for all."""
+
+    name: str
+    # The model: our family by default, or any Hugging Face type its Auto class can build.
+    our_model_type: str
+    auto_class: type
+    architecture: str  # "a decoder-only", ...: what error messages ask for
+    example_model_types: tuple[str, ...]  # Hugging Face types that work, named by error messages
+    encoder_decoder: bool | None  # whether the architecture must (not) be an encoder-decoder; None: either
+    # The data: the corpus, its tokenizer, and how texts become batches.
+    default_dataset: str  # the embedded corpus, as the model card names it
+    default_corpus_description: str  # how the card describes it (formatted with the DataArguments fields)
+    load_corpus: Callable[[DataArguments], Dataset]  # the embedded corpus or the user's, with `text_columns`
+    text_columns: tuple[str, ...]  # source first: the split hashes it, the tokenizer learns from all
+    tokenizer_kind: str  # training/tokenizer.py
+    tokenizer_max_length: Callable[[DataArguments], int]  # where the tokenizer truncates
+    featurize: Callable[[Dataset, PreTrainedTokenizerBase, DataArguments], Dataset]  # texts → token ids
+    make_collator: Callable[[PreTrainedTokenizerBase, nn.Module, DataArguments], Callable]  # pads (and masks)
+    predicts_next_token: bool  # position t is scored against token t + 1 (the labels are not shifted yet)
+    # Evaluation and export.
+    scores_translations: bool  # BLEU / chrF of generated translations, at evaluations and on the test split
+    pipeline_task: str
+    task_name: str  # the Hub's name of `pipeline_task`
+    # Our own pipeline class (transformers 5 has no translation pipeline): the export carries its code, and the
+    # card's usage snippet loads it with trust_remote_code=True.
+    custom_pipeline: bool
+    set_generation_defaults: Callable[[GenerationConfig, nn.Module, PreTrainedTokenizerBase,
+                                       GenerationSettings], None] | None
+    card: ModelCardText
+
+    def languages(self, data_args: DataArguments) -> list[str]:
+        """The languages of the text columns (model card): the source language, and the target language of pairs."""
+        return [data_args.source_lang, data_args.target_lang][:len(self.text_columns)]
+
+
+# ---------------------------------------------------------------------------------------------- the corpora
+
+def _text_corpus(data_args: DataArguments) -> Dataset:
+    """One `text` column: the Python documentation, or the user's dataset."""
+    if data_args.dataset is None:
+        return data_lib.python_docs_corpus(max_topics=data_args.max_topics)
+    dataset = data_lib.select_columns(_load_user(data_args), {data_args.text_column: "text"})
+    return data_lib.filter_texts(dataset, column="text", min_chars=data_args.min_chars)
+
+
+def _parallel_corpus(data_args: DataArguments) -> Dataset:
+    """`source` / `target` pairs: the gettext catalogs, or the user's dataset (flat columns or a nested
+    `translation` column)."""
+    if data_args.dataset is None:
+        return data_lib.translation_corpus(data_args.target_lang, max_chars=data_args.max_chars,
+                                           max_catalogs=data_args.max_catalogs)
+    columns = {data_args.source_column: "source", data_args.target_column: "target"}
+    dataset = _load_user(data_args)
+    if "translation" in dataset.column_names and data_args.source_column not in dataset.column_names:
+        dataset = data_lib.flatten_translation(dataset, data_args.source_lang, data_args.target_lang)
+        columns = {"source": "source", "target": "target"}
+    dataset = data_lib.select_columns(dataset, columns)
+    for column in ("source", "target"):
+        dataset = data_lib.filter_texts(dataset, column=column, min_chars=data_args.min_chars,
+                                        max_chars=data_args.max_chars)
+    return dataset
+
+
+def _load_user(data_args: DataArguments) -> Dataset:
+    source = data_args.dataset.split(",") if "," in data_args.dataset else data_args.dataset
+    return data_lib.load_user_dataset(source, data_format=data_args.data_format, name=data_args.dataset_config_name)
+
+
+# ------------------------------------------------------------------------------------ features and batches
+
+def _causal_lm_features(split: Dataset, tokenizer, data_args: DataArguments) -> Dataset:
+    if data_args.causal_lm_layout == "blocks":
+        return data_lib.causal_lm_features(split, tokenizer, block_size=data_args.block_size)
+    return data_lib.causal_lm_document_features(split, tokenizer, block_size=data_args.block_size,
+                                                packed=data_args.causal_lm_layout == "packed")
+
+
+def _masked_lm_features(split: Dataset, tokenizer, data_args: DataArguments) -> Dataset:
+    return data_lib.masked_lm_features(split, tokenizer, max_length=data_args.max_length)
+
+
+def _translation_features(split: Dataset, tokenizer, data_args: DataArguments) -> Dataset:
+    return data_lib.translation_features(split, tokenizer, max_source_length=data_args.max_source_length,
+                                         max_target_length=data_args.max_target_length)
+
+
+def _causal_lm_collator(tokenizer, model, data_args: DataArguments):
+    if data_args.causal_lm_layout == "padded":
+        return DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100, padding=True)
+    return default_data_collator  # blocks and packed rows: every row has block_size tokens
+
+
+def _masked_lm_collator(tokenizer, model, data_args: DataArguments):
+    return DataCollatorForLanguageModeling(tokenizer, mlm=True, mlm_probability=data_args.mlm_probability)
+
+
+def _translation_collator(tokenizer, model, data_args: DataArguments):
+    # with the model: decoder_input_ids are the labels shifted right
+    return DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100, padding=True)
+
+
+# --------------------------------------------------------------------------------------- generation defaults
+
+def _causal_lm_generation(config, model, tokenizer, generation: GenerationSettings) -> None:
+    config.bos_token_id = tokenizer.bos_token_id
+    config.max_new_tokens = 50
+
+
+def _translation_generation(config, model, tokenizer, generation: GenerationSettings) -> None:
+    config.decoder_start_token_id = model.config.decoder_start_token_id
+    config.num_beams = generation.num_beams
+    config.max_new_tokens = generation.max_new_tokens
+    config.max_length = None
+
+
+# ------------------------------------------------------------------------------------------- the objectives
+
+# The corpus of both language-model objectives.
+_PYTHON_DOCS = {"default_dataset": "python-docs", "load_corpus": _text_corpus, "text_columns": ("text",),
+                "default_corpus_description": "Paragraphs of the Python documentation topics shipped with CPython "
+                                              "(`pydoc_data.topics`)"}
+
+OBJECTIVES = {objective.name: objective for objective in (
+    Objective(
+        name="causal_lm", our_model_type="hf_attention_decoder", auto_class=AutoModelForCausalLM,
+        architecture="a decoder-only", example_model_types=("gpt2", "llama"), encoder_decoder=False, **_PYTHON_DOCS,
+        tokenizer_kind="causal", tokenizer_max_length=lambda data_args: data_args.block_size,
+        featurize=_causal_lm_features, make_collator=_causal_lm_collator, predicts_next_token=True,
+        scores_translations=False, pipeline_task="text-generation", task_name="Text generation",
+        custom_pipeline=False, set_generation_defaults=_causal_lm_generation,
+        card=ModelCardText(
+            example="The with statement",
+            intended_use="Continuing English technical prose in the style of the Python documentation; a small "
+                         "research / teaching model, not a general-purpose assistant."),
+    ),
+    Objective(
+        name="masked_lm", our_model_type="hf_attention_encoder", auto_class=AutoModelForMaskedLM,
+        architecture="an encoder", example_model_types=("bert", "roberta"), encoder_decoder=None, **_PYTHON_DOCS,
+        tokenizer_kind="masked", tokenizer_max_length=lambda data_args: data_args.max_length,
+        featurize=_masked_lm_features, make_collator=_masked_lm_collator, predicts_next_token=False,
+        scores_translations=False, pipeline_task="fill-mask", task_name="Fill mask",
+        custom_pipeline=False, set_generation_defaults=None,  # encoders do not generate
+        card=ModelCardText(
+            example="The <mask> statement is used to wrap a block.",
+            intended_use="Filling masked words in English technical prose and as a small encoder to fine-tune "
+                         "(e.g. with `AutoModelForSequenceClassification`); research / teaching."),
+    ),
+    Objective(
+        name="translation", our_model_type="hf_attention_seq2seq", auto_class=AutoModelForSeq2SeqLM,
+        architecture="an encoder-decoder", example_model_types=("bart", "marian"), encoder_decoder=True,
+        default_dataset="gettext-catalogs",
+        default_corpus_description=(
+            "English → `{target_lang}` user-interface strings from the gettext catalogs installed on the training "
+            "machine (`/usr/share/locale/<lang>/LC_MESSAGES/*.mo`, the kind of data in the OPUS GNOME/KDE/Ubuntu "
+            "corpora): single-line, not format-only, translated, de-duplicated pairs of at most {max_chars} "
+            "characters"),
+        load_corpus=_parallel_corpus, text_columns=("source", "target"), tokenizer_kind="seq2seq",
+        tokenizer_max_length=lambda data_args: max(data_args.max_source_length, data_args.max_target_length),
+        featurize=_translation_features, make_collator=_translation_collator, predicts_next_token=False,
+        scores_translations=True, pipeline_task="translation", task_name="Translation",
+        custom_pipeline=True, set_generation_defaults=_translation_generation,
+        card=ModelCardText(
+            example="Open the file",
+            intended_use="Translating short English user-interface strings (menu items, buttons, messages) into the "
+                         "target language; a small research / teaching model for comparing attention designs.",
+            limitations="UI strings are short and often lack context, so ambiguous words (\"Open\", \"Close\") "
+                        "are translated by frequency; long sentences are outside the training distribution."),
+    ),
+)}
+
+
+def objective_for(name: str) -> Objective:
+    """The record of objective `name`, or a ValueError naming the allowed values."""
+    if name not in OBJECTIVES:
+        raise ValueError(f"objective={name!r} is not supported; allowed values are "
+                         f"{', '.join(map(repr, OBJECTIVES))}.")
+    return OBJECTIVES[name]
 
 
 # --------------------------------------------------------------------------------------------------- model
 
-def check_model_type(objective: str, model_type: str | None) -> str:
+def check_model_type(objective: Objective, model_type: str | None) -> str:
     """The model type to build for `objective`, or a ValueError if that architecture cannot train it.
 
     Checked before any data is read, from the config class alone.
     """
-    model_type = model_type or OUR_MODEL_TYPE[objective]
+    model_type = model_type or objective.our_model_type
     try:
         config_class = type(AutoConfig.for_model(model_type))
     except ValueError as error:
         raise ValueError(f"Unknown model_type={model_type!r}: {error}") from error
-    auto = AUTO_CLASS[objective]
+    auto = objective.auto_class
     if config_class not in auto._model_mapping:
-        usable = "/".join(sorted({OUR_MODEL_TYPE[objective], *_EXAMPLES[objective]}))
+        usable = "/".join(sorted({objective.our_model_type, *objective.example_model_types}))
         raise ValueError(
-            f"model_type={model_type!r} cannot be trained for objective {objective!r}: {auto.__name__} has no "
-            f"class for {config_class.__name__}. Use a {_FAMILY[objective]} config (e.g. model_type {usable})."
+            f"model_type={model_type!r} cannot be trained for objective {objective.name!r}: {auto.__name__} has no "
+            f"class for {config_class.__name__}. Use {objective.architecture} config (e.g. model_type {usable})."
         )
-    if objective == "translation" and not getattr(config_class(), "is_encoder_decoder", False):
-        raise ValueError(f"objective 'translation' needs an encoder-decoder config; model_type={model_type!r} is not.")
-    if objective == "causal_lm" and getattr(config_class(), "is_encoder_decoder", False):
-        raise ValueError(f"objective 'causal_lm' needs a decoder-only config; model_type={model_type!r} is an "
-                         "encoder-decoder.")
+    is_encoder_decoder = bool(getattr(config_class(), "is_encoder_decoder", False))
+    if objective.encoder_decoder is not None and is_encoder_decoder != objective.encoder_decoder:
+        what = "is an encoder-decoder" if is_encoder_decoder else "is not"
+        raise ValueError(f"objective {objective.name!r} needs {objective.architecture} config; "
+                         f"model_type={model_type!r} {what}.")
     return model_type
 
 
@@ -90,11 +280,7 @@ def check_model_config(model_type: str, model_config: dict) -> None:
         raise ValueError(f"Invalid model_config for model_type={model_type!r}: {error}") from error
 
 
-_FAMILY = {"causal_lm": "decoder-only", "masked_lm": "encoder", "translation": "encoder-decoder"}
-_EXAMPLES = {"causal_lm": ("gpt2", "llama"), "masked_lm": ("bert", "roberta"), "translation": ("bart", "marian")}
-
-
-def build_model(objective: str, model_type: str, model_config: dict, tokenizer):
+def build_model(objective: Objective, model_type: str, model_config: dict, tokenizer):
     """A freshly initialised model of `model_type` for `objective`, sized to the tokenizer.
 
     The special-token ids come from the tokenizer (<pad>=0, <s>=1, </s>=2), so BART, GPT-2, BERT and ours agree.
@@ -102,55 +288,22 @@ def build_model(objective: str, model_type: str, model_config: dict, tokenizer):
     fields = dict(model_config)
     fields.update(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
                   bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
-    if objective == "translation":
+    if objective.encoder_decoder:  # the decoder starts from <s>
         fields.setdefault("decoder_start_token_id", tokenizer.bos_token_id)
-        if model_type != OUR_MODEL_TYPE[objective]:
+        if model_type != objective.our_model_type:
             fields.setdefault("forced_eos_token_id", tokenizer.eos_token_id)
     try:
         config = AutoConfig.for_model(model_type, **fields)
     except (TypeError, ValueError) as error:
         raise ValueError(f"Invalid model_config for model_type={model_type!r}: {error}") from error
-    return AUTO_CLASS[objective].from_config(config)
-
-
-def takes_num_items(model) -> bool:
-    """Whether the model's own loss divides by `num_items_in_batch` (ours; HF models built on `loss_function`)."""
-    return isinstance(model, hf_attention.HFAttentionPreTrainedModel) or type(model).__name__.startswith(
-        ("GPT2", "Llama", "Qwen", "Mistral"))
+    return objective.auto_class.from_config(config)
 
 
 # ---------------------------------------------------------------------------------------------------- data
 
-def load_corpus(objective: str, data_args: DataArguments) -> Dataset:
-    """The raw text: the embedded default corpus or the user's dataset, with the columns the objective needs."""
-    if objective == "translation":
-        columns = {data_args.source_column: "source", data_args.target_column: "target"}
-        if data_args.dataset is None:
-            return data_lib.translation_corpus(data_args.target_lang, max_chars=data_args.max_chars,
-                                               max_catalogs=data_args.max_catalogs)
-        dataset = _load_user(data_args)
-        if "translation" in dataset.column_names and data_args.source_column not in dataset.column_names:
-            dataset = data_lib.flatten_translation(dataset, data_args.source_lang, data_args.target_lang)
-            columns = {"source": "source", "target": "target"}
-        dataset = data_lib.select_columns(dataset, columns)
-        for column in ("source", "target"):
-            dataset = data_lib.filter_texts(dataset, column=column, min_chars=data_args.min_chars,
-                                            max_chars=data_args.max_chars)
-        return dataset
-    if data_args.dataset is None:
-        return data_lib.python_docs_corpus(max_topics=data_args.max_topics)
-    dataset = data_lib.select_columns(_load_user(data_args), {data_args.text_column: "text"})
-    return data_lib.filter_texts(dataset, column="text", min_chars=data_args.min_chars)
-
-
-def _load_user(data_args: DataArguments) -> Dataset:
-    source = data_args.dataset.split(",") if "," in data_args.dataset else data_args.dataset
-    return data_lib.load_user_dataset(source, data_format=data_args.data_format, name=data_args.dataset_config_name)
-
-
-def split_corpus(objective: str, corpus: Dataset, data_args: DataArguments) -> DatasetDict:
+def split_corpus(objective: Objective, corpus: Dataset, data_args: DataArguments) -> DatasetDict:
     """Deterministic train / validation / test split by a hash of the (source) text, then the size caps."""
-    splits = data_lib.split_dataset(corpus, key="source" if objective == "translation" else "text")
+    splits = data_lib.split_dataset(corpus, key=objective.text_columns[0])
     caps = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples,
             "test": data_args.max_test_samples}
     for name, cap in caps.items():
@@ -161,83 +314,10 @@ def split_corpus(objective: str, corpus: Dataset, data_args: DataArguments) -> D
     return splits
 
 
-def training_texts(objective: str, train_split: Dataset):
-    """The texts the tokenizer learns from: both sides of the pairs for translation (one shared vocabulary)."""
-    if objective == "translation":
-        return list(train_split["source"]) + list(train_split["target"])
-    return list(train_split["text"])
-
-
-def make_tokenizer(objective: str, train_split: Dataset, model_args: ModelArguments, max_length: int):
-    return train_tokenizer(training_texts(objective, train_split), model_args.vocab_size,
-                           kind=TOKENIZER_KIND[objective], min_frequency=model_args.tokenizer_min_frequency,
-                           model_max_length=max_length)
-
-
-def featurize(objective: str, split: Dataset, tokenizer, data_args: DataArguments) -> Dataset:
-    """Token ids for one split (see training/data.py for each objective's layout)."""
-    if objective == "causal_lm":
-        if data_args.causal_lm_layout == "blocks":
-            return data_lib.causal_lm_features(split, tokenizer, block_size=data_args.block_size)
-        return data_lib.causal_lm_document_features(split, tokenizer, block_size=data_args.block_size,
-                                                    packed=data_args.causal_lm_layout == "packed")
-    if objective == "masked_lm":
-        return data_lib.masked_lm_features(split, tokenizer, max_length=data_args.max_length)
-    return data_lib.translation_features(split, tokenizer, max_source_length=data_args.max_source_length,
-                                         max_target_length=data_args.max_target_length)
-
-
-def make_collator(objective: str, tokenizer, model, data_args: DataArguments, *, seed: int | None = None):
-    """The batch collator: pads, masks (MLM) and builds decoder inputs shifted right (translation)."""
-    if objective == "causal_lm":
-        if data_args.causal_lm_layout == "padded":
-            return DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100, padding=True)
-        return default_data_collator  # blocks and packed rows: every row has block_size tokens
-    if objective == "masked_lm":
-        return DataCollatorForLanguageModeling(tokenizer, mlm=True, mlm_probability=data_args.mlm_probability,
-                                               seed=seed)
-    return DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100, padding=True)
-
-
-def length_of(objective: str, features: Dataset) -> list[int]:
-    """The padded-size driver of each row, for batching by tokens."""
-    if objective == "translation":
-        return [max(a, b) for a, b in zip(map(len, features["input_ids"]), map(len, features["labels"]),
-                                           strict=True)]
-    return [len(ids) for ids in features["input_ids"]]
-
-
-# ---------------------------------------------------------------------------------------------------- loss
-
-def target_labels(objective: str, labels: torch.Tensor) -> torch.Tensor:
-    """The labels the loss is taken against: for a causal LM, position t predicts token t+1."""
-    if objective == "causal_lm":
-        return nn.functional.pad(labels, (0, 1), value=-100)[:, 1:]
-    return labels
-
-
-def count_targets(objective: str, batch: dict) -> int:
-    """Number of tokens that enter the loss in `batch`."""
-    return int((target_labels(objective, batch["labels"]) != -100).sum())
-
-
-def token_loss(objective: str, model, batch: dict, num_items_in_batch: torch.Tensor) -> torch.Tensor:
-    """Summed cross-entropy of `batch` divided by `num_items_in_batch` (the count over the accumulation window and
-    all processes), from the model's own loss when it takes the count, else from its logits."""
-    if takes_num_items(_unwrap(model)):
-        return model(**batch, num_items_in_batch=num_items_in_batch).loss
-    inputs = {k: v for k, v in batch.items() if k != "labels"}
-    logits = model(**inputs).logits
-    return per_token_sum(objective, logits, batch["labels"]).sum() / num_items_in_batch
-
-
-def per_token_sum(objective: str, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Summed cross-entropy per row (B,), over the tokens whose target is not -100."""
-    targets = target_labels(objective, labels).to(logits.device)
-    losses = nn.functional.cross_entropy(logits.float().transpose(1, 2), targets, ignore_index=-100,
-                                         reduction="none")  # (B, T)
-    return losses.sum(dim=1)
-
-
-def _unwrap(model):
-    return getattr(model, "module", model)
+def make_tokenizer(objective: Objective, train_split: Dataset, model_args: ModelArguments,
+                   data_args: DataArguments):
+    """A tokenizer trained on every text column of the training split (one shared vocabulary for translation)."""
+    texts = list(chain.from_iterable(train_split[column] for column in objective.text_columns))
+    return train_tokenizer(texts, model_args.vocab_size, kind=objective.tokenizer_kind,
+                           min_frequency=model_args.tokenizer_min_frequency,
+                           model_max_length=objective.tokenizer_max_length(data_args))

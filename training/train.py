@@ -8,12 +8,11 @@
 Objectives: causal LM (decoder), masked LM (encoder), translation (encoder-decoder, teacher forcing). See
 training/args.py for every argument and training/objectives.py for what each objective does.
 
-The step. One optimizer step consumes a window of `gradient_accumulation_steps` micro-batches on every process.
-The loss is the summed cross-entropy of the window's target tokens divided by their count over the window *and all
-processes* (`num_items_in_batch`), so each token weighs the same however the batch is split. Accelerate divides the
-loss by the accumulation steps and DDP averages gradients over processes; the loss handed to `backward` is
-multiplied by both to undo that. Result: 1 process with accumulation 2 and 2 processes without accumulation take the
-same steps (tests/test_training.py checks it).
+A run has five stages, each reading what the previous ones set up: `configure` checks every input and makes the
+accelerator and the output folder; `load_data` reads and splits the corpus, trains the tokenizer and tokenises;
+`set_up_training` builds the model, the loaders, the optimizer and the schedule, and restores a checkpoint to resume
+from; `loop.train_loop` takes the optimizer steps (training/loop.py describes one); `finish.finish` evaluates and
+exports.
 """
 
 from __future__ import annotations
@@ -21,12 +20,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import random
 import shutil
 import sys
 import time
 import warnings
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import datasets
@@ -34,113 +32,79 @@ import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState, GradientState
 from accelerate.utils import GradientAccumulationPlugin, TorchDynamoPlugin, set_seed
-from torch.utils.data import DataLoader
-from tqdm.auto import tqdm
-from transformers import AutoTokenizer, get_cosine_schedule_with_warmup
+from datasets import Dataset, DatasetDict
+from transformers import AutoTokenizer, PreTrainedTokenizerBase, get_cosine_schedule_with_warmup
 
 from hf_attention.hardware import cpu_has_fast_bf16
-from training import objectives as obj
 from training.args import DataArguments, ModelArguments, TrainArguments, parse_args
-from training.checkpoint import Progress, load_checkpoint, resolve_checkpoint, save_checkpoint, write_atomically
-from training.evaluate import bleu_chrf, evaluate_loss, translate
-from training.sharding import check_cpu_fsdp_settings, cpu_fsdp_requested, plain_copy, shard
+from training.batching import Loaders, make_loaders
+from training.checkpoint import Progress, load_checkpoint, resolve_checkpoint
+from training.finish import finish
+from training.loop import train_loop
+from training.metrics_log import METRICS_FILE, MetricsLogger
+from training.objectives import (
+    Objective,
+    build_model,
+    check_model_config,
+    check_model_type,
+    make_tokenizer,
+    objective_for,
+    split_corpus,
+)
+from training.run_state import RunArguments, TrainingRun
+from training.sharding import check_cpu_fsdp_settings, cpu_fsdp_requested, shard
 
-METRICS_FILE = "metrics.jsonl"
 RUN_FILES = ("checkpoints", "final", "final.partial", "final.previous", "tokenizer", "tensorboard", METRICS_FILE,
              "run_config.json", "loss_curve.png")
 
 
-# ----------------------------------------------------------------------------------------------- batching
+@dataclass(frozen=True)
+class RunSetup:
+    """What `configure` settled: the checked inputs, the accelerator and the output folder."""
 
-class LengthBatchSampler:
-    """Shuffled batches, reshuffled every epoch from `seed + epoch` (so a resumed run sees the same order).
-
-    With `max_tokens`, rows of similar length are grouped (shuffle, sort within chunks of 100 batches, cut batches
-    whose padded size rows × longest ≤ max_tokens, shuffle the batches): little padding, similar tokens per step.
-    Without it, plain batches of `batch_size` rows. Accelerate shards the batches across processes.
-    """
-
-    def __init__(self, lengths: list[int], *, batch_size: int, max_tokens: int | None = None, seed: int = 0):
-        self.lengths, self.batch_size, self.max_tokens, self.seed = lengths, batch_size, max_tokens, seed
-        self.epoch = 0
-        self.drop_last = False
-        self._batches = None
-
-    def set_epoch(self, epoch: int) -> None:
-        if epoch != self.epoch:
-            self.epoch, self._batches = epoch, None
-
-    def batches(self) -> list[list[int]]:
-        if self._batches is None:
-            rng = random.Random(self.seed + self.epoch)
-            order = list(range(len(self.lengths)))
-            rng.shuffle(order)
-            if self.max_tokens is None:
-                self._batches = [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
-            else:
-                self._batches = self._token_batches(order, rng)
-        return self._batches
-
-    def _token_batches(self, order: list[int], rng: random.Random) -> list[list[int]]:
-        batches, chunk = [], self.batch_size * 100
-        for start in range(0, len(order), chunk):
-            rows = sorted(order[start:start + chunk], key=lambda i: self.lengths[i])
-            batch, longest = [], 0
-            for row in rows:
-                width = max(longest, self.lengths[row])
-                if batch and width * (len(batch) + 1) > self.max_tokens:
-                    batches.append(batch)
-                    batch, width = [], self.lengths[row]
-                batch.append(row)
-                longest = width
-            if batch:
-                batches.append(batch)
-        rng.shuffle(batches)
-        return batches
-
-    def __iter__(self):
-        return iter(self.batches())
-
-    def __len__(self) -> int:
-        return len(self.batches())
+    args: RunArguments
+    objective: Objective
+    model_type: str
+    accelerator: Accelerator
+    output_dir: Path
+    resume_path: Path | None  # the checkpoint to resume from
+    sharding: bool  # FSDP2 on CPUs (training/sharding.py)
+    started: float  # time.time() when the run began
 
 
-# ------------------------------------------------------------------------------------------------ logging
-
-class MetricsLogger:
-    """Metrics to `metrics.jsonl` (always) and TensorBoard (optional), on the main process only."""
-
-    def __init__(self, output_dir: Path, *, enabled: bool, tensorboard: bool, resume_step: int | None):
-        self.path, self.enabled, self.writer = output_dir / METRICS_FILE, enabled, None
-        if not enabled:
-            return
-        if resume_step is not None and self.path.is_file():  # drop what was logged after the checkpoint
-            from training.export import read_metrics
-
-            kept = [record for record in read_metrics(self.path) if record["step"] <= resume_step]
-            # replaced in one rename: a kill while rewriting must not lose the records of the steps kept
-            write_atomically(self.path, "".join(json.dumps(record) + "\n" for record in kept))
-        if tensorboard:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self.writer = SummaryWriter(str(output_dir / "tensorboard"))
-
-    def log(self, step: int, values: dict) -> None:
-        if not self.enabled:
-            return
-        with open(self.path, "a") as f:
-            f.write(json.dumps({"step": step, **values}) + "\n")
-        if self.writer is not None:
-            for key, value in values.items():
-                if isinstance(value, (int, float)):
-                    self.writer.add_scalar(key, value, step)
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
+def run(model_args: ModelArguments, data_args: DataArguments, train_args: TrainArguments,
+        model_config: dict | None = None) -> dict:
+    """Train, evaluate and export; returns the final metrics (also printed and written to the model card)."""
+    setup = configure(RunArguments(model_args, data_args, train_args, model_config or {}))
+    splits, tokenizer, features = load_data(setup)
+    training = set_up_training(setup, splits, tokenizer, features)
+    results = finish(training, train_seconds=train_loop(training))
+    training.logger.close()
+    return results
 
 
-# --------------------------------------------------------------------------------------------------- setup
+# ------------------------------------------------------------------------------------------ 1. configure
+
+def configure(args: RunArguments) -> RunSetup:
+    """Check every input (before data is read or a step is taken), then make the accelerator."""
+    started = time.time()
+    objective, train_args = objective_for(args.model.objective), args.train
+    model_type = check_model_type(objective, args.model.model_type)
+    check_model_config(model_type, args.model_config)
+    sharding = cpu_fsdp_requested(torch.cuda.is_available())
+    if sharding:
+        check_cpu_fsdp_settings()
+    resume_path = (resolve_checkpoint(train_args.resume_from_checkpoint, train_args.output_dir)
+                   if train_args.resume_from_checkpoint else None)
+    output_dir = prepare_output_dir(train_args, resuming=resume_path is not None)
+    accelerator = make_accelerator(train_args)
+    if train_args.disable_tqdm:
+        datasets.disable_progress_bars()
+    if train_args.num_threads:
+        torch.set_num_threads(train_args.num_threads)
+    return RunSetup(args=args, objective=objective, model_type=model_type, accelerator=accelerator,
+                    output_dir=output_dir, resume_path=resume_path, sharding=sharding, started=started)
+
 
 def prepare_output_dir(train_args: TrainArguments, resuming: bool) -> Path:
     """Refuse to mix two runs in one folder; with --overwrite_output_dir remove the previous run's files."""
@@ -155,15 +119,6 @@ def prepare_output_dir(train_args: TrainArguments, resuming: bool) -> Path:
             "that run, --resume_from_checkpoint latest to continue it, or choose another --output_dir."
         )
     return output_dir
-
-
-def clear_previous_run(output_dir: Path) -> None:
-    for name in RUN_FILES:
-        path = output_dir / name
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
 
 
 def resolve_mixed_precision(requested: str, use_cuda: bool) -> str:
@@ -184,7 +139,7 @@ def make_accelerator(train_args: TrainArguments) -> Accelerator:
     AcceleratorState._reset_state()  # another run earlier in this Python process (tests) must not leak settings
     GradientState._reset_state()
     plugin = GradientAccumulationPlugin(num_steps=train_args.gradient_accumulation_steps,
-                                        sync_with_dataloader=False)  # windows are whole: see `train_window`
+                                        sync_with_dataloader=False)  # windows are whole: see `loop.train_window`
     # --torch_compile: Accelerate compiles the model in `prepare`; exports and generation use the unwrapped eager
     # module. Resume a compiled run with the same flag (resume is tested for eager runs only).
     dynamo = TorchDynamoPlugin(backend="inductor") if train_args.torch_compile else None
@@ -195,19 +150,101 @@ def make_accelerator(train_args: TrainArguments) -> Accelerator:
                        gradient_accumulation_plugin=plugin, dynamo_plugin=dynamo)
 
 
-def load_tokenizer_and_features(accelerator, splits, model_args: ModelArguments, data_args: DataArguments,
-                                output_dir: Path, resuming: bool):
-    """Tokenizer (trained on the train split by the main process, or reloaded when resuming) → features."""
-    objective = model_args.objective
-    tokenizer_dir = output_dir / "tokenizer"
-    max_length = {"causal_lm": data_args.block_size, "masked_lm": data_args.max_length,
-                  "translation": max(data_args.max_source_length, data_args.max_target_length)}[objective]
-    if accelerator.is_main_process and not (resuming and tokenizer_dir.is_dir()):
-        obj.make_tokenizer(objective, splits["train"], model_args, max_length).save_pretrained(tokenizer_dir)
+# ------------------------------------------------------------------------------------------------ 2. data
+
+def load_data(setup: RunSetup) -> tuple[DatasetDict, PreTrainedTokenizerBase, dict[str, Dataset]]:
+    """The corpus split into train / validation / test, the tokenizer, and the token ids of every split."""
+    objective, args, accelerator = setup.objective, setup.args, setup.accelerator
+    # A missing dataset or column, or a corpus emptied by the filters, fails here, before anything is written.
+    splits = split_corpus(objective, objective.load_corpus(args.data), args.data)
+    if accelerator.is_main_process:
+        start_output_dir(setup)
+    set_seed(args.train.seed)
+    tokenizer = load_tokenizer(setup, splits["train"])
+    features = {name: objective.featurize(split, tokenizer, args.data) for name, split in splits.items()}
+    return splits, tokenizer, features
+
+
+def start_output_dir(setup: RunSetup) -> None:
+    """The run's folder, with its arguments in run_config.json (main process); a replaced run's files go first."""
+    args, output_dir = setup.args, setup.output_dir
+    if args.train.overwrite_output_dir and setup.resume_path is None:
+        clear_previous_run(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / "run_config.json").write_text(json.dumps(
+        {"model": asdict(args.model), "data": asdict(args.data), "train": asdict(args.train),
+         "model_config": args.model_config}, indent=2))
+
+
+def clear_previous_run(output_dir: Path) -> None:
+    for name in RUN_FILES:
+        path = output_dir / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
+def load_tokenizer(setup: RunSetup, train_split: Dataset) -> PreTrainedTokenizerBase:
+    """The tokenizer, trained on the training split by the main process (or reloaded when resuming)."""
+    tokenizer_dir = setup.output_dir / "tokenizer"
+    accelerator = setup.accelerator
+    if accelerator.is_main_process and not (setup.resume_path is not None and tokenizer_dir.is_dir()):
+        make_tokenizer(setup.objective, train_split, setup.args.model, setup.args.data).save_pretrained(tokenizer_dir)
     accelerator.wait_for_everyone()
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-    features = {name: obj.featurize(objective, split, tokenizer, data_args) for name, split in splits.items()}
-    return tokenizer, features
+    return AutoTokenizer.from_pretrained(tokenizer_dir)
+
+
+# ----------------------------------------------------------------------------------------------- 3. model
+
+def set_up_training(setup: RunSetup, splits: DatasetDict, tokenizer: PreTrainedTokenizerBase,
+                    features: dict[str, Dataset]) -> TrainingRun:
+    """The model, loaders, optimizer and schedule, ready for the processes, and where the run starts."""
+    args, accelerator = setup.args, setup.accelerator
+    set_seed(args.train.seed)  # the same initial weights whatever the data step consumed
+    model = build_model(setup.objective, setup.model_type, args.model_config, tokenizer)
+    loaders = make_loaders(features, setup.objective.make_collator(tokenizer, model, args.data), args.train)
+    model_class = type(model)
+    model, optimizer, loaders, sharded = distribute(setup, model, loaders)
+    total_steps = count_steps(args.train, len(loaders.train))
+    # Stepped by hand on optimizer steps only (a prepared scheduler steps once per process per step).
+    scheduler = get_cosine_schedule_with_warmup(optimizer, args.train.warmup_steps, total_steps)
+    progress = Progress()
+    if setup.resume_path is not None:
+        progress = load_checkpoint(accelerator, setup.resume_path, scheduler=scheduler, sharded=sharded)
+        accelerator.print(f"Resumed from {setup.resume_path} at step {progress.step} (epoch {progress.epoch}, "
+                          f"{progress.batches_in_epoch} batches into it).")
+    logger = MetricsLogger(setup.output_dir, enabled=accelerator.is_main_process,
+                           tensorboard=args.train.report_to == "tensorboard",
+                           resume_step=progress.step if setup.resume_path is not None else None)
+    training = TrainingRun(
+        args=args, objective=setup.objective, accelerator=accelerator, output_dir=setup.output_dir,
+        started=setup.started, splits=splits, tokenizer=tokenizer, model=model, model_class=model_class,
+        sharded=sharded, optimizer=optimizer, scheduler=scheduler, loaders=loaders, total_steps=total_steps,
+        progress=progress, logger=logger)
+    print_summary(training, rows=len(features["train"]))
+    return training
+
+
+def distribute(setup: RunSetup, model, loaders: Loaders):
+    """(model, optimizer, loaders, sharded) ready for the processes: prepared by Accelerate, or with the model
+    sharded by torch's fully_shard on CPUs, where Accelerate would silently replicate it (then `sharded` is the
+    (model, optimizer) pair that checkpoints gather)."""
+    accelerator, train_args = setup.accelerator, setup.args.train
+    if setup.sharding:
+        shard(model)
+    optimizer = make_optimizer(model, train_args, accelerator.device.type)
+    batches = (loaders.train, loaders.eval, loaders.test)
+    if setup.sharding:
+        optimizer, *batches = accelerator.prepare(optimizer, *batches)
+        accelerator.print(f"Sharded the model with FSDP2 (fully_shard) over {accelerator.num_processes} CPU "
+                          "processes.")
+        sharded = (model, optimizer.optimizer)
+    else:
+        model, optimizer, *batches = accelerator.prepare(model, optimizer, *batches)
+        sharded = None
+    train, evaluation, test = batches
+    return model, optimizer, Loaders(train=train, sampler=loaders.sampler, eval=evaluation, test=test), sharded
 
 
 def make_optimizer(model, train_args: TrainArguments, device_type: str = "cpu") -> torch.optim.Optimizer:
@@ -225,300 +262,25 @@ def make_optimizer(model, train_args: TrainArguments, device_type: str = "cpu") 
                              eps=train_args.adam_epsilon, fused=device_type in ("cpu", "cuda"))
 
 
-# ---------------------------------------------------------------------------------------------------- run
-
-def run(model_args: ModelArguments, data_args: DataArguments, train_args: TrainArguments,
-        model_config: dict | None = None) -> dict:
-    """Train, evaluate and export; returns the final metrics (also printed and written to the model card)."""
-    started = time.time()
-    objective, ga = model_args.objective, train_args.gradient_accumulation_steps
-    # Everything that can be wrong with the inputs fails here, before data is read or a step is taken.
-    model_type = obj.check_model_type(objective, model_args.model_type)
-    obj.check_model_config(model_type, model_config or {})
-    sharding = cpu_fsdp_requested(torch.cuda.is_available())
-    if sharding:
-        check_cpu_fsdp_settings()
-    resume_path = (resolve_checkpoint(train_args.resume_from_checkpoint, train_args.output_dir)
-                   if train_args.resume_from_checkpoint else None)
-    output_dir = prepare_output_dir(train_args, resuming=resume_path is not None)
-
-    accelerator = make_accelerator(train_args)
-    if train_args.disable_tqdm:
-        datasets.disable_progress_bars()
-    if train_args.num_threads:
-        torch.set_num_threads(train_args.num_threads)
-    # A missing dataset or column, or a corpus emptied by the filters, fails here, before anything is written.
-    splits = obj.split_corpus(objective, obj.load_corpus(objective, data_args), data_args)
-    if accelerator.is_main_process:
-        if train_args.overwrite_output_dir and resume_path is None:
-            clear_previous_run(output_dir)
-        output_dir.mkdir(parents=True, exist_ok=True)
-        (output_dir / "run_config.json").write_text(json.dumps(
-            {"model": asdict(model_args), "data": asdict(data_args), "train": asdict(train_args),
-             "model_config": model_config or {}}, indent=2))
-    set_seed(train_args.seed)
-    tokenizer, features = load_tokenizer_and_features(accelerator, splits, model_args, data_args, output_dir,
-                                                      resuming=resume_path is not None)
-    set_seed(train_args.seed)  # the same initial weights whatever the data step consumed
-    model = obj.build_model(objective, model_type, model_config or {}, tokenizer)
-    collator = obj.make_collator(objective, tokenizer, model, data_args)
-
-    sampler = LengthBatchSampler(obj.length_of(objective, features["train"]),
-                                 batch_size=train_args.per_device_train_batch_size,
-                                 max_tokens=train_args.max_tokens_per_batch, seed=train_args.seed)
-    # A generator of its own: starting an iterator draws a seed from it, and a draw from the global RNG would shift
-    # the dropout stream of a resumed run (which starts an iterator right after restoring the RNG).
-    train_loader = DataLoader(features["train"], batch_sampler=sampler, collate_fn=collator,
-                              generator=torch.Generator().manual_seed(train_args.seed))
-    eval_loader, test_loader = (DataLoader(features[name], batch_size=train_args.per_device_eval_batch_size,
-                                           collate_fn=collator) for name in ("validation", "test"))
-    model_class, sharded = type(model), None
-    if sharding:  # FSDP on CPUs: torch's fully_shard here, since Accelerate would silently replicate the model
-        shard(model)
-        optimizer = make_optimizer(model, train_args, accelerator.device.type)
-        optimizer, train_loader, eval_loader, test_loader = accelerator.prepare(
-            optimizer, train_loader, eval_loader, test_loader)
-        sharded = (model, optimizer.optimizer)
-        accelerator.print(f"Sharded the model with FSDP2 (fully_shard) over {accelerator.num_processes} CPU "
-                          "processes.")
-    else:
-        optimizer = make_optimizer(model, train_args, accelerator.device.type)
-        model, optimizer, train_loader, eval_loader, test_loader = accelerator.prepare(
-            model, optimizer, train_loader, eval_loader, test_loader)
-    windows_per_epoch = len(train_loader) // ga
+def count_steps(train_args: TrainArguments, batches_per_epoch: int) -> int:
+    """The optimizer steps of the run: --max_steps, or --num_train_epochs of whole accumulation windows."""
+    ga = train_args.gradient_accumulation_steps
+    windows_per_epoch = batches_per_epoch // ga
     if windows_per_epoch == 0:
-        raise ValueError(f"The training split gives {len(train_loader)} batches per process, fewer than "
+        raise ValueError(f"The training split gives {batches_per_epoch} batches per process, fewer than "
                          f"gradient_accumulation_steps={ga}; use more data or smaller batches.")
-    total_steps = (train_args.max_steps if train_args.max_steps > 0
-                   else math.ceil(train_args.num_train_epochs * windows_per_epoch))
-    # Stepped by hand on optimizer steps only (a prepared scheduler steps once per process per step).
-    scheduler = get_cosine_schedule_with_warmup(optimizer, train_args.warmup_steps, total_steps)
+    return (train_args.max_steps if train_args.max_steps > 0
+            else math.ceil(train_args.num_train_epochs * windows_per_epoch))
 
-    progress = Progress()
-    if resume_path is not None:
-        progress = load_checkpoint(accelerator, resume_path, scheduler=scheduler, sharded=sharded)
-        accelerator.print(f"Resumed from {resume_path} at step {progress.step} (epoch {progress.epoch}, "
-                          f"{progress.batches_in_epoch} batches into it).")
-    logger = MetricsLogger(output_dir, enabled=accelerator.is_main_process,
-                           tensorboard=train_args.report_to == "tensorboard",
-                           resume_step=progress.step if resume_path is not None else None)
-    core = accelerator.unwrap_model(model, keep_torch_compile=False)
+
+def print_summary(training: TrainingRun, *, rows: int) -> None:
+    accelerator = training.accelerator
+    core = accelerator.unwrap_model(training.model, keep_torch_compile=False)
     n_params = sum(p.numel() for p in core.parameters())
-    accelerator.print(f"{objective}: {type(core).__name__} ({n_params / 1e6:.2f}M "
-                      f"parameters), {len(features['train'])} training rows, {len(train_loader)} batches per "
-                      f"process per epoch, {accelerator.num_processes} process(es), {total_steps} steps; data and "
-                      f"tokenizer took {time.time() - started:.1f}s.")
-
-    def train_window(window: list[dict]) -> tuple[float, int, float | None] | None:
-        """One optimizer step over `window` micro-batches; returns (loss, global target tokens, grad norm), or None
-        when the window holds no target token on any process (e.g. no token was masked): it then takes no step.
-
-        A loss or gradient that is not finite stops the run before the optimizer applies it, so the weights, the
-        checkpoints and the export keep the last finite state.
-        """
-        local = sum(obj.count_targets(objective, batch) for batch in window)
-        num_items = accelerator.reduce(torch.tensor(float(local), device=accelerator.device), "sum")
-        if num_items.item() == 0:  # 0/0 would be NaN: this window has nothing to learn from
-            return None
-        total, grad_norm = torch.zeros((), device=accelerator.device), None
-        for batch in window:
-            with accelerator.accumulate(model), accelerator.autocast():  # (a sharded model is not wrapped)
-                loss = obj.token_loss(objective, model, batch, num_items)
-                accelerator.backward(loss * accelerator.num_processes * ga)
-                total += loss.detach()
-        # The last micro-batch left `sync_gradients` on: the gradients are complete (and averaged over processes).
-        loss = accelerator.reduce(total, "sum").item()
-        if train_args.max_grad_norm:
-            grad_norm = float(accelerator.clip_grad_norm_(model.parameters(), train_args.max_grad_norm))
-        # Under fp16 the gradient scaler expects overflowing gradients now and then: it skips those steps itself.
-        bad_gradient = grad_norm is not None and not math.isfinite(grad_norm) and accelerator.scaler is None
-        if not math.isfinite(loss) or bad_gradient:
-            raise FloatingPointError(
-                f"Step {progress.step + 1}: the training loss is {loss} and the gradient norm {grad_norm}; stopping "
-                "before the optimizer applies them (checkpoints and the export keep the last finite weights). "
-                "Lower --learning_rate, keep --max_grad_norm on, or use --mixed_precision no.")
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        return loss, int(num_items.item()), grad_norm
-
-    history = {"losses": [], "tokens": 0, "time": time.time()}
-    bar = tqdm(total=total_steps, initial=progress.step, desc="train",
-               disable=train_args.disable_tqdm or not accelerator.is_local_main_process, dynamic_ncols=True)
-    train_started = time.time()
-    skipped_windows = 0  # windows without a target token (masked LM with few masks): no step taken
-    model.train()
-    while progress.step < total_steps:
-        steps_before_epoch = progress.step
-        loader = (accelerator.skip_first_batches(train_loader, progress.batches_in_epoch)
-                  if progress.batches_in_epoch else train_loader)
-        # Accelerate's loaders re-announce their own iteration count as the epoch when iterated: set both.
-        loader.set_epoch(progress.epoch)
-        sampler.set_epoch(progress.epoch)
-        window = []
-        for batch in loader:
-            window.append(batch)
-            if len(window) < ga:
-                continue
-            stepped = train_window(window)
-            window = []
-            progress.batches_in_epoch += ga
-            if stepped is None:
-                skipped_windows += 1
-                continue
-            loss, tokens, grad_norm = stepped
-            progress.step += 1
-            history["losses"].append(loss)
-            history["tokens"] += tokens
-            bar.update(1)
-            bar.set_postfix(loss=f"{loss:.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
-            step = progress.step
-            if step % train_args.logging_steps == 0 or step == total_steps:
-                elapsed = time.time() - history["time"]
-                values = {"train/loss": sum(history["losses"]) / len(history["losses"]),
-                          "train/lr": scheduler.get_last_lr()[0],
-                          "train/tokens_per_second": history["tokens"] / elapsed,
-                          "train/epoch": progress.epoch + progress.batches_in_epoch / max(len(train_loader), 1)}
-                if grad_norm is not None:
-                    values["train/grad_norm"] = grad_norm
-                logger.log(step, values)
-                history.update(losses=[], tokens=0, time=time.time())
-            if train_args.eval_steps and step % train_args.eval_steps == 0 and step < total_steps:
-                metrics = evaluate_loss(accelerator, model, eval_loader, objective, seed=train_args.seed,
-                                        max_batches=train_args.max_eval_batches)
-                if objective == "translation" and train_args.eval_bleu_during_training:
-                    # generate() runs a different number of steps per process: not with a sharded model
-                    generator = plain_copy(model, model_class) if sharded else model
-                    metrics.update(_bleu(accelerator, generator, tokenizer, splits["validation"], data_args,
-                                         train_args, limit=200)[0])
-                logger.log(step, {f"eval/{k}": v for k, v in metrics.items()})
-                accelerator.print(f"step {step}: " + ", ".join(f"eval {k} {v:.4g}" for k, v in metrics.items()))
-            if train_args.save_steps and step % train_args.save_steps == 0:
-                save_checkpoint(accelerator, output_dir, progress, scheduler=scheduler,
-                                keep=train_args.save_total_limit, sharded=sharded)
-            if step >= total_steps:
-                break
-        else:  # the epoch ran out (a trailing partial window is dropped)
-            if progress.step == steps_before_epoch and skipped_windows:
-                raise ValueError(f"A whole epoch gave no target token to train on ({skipped_windows} windows "
-                                 "skipped): raise --mlm_probability or --max_length, or use larger batches.")
-            progress.epoch += 1
-            progress.batches_in_epoch = 0
-    bar.close()
-    if skipped_windows:
-        warnings.warn(f"{skipped_windows} accumulation window(s) held no target token (e.g. no token was masked) "
-                      "and were skipped without an optimizer step.", stacklevel=2)
-    train_seconds = time.time() - train_started
-    if sharded:  # evaluation, generation and the export use the gathered weights
-        model = plain_copy(model, model_class)
-
-    results = finish(accelerator, model, tokenizer, splits, eval_loader, test_loader, objective, model_args,
-                     data_args, train_args, model_config or {}, logger, progress, started, train_seconds)
-    logger.close()
-    return results
-
-
-def _bleu(accelerator, model, tokenizer, split, data_args, train_args, limit=None):
-    rows = split.select(range(min(limit or len(split), len(split))))
-    sources, references = list(rows["source"]), list(rows["target"])
-    hypotheses = translate(accelerator, model, tokenizer, sources, batch_size=train_args.per_device_eval_batch_size,
-                           num_beams=train_args.generation_num_beams,
-                           max_new_tokens=train_args.generation_max_new_tokens or data_args.max_target_length,
-                           max_source_length=data_args.max_source_length)
-    return bleu_chrf(hypotheses, references), list(zip(sources, references, hypotheses, strict=True))
-
-
-def finish(accelerator, model, tokenizer, splits, eval_loader, test_loader, objective, model_args, data_args,
-           train_args, model_config, logger, progress, started, train_seconds) -> dict:
-    """Final validation and test evaluation, the loss plot, the export and the optional upload."""
-    from training.export import card_fields, export_model, plot_losses, push_to_hub, read_metrics
-
-    output_dir = Path(train_args.output_dir)
-    validation = evaluate_loss(accelerator, model, eval_loader, objective, seed=train_args.seed)
-    logger.log(progress.step, {f"eval/{k}": v for k, v in validation.items()})
-    test = evaluate_loss(accelerator, model, test_loader, objective, seed=train_args.seed)
-    results = {"validation_loss": round(validation["loss"], 4),
-               "validation_perplexity": round(validation["perplexity"], 2),
-               "test_loss": round(test["loss"], 4), "test_perplexity": round(test["perplexity"], 2)}
-    samples = []
-    if objective == "translation":
-        scores, triples = _bleu(accelerator, model, tokenizer, splits["test"], data_args, train_args,
-                                limit=train_args.bleu_samples)
-        results.update(scores)
-        samples = triples[:5]
-    logger.log(progress.step, {f"test/{k.removeprefix('test_')}": v for k, v in results.items()
-                               if not k.startswith("validation_")})
-    total_seconds = time.time() - started
-    if accelerator.is_main_process:
-        plot = plot_losses(read_metrics(output_dir / METRICS_FILE), output_dir / "loss_curve.png")
-        unwrapped = accelerator.unwrap_model(model, keep_torch_compile=False)
-        _set_generation_defaults(unwrapped, tokenizer, data_args, train_args, objective)
-        model_name = train_args.hub_model_id or output_dir.name
-        data_description = _describe_data(objective, data_args, splits)
-        hyperparameters = {
-            "objective": objective, "steps": progress.step, "processes": accelerator.num_processes,
-            "per-device batch": (f"≤{train_args.max_tokens_per_batch} tokens" if train_args.max_tokens_per_batch
-                                 else train_args.per_device_train_batch_size),
-            "gradient accumulation": train_args.gradient_accumulation_steps,
-            "learning rate": train_args.learning_rate, "warmup steps": train_args.warmup_steps,
-            "schedule": "linear warmup, cosine decay", "weight decay": train_args.weight_decay,
-            "AdamW betas": (train_args.adam_beta1, train_args.adam_beta2), "max grad norm": train_args.max_grad_norm,
-            "mixed precision": train_args.mixed_precision, "vocabulary": len(tokenizer),
-            "seed": train_args.seed, "model config": json.dumps(model_config, sort_keys=True) or "{}",
-        }
-        timing = (f"{progress.step} steps on {accelerator.num_processes} process(es) "
-                  f"({accelerator.device.type}); training took {train_seconds / 60:.1f} min, the whole run "
-                  f"(data, tokenizer, training, evaluation) {total_seconds / 60:.1f} min.")
-        language = ([data_args.source_lang, data_args.target_lang] if objective == "translation"
-                    else [data_args.source_lang])
-        datasets = [data_args.dataset or ("gettext-catalogs" if objective == "translation" else "python-docs")]
-        card = card_fields(objective=objective, model=unwrapped, model_name=model_name,
-                           data_description=data_description, datasets=datasets, language=language,
-                           license=train_args.license, hyperparameters=hyperparameters, results=results,
-                           samples=samples, timing=timing)
-        final = export_model(unwrapped, tokenizer, output_dir / "final", objective=objective, card=card,
-                             loss_plot=plot, heatmap_text=samples[0][0] if samples else None)
-        if train_args.push_to_hub:
-            push_to_hub(final, train_args.hub_model_id, private=train_args.hub_private)
-            accelerator.print(f"Uploaded {final} to https://huggingface.co/{train_args.hub_model_id}")
-        report = ", ".join(f"{k} {v}" for k, v in results.items())
-        print(f"Finished {progress.step} steps in {total_seconds / 60:.1f} min (training {train_seconds:.0f}s). "
-              f"Results: {report}. Exported to {final}.")
-        for source, reference, hypothesis in samples:
-            print(f"  EN:  {source}\n  REF: {reference}\n  OUT: {hypothesis}\n")
-    accelerator.wait_for_everyone()
-    return {**results, "steps": progress.step, "seconds": round(total_seconds, 1),
-            "train_seconds": round(train_seconds, 1)}
-
-
-def _set_generation_defaults(model, tokenizer, data_args, train_args, objective) -> None:
-    config = getattr(model, "generation_config", None)
-    if config is None:  # encoders do not generate
-        return
-    config.pad_token_id, config.eos_token_id = tokenizer.pad_token_id, tokenizer.eos_token_id
-    if objective == "translation":
-        config.decoder_start_token_id = model.config.decoder_start_token_id
-        config.num_beams = train_args.generation_num_beams
-        config.max_new_tokens = train_args.generation_max_new_tokens or data_args.max_target_length
-        config.max_length = None
-    elif objective == "causal_lm":
-        config.bos_token_id = tokenizer.bos_token_id
-        config.max_new_tokens = 50
-
-
-def _describe_data(objective, data_args, splits) -> str:
-    sizes = ", ".join(f"{name} {len(split)}" for name, split in splits.items())
-    if data_args.dataset:
-        source = f"`{data_args.dataset}`"
-    elif objective == "translation":
-        source = (f"English → `{data_args.target_lang}` user-interface strings from the gettext catalogs installed "
-                  "on the training machine (`/usr/share/locale/<lang>/LC_MESSAGES/*.mo`, the kind of data in the "
-                  "OPUS GNOME/KDE/Ubuntu corpora): single-line, not format-only, translated, de-duplicated pairs "
-                  f"of at most {data_args.max_chars} characters")
-    else:
-        source = "Paragraphs of the Python documentation topics shipped with CPython (`pydoc_data.topics`)"
-    return (f"{source}. Split by a stable hash of the (source) text, so no string is in two splits: rows {sizes}. "
-            "A byte-level BPE tokenizer was trained on the training split.")
+    accelerator.print(
+        f"{training.objective.name}: {type(core).__name__} ({n_params / 1e6:.2f}M parameters), {rows} training "
+        f"rows, {len(training.loaders.train)} batches per process per epoch, {accelerator.num_processes} "
+        f"process(es), {training.total_steps} steps; data and tokenizer took {time.time() - training.started:.1f}s.")
 
 
 def main(argv: list[str] | None = None) -> int:

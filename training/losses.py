@@ -1,0 +1,62 @@
+"""The training loss: the summed cross-entropy of the target tokens divided by `num_items_in_batch`, the count of
+target tokens in the whole accumulation window on every process, so that every token weighs the same however the
+batch is split. Our models take that count (`num_items_in_batch`); Hugging Face models that only return a mean loss
+(BART, BERT) get the same token-normalised loss from their logits here.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+from torch import nn
+
+import hf_attention
+from training.objectives import Objective
+
+
+def target_labels(objective: Objective, labels: torch.Tensor) -> torch.Tensor:
+    """The labels the loss is taken against: for a causal LM, position t predicts token t+1."""
+    if objective.predicts_next_token:
+        return nn.functional.pad(labels, (0, 1), value=-100)[:, 1:]
+    return labels
+
+
+def count_targets(objective: Objective, batch: dict) -> int:
+    """Number of tokens that enter the loss in `batch`."""
+    return int((target_labels(objective, batch["labels"]) != -100).sum())
+
+
+def token_loss(objective: Objective, model, batch: dict, num_items_in_batch: torch.Tensor) -> torch.Tensor:
+    """Summed cross-entropy of `batch` divided by `num_items_in_batch` (the count over the accumulation window and
+    all processes), from the model's own loss when it takes the count, else from its logits."""
+    if loss_takes_num_items(_unwrap(model)):
+        return model(**batch, num_items_in_batch=num_items_in_batch).loss
+    inputs = {k: v for k, v in batch.items() if k != "labels"}
+    logits = model(**inputs).logits
+    return per_token_sum(objective, logits, batch["labels"]).sum() / num_items_in_batch
+
+
+def loss_takes_num_items(model) -> bool:
+    """Whether the model's own loss divides its summed cross-entropy by the `num_items_in_batch` it is given.
+
+    Ours do. A Hugging Face model does when its forward computes the loss with transformers' `loss_function` (GPT-2,
+    Llama and most causal LMs); BART, Marian and BERT take the mean with a `CrossEntropyLoss` of their own and would
+    ignore the count. Their signatures cannot tell the two kinds apart: every forward takes **kwargs.
+    """
+    if isinstance(model, hf_attention.HFAttentionPreTrainedModel):
+        return True
+    code = getattr(inspect.unwrap(type(model).forward), "__code__", None)
+    return code is not None and "loss_function" in code.co_names
+
+
+def per_token_sum(objective: Objective, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Summed cross-entropy per row (B,), over the tokens whose target is not -100."""
+    targets = target_labels(objective, labels).to(logits.device)
+    losses = nn.functional.cross_entropy(logits.float().transpose(1, 2), targets, ignore_index=-100,
+                                         reduction="none")  # (B, T)
+    return losses.sum(dim=1)
+
+
+def _unwrap(model):
+    return getattr(model, "module", model)

@@ -1,0 +1,56 @@
+"""The state of one run of `training.train`: what its set-up produced and what the loop and the end of the run read.
+
+`train.run` fills it stage by stage (configure → data → model) and hands it to `loop.train_loop` and
+`finish.finish`; only `progress` changes after that (and the weights, inside the model and optimizer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import torch
+    from accelerate import Accelerator
+    from datasets import DatasetDict
+    from transformers import PreTrainedTokenizerBase
+
+    from training.args import DataArguments, ModelArguments, TrainArguments
+    from training.batching import Loaders
+    from training.checkpoint import Progress
+    from training.metrics_log import MetricsLogger
+    from training.objectives import Objective
+
+
+@dataclass(frozen=True)
+class RunArguments:
+    """The parsed arguments of a run (training/args.py) and the model-config fields."""
+
+    model: ModelArguments
+    data: DataArguments
+    train: TrainArguments
+    model_config: dict
+
+
+@dataclass
+class TrainingRun:
+    """A run, set up: the arguments, the data, the model and its optimizer, and where the run is."""
+
+    args: RunArguments
+    objective: Objective
+    accelerator: Accelerator
+    output_dir: Path
+    started: float  # time.time() when the run began: the card reports the whole run's duration
+    splits: DatasetDict  # the texts: BLEU translates the validation and test sources
+    tokenizer: PreTrainedTokenizerBase
+    model: torch.nn.Module  # prepared by Accelerate, or sharded in place
+    model_class: type  # the model's class before sharding: what a plain copy of a sharded model is built as
+    sharded: tuple | None  # (model, optimizer) when FSDP2 shards the model on CPUs: checkpoints gather them
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    loaders: Loaders
+    total_steps: int
+    progress: Progress
+    logger: MetricsLogger
