@@ -46,11 +46,13 @@ def aten_ops(call: Callable[[], object]) -> int:
 
 def recorded(call: Callable[[], object], clock: PhaseClock, runs: list) -> Callable[[], object]:
     """`call`, keeping the clock's steps of each run as one entry of `runs`: (phase dicts, start times)."""
+
     def run():
         clock.clear()
         output = call()
         runs.append((list(clock.steps), list(clock.starts)))
         return output
+
     return run
 
 
@@ -65,6 +67,7 @@ def decoding_steps(runs: list, skip: int) -> list[dict[str, float]]:
 def phase_medians(steps: list[dict[str, float]], layers: int) -> dict:
     """Median ms per step of each phase, the layers' total, the forward outside its timed parts, GenerationMixin's
     share and the whole generate step."""
+
     def median_ms(values) -> float:
         return statistics.median(values) * 1e3
 
@@ -88,8 +91,9 @@ def time_phases(plan: Plan, session: Session, family: str, pair: dict, inputs: d
     parts = {side: decoder_parts(family, model, ours=side == "ours") for side, model in pair.items()}
     clocks = {side: PhaseClock(parts[side], session.device) for side in SIDES}
     runs = {side: [] for side in SIDES}
-    calls = {side: recorded(greedy(model, inputs, plan.gen_new), clocks[side], runs[side])
-             for side, model in pair.items()}
+    calls = {
+        side: recorded(greedy(model, inputs, plan.gen_new), clocks[side], runs[side]) for side, model in pair.items()
+    }
     try:
         interleave(calls, rounds=plan.decode_rounds, warmup=plan.warmup, device=session.device)
     finally:
@@ -102,8 +106,10 @@ def time_phases(plan: Plan, session: Session, family: str, pair: dict, inputs: d
 def count_ops(plan: Plan, pair: dict, inputs: dict) -> dict[str, float]:
     """Aten ops per generate step of each side: (ops of `gen_new` tokens − ops of `gen_new // 2`) / the difference."""
     long, short = plan.gen_new, plan.gen_new // 2
-    return {side: (aten_ops(greedy(model, inputs, long)) - aten_ops(greedy(model, inputs, short))) / (long - short)
-            for side, model in pair.items()}
+    return {
+        side: (aten_ops(greedy(model, inputs, long)) - aten_ops(greedy(model, inputs, short))) / (long - short)
+        for side, model in pair.items()
+    }
 
 
 def flop_floor(plan: Plan, session: Session, family: str, ours: nn.Module, batch: int) -> tuple[float, float | None]:
@@ -121,8 +127,14 @@ def profile_pair(plan: Plan, session: Session, family: str, pair: dict, batch: i
     """One row: both sides' phases, op counts and overhead over the FLOP floor at one batch size."""
     inputs = prompt_inputs(plan, batch, session.device)
     tokens = {side: greedy(model, inputs, plan.gen_new)() for side, model in pair.items()}
-    row = {"family": family, "batch": batch, "prompt": plan.gen_prompt, "new_tokens": plan.gen_new,
-           "rounds": plan.decode_rounds, "same_tokens_as_hf": bool(torch.equal(tokens["hf"], tokens["ours"]))}
+    row = {
+        "family": family,
+        "batch": batch,
+        "prompt": plan.gen_prompt,
+        "new_tokens": plan.gen_new,
+        "rounds": plan.decode_rounds,
+        "same_tokens_as_hf": bool(torch.equal(tokens["hf"], tokens["ours"])),
+    }
     if not row["same_tokens_as_hf"]:
         session.note(f"decode_profile {family} batch {batch}: our greedy tokens differ from HF's; not profiled.")
         return row
@@ -139,8 +151,9 @@ def profile_pair(plan: Plan, session: Session, family: str, pair: dict, batch: i
 
 def measure(plan: Plan, session: Session) -> list[dict]:
     if plan.gen_new < 3:
-        raise ValueError(f"decode_profile needs gen_new >= 3 (a decoding step between the first and the last), "
-                         f"got {plan.gen_new}")
+        raise ValueError(
+            f"decode_profile needs gen_new >= 3 (a decoding step between the first and the last), got {plan.gen_new}"
+        )
     rows = []
     for family in plan.gen_families:
         pair = dict(zip(SIDES, make_generation_pair(family, plan, session.device), strict=True))
@@ -149,8 +162,10 @@ def measure(plan: Plan, session: Session) -> list[dict]:
             rows.append(row)
             if "ours" in row:
                 hf, ours = row["hf"], row["ours"]
-                session.log(f"decode {family:5s} b{batch}: step hf {hf['generate_step_ms']:.2f} ms, ours "
-                            f"{ours['generate_step_ms']:.2f} ms; aten ops hf {hf['aten_ops_per_step']:.0f}, ours "
-                            f"{ours['aten_ops_per_step']:.0f}")
+                session.log(
+                    f"decode {family:5s} b{batch}: step hf {hf['generate_step_ms']:.2f} ms, ours "
+                    f"{ours['generate_step_ms']:.2f} ms; aten ops hf {hf['aten_ops_per_step']:.0f}, ours "
+                    f"{ours['aten_ops_per_step']:.0f}"
+                )
         del pair
     return rows

@@ -5,8 +5,15 @@ from torch import nn
 from hf_attention.attention import MultiHeadAttention
 
 
-def model_flops(model: nn.Module, *, batch: int, source_length: int, target_length: int, training: bool,
-                labelled_fraction: float = 1.0) -> float:
+def model_flops(
+    model: nn.Module,
+    *,
+    batch: int,
+    source_length: int,
+    target_length: int,
+    training: bool,
+    labelled_fraction: float = 1.0,
+) -> float:
     """Matmul FLOPs of one step of one of our models (the same architecture as its reference).
 
     Formula: every nn.Linear of W = in·out weights costs 2·W FLOPs per token it sees forward (encoder layers see the
@@ -19,8 +26,11 @@ def model_flops(model: nn.Module, *, batch: int, source_length: int, target_leng
     """
     factor = 3.0 if training else 1.0
     is_seq2seq = getattr(model.config, "is_encoder_decoder", False)
-    encoder_only = not is_seq2seq and not getattr(model.config, "is_decoder", False) and hasattr(
-        getattr(model, "model", model), "encoder")
+    encoder_only = (
+        not is_seq2seq
+        and not getattr(model.config, "is_decoder", False)
+        and hasattr(getattr(model, "model", model), "encoder")
+    )
     total = head = 0.0
     for name, module in model.named_modules():
         in_encoder = ".encoder." in f".{name}." or encoder_only

@@ -25,14 +25,24 @@ def measure(plan: Plan, session: Session) -> list[dict]:
             with torch.inference_mode():
                 diff = (call(reference) - call(ours)).abs().max().item()
             assert diff <= PARITY_TOLERANCE, f"{family}: forward logits differ by {diff:.3g}"
-            times = interleave({"hf": lambda m=reference: call(m), "ours": lambda m=ours: call(m)},
-                               rounds=plan.forward_rounds, warmup=plan.warmup, device=device)
-            row = {"family": family, "batch": batch_size, "seq": plan.seq,
-                   "speedup": paired_speedup(times["hf"], times["ours"])}
+            times = interleave(
+                {"hf": lambda m=reference: call(m), "ours": lambda m=ours: call(m)},
+                rounds=plan.forward_rounds,
+                warmup=plan.warmup,
+                device=device,
+            )
+            row = {
+                "family": family,
+                "batch": batch_size,
+                "seq": plan.seq,
+                "speedup": paired_speedup(times["hf"], times["ours"]),
+            }
             for name, t in times.items():
                 row[name] = summary(t, batch_size * plan.seq)
             rows.append(row)
-            session.log(f"forward {family:5s} b{batch_size}: hf {row['hf']['median_s'] * 1e3:7.2f} ms, ours "
-                        f"{row['ours']['median_s'] * 1e3:7.2f} ms, speed-up {row['speedup']:.2f}x")
+            session.log(
+                f"forward {family:5s} b{batch_size}: hf {row['hf']['median_s'] * 1e3:7.2f} ms, ours "
+                f"{row['ours']['median_s'] * 1e3:7.2f} ms, speed-up {row['speedup']:.2f}x"
+            )
         del reference, ours
     return rows

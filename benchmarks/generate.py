@@ -36,16 +36,21 @@ MODES = {
 }
 SAMPLING_SEED = 0
 # speed-up name: (reference contender, our contender); each ratio is reference time / our time per round.
-SPEEDUPS = {"cache": ("hf_cache", "ours_cache"), "no_cache": ("hf_no_cache", "ours_no_cache"),
-            "compiled_static": ("hf_cache", "ours_compiled_static")}
+SPEEDUPS = {
+    "cache": ("hf_cache", "ours_cache"),
+    "no_cache": ("hf_no_cache", "ours_no_cache"),
+    "compiled_static": ("hf_cache", "ours_compiled_static"),
+}
 
 
 def generate_call(generate: Callable, inputs: dict, options: dict) -> Callable[[], torch.Tensor]:
     """`generate(**inputs, **options)`, seeding torch's generator first when sampling (the same seed each call)."""
+
     def call():
         if options.get("do_sample"):
             torch.manual_seed(SAMPLING_SEED)
         return generate(**inputs, **options)
+
     return call
 
 
@@ -60,8 +65,9 @@ def contenders(plan: Plan, family: str, mode: str, pair: dict, inputs: dict) -> 
             calls[f"{side}_{tag}"] = generate_call(model.generate, inputs, {**options, "use_cache": cache})
     batch = inputs["input_ids"].shape[0]
     if greedy and family in plan.gen_compiled and batch in plan.gen_compiled_batches:
-        calls["ours_compiled_static"] = generate_call(functools.partial(compiled_generate, pair["ours"]), inputs,
-                                                      options)
+        calls["ours_compiled_static"] = generate_call(
+            functools.partial(compiled_generate, pair["ours"]), inputs, options
+        )
     return calls
 
 
@@ -75,13 +81,19 @@ def first_difference(tokens: torch.Tensor, expected: torch.Tensor) -> str:
 def speedups(times: dict[str, list]) -> dict:
     """Paired ratios of the row: speed-ups over HF and, without a cache, what the cache buys each side."""
     row = {}
-    spread = {name: paired_ratio_spread(times[hf], times[ours]) for name, (hf, ours) in SPEEDUPS.items()
-              if hf in times and ours in times}
+    spread = {
+        name: paired_ratio_spread(times[hf], times[ours])
+        for name, (hf, ours) in SPEEDUPS.items()
+        if hf in times and ours in times
+    }
     for name, stats in spread.items():
         row[f"speedup_{name}"] = stats["median"]
     row["speedup_spread"] = spread
-    gains = {side: paired_ratio_spread(times[f"{side}_no_cache"], times[f"{side}_cache"]) for side in ("hf", "ours")
-             if f"{side}_no_cache" in times and f"{side}_cache" in times}
+    gains = {
+        side: paired_ratio_spread(times[f"{side}_no_cache"], times[f"{side}_cache"])
+        for side in ("hf", "ours")
+        if f"{side}_no_cache" in times and f"{side}_cache" in times
+    }
     if gains:
         row["cache_gain"] = gains
     return row
@@ -92,11 +104,19 @@ def measure_row(plan: Plan, session: Session, family: str, mode: str, pair: dict
     calls = contenders(plan, family, mode, pair, inputs)
     outputs = {name: call() for name, call in calls.items()}  # also the compile warm-up
     same = {name: bool(torch.equal(tokens, outputs["hf_cache"])) for name, tokens in outputs.items()}
-    row = {"family": family, "batch": batch, "mode": mode, "prompt": plan.gen_prompt, "new_tokens": plan.gen_new,
-           "same_tokens_as_hf": same}
+    row = {
+        "family": family,
+        "batch": batch,
+        "mode": mode,
+        "prompt": plan.gen_prompt,
+        "new_tokens": plan.gen_new,
+        "same_tokens_as_hf": same,
+    }
     for name in (name for name, equal in same.items() if not equal):
-        session.note(f"generate {family} batch {batch} {mode}: {name} tokens differ from HF's "
-                     f"({first_difference(outputs[name], outputs['hf_cache'])}); not timed.")
+        session.note(
+            f"generate {family} batch {batch} {mode}: {name} tokens differ from HF's "
+            f"({first_difference(outputs[name], outputs['hf_cache'])}); not timed."
+        )
     if not same["ours_cache"]:
         return row
     timed = {name: call for name, call in calls.items() if same[name]}
@@ -115,8 +135,12 @@ def measure(plan: Plan, session: Session) -> list[dict]:
             for mode in plan.gen_modes:
                 row = measure_row(plan, session, family, mode, pair, batch)
                 rows.append(row)
-                session.log(f"generate {family:5s} b{batch} {mode:6s}: " + ", ".join(
-                    f"{name} {row[name]['rate']:.0f} tok/s" for name in row["same_tokens_as_hf"] if name in row)
-                    + f" (same tokens: {row['same_tokens_as_hf']})")
+                session.log(
+                    f"generate {family:5s} b{batch} {mode:6s}: "
+                    + ", ".join(
+                        f"{name} {row[name]['rate']:.0f} tok/s" for name in row["same_tokens_as_hf"] if name in row
+                    )
+                    + f" (same tokens: {row['same_tokens_as_hf']})"
+                )
         del pair
     return rows

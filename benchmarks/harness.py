@@ -55,8 +55,15 @@ def interleave(calls: dict[str, Callable[[], object]], *, rounds: int, warmup: i
 def summary(times: list[float], work: float) -> dict:
     """Median and range of a list of per-round times, and `work`/s (e.g. tokens/s) at the median and extremes."""
     median = statistics.median(times)
-    return {"median_s": median, "min_s": min(times), "max_s": max(times), "rate": work / median,
-            "rate_min": work / max(times), "rate_max": work / min(times), "rounds": len(times)}
+    return {
+        "median_s": median,
+        "min_s": min(times),
+        "max_s": max(times),
+        "rate": work / median,
+        "rate_min": work / max(times),
+        "rate_max": work / min(times),
+        "rounds": len(times),
+    }
 
 
 def paired_speedup(reference: list[float], ours: list[float]) -> float:

@@ -29,6 +29,7 @@ def length_step(model: nn.Module, batch: dict) -> Callable[[], None]:
     def step():
         model(**batch).loss.backward()
         model.zero_grad(set_to_none=True)
+
     return step
 
 
@@ -47,16 +48,31 @@ def measure(plan: Plan, session: Session) -> list[dict]:
         batch_size = max(1, plan.length_tokens // length)
         batch = training_batch("llama", plan, batch_size, length, device)
         tokens = batch_size * length
-        flops = model_flops(models[plan.length_variants[0]], batch=batch_size, source_length=length,
-                            target_length=length, training=True)
+        flops = model_flops(
+            models[plan.length_variants[0]],
+            batch=batch_size,
+            source_length=length,
+            target_length=length,
+            training=True,
+        )
         calls = {variant: length_step(model, batch) for variant, model in models.items()}
         times = interleave(calls, rounds=plan.length_rounds, warmup=1, device=device)
         for variant, t in times.items():
-            rows.append({"variant": variant, "seq": length, "batch": batch_size, "tokens_per_step": tokens,
-                         "flops_per_step": flops, **summary(t, tokens),
-                         "us_per_token": statistics.median(t) / tokens * 1e6})
-        session.log(f"length {length:5d} x{batch_size}: " + ", ".join(
-            f"{v} {statistics.median(t) / tokens * 1e6:.1f} us/token" for v, t in times.items()))
+            rows.append(
+                {
+                    "variant": variant,
+                    "seq": length,
+                    "batch": batch_size,
+                    "tokens_per_step": tokens,
+                    "flops_per_step": flops,
+                    **summary(t, tokens),
+                    "us_per_token": statistics.median(t) / tokens * 1e6,
+                }
+            )
+        session.log(
+            f"length {length:5d} x{batch_size}: "
+            + ", ".join(f"{v} {statistics.median(t) / tokens * 1e6:.1f} us/token" for v, t in times.items())
+        )
     del models
     for row in rows:
         peak = isolated_peak_memory(length_training_step, (plan, device, row["seq"], row["variant"]), device)
@@ -64,7 +80,12 @@ def measure(plan: Plan, session: Session) -> list[dict]:
         row["peak_bytes_per_token"] = None if peak is None else peak / row["tokens_per_step"]
         row["memory_method"] = memory_method(device)
     for length in plan.length_seqs:
-        session.log(f"memory {length:5d}: " + ", ".join(
-            f"{r['variant']} {r['peak_bytes'] / 2**20:.0f} MiB" for r in rows
-            if r["seq"] == length and r.get("peak_bytes") is not None))
+        session.log(
+            f"memory {length:5d}: "
+            + ", ".join(
+                f"{r['variant']} {r['peak_bytes'] / 2**20:.0f} MiB"
+                for r in rows
+                if r["seq"] == length and r.get("peak_bytes") is not None
+            )
+        )
     return rows

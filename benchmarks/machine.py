@@ -21,10 +21,16 @@ def native_bf16(device: str) -> bool:
 
 def machine_info(device: str) -> dict:
     """Date, versions, threads and the CPU (lscpu's model name, CPU count, AVX512-BF16 and AMX flags)."""
-    info = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-            "platform": platform.platform(), "python": platform.python_version(), "torch": torch.__version__,
-            "transformers": transformers.__version__, "threads": torch.get_num_threads(),
-            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "device": device}
+    info = {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "threads": torch.get_num_threads(),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        "device": device,
+    }
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
         for key, field in (("cpu_model", "Model name"), ("cpus", r"CPU\(s\)")):

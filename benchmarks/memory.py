@@ -35,14 +35,27 @@ def measure(plan: Plan, session: Session) -> list[dict]:
             reference, ours = make_pair(family, sized, device)
             assert_parity(family, reference, ours, training_batch(family, sized, plan.batch, plan.seq, device))
             del reference, ours
-            peaks = {side: isolated_peak_memory(causal_lm_training_step, (sized, family, side, device), device)
-                     for side in ("hf", "ours")}
+            peaks = {
+                side: isolated_peak_memory(causal_lm_training_step, (sized, family, side, device), device)
+                for side in ("hf", "ours")
+            }
             known = None not in peaks.values()
-            rows.append({"family": family, "vocab": vocab, "hidden": plan.hidden, "batch": plan.batch,
-                         "seq": plan.seq, "hf_peak_bytes": peaks["hf"], "ours_peak_bytes": peaks["ours"],
-                         "ratio_hf_to_ours": peaks["hf"] / peaks["ours"] if known else None,
-                         "memory_method": memory_method(device)})
+            rows.append(
+                {
+                    "family": family,
+                    "vocab": vocab,
+                    "hidden": plan.hidden,
+                    "batch": plan.batch,
+                    "seq": plan.seq,
+                    "hf_peak_bytes": peaks["hf"],
+                    "ours_peak_bytes": peaks["ours"],
+                    "ratio_hf_to_ours": peaks["hf"] / peaks["ours"] if known else None,
+                    "memory_method": memory_method(device),
+                }
+            )
             if known:
-                session.log(f"memory {family:5s} vocab {vocab:6d}: hf {peaks['hf'] / 2**20:.0f} MiB, ours "
-                            f"{peaks['ours'] / 2**20:.0f} MiB ({peaks['hf'] / peaks['ours']:.2f}x)")
+                session.log(
+                    f"memory {family:5s} vocab {vocab:6d}: hf {peaks['hf'] / 2**20:.0f} MiB, ours "
+                    f"{peaks['ours'] / 2**20:.0f} MiB ({peaks['hf'] / peaks['ours']:.2f}x)"
+                )
     return rows

@@ -34,30 +34,87 @@ def reference_model(family: str, plan: Plan, max_positions: int = 512) -> nn.Mod
     """A randomly initialised HF reference of `family` with the plan's dimensions, sdpa attention, no dropout."""
     p = plan
     if family == "gpt2":
-        model_class, config = GPT2LMHeadModel, GPT2Config(
-            vocab_size=p.vocab, n_embd=p.hidden, n_layer=p.layers, n_head=p.heads, n_inner=p.ffn,
-            n_positions=max_positions, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0,
-            eos_token_id=0, pad_token_id=0)
+        model_class, config = (
+            GPT2LMHeadModel,
+            GPT2Config(
+                vocab_size=p.vocab,
+                n_embd=p.hidden,
+                n_layer=p.layers,
+                n_head=p.heads,
+                n_inner=p.ffn,
+                n_positions=max_positions,
+                resid_pdrop=0.0,
+                embd_pdrop=0.0,
+                attn_pdrop=0.0,
+                bos_token_id=0,
+                eos_token_id=0,
+                pad_token_id=0,
+            ),
+        )
     elif family == "llama":
-        model_class, config = LlamaForCausalLM, LlamaConfig(
-            vocab_size=p.vocab, hidden_size=p.hidden, intermediate_size=p.ffn, num_hidden_layers=p.layers,
-            num_attention_heads=p.heads, num_key_value_heads=p.heads, max_position_embeddings=max_positions,
-            bos_token_id=1, eos_token_id=2, pad_token_id=0)
+        model_class, config = (
+            LlamaForCausalLM,
+            LlamaConfig(
+                vocab_size=p.vocab,
+                hidden_size=p.hidden,
+                intermediate_size=p.ffn,
+                num_hidden_layers=p.layers,
+                num_attention_heads=p.heads,
+                num_key_value_heads=p.heads,
+                max_position_embeddings=max_positions,
+                bos_token_id=1,
+                eos_token_id=2,
+                pad_token_id=0,
+            ),
+        )
     elif family == "bert":
-        model_class, config = BertForMaskedLM, BertConfig(
-            vocab_size=p.vocab, hidden_size=p.hidden, num_hidden_layers=p.layers, num_attention_heads=p.heads,
-            intermediate_size=p.ffn, max_position_embeddings=max_positions, hidden_dropout_prob=0.0,
-            attention_probs_dropout_prob=0.0)
+        model_class, config = (
+            BertForMaskedLM,
+            BertConfig(
+                vocab_size=p.vocab,
+                hidden_size=p.hidden,
+                num_hidden_layers=p.layers,
+                num_attention_heads=p.heads,
+                intermediate_size=p.ffn,
+                max_position_embeddings=max_positions,
+                hidden_dropout_prob=0.0,
+                attention_probs_dropout_prob=0.0,
+            ),
+        )
     elif family == "bart":
-        model_class, config = BartForConditionalGeneration, BartConfig(
-            vocab_size=p.vocab, d_model=p.hidden, encoder_layers=p.layers, decoder_layers=p.layers,
-            encoder_attention_heads=p.heads, decoder_attention_heads=p.heads, encoder_ffn_dim=p.ffn,
-            decoder_ffn_dim=p.ffn, max_position_embeddings=max_positions, dropout=0.0, attention_dropout=0.0,
-            activation_dropout=0.0)
+        model_class, config = (
+            BartForConditionalGeneration,
+            BartConfig(
+                vocab_size=p.vocab,
+                d_model=p.hidden,
+                encoder_layers=p.layers,
+                decoder_layers=p.layers,
+                encoder_attention_heads=p.heads,
+                decoder_attention_heads=p.heads,
+                encoder_ffn_dim=p.ffn,
+                decoder_ffn_dim=p.ffn,
+                max_position_embeddings=max_positions,
+                dropout=0.0,
+                attention_dropout=0.0,
+                activation_dropout=0.0,
+            ),
+        )
     elif family == "t5":
-        model_class, config = T5ForConditionalGeneration, T5Config(
-            vocab_size=p.vocab, d_model=p.hidden, d_kv=p.hidden // p.heads, d_ff=p.ffn, num_layers=p.layers,
-            num_heads=p.heads, dropout_rate=0.0, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+        model_class, config = (
+            T5ForConditionalGeneration,
+            T5Config(
+                vocab_size=p.vocab,
+                d_model=p.hidden,
+                d_kv=p.hidden // p.heads,
+                d_ff=p.ffn,
+                num_layers=p.layers,
+                num_heads=p.heads,
+                dropout_rate=0.0,
+                decoder_start_token_id=0,
+                pad_token_id=0,
+                eos_token_id=1,
+            ),
+        )
     else:
         raise ValueError(f"unknown family {family!r}; known: {', '.join(FAMILY_KIND)}")
     return model_class._from_config(config, attn_implementation="sdpa")
@@ -122,5 +179,6 @@ def assert_parity(family: str, reference: nn.Module, ours: nn.Module, inputs: di
     diff = (theirs.logits.float() - mine.logits.float()).abs().max().item()
     loss_diff = abs(theirs.loss.item() - mine.loss.item()) if theirs.loss is not None else 0.0
     assert diff <= PARITY_TOLERANCE and loss_diff <= PARITY_TOLERANCE, (
-        f"{family}: logits differ by {diff:.3g} (loss by {loss_diff:.3g}); refusing to time non-equivalent models")
+        f"{family}: logits differ by {diff:.3g} (loss by {loss_diff:.3g}); refusing to time non-equivalent models"
+    )
     return diff

@@ -45,16 +45,25 @@ def decoder_parts(family: str, model: nn.Module, *, ours: bool) -> DecoderParts:
     if ours:
         stack = model.model.decoder
         absolute = getattr(stack.position, "kind", None) == "absolute"  # rotary and biases are not embeddings
-        embedding = [stack.embed_tokens, stack.position if absolute else None, stack.token_type_embeddings,
-                     stack.embedding_norm]
+        embedding = [
+            stack.embed_tokens,
+            stack.position if absolute else None,
+            stack.token_type_embeddings,
+            stack.embedding_norm,
+        ]
         layers, norm, head = stack.layers, stack.norm, [model.lm_head_transform, model.lm_head]
     else:
         stack_path, embedding_names, layers_name, norm_name = REFERENCE_PARTS[family]
         stack = _attribute(model, stack_path)
         embedding = [_attribute(stack, name) for name in embedding_names]
         layers, norm, head = getattr(stack, layers_name), _attribute(stack, norm_name), [model.lm_head]
-    return DecoderParts(top=model, embedding=_present(embedding), layers=list(layers), final_norm=_present([norm]),
-                        lm_head=_present(head))
+    return DecoderParts(
+        top=model,
+        embedding=_present(embedding),
+        layers=list(layers),
+        final_norm=_present([norm]),
+        lm_head=_present(head),
+    )
 
 
 def _present(modules: list[nn.Module | None]) -> list[nn.Module]:

@@ -44,9 +44,15 @@ from .report import DOCS_PAGE, markdown, write_docs_page
 # make_pair, training_batch and Plan stay importable from here for code written against the single-file benchmark.
 __all__ = ["PRESETS", "Plan", "main", "make_pair", "training_batch"]
 
-MEASURE = {"ceiling": ceiling.measure, "train": train.measure, "forward": forward.measure,
-           "generate": generate.measure, "decode_profile": decode_profile.measure, "length": length.measure,
-           "memory": memory.measure}
+MEASURE = {
+    "ceiling": ceiling.measure,
+    "train": train.measure,
+    "forward": forward.measure,
+    "generate": generate.measure,
+    "decode_profile": decode_profile.measure,
+    "length": length.measure,
+    "memory": memory.measure,
+}
 NEEDS_CEILING = ("decode_profile",)  # its FLOP floor divides by the fp32 ceiling of the same run
 
 
@@ -57,14 +63,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
     parser.add_argument("--sections", help=f"comma-separated subset of {','.join(SECTIONS)}")
-    parser.add_argument("--families", help="comma-separated subset of families for train/forward/generate/"
-                        "decode_profile/memory")
-    parser.add_argument("--bf16-anyway", action="store_true", help="time the bf16 training rows also on a CPU "
-                        "without native bf16 matmuls (both sides then take minutes per step)")
-    parser.add_argument("--train-compiled", help="comma-separated families whose training step is also timed "
-                        "through torch.compile, ours and HF's (about a minute of compiling each)")
-    parser.add_argument("--docs", type=Path, help="also render the documentation page here (default: "
-                        "docs/benchmarks.md after a full run of every section and family)")
+    parser.add_argument(
+        "--families", help="comma-separated subset of families for train/forward/generate/decode_profile/memory"
+    )
+    parser.add_argument(
+        "--bf16-anyway",
+        action="store_true",
+        help="time the bf16 training rows also on a CPU "
+        "without native bf16 matmuls (both sides then take minutes per step)",
+    )
+    parser.add_argument(
+        "--train-compiled",
+        help="comma-separated families whose training step is also timed "
+        "through torch.compile, ours and HF's (about a minute of compiling each)",
+    )
+    parser.add_argument(
+        "--docs",
+        type=Path,
+        help="also render the documentation page here (default: "
+        "docs/benchmarks.md after a full run of every section and family)",
+    )
     args = parser.parse_args(argv)
     unknown = set(args.sections.split(",")) - set(SECTIONS) if args.sections else set()
     if unknown:
@@ -94,9 +112,11 @@ def skip_slow_bf16(plan: Plan, args: argparse.Namespace) -> list[str]:
     if "bf16" not in plan.train_dtypes or native_bf16(args.device) or args.bf16_anyway:
         return []
     plan.train_dtypes = tuple(dtype for dtype in plan.train_dtypes if dtype != "bf16")
-    return ["bf16 training rows not run: this machine has no native bf16 matmul (no AVX512-BF16/AMX), so bf16 "
-            "autocast runs PyTorch's scalar bf16 fallback on both sides (see the bf16 ceiling) and steps take "
-            "minutes; `--bf16-anyway` runs them."]
+    return [
+        "bf16 training rows not run: this machine has no native bf16 matmul (no AVX512-BF16/AMX), so bf16 "
+        "autocast runs PyTorch's scalar bf16 fallback on both sides (see the bf16 ceiling) and steps take "
+        "minutes; `--bf16-anyway` runs them."
+    ]
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -113,8 +133,10 @@ def main(argv: list[str] | None = None) -> dict:
     results = {"machine": machine_info(args.device), "plan": dataclasses.asdict(plan), "notes": notes}
     for note in notes:
         log(note)
-    log(f"{results['machine'].get('cpu_model', args.device)}, {torch.get_num_threads()} threads, "
-        f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, preset {plan.name}")
+    log(
+        f"{results['machine'].get('cpu_model', args.device)}, {torch.get_num_threads()} threads, "
+        f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, preset {plan.name}"
+    )
     session = Session(device=args.device, log=log, results=results)
     for section in plan.sections:
         results[section] = MEASURE[section](plan, session)

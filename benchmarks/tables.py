@@ -8,13 +8,18 @@ from .flops import model_flops
 from .models import MLM_PROBABILITY
 
 DASH = "–"
-MODE_NAMES = {"greedy": "greedy", "beam4": "4-beam search (no early stopping)",
-              "sample": "top-k 50 sampling (the same seed before every call on both sides)"}
+MODE_NAMES = {
+    "greedy": "greedy",
+    "beam4": "4-beam search (no early stopping)",
+    "sample": "top-k 50 sampling (the same seed before every call on both sides)",
+}
 
 
 def _range(summary_: dict, scale: float = 1.0, fmt: str = "{:.0f}") -> str:
-    return f"{fmt.format(summary_['rate'] * scale)} ({fmt.format(summary_['rate_min'] * scale)}–" \
-           f"{fmt.format(summary_['rate_max'] * scale)})"
+    return (
+        f"{fmt.format(summary_['rate'] * scale)} ({fmt.format(summary_['rate_min'] * scale)}–"
+        f"{fmt.format(summary_['rate_max'] * scale)})"
+    )
 
 
 def _ms(value: float | None) -> str:
@@ -38,8 +43,11 @@ def _spread_cells(row: dict, name: str) -> list[str]:
     if stats is None:
         median = row.get(f"speedup_{name}")
         return [DASH if median is None else f"**{median:.2f}×**", DASH, DASH]
-    return [f"**{stats['median']:.2f}×**", f"{stats['q1']:.2f}–{stats['q3']:.2f}",
-            f"{stats['ci95_low']:.2f}–{stats['ci95_high']:.2f}"]
+    return [
+        f"**{stats['median']:.2f}×**",
+        f"{stats['q1']:.2f}–{stats['q3']:.2f}",
+        f"{stats['ci95_low']:.2f}–{stats['ci95_high']:.2f}",
+    ]
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -51,14 +59,23 @@ def header_lines(results: dict) -> list[str]:
     """Where and how the figures were taken, the ceiling and the run's notes."""
     m, plan = results["machine"], results["plan"]
     ceiling = results.get("ceiling", {})
-    lines = [f"Run `{plan['name']}` on {m.get('cpu_model', m['device'])} ({m.get('cpus', '?')} CPUs, "
-             f"{m['threads']} threads, OMP_WAIT_POLICY={m['omp_wait_policy']}), torch {m['torch']}, transformers "
-             f"{m['transformers']}, {m['date']}. Median (min–max) over interleaved rounds; speed-up = median of "
-             "paired per-round ratios HF time / our time.", ""]
+    lines = [
+        f"Run `{plan['name']}` on {m.get('cpu_model', m['device'])} ({m.get('cpus', '?')} CPUs, "
+        f"{m['threads']} threads, OMP_WAIT_POLICY={m['omp_wait_policy']}), torch {m['torch']}, transformers "
+        f"{m['transformers']}, {m['date']}. Median (min–max) over interleaved rounds; speed-up = median of "
+        "paired per-round ratios HF time / our time.",
+        "",
+    ]
     if ceiling:
-        lines += ["**Ceiling** (square matmul, best round): " + ", ".join(
-            f"{k} {v['flops_per_s_best'] / 1e9:.1f} GFLOP/s (median {v['flops_per_s_median'] / 1e9:.1f}, "
-            f"{v['size']}²)" for k, v in ceiling.items()), ""]
+        lines += [
+            "**Ceiling** (square matmul, best round): "
+            + ", ".join(
+                f"{k} {v['flops_per_s_best'] / 1e9:.1f} GFLOP/s (median {v['flops_per_s_median'] / 1e9:.1f}, "
+                f"{v['size']}²)"
+                for k, v in ceiling.items()
+            ),
+            "",
+        ]
     notes = results.get("notes", [])
     return lines + [f"Note: {note}" for note in notes] + ([""] if notes else [])
 
@@ -69,30 +86,46 @@ def train_lines(results: dict) -> list[str]:
         per_token = r["flops_per_step"] / r["tokens_per_step"]
         extra = ""
         if "ours_compiled" in r:
-            extra = (f"compiled: ours {r['ours_compiled']['rate']:.0f}, HF {r['hf_compiled']['rate']:.0f} "
-                     f"({r['speedup_compiled_vs_hf_compiled']:.2f}×)")
-        rows.append([r["family"], r["dtype"], _range(r["hf"]), _range(r["ours"]), f"**{r['speedup']:.2f}×**",
-                     _mfu(results, r["hf"]["rate"], per_token, r["dtype"]),
-                     _mfu(results, r["ours"]["rate"], per_token, r["dtype"]), extra])
+            extra = (
+                f"compiled: ours {r['ours_compiled']['rate']:.0f}, HF {r['hf_compiled']['rate']:.0f} "
+                f"({r['speedup_compiled_vs_hf_compiled']:.2f}×)"
+            )
+        rows.append(
+            [
+                r["family"],
+                r["dtype"],
+                _range(r["hf"]),
+                _range(r["ours"]),
+                f"**{r['speedup']:.2f}×**",
+                _mfu(results, r["hf"]["rate"], per_token, r["dtype"]),
+                _mfu(results, r["ours"]["rate"], per_token, r["dtype"]),
+                extra,
+            ]
+        )
     if not rows:
         return []
-    return [f"**Training step** (forward + backward + AdamW), batch {plan['batch']} × {plan['seq']} tokens, "
-            f"d_model {plan['hidden']}, {plan['layers']} layers, {plan['heads']} heads, ffn {plan['ffn']}, "
-            f"vocab {plan['vocab']}; labels: next token (decoders), teacher forcing (seq2seq), BERT's "
-            f"{MLM_PROBABILITY:.0%} masked positions (encoder); tokens/s:", ""] + _table(
-        ["family", "dtype", "HF tokens/s", "ours tokens/s", "speed-up", "MFU HF", "MFU ours", "extra"], rows)
+    return [
+        f"**Training step** (forward + backward + AdamW), batch {plan['batch']} × {plan['seq']} tokens, "
+        f"d_model {plan['hidden']}, {plan['layers']} layers, {plan['heads']} heads, ffn {plan['ffn']}, "
+        f"vocab {plan['vocab']}; labels: next token (decoders), teacher forcing (seq2seq), BERT's "
+        f"{MLM_PROBABILITY:.0%} masked positions (encoder); tokens/s:",
+        "",
+    ] + _table(["family", "dtype", "HF tokens/s", "ours tokens/s", "speed-up", "MFU HF", "MFU ours", "extra"], rows)
 
 
 def forward_lines(results: dict) -> list[str]:
     def cell(s: dict) -> str:
         return f"{s['median_s'] * 1e3:.2f} ({s['min_s'] * 1e3:.2f}–{s['max_s'] * 1e3:.2f})"
 
-    rows = [[r["family"], str(r["batch"]), cell(r["hf"]), cell(r["ours"]), f"**{r['speedup']:.2f}×**"]
-            for r in results.get("forward", [])]
+    rows = [
+        [r["family"], str(r["batch"]), cell(r["hf"]), cell(r["ours"]), f"**{r['speedup']:.2f}×**"]
+        for r in results.get("forward", [])
+    ]
     if not rows:
         return []
     return [f"**Forward latency** (inference, fp32, {results['plan']['seq']} tokens per sequence), ms:", ""] + _table(
-        ["family", "batch", "HF ms", "ours ms", "speed-up"], rows)
+        ["family", "batch", "HF ms", "ours ms", "speed-up"], rows
+    )
 
 
 def _same_tokens(row: dict) -> str:
@@ -106,14 +139,22 @@ def _rate(row: dict, name: str) -> str:
 
 def _greedy_extra_cells(row: dict) -> list[str]:
     """Our compiled static cache vs HF, both sides without a cache, and what the cache buys each side."""
+
     def speedup(name: str) -> list[str]:
         median, _, interval = _spread_cells(row, name)
         return [median, interval]
 
     gains = row.get("cache_gain", {})
-    return [row["family"], str(row["batch"]), _rate(row, "ours_compiled_static"), *speedup("compiled_static"),
-            _rate(row, "hf_no_cache"), _rate(row, "ours_no_cache"), *speedup("no_cache"),
-            *(f"{gains[side]['median']:.2f}×" if side in gains else DASH for side in ("hf", "ours"))]
+    return [
+        row["family"],
+        str(row["batch"]),
+        _rate(row, "ours_compiled_static"),
+        *speedup("compiled_static"),
+        _rate(row, "hf_no_cache"),
+        _rate(row, "ours_no_cache"),
+        *speedup("no_cache"),
+        *(f"{gains[side]['median']:.2f}×" if side in gains else DASH for side in ("hf", "ours")),
+    ]
 
 
 def generate_lines(results: dict) -> list[str]:
@@ -121,24 +162,66 @@ def generate_lines(results: dict) -> list[str]:
     plan, rows, greedy_rows = results["plan"], [], []
     for r in results.get("generate", []):
         rounds = str(r["hf_cache"]["rounds"]) if "hf_cache" in r and "ours_cache" in r else DASH
-        rows.append([r["family"], str(r["batch"]), r.get("mode", "greedy"), _rate(r, "hf_cache"),
-                     _rate(r, "ours_cache"), *_spread_cells(r, "cache"), rounds, _same_tokens(r)])
+        rows.append(
+            [
+                r["family"],
+                str(r["batch"]),
+                r.get("mode", "greedy"),
+                _rate(r, "hf_cache"),
+                _rate(r, "ours_cache"),
+                *_spread_cells(r, "cache"),
+                rounds,
+                _same_tokens(r),
+            ]
+        )
         if "hf_no_cache" in r or "ours_compiled_static" in r:
             greedy_rows.append(_greedy_extra_cells(r))
     if not rows:
         return []
     modes = dict.fromkeys(r.get("mode", "greedy") for r in results["generate"])
-    lines = [f"**Generation** with the default dynamic cache, prompt {plan['gen_prompt']}, {plan['gen_new']} new "
-             f"tokens, new tokens/s (fp32); {', '.join(MODE_NAMES[mode] for mode in modes)}. Speed-up: median, "
-             "interquartile range and bootstrap 95% interval of the per-round ratios HF time / our time:", ""]
-    lines += _table(["family", "batch", "mode", "HF tokens/s", "ours tokens/s", "speed-up", "IQR", "95% interval",
-                     "rounds", "same tokens"], rows)
+    lines = [
+        f"**Generation** with the default dynamic cache, prompt {plan['gen_prompt']}, {plan['gen_new']} new "
+        f"tokens, new tokens/s (fp32); {', '.join(MODE_NAMES[mode] for mode in modes)}. Speed-up: median, "
+        "interquartile range and bootstrap 95% interval of the per-round ratios HF time / our time:",
+        "",
+    ]
+    lines += _table(
+        [
+            "family",
+            "batch",
+            "mode",
+            "HF tokens/s",
+            "ours tokens/s",
+            "speed-up",
+            "IQR",
+            "95% interval",
+            "rounds",
+            "same tokens",
+        ],
+        rows,
+    )
     if greedy_rows:
-        lines += ["**Greedy generation without a cache, and through our compiled static cache** (new tokens/s; "
-                  "compiled vs HF's dynamic cache; cache gain = time without / time with the cache, same side):", ""]
-        lines += _table(["family", "batch", "ours compiled static", "speed-up", "95% interval", "HF no cache",
-                         "ours no cache", "speed-up", "95% interval", "cache gain HF", "cache gain ours"],
-                        greedy_rows)
+        lines += [
+            "**Greedy generation without a cache, and through our compiled static cache** (new tokens/s; "
+            "compiled vs HF's dynamic cache; cache gain = time without / time with the cache, same side):",
+            "",
+        ]
+        lines += _table(
+            [
+                "family",
+                "batch",
+                "ours compiled static",
+                "speed-up",
+                "95% interval",
+                "HF no cache",
+                "ours no cache",
+                "speed-up",
+                "95% interval",
+                "cache gain HF",
+                "cache gain ours",
+            ],
+            greedy_rows,
+        )
     return lines
 
 
@@ -150,17 +233,29 @@ def length_lines(results: dict) -> list[str]:
         achieved = r["rate"] * per_token / ceiling["fp32"]["flops_per_s_best"] if "fp32" in ceiling else None
         base = first.setdefault(r["variant"], (achieved, r.get("peak_bytes")))
         peak = r.get("peak_bytes")
-        rows.append([r["variant"], f"{r['seq']} × {r['batch']}",
-                     f"{r['us_per_token']:.1f} ({r['min_s'] / r['tokens_per_step'] * 1e6:.1f}–"
-                     f"{r['max_s'] / r['tokens_per_step'] * 1e6:.1f})",
-                     *([f"{100 * achieved:.1f}%", f"{achieved / base[0]:.2f}"] if achieved else [DASH, DASH]),
-                     *([_mib(peak), f"{peak / base[1]:.2f}"] if peak and base[1] else [DASH, DASH])])
+        rows.append(
+            [
+                r["variant"],
+                f"{r['seq']} × {r['batch']}",
+                f"{r['us_per_token']:.1f} ({r['min_s'] / r['tokens_per_step'] * 1e6:.1f}–"
+                f"{r['max_s'] / r['tokens_per_step'] * 1e6:.1f})",
+                *([f"{100 * achieved:.1f}%", f"{achieved / base[0]:.2f}"] if achieved else [DASH, DASH]),
+                *([_mib(peak), f"{peak / base[1]:.2f}"] if peak and base[1] else [DASH, DASH]),
+            ]
+        )
     if not rows:
         return []
-    return [f"**Sequence length** (our Llama-architecture decoder, fp32 forward + backward, "
-            f"{results['plan']['length_tokens']} tokens per step):", ""] + _table(
-        ["variant", "seq × batch", "µs/token", "MFU", "MFU / MFU@first", "peak MiB", "peak / peak@first"], rows) + [
-        f"Memory: {results['length'][0].get('memory_method', DASH)}.", ""]
+    return (
+        [
+            f"**Sequence length** (our Llama-architecture decoder, fp32 forward + backward, "
+            f"{results['plan']['length_tokens']} tokens per step):",
+            "",
+        ]
+        + _table(
+            ["variant", "seq × batch", "µs/token", "MFU", "MFU / MFU@first", "peak MiB", "peak / peak@first"], rows
+        )
+        + [f"Memory: {results['length'][0].get('memory_method', DASH)}.", ""]
+    )
 
 
 def decode_profile_lines(results: dict) -> list[str]:
@@ -172,46 +267,116 @@ def decode_profile_lines(results: dict) -> list[str]:
             continue
         for side in ("hf", "ours"):
             p = r[side]
-            phases.append([r["family"], str(r["batch"]), side, _ms(p["embedding_ms"]), _ms(p["other_ms"]),
-                           " / ".join(_ms(t) for t in p["layers_ms"]), _ms(p["layers_total_ms"]),
-                           _ms(p["final_norm_ms"]), _ms(p["lm_head_ms"]), _ms(p["forward_ms"]),
-                           _ms(p["generation_ms"]), _ms(p["generate_step_ms"])])
-        totals.append([r["family"], str(r["batch"]), _ms(r["hf"]["generate_step_ms"]),
-                       _ms(r["ours"]["generate_step_ms"]), f"{r['hf']['aten_ops_per_step']:.0f}",
-                       f"{r['ours']['aten_ops_per_step']:.0f}", _ms(r["floor_ms"]),
-                       _ms(r["hf"]["overhead_over_floor_ms"]), _ms(r["ours"]["overhead_over_floor_ms"]),
-                       f"{r['overhead_ours_minus_hf_ms']:+.2f}"])
+            phases.append(
+                [
+                    r["family"],
+                    str(r["batch"]),
+                    side,
+                    _ms(p["embedding_ms"]),
+                    _ms(p["other_ms"]),
+                    " / ".join(_ms(t) for t in p["layers_ms"]),
+                    _ms(p["layers_total_ms"]),
+                    _ms(p["final_norm_ms"]),
+                    _ms(p["lm_head_ms"]),
+                    _ms(p["forward_ms"]),
+                    _ms(p["generation_ms"]),
+                    _ms(p["generate_step_ms"]),
+                ]
+            )
+        totals.append(
+            [
+                r["family"],
+                str(r["batch"]),
+                _ms(r["hf"]["generate_step_ms"]),
+                _ms(r["ours"]["generate_step_ms"]),
+                f"{r['hf']['aten_ops_per_step']:.0f}",
+                f"{r['ours']['aten_ops_per_step']:.0f}",
+                _ms(r["floor_ms"]),
+                _ms(r["hf"]["overhead_over_floor_ms"]),
+                _ms(r["ours"]["overhead_over_floor_ms"]),
+                f"{r['overhead_ours_minus_hf_ms']:+.2f}",
+            ]
+        )
     if not totals:
         return []
     plan = results["plan"]
-    t5_note = (" HF's T5 computes its relative position bias in its first layer, ours before the layers (outside "
-               "parts)." if any(r["family"] == "t5" for r in results["decode_profile"]) else "")
-    lines = [f"**Decode-step profile** (greedy, dynamic cache, prompt {plan['gen_prompt']}, {plan['gen_new']} new "
-             "tokens; ms per step, medians over the decoding steps but the first and the last). Outside parts = the "
-             "model's forward minus its timed parts (masks, positions, glue); generate step = from one forward call's "
-             "start to the next one's; GenerationMixin = generate step minus model forward (logits processors, "
-             f"stopping criteria, input preparation, cache bookkeeping).{t5_note}", ""]
-    lines += _table(["family", "batch", "side", "embedding", "outside parts", "layers (each)", "layers", "final norm",
-                     "LM head", "model forward", "GenerationMixin", "generate step"], phases)
-    lines += ["**Per-step overhead** over the FLOP floor (matmul FLOPs per step / fp32 ceiling), ms; aten ops per "
-              "generate step (nested calls included):", ""]
-    return lines + _table(["family", "batch", "HF step", "ours step", "aten ops HF", "aten ops ours", "FLOP floor",
-                           "overhead HF", "overhead ours", "ours − HF"], totals)
+    t5_note = (
+        " HF's T5 computes its relative position bias in its first layer, ours before the layers (outside parts)."
+        if any(r["family"] == "t5" for r in results["decode_profile"])
+        else ""
+    )
+    lines = [
+        f"**Decode-step profile** (greedy, dynamic cache, prompt {plan['gen_prompt']}, {plan['gen_new']} new "
+        "tokens; ms per step, medians over the decoding steps but the first and the last). Outside parts = the "
+        "model's forward minus its timed parts (masks, positions, glue); generate step = from one forward call's "
+        "start to the next one's; GenerationMixin = generate step minus model forward (logits processors, "
+        f"stopping criteria, input preparation, cache bookkeeping).{t5_note}",
+        "",
+    ]
+    lines += _table(
+        [
+            "family",
+            "batch",
+            "side",
+            "embedding",
+            "outside parts",
+            "layers (each)",
+            "layers",
+            "final norm",
+            "LM head",
+            "model forward",
+            "GenerationMixin",
+            "generate step",
+        ],
+        phases,
+    )
+    lines += [
+        "**Per-step overhead** over the FLOP floor (matmul FLOPs per step / fp32 ceiling), ms; aten ops per "
+        "generate step (nested calls included):",
+        "",
+    ]
+    return lines + _table(
+        [
+            "family",
+            "batch",
+            "HF step",
+            "ours step",
+            "aten ops HF",
+            "aten ops ours",
+            "FLOP floor",
+            "overhead HF",
+            "overhead ours",
+            "ours − HF",
+        ],
+        totals,
+    )
 
 
 def memory_lines(results: dict) -> list[str]:
-    rows = [[r["family"], str(r["vocab"]), _mib(r["hf_peak_bytes"]), _mib(r["ours_peak_bytes"]),
-             DASH if r["ratio_hf_to_ours"] is None else f"**{r['ratio_hf_to_ours']:.2f}×**"]
-            for r in results.get("memory", [])]
+    rows = [
+        [
+            r["family"],
+            str(r["vocab"]),
+            _mib(r["hf_peak_bytes"]),
+            _mib(r["ours_peak_bytes"]),
+            DASH if r["ratio_hf_to_ours"] is None else f"**{r['ratio_hf_to_ours']:.2f}×**",
+        ]
+        for r in results.get("memory", [])
+    ]
     if not rows:
         return []
     first = results["memory"][0]
-    return [f"**Training memory by vocabulary** (peak of one fp32 training step: forward + backward + AdamW; "
+    return (
+        [
+            f"**Training memory by vocabulary** (peak of one fp32 training step: forward + backward + AdamW; "
             f"d_model {first['hidden']}, batch {first['batch']} × {first['seq']} tokens). HF computes the (N, V) "
             "logits, their softmax and gradient; our models fuse the vocabulary projection with the loss "
-            "(`hf_attention.losses.linear_cross_entropy`) and never build the (N, V) logits while training:", ""
-            ] + _table(["family", "vocab", "HF peak MiB", "ours peak MiB", "HF / ours"], rows) + [
-        f"Memory: {first['memory_method']}.", ""]
+            "(`hf_attention.losses.linear_cross_entropy`) and never build the (N, V) logits while training:",
+            "",
+        ]
+        + _table(["family", "vocab", "HF peak MiB", "ours peak MiB", "HF / ours"], rows)
+        + [f"Memory: {first['memory_method']}.", ""]
+    )
 
 
 def flops_lines() -> list[str]:

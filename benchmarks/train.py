@@ -47,25 +47,41 @@ def measure(plan: Plan, session: Session) -> list[dict]:
         batch = training_batch(family, plan, plan.batch, plan.seq, device)
         diff = assert_parity(family, reference, ours, batch)
         labelled = (batch["labels"] != -100).float().mean().item()
-        flops = model_flops(ours, batch=plan.batch, source_length=plan.seq, target_length=plan.seq, training=True,
-                            labelled_fraction=labelled)
+        flops = model_flops(
+            ours,
+            batch=plan.batch,
+            source_length=plan.seq,
+            target_length=plan.seq,
+            training=True,
+            labelled_fraction=labelled,
+        )
         for dtype in plan.train_dtypes:
-            calls = {"hf": TrainStep(reference.train(), batch, dtype, device),
-                     "ours": TrainStep(ours.train(), batch, dtype, device)}
+            calls = {
+                "hf": TrainStep(reference.train(), batch, dtype, device),
+                "ours": TrainStep(ours.train(), batch, dtype, device),
+            }
             if family in plan.train_compiled:
                 calls["hf_compiled"] = TrainStep(reference, batch, dtype, device, compiled=True)
                 calls["ours_compiled"] = TrainStep(ours, batch, dtype, device, compiled=True)
             times = interleave(calls, rounds=plan.train_rounds, warmup=plan.warmup, device=device)
-            row = {"family": family, "dtype": dtype, "tokens_per_step": tokens, "flops_per_step": flops,
-                   "parity_max_logit_diff": diff, "speedup": paired_speedup(times["hf"], times["ours"])}
+            row = {
+                "family": family,
+                "dtype": dtype,
+                "tokens_per_step": tokens,
+                "flops_per_step": flops,
+                "parity_max_logit_diff": diff,
+                "speedup": paired_speedup(times["hf"], times["ours"]),
+            }
             for name, t in times.items():
                 row[name] = summary(t, tokens)
             if "ours_compiled" in times:
                 row["speedup_compiled_vs_hf_eager"] = paired_speedup(times["hf"], times["ours_compiled"])
                 row["speedup_compiled_vs_hf_compiled"] = paired_speedup(times["hf_compiled"], times["ours_compiled"])
             rows.append(row)
-            session.log(f"train {family:5s} {dtype}: hf {row['hf']['rate']:8.0f} tok/s, ours "
-                        f"{row['ours']['rate']:8.0f} tok/s, speed-up {row['speedup']:.2f}x (parity {diff:.1e})")
+            session.log(
+                f"train {family:5s} {dtype}: hf {row['hf']['rate']:8.0f} tok/s, ours "
+                f"{row['ours']['rate']:8.0f} tok/s, speed-up {row['speedup']:.2f}x (parity {diff:.1e})"
+            )
         reference.eval(), ours.eval()
         del reference, ours
     return rows

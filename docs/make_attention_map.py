@@ -35,15 +35,22 @@ def train(steps: int = 300, length: int = 64, batch: int = 16) -> tuple[HFAttent
     texts = paragraphs()
     tokenizer = train_tokenizer(texts, 1000, kind="causal")
     stream = [i for t in texts for i in tokenizer(t)["input_ids"] + [tokenizer.eos_token_id]]
-    config = HFAttentionDecoderConfig(vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2,
-                                      num_attention_heads=4, intermediate_size=256, norm_position="pre",
-                                      position_encoding="rotary", hidden_dropout_prob=0.0,
-                                      max_position_embeddings=length)
+    config = HFAttentionDecoderConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=256,
+        norm_position="pre",
+        position_encoding="rotary",
+        hidden_dropout_prob=0.0,
+        max_position_embeddings=length,
+    )
     model = HFAttentionForCausalLM(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
     for step in range(steps):
         starts = [random.randrange(len(stream) - length) for _ in range(batch)]
-        ids = torch.tensor([stream[s:s + length] for s in starts])
+        ids = torch.tensor([stream[s : s + length] for s in starts])
         loss = model(ids, labels=ids).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -17,8 +17,16 @@ from tutorial_support import add_model_flags, load_translation_model, parse_args
 
 from hf_attention.explorer import explore  # noqa: E402
 
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 TEXT = "Could not open file"
 
 
@@ -26,19 +34,33 @@ def main() -> None:
     args = parse_args("The example explorer page and its screenshot.", add_model_flags)
     model, tokenizer, origin = load_translation_model(args)
     name = "outputs/translation_en_de/final" if "main job" in origin else "outputs/tutorial_en_de/final"
-    page = explore(model, tokenizer, TEXT, kind="cross", layer=1, head="mean", title=name,
-                   path=args.figures / "explorer_en_de.html")
+    page = explore(
+        model,
+        tokenizer,
+        TEXT,
+        kind="cross",
+        layer=1,
+        head="mean",
+        title=name,
+        path=args.figures / "explorer_en_de.html",
+    )
     print(f"wrote {page.path}")
 
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright, tempfile.TemporaryDirectory() as profile:
         context = playwright.chromium.launch_persistent_context(
-            profile, executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS, headless=True,
-            viewport={"width": 1180, "height": 620}, device_scale_factor=1)
+            profile,
+            executable_path="/usr/bin/chromium",
+            args=CHROMIUM_ARGS,
+            headless=True,
+            viewport={"width": 1180, "height": 620},
+            device_scale_factor=1,
+        )
         tab = context.new_page()
-        tab.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://")
-                  else route.abort())
+        tab.route(
+            "**/*", lambda route: route.continue_() if route.request.url.startswith("file://") else route.abort()
+        )
         tab.goto(page.path.resolve().as_uri())
         tab.wait_for_selector("body[data-ready=true]")
         tab.hover('#view .qtok[data-q="2"]')  # a highlighted row, as when a reader points at a token

@@ -103,15 +103,25 @@ def sdpa_attention_forward(
     if position_bias is not None and torch.compiler.is_exporting():
         # torch.export's decomposition of the kernel with a float bias mask does not survive ONNX translation (NaN
         # rows, a failing reshape); the written-out path computes the same attention and exports cleanly.
-        output, _ = eager_attention_forward(module, query, key, value, attention_mask, scaling=scaling,
-                                            dropout=dropout, position_bias=position_bias, is_causal=is_causal)
+        output, _ = eager_attention_forward(
+            module,
+            query,
+            key,
+            value,
+            attention_mask,
+            scaling=scaling,
+            dropout=dropout,
+            position_bias=position_bias,
+            is_causal=is_causal,
+        )
         return output, None
     groups = query.shape[1] // key.shape[1]
     key, value = repeat_kv(key, groups), repeat_kv(value, groups)  # (B, H, S, D)
     output_dtype = value.dtype
     low_precision = (torch.bfloat16, torch.float16)
     upcast = query.device.type == "cpu" and (
-        torch.is_autocast_enabled("cpu") or any(t.dtype in low_precision for t in (query, key, value)))
+        torch.is_autocast_enabled("cpu") or any(t.dtype in low_precision for t in (query, key, value))
+    )
     if upcast:
         # PyTorch's CPU flash kernel has no fast low-precision path (forward + backward run slower in bf16 than in
         # fp32). Attention therefore runs in fp32 on CPU (faster and more exact), with autocast off around the kernel,
@@ -135,7 +145,12 @@ def sdpa_attention_forward(
     # manager per call and layer is a measurable share of a one-token decoding step.)
     with torch.autocast(device_type="cpu", enabled=False) if upcast else contextlib.nullcontext():
         output = nn.functional.scaled_dot_product_attention(
-            query, key, value, attn_mask=mask, dropout_p=dropout if module.training else 0.0, scale=scaling,
+            query,
+            key,
+            value,
+            attn_mask=mask,
+            dropout_p=dropout if module.training else 0.0,
+            scale=scaling,
             is_causal=use_causal_flag,
         )  # (B, H, T, D)
     return output.transpose(1, 2).contiguous().to(output_dtype), None
@@ -259,8 +274,12 @@ class MultiHeadAttention(nn.Module):
         return tuple(part.view(batch, length, -1, self.head_dim).transpose(1, 2) for part in fused.split(sizes, -1))
 
     def _fuse_projections(self, states: Tensor) -> bool:
-        return self.training and torch.is_grad_enabled() and self.q_proj.weight.requires_grad and \
-            states.shape[0] * states.shape[1] >= FUSED_PROJECTION_MIN_ROWS
+        return (
+            self.training
+            and torch.is_grad_enabled()
+            and self.q_proj.weight.requires_grad
+            and states.shape[0] * states.shape[1] >= FUSED_PROJECTION_MIN_ROWS
+        )
 
     def _cross_keys_values(self, key_value_states: Tensor, cache: Cache | None) -> tuple[Tensor, Tensor]:
         """Encoder keys/values: projected once per generation, then read back from the cross-attention cache."""

@@ -95,35 +95,63 @@ def _optional(check):
     def check_unless_none(field: str, value) -> None:
         if value is not None:
             check(field, value)
+
     return check_unless_none
 
 
 def _check_token_id_type(field: str, value) -> None:
     ids = value if field == "eos_token_id" and isinstance(value, (list, tuple)) else [value]
     if value is not None and not all(_is_int(token) for token in ids):
-        allowed = "None, an integer token id or a list of them" if field == "eos_token_id" else (
-            "None or an integer token id")
+        allowed = (
+            "None, an integer token id or a list of them"
+            if field == "eos_token_id"
+            else ("None or an integer token id")
+        )
         raise ValueError(f"{field}={value!r} must be {allowed}.")
 
 
 # Checks of single fields, run whenever one is set (in __init__, when a config.json is loaded, and on assignment),
 # as transformers' own configs validate their fields on assignment. Checks across fields run in `_validate_knobs`.
 _FIELD_CHECKS = {
-    **dict.fromkeys(("vocab_size", "hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size",
-                     "max_position_embeddings", "relative_attention_num_buckets", "relative_attention_max_distance",
-                     "num_hidden_layers", "encoder_layers", "decoder_layers"), _check_positive),
+    **dict.fromkeys(
+        (
+            "vocab_size",
+            "hidden_size",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "relative_attention_num_buckets",
+            "relative_attention_max_distance",
+            "num_hidden_layers",
+            "encoder_layers",
+            "decoder_layers",
+        ),
+        _check_positive,
+    ),
     "head_dim": _optional(_check_positive),
     **dict.fromkeys(("type_vocab_size", "position_offset"), _check_non_negative),
     **dict.fromkeys(("hidden_dropout_prob", "activation_dropout", "attention_dropout"), _check_probability),
     "classifier_dropout": _optional(_check_probability),
     **dict.fromkeys(("rope_theta", "layer_norm_eps"), _check_greater_than_zero),
     "initializer_range": _check_at_least_zero,
-    **dict.fromkeys(("scale_embeddings", "attention_bias", "mlp_bias", "embedding_norm", "use_cache",
-                     "tie_word_embeddings", "lm_head_bias", "freeze_lm_head_bias", "lm_head_transform",
-                     "scale_lm_head_input"), _check_bool),
+    **dict.fromkeys(
+        (
+            "scale_embeddings",
+            "attention_bias",
+            "mlp_bias",
+            "embedding_norm",
+            "use_cache",
+            "tie_word_embeddings",
+            "lm_head_bias",
+            "freeze_lm_head_bias",
+            "lm_head_transform",
+            "scale_lm_head_input",
+        ),
+        _check_bool,
+    ),
     "final_norm": _check_optional_bool,
-    **dict.fromkeys(("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"),
-                    _check_token_id_type),
+    **dict.fromkeys(("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"), _check_token_id_type),
     "attention_score": lambda field, value: _check_choice(field, value, tuple(SCORES)),
     "position_encoding": lambda field, value: _check_choice(field, value, _position_encodings()),
     "norm_position": lambda field, value: _check_choice(field, value, NORM_POSITIONS),
@@ -300,8 +328,10 @@ class HFAttentionConfigBase(PretrainedConfig):
         if self.lm_head_transform:
             return "lm_head_transform=True (a dense → activation → norm transform before the vocabulary projection)"
         if self.scale_lm_head_input and self.lm_head_bias:
-            return ("scale_lm_head_input=True with lm_head_bias=True (the scale applies before the bias, so it is not "
-                    "a factor on the logits)")
+            return (
+                "scale_lm_head_input=True with lm_head_bias=True (the scale applies before the bias, so it is not "
+                "a factor on the logits)"
+            )
         return None
 
     def _validate_knobs(self) -> None:
@@ -356,7 +386,6 @@ class HFAttentionConfigBase(PretrainedConfig):
                     )
 
 
-
 class HFAttentionEncoderConfig(HFAttentionConfigBase):
     """Bidirectional encoder (BERT-like): token classification, sequence classification and masked LM.
 
@@ -371,8 +400,13 @@ class HFAttentionEncoderConfig(HFAttentionConfigBase):
     model_type = "hf_attention_encoder"
     _stack_directions = (True,)
 
-    def __init__(self, num_hidden_layers: int = 6, classifier_dropout: float | None = None,
-                 classifier_pooling: str = "mean", **kwargs):
+    def __init__(
+        self,
+        num_hidden_layers: int = 6,
+        classifier_dropout: float | None = None,
+        classifier_pooling: str = "mean",
+        **kwargs,
+    ):
         self.num_hidden_layers = num_hidden_layers
         self.classifier_dropout = classifier_dropout
         self.classifier_pooling = classifier_pooling

@@ -142,13 +142,23 @@ def _gpt2(model: GPT2LMHeadModel, w: _Weights):
         raise _unsupported("GPT-2 with add_cross_attention=True")
     # reorder_and_upcast_attn only changes the order of fp32 operations (a mixed-precision safeguard): same maths.
     config = HFAttentionDecoderConfig(
-        vocab_size=c.vocab_size, hidden_size=c.n_embd, num_hidden_layers=c.n_layer, num_attention_heads=c.n_head,
+        vocab_size=c.vocab_size,
+        hidden_size=c.n_embd,
+        num_hidden_layers=c.n_layer,
+        num_attention_heads=c.n_head,
         intermediate_size=c.n_inner or 4 * c.n_embd,
         hidden_act=_activation(c.activation_function, "activation_function"),
-        max_position_embeddings=c.n_positions, attention_score="scaled_dot" if c.scale_attn_weights else "dot",
-        position_encoding="learned", norm_position="pre", norm_type="layernorm", scale_embeddings=False,
-        final_norm=True, layer_norm_eps=c.layer_norm_epsilon, hidden_dropout_prob=c.resid_pdrop,
-        attention_dropout=c.attn_pdrop, initializer_range=c.initializer_range,
+        max_position_embeddings=c.n_positions,
+        attention_score="scaled_dot" if c.scale_attn_weights else "dot",
+        position_encoding="learned",
+        norm_position="pre",
+        norm_type="layernorm",
+        scale_embeddings=False,
+        final_norm=True,
+        layer_norm_eps=c.layer_norm_epsilon,
+        hidden_dropout_prob=c.resid_pdrop,
+        attention_dropout=c.attn_pdrop,
+        initializer_range=c.initializer_range,
         tie_word_embeddings=_tied(w, "lm_head.weight", "transformer.wte.weight", c.tie_word_embeddings),
         **_token_ids(c),
     )
@@ -157,9 +167,12 @@ def _gpt2(model: GPT2LMHeadModel, w: _Weights):
     for i in range(c.n_layer):
         src, dst = f"transformer.h.{i}", f"model.decoder.layers.{i}"
         # GPT-2's Conv1D stores (in, out): transpose to nn.Linear's (out, in); c_attn packs q, k and v.
-        for name, weight, bias in zip(("q_proj", "k_proj", "v_proj"),
-                                      w.get(f"{src}.attn.c_attn.weight").t().chunk(3, dim=0),
-                                      w.get(f"{src}.attn.c_attn.bias").chunk(3), strict=True):
+        for name, weight, bias in zip(
+            ("q_proj", "k_proj", "v_proj"),
+            w.get(f"{src}.attn.c_attn.weight").t().chunk(3, dim=0),
+            w.get(f"{src}.attn.c_attn.bias").chunk(3),
+            strict=True,
+        ):
             w.out[f"{dst}.self_attn.{name}.weight"], w.out[f"{dst}.self_attn.{name}.bias"] = weight, bias
         for ours, theirs in (("self_attn.o_proj", "attn.c_proj"), ("mlp.fc1", "mlp.c_fc"), ("mlp.fc2", "mlp.c_proj")):
             w.out[f"{dst}.{ours}.weight"] = w.get(f"{src}.{theirs}.weight").t()
@@ -180,14 +193,27 @@ def _llama(model: LlamaForCausalLM, w: _Weights):
     if rope.get("partial_rotary_factor", 1.0) != 1.0:
         raise _unsupported(f"Llama partial_rotary_factor={rope['partial_rotary_factor']}")
     config = HFAttentionDecoderConfig(
-        vocab_size=c.vocab_size, hidden_size=c.hidden_size, num_hidden_layers=c.num_hidden_layers,
-        num_attention_heads=c.num_attention_heads, num_key_value_heads=c.num_key_value_heads, head_dim=c.head_dim,
-        intermediate_size=c.intermediate_size, hidden_act=_activation(c.hidden_act, "hidden_act", gated=True),
-        max_position_embeddings=c.max_position_embeddings, position_encoding="rotary",
-        rope_theta=rope.get("rope_theta", getattr(c, "rope_theta", 10000.0)), norm_position="pre",
-        norm_type="rmsnorm", scale_embeddings=False, final_norm=True, attention_bias=c.attention_bias,
-        mlp_bias=c.mlp_bias, layer_norm_eps=c.rms_norm_eps, hidden_dropout_prob=0.0,
-        attention_dropout=c.attention_dropout, initializer_range=c.initializer_range,
+        vocab_size=c.vocab_size,
+        hidden_size=c.hidden_size,
+        num_hidden_layers=c.num_hidden_layers,
+        num_attention_heads=c.num_attention_heads,
+        num_key_value_heads=c.num_key_value_heads,
+        head_dim=c.head_dim,
+        intermediate_size=c.intermediate_size,
+        hidden_act=_activation(c.hidden_act, "hidden_act", gated=True),
+        max_position_embeddings=c.max_position_embeddings,
+        position_encoding="rotary",
+        rope_theta=rope.get("rope_theta", getattr(c, "rope_theta", 10000.0)),
+        norm_position="pre",
+        norm_type="rmsnorm",
+        scale_embeddings=False,
+        final_norm=True,
+        attention_bias=c.attention_bias,
+        mlp_bias=c.mlp_bias,
+        layer_norm_eps=c.rms_norm_eps,
+        hidden_dropout_prob=0.0,
+        attention_dropout=c.attention_dropout,
+        initializer_range=c.initializer_range,
         tie_word_embeddings=_tied(w, "lm_head.weight", "model.embed_tokens.weight", c.tie_word_embeddings),
         **_token_ids(c),
     )
@@ -218,14 +244,27 @@ def _bert(model: BertModel | BertForMaskedLM, w: _Weights):
     prefix = "bert." if masked_lm else ""
     word_embeddings = f"{prefix}embeddings.word_embeddings.weight"
     config = HFAttentionEncoderConfig(
-        vocab_size=c.vocab_size, hidden_size=c.hidden_size, num_hidden_layers=c.num_hidden_layers,
-        num_attention_heads=c.num_attention_heads, intermediate_size=c.intermediate_size,
-        hidden_act=_activation(c.hidden_act, "hidden_act"), max_position_embeddings=c.max_position_embeddings,
-        position_encoding="learned", norm_position="post", norm_type="layernorm", scale_embeddings=False,
-        embedding_norm=True, final_norm=False, type_vocab_size=c.type_vocab_size, layer_norm_eps=c.layer_norm_eps,
-        hidden_dropout_prob=c.hidden_dropout_prob, attention_dropout=c.attention_probs_dropout_prob,
-        initializer_range=c.initializer_range, classifier_dropout=c.classifier_dropout,
-        lm_head_transform=masked_lm, lm_head_bias=masked_lm,
+        vocab_size=c.vocab_size,
+        hidden_size=c.hidden_size,
+        num_hidden_layers=c.num_hidden_layers,
+        num_attention_heads=c.num_attention_heads,
+        intermediate_size=c.intermediate_size,
+        hidden_act=_activation(c.hidden_act, "hidden_act"),
+        max_position_embeddings=c.max_position_embeddings,
+        position_encoding="learned",
+        norm_position="post",
+        norm_type="layernorm",
+        scale_embeddings=False,
+        embedding_norm=True,
+        final_norm=False,
+        type_vocab_size=c.type_vocab_size,
+        layer_norm_eps=c.layer_norm_eps,
+        hidden_dropout_prob=c.hidden_dropout_prob,
+        attention_dropout=c.attention_probs_dropout_prob,
+        initializer_range=c.initializer_range,
+        classifier_dropout=c.classifier_dropout,
+        lm_head_transform=masked_lm,
+        lm_head_bias=masked_lm,
         tie_word_embeddings=_tied(w, "cls.predictions.decoder.weight", word_embeddings, c.tie_word_embeddings),
         **_token_ids(c),
     )
@@ -287,16 +326,28 @@ def _bart_like_config(c, w: _Weights, **knobs) -> HFAttentionSeq2SeqConfig:
             raise _unsupported(f"{type(c).__name__} with {option}=True")
     # encoder/decoder_layerdrop skip layers only in training; inference is the same network.
     return HFAttentionSeq2SeqConfig(
-        vocab_size=c.vocab_size, hidden_size=c.d_model, encoder_layers=c.encoder_layers,
-        decoder_layers=c.decoder_layers, num_attention_heads=c.encoder_attention_heads,
-        intermediate_size=c.encoder_ffn_dim, hidden_act=_activation(c.activation_function, "activation_function"),
-        max_position_embeddings=c.max_position_embeddings, norm_position="post", norm_type="layernorm",
-        final_norm=False, scale_embeddings=bool(c.scale_embedding), layer_norm_eps=1e-5,
-        hidden_dropout_prob=c.dropout, attention_dropout=c.attention_dropout,
-        activation_dropout=c.activation_dropout, initializer_range=c.init_std, lm_head_bias=True,
+        vocab_size=c.vocab_size,
+        hidden_size=c.d_model,
+        encoder_layers=c.encoder_layers,
+        decoder_layers=c.decoder_layers,
+        num_attention_heads=c.encoder_attention_heads,
+        intermediate_size=c.encoder_ffn_dim,
+        hidden_act=_activation(c.activation_function, "activation_function"),
+        max_position_embeddings=c.max_position_embeddings,
+        norm_position="post",
+        norm_type="layernorm",
+        final_norm=False,
+        scale_embeddings=bool(c.scale_embedding),
+        layer_norm_eps=1e-5,
+        hidden_dropout_prob=c.dropout,
+        attention_dropout=c.attention_dropout,
+        activation_dropout=c.activation_dropout,
+        initializer_range=c.init_std,
+        lm_head_bias=True,
         freeze_lm_head_bias=True,  # HF keeps final_logits_bias as a buffer: used, never trained
         tie_word_embeddings=_tied(w, "lm_head.weight", "model.shared.weight", c.tie_word_embeddings),
-        **_token_ids(c, decoder_start_token_id=c.decoder_start_token_id), **knobs,
+        **_token_ids(c, decoder_start_token_id=c.decoder_start_token_id),
+        **knobs,
     )
 
 
@@ -339,25 +390,47 @@ def _t5(model: T5ForConditionalGeneration, w: _Weights):
     activation = _activation(c.dense_act_fn, "feed_forward_proj", gated=c.is_gated_act)
     tied = _tied(w, "lm_head.weight", "shared.weight", c.tie_word_embeddings)
     config = HFAttentionSeq2SeqConfig(
-        vocab_size=c.vocab_size, hidden_size=c.d_model, encoder_layers=c.num_layers,
-        decoder_layers=c.num_decoder_layers, num_attention_heads=c.num_heads, head_dim=c.d_kv,
-        intermediate_size=c.d_ff, hidden_act=activation, attention_score="dot", position_encoding="relative",
+        vocab_size=c.vocab_size,
+        hidden_size=c.d_model,
+        encoder_layers=c.num_layers,
+        decoder_layers=c.num_decoder_layers,
+        num_attention_heads=c.num_heads,
+        head_dim=c.d_kv,
+        intermediate_size=c.d_ff,
+        hidden_act=activation,
+        attention_score="dot",
+        position_encoding="relative",
         relative_attention_num_buckets=c.relative_attention_num_buckets,
-        relative_attention_max_distance=c.relative_attention_max_distance, norm_position="pre",
-        norm_type="rmsnorm", final_norm=True, scale_embeddings=False, attention_bias=False, mlp_bias=False,
-        layer_norm_eps=c.layer_norm_epsilon, hidden_dropout_prob=c.dropout_rate, attention_dropout=c.dropout_rate,
-        activation_dropout=c.dropout_rate, initializer_range=c.initializer_factor,
+        relative_attention_max_distance=c.relative_attention_max_distance,
+        norm_position="pre",
+        norm_type="rmsnorm",
+        final_norm=True,
+        scale_embeddings=False,
+        attention_bias=False,
+        mlp_bias=False,
+        layer_norm_eps=c.layer_norm_epsilon,
+        hidden_dropout_prob=c.dropout_rate,
+        attention_dropout=c.dropout_rate,
+        activation_dropout=c.dropout_rate,
+        initializer_range=c.initializer_factor,
         # Original T5 rescales the decoder output by d_model**-0.5 before its tied head; v1.1 does not.
         scale_lm_head_input=bool(getattr(c, "scale_decoder_outputs", c.tie_word_embeddings)),
-        tie_word_embeddings=tied, **_token_ids(c, decoder_start_token_id=getattr(c, "decoder_start_token_id", None)),
+        tie_word_embeddings=tied,
+        **_token_ids(c, decoder_start_token_id=getattr(c, "decoder_start_token_id", None)),
     )
     w.copy("model.shared", "shared")
-    mlp = (("gate_proj", "wi_0"), ("up_proj", "wi_1"), ("down_proj", "wo")) if c.is_gated_act else (
-        ("fc1", "wi"), ("fc2", "wo"))
+    mlp = (
+        (("gate_proj", "wi_0"), ("up_proj", "wi_1"), ("down_proj", "wo"))
+        if c.is_gated_act
+        else (("fc1", "wi"), ("fc2", "wo"))
+    )
     for stack, num_layers in (("encoder", c.num_layers), ("decoder", c.num_decoder_layers)):
         # One relative-bias table per stack, stored in the first block and shared by all layers.
-        w.copy(f"model.{stack}.position.relative_attention_bias",
-               f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias", names=("weight",))
+        w.copy(
+            f"model.{stack}.position.relative_attention_bias",
+            f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias",
+            names=("weight",),
+        )
         blocks = [("self_attn", "SelfAttention")] + ([("cross_attn", "EncDecAttention")] if stack == "decoder" else [])
         for i in range(num_layers):
             s, d = f"{stack}.block.{i}", f"model.{stack}.layers.{i}"
@@ -506,22 +579,30 @@ def _check_destination(source: str, destination: str | os.PathLike, *, overwrite
     if os.path.isdir(source):
         origin = Path(source).resolve()
         if target == origin or (target.exists() and os.path.samefile(target, origin)):
-            raise ValueError(f"destination {name} is the source checkpoint; converting in place would overwrite it. "
-                             "Pass another folder.")
+            raise ValueError(
+                f"destination {name} is the source checkpoint; converting in place would overwrite it. "
+                "Pass another folder."
+            )
         if target.is_relative_to(origin):
             raise ValueError(f"destination {name} is inside the source checkpoint {source}; pass a folder outside it.")
         if origin.is_relative_to(target):
-            raise ValueError(f"destination {name} holds the source checkpoint {source}; writing there would replace "
-                             "it. Pass another folder.")
+            raise ValueError(
+                f"destination {name} holds the source checkpoint {source}; writing there would replace "
+                "it. Pass another folder."
+            )
     if target.exists() and not target.is_dir():
         raise ValueError(f"destination {name} is a file, not a folder; pass a new or empty folder.")
     if target.is_dir() and any(target.iterdir()):
         if not overwrite:
-            raise ValueError(f"destination {name} is a non-empty folder; pass a new or empty folder, or --overwrite "
-                             "(overwrite=True) to replace the checkpoint there.")
+            raise ValueError(
+                f"destination {name} is a non-empty folder; pass a new or empty folder, or --overwrite "
+                "(overwrite=True) to replace the checkpoint there."
+            )
         if not (target / "config.json").is_file():
-            raise ValueError(f"destination {name} is a non-empty folder without config.json, not a checkpoint; "
-                             "--overwrite (overwrite=True) only replaces a checkpoint folder. Pass another folder.")
+            raise ValueError(
+                f"destination {name} is a non-empty folder without config.json, not a checkpoint; "
+                "--overwrite (overwrite=True) only replaces a checkpoint folder. Pass another folder."
+            )
     existing = next(parent for parent in (target, *target.parents) if parent.exists())
     if not existing.is_dir():
         raise ValueError(f"destination {name}: {existing} is a file, so no folder can be created there.")
@@ -564,9 +645,12 @@ def add_convert_command(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("source", help="local checkpoint folder, or a Hub id when the network is available")
     parser.add_argument("destination", help="new or empty folder to write the hf_attention checkpoint to")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace the checkpoint folder DESTINATION if it exists (never the source); the new "
-                        "checkpoint is written beside it and swapped in when complete")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the checkpoint folder DESTINATION if it exists (never the source); the new "
+        "checkpoint is written beside it and swapped in when complete",
+    )
     parser.set_defaults(run=_run_convert)
 
 

@@ -38,8 +38,7 @@ def _stackable(attention: MultiHeadAttention) -> bool:
         return False
     weights = [p.weight for p in projections]
     biases = [p.bias for p in projections]
-    if any(type(w.data) is not torch.Tensor or w.device.type != "cpu" or w.dtype != weights[0].dtype
-           for w in weights):
+    if any(type(w.data) is not torch.Tensor or w.device.type != "cpu" or w.dtype != weights[0].dtype for w in weights):
         return False
     if (biases[0] is None) != (biases[1] is None) or (biases[0] is None) != (biases[2] is None):
         return False

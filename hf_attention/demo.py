@@ -13,8 +13,13 @@ from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelFo
 
 from .configuration_hf_attention import HFAttentionDecoderConfig, HFAttentionEncoderConfig, HFAttentionSeq2SeqConfig
 
-SMALL = {"vocab_size": 1000, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128,
-         "hidden_dropout_prob": 0.0}
+SMALL = {
+    "vocab_size": 1000,
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "intermediate_size": 128,
+    "hidden_dropout_prob": 0.0,
+}
 
 
 def _round_trip(model, auto_class, folder: Path, inputs: dict) -> tuple[object, float]:
@@ -33,25 +38,37 @@ def run_demo(output_dir: Path | None = None) -> dict[str, float]:
     prompt = torch.tensor([[1, 17, 256, 42, 7], [1, 99, 3, 512, 64]])
     differences = {}
 
-    decoder = AutoModelForCausalLM.from_config(HFAttentionDecoderConfig(
-        num_hidden_layers=2, position_encoding="rotary", norm_position="pre", norm_type="rmsnorm",
-        hidden_act="swiglu", num_key_value_heads=2, **SMALL))
-    decoder, differences["decoder"] = _round_trip(decoder, AutoModelForCausalLM, root / "decoder",
-                                                  {"input_ids": prompt})
+    decoder = AutoModelForCausalLM.from_config(
+        HFAttentionDecoderConfig(
+            num_hidden_layers=2,
+            position_encoding="rotary",
+            norm_position="pre",
+            norm_type="rmsnorm",
+            hidden_act="swiglu",
+            num_key_value_heads=2,
+            **SMALL,
+        )
+    )
+    decoder, differences["decoder"] = _round_trip(
+        decoder, AutoModelForCausalLM, root / "decoder", {"input_ids": prompt}
+    )
     tokens = decoder.generate(prompt, max_new_tokens=8, do_sample=False, eos_token_id=None)
     print(f"decoder  ({type(decoder).__name__}, rotary, GQA): greedy continuation {tokens[0, 5:].tolist()}")
 
     encoder = AutoModelForMaskedLM.from_config(HFAttentionEncoderConfig(num_hidden_layers=2, **SMALL))
-    encoder, differences["encoder"] = _round_trip(encoder, AutoModelForMaskedLM, root / "encoder",
-                                                  {"input_ids": prompt})
+    encoder, differences["encoder"] = _round_trip(
+        encoder, AutoModelForMaskedLM, root / "encoder", {"input_ids": prompt}
+    )
     with torch.no_grad():
         guess = encoder(prompt).logits[0, 2].argmax().item()
     print(f"encoder  ({type(encoder).__name__}, sinusoidal, post-norm): prediction at position 2 is token {guess}")
 
-    seq2seq = AutoModelForSeq2SeqLM.from_config(HFAttentionSeq2SeqConfig(
-        encoder_layers=2, decoder_layers=2, position_encoding="sinusoidal", **SMALL))
-    seq2seq, differences["seq2seq"] = _round_trip(seq2seq, AutoModelForSeq2SeqLM, root / "seq2seq",
-                                                  {"input_ids": prompt, "decoder_input_ids": prompt[:, :3]})
+    seq2seq = AutoModelForSeq2SeqLM.from_config(
+        HFAttentionSeq2SeqConfig(encoder_layers=2, decoder_layers=2, position_encoding="sinusoidal", **SMALL)
+    )
+    seq2seq, differences["seq2seq"] = _round_trip(
+        seq2seq, AutoModelForSeq2SeqLM, root / "seq2seq", {"input_ids": prompt, "decoder_input_ids": prompt[:, :3]}
+    )
     tokens = seq2seq.generate(prompt, max_new_tokens=8, num_beams=4, eos_token_id=None)
     print(f"seq2seq  ({type(seq2seq).__name__}, 2017 Transformer): beam-search output {tokens[0].tolist()}")
 

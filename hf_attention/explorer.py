@@ -56,8 +56,11 @@ DEFAULT_FILE_NAME = "attention.html"  # inside a folder given as the output path
 MAX_PAGE_WEIGHTS = 3_000_000
 DECIMALS = 6
 TITLES = {"self": "self-attention", "decoder": "decoder self-attention", "cross": "cross-attention"}
-SEQ2SEQ_TITLES = {"self": "encoder self-attention", "decoder": "decoder self-attention",
-                  "cross": "cross-attention (decoder → encoder)"}
+SEQ2SEQ_TITLES = {
+    "self": "encoder self-attention",
+    "decoder": "decoder self-attention",
+    "cross": "cross-attention (decoder → encoder)",
+}
 
 
 @dataclass
@@ -141,11 +144,15 @@ def explore(
     if kind not in KINDS:
         raise ValueError(f"kind={kind!r} is not supported; allowed values are {', '.join(map(repr, KINDS))}.")
     if kind not in kinds:
-        raise ValueError(f"kind={kind!r} needs an encoder-decoder model; {type(model).__name__} has only "
-                         "self-attention, use kind='self'.")
+        raise ValueError(
+            f"kind={kind!r} needs an encoder-decoder model; {type(model).__name__} has only "
+            "self-attention, use kind='self'."
+        )
     if target is not None and not is_seq2seq:
-        raise ValueError(f"target={target!r}: {type(model).__name__} is not an encoder-decoder model, so it has no "
-                         "target side; leave the target out (the text is all it reads).")
+        raise ValueError(
+            f"target={target!r}: {type(model).__name__} is not an encoder-decoder model, so it has no "
+            "target side; leave the target out (the text is all it reads)."
+        )
     if target is not None and (not isinstance(target, str) or not target.strip()):
         raise ValueError("The target text is empty: pass a target with tokens, or None to generate one.")
     if not (head is None or head == "mean" or (isinstance(head, int) and not isinstance(head, bool))):
@@ -166,7 +173,8 @@ def explore(
                 f"max_new_tokens={max_new_tokens} could generate a target longer than max_tokens={max_tokens} per "
                 "axis; lower max_new_tokens, pass truncate=True, or pass the target.",
                 f"--max-new-tokens {max_new_tokens} could generate a target longer than the cap of {max_tokens} "
-                "tokens per axis (--max-tokens); lower --max-new-tokens, pass --truncate, or pass --target.")
+                "tokens per axis (--max-tokens); lower --max-new-tokens, pass --truncate, or pass --target.",
+            )
         max_new_tokens = max_tokens
     positions = _position_limit(config)
     longest = max_tokens if positions is None else min(max_tokens, positions)  # what truncation keeps
@@ -196,15 +204,24 @@ def explore(
 
     with torch.no_grad():
         outputs = _forward_with_attentions(model, inputs)
-    names = {"self": "encoder_attentions" if is_seq2seq else "attentions", "decoder": "decoder_attentions",
-             "cross": "cross_attentions"}
+    names = {
+        "self": "encoder_attentions" if is_seq2seq else "attentions",
+        "decoder": "decoder_attentions",
+        "cross": "cross_attentions",
+    }
     weights = {k: torch.stack([w[0] for w in getattr(outputs, names[k])]).float().cpu().numpy() for k in kinds}
     total = sum(w.size for w in weights.values())
     if total > MAX_PAGE_WEIGHTS:
-        raise ValueError(f"The page would hold {total:,} attention weights, more than {MAX_PAGE_WEIGHTS:,}; "
-                         "pass a shorter text (or target), or a lower max_tokens with truncate.")
-    layer_index = _check_index("layer", -1 if layer is None else layer, weights[kind].shape[0],
-                               f"{(SEQ2SEQ_TITLES if is_seq2seq else TITLES)[kind]} layers")
+        raise ValueError(
+            f"The page would hold {total:,} attention weights, more than {MAX_PAGE_WEIGHTS:,}; "
+            "pass a shorter text (or target), or a lower max_tokens with truncate."
+        )
+    layer_index = _check_index(
+        "layer",
+        -1 if layer is None else layer,
+        weights[kind].shape[0],
+        f"{(SEQ2SEQ_TITLES if is_seq2seq else TITLES)[kind]} layers",
+    )
     if isinstance(head, int):
         head = _check_index("head", head, weights[kind].shape[1], "heads per layer")
 
@@ -218,10 +235,19 @@ def explore(
         keys.update(decoder=decoder_labels, cross=source_labels)
         outputs_after = {"decoder": written, "cross": written}
     page = _render(
-        weights, queries, keys, outputs_after, kind=kind, layer=layer_index, head=head, is_seq2seq=is_seq2seq,
-        title=title or type(model).__name__, text=text,
-        target=target if target is not None else (tokenizer.decode(sequence[1:], skip_special_tokens=True)
-                                                  if is_seq2seq else None),
+        weights,
+        queries,
+        keys,
+        outputs_after,
+        kind=kind,
+        layer=layer_index,
+        head=head,
+        is_seq2seq=is_seq2seq,
+        title=title or type(model).__name__,
+        text=text,
+        target=target
+        if target is not None
+        else (tokenizer.decode(sequence[1:], skip_special_tokens=True) if is_seq2seq else None),
         generated=is_seq2seq and target is None,
     )
     if path is not None:
@@ -242,8 +268,11 @@ def output_path(path: str | os.PathLike) -> Path:
 def _num_layers(config, kind: str) -> int | None:
     """Layers of `kind` when the config names them (hf-attention's and most HF configs do)."""
     if getattr(config, "is_encoder_decoder", False):
-        names = ("encoder_layers", "num_layers") if kind == "self" else ("decoder_layers", "num_decoder_layers",
-                                                                          "num_layers")
+        names = (
+            ("encoder_layers", "num_layers")
+            if kind == "self"
+            else ("decoder_layers", "num_decoder_layers", "num_layers")
+        )
     else:
         names = ("num_hidden_layers",)
     for name in names:
@@ -264,9 +293,11 @@ def _position_limit(config) -> int | None:
 
 def _check_positions(what: str, length: int, limit: int | None) -> None:
     if limit is not None and length > limit:
-        raise ValueError(f"The {what} is {length} tokens, more than the model's {limit} positions "
-                         f"(max_position_embeddings={limit}); shorten it (or pass truncate=True / --truncate with "
-                         f"max_tokens / --max-tokens {limit} or less).")
+        raise ValueError(
+            f"The {what} is {length} tokens, more than the model's {limit} positions "
+            f"(max_position_embeddings={limit}); shorten it (or pass truncate=True / --truncate with "
+            f"max_tokens / --max-tokens {limit} or less)."
+        )
 
 
 def _check_page_size(config, source: int, target: int, is_seq2seq: bool, heads: int) -> None:
@@ -277,16 +308,31 @@ def _check_page_size(config, source: int, target: int, is_seq2seq: bool, heads: 
     else:
         total = heads * _num_layers(config, "self") * source * source
     if total > MAX_PAGE_WEIGHTS:
-        raise ValueError(f"The page would hold {total:,} attention weights, more than {MAX_PAGE_WEIGHTS:,}; "
-                         "pass a shorter text (or target), or a lower max_tokens with truncate.")
+        raise ValueError(
+            f"The page would hold {total:,} attention weights, more than {MAX_PAGE_WEIGHTS:,}; "
+            "pass a shorter text (or target), or a lower max_tokens with truncate."
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------------------
 # The page
 
 
-def _render(weights: dict[str, np.ndarray], queries: dict, keys: dict, outputs_after: dict, *, kind: str, layer: int,
-            head: int | str, is_seq2seq: bool, title: str, text: str, target: str | None, generated: bool) -> str:
+def _render(
+    weights: dict[str, np.ndarray],
+    queries: dict,
+    keys: dict,
+    outputs_after: dict,
+    *,
+    kind: str,
+    layer: int,
+    head: int | str,
+    is_seq2seq: bool,
+    title: str,
+    text: str,
+    target: str | None,
+    generated: bool,
+) -> str:
     titles = SEQ2SEQ_TITLES if is_seq2seq else TITLES
     order = [k for k in ("cross", "decoder", "self") if k in weights] if is_seq2seq else ["self"]
     data = {
@@ -299,8 +345,9 @@ def _render(weights: dict[str, np.ndarray], queries: dict, keys: dict, outputs_a
             k: {
                 "title": titles[k],
                 "rows": "target tokens (decoder inputs)" if k != "self" and is_seq2seq else "tokens (queries)",
-                "columns": "source tokens (keys)" if k == "cross" else (
-                    "target tokens (keys)" if k == "decoder" else "tokens (keys)"),
+                "columns": "source tokens (keys)"
+                if k == "cross"
+                else ("target tokens (keys)" if k == "decoder" else "tokens (keys)"),
                 "queries": queries[k],
                 "keys": keys[k],
                 "writes": outputs_after.get(k),
@@ -312,8 +359,7 @@ def _render(weights: dict[str, np.ndarray], queries: dict, keys: dict, outputs_a
     }
     # "<" escaped so that no token can close the <script> element; the JSON is otherwise unchanged.
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
-    return (_TEMPLATE.replace("__TITLE__", html.escape(f"Attention explorer: {title}"))
-            .replace("__DATA__", payload))
+    return _TEMPLATE.replace("__TITLE__", html.escape(f"Attention explorer: {title}")).replace("__DATA__", payload)
 
 
 _TEMPLATE = """<!DOCTYPE html>
@@ -559,26 +605,43 @@ section.panel { background: #fff; border: 1px solid #ddd; border-radius: 6px; pa
 def add_explore_command(subparsers: argparse._SubParsersAction) -> None:
     """Register `hf-attention explore --model DIR --text "..." --out attention.html`."""
     parser = subparsers.add_parser(
-        "explore", help="write an interactive HTML page with every layer and head of a checkpoint's attention",
+        "explore",
+        help="write an interactive HTML page with every layer and head of a checkpoint's attention",
         description="Write one self-contained HTML page (no network needed) with the attention weights of every "
-                    "layer and head of a saved model for one text: a layer × head grid, a large view with token "
-                    "labels, hover highlighting and the average over heads.",
+        "layer and head of a saved model for one text: a layer × head grid, a large view with token "
+        "labels, hover highlighting and the average over heads.",
     )
     parser.add_argument("--model", required=True, help="checkpoint folder (model, config and tokenizer)")
     parser.add_argument("--text", required=True, help="input text (the source for an encoder-decoder model)")
-    parser.add_argument("--target", default=None,
-                        help="target text of an encoder-decoder model (default: generated greedily)")
-    parser.add_argument("--out", default=DEFAULT_FILE_NAME,
-                        help=f"HTML file to write, or a folder to write {DEFAULT_FILE_NAME} in (default: %(default)s)")
-    parser.add_argument("--kind", choices=KINDS, default=None,
-                        help="attention the page opens on (default: cross for encoder-decoder models, else self)")
+    parser.add_argument(
+        "--target", default=None, help="target text of an encoder-decoder model (default: generated greedily)"
+    )
+    parser.add_argument(
+        "--out",
+        default=DEFAULT_FILE_NAME,
+        help=f"HTML file to write, or a folder to write {DEFAULT_FILE_NAME} in (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--kind",
+        choices=KINDS,
+        default=None,
+        help="attention the page opens on (default: cross for encoder-decoder models, else self)",
+    )
     parser.add_argument("--layer", type=int, default=None, help="layer the page opens on (default: the last)")
-    parser.add_argument("--head", type=_head, default="mean",
-                        help="head the page opens on: an index, or 'mean' for the average (default: %(default)s)")
+    parser.add_argument(
+        "--head",
+        type=_head,
+        default="mean",
+        help="head the page opens on: an index, or 'mean' for the average (default: %(default)s)",
+    )
     parser.add_argument("--max-new-tokens", type=_positive_int(), default=20, help="length of a generated target")
-    parser.add_argument("--max-tokens", type=_positive_int(MAX_TOKENS_LIMIT), default=MAX_TOKENS,
-                        help=f"most tokens per axis, up to {MAX_TOKENS_LIMIT}; a longer text is refused unless "
-                        "--truncate (default: %(default)s)")
+    parser.add_argument(
+        "--max-tokens",
+        type=_positive_int(MAX_TOKENS_LIMIT),
+        default=MAX_TOKENS,
+        help=f"most tokens per axis, up to {MAX_TOKENS_LIMIT}; a longer text is refused unless "
+        "--truncate (default: %(default)s)",
+    )
     parser.add_argument("--truncate", action="store_true", help="use the first --max-tokens tokens of a longer text")
     parser.add_argument("--trust-remote-code", action="store_true", help="load code shipped with the checkpoint")
     parser.set_defaults(run=_run_explore)
@@ -597,15 +660,30 @@ def _run_explore(args: argparse.Namespace) -> int:
     folder = check_checkpoint(args.model, argument="--model", tokenizer=True)
     model, tokenizer = load_model_and_tokenizer(folder, trust_remote_code=args.trust_remote_code)
     if args.target is not None and not getattr(model.config, "is_encoder_decoder", False):
-        raise ValueError(f"--target: {folder} holds a {type(model).__name__}, not an encoder-decoder model, so there "
-                         "is no target side; leave --target out.")
+        raise ValueError(
+            f"--target: {folder} holds a {type(model).__name__}, not an encoder-decoder model, so there "
+            "is no target side; leave --target out."
+        )
     try:
-        page = explore(model, tokenizer, args.text, target=args.target, kind=args.kind, layer=args.layer,
-                       head=args.head, path=out, max_new_tokens=args.max_new_tokens, max_tokens=args.max_tokens,
-                       truncate=args.truncate, title=str(args.model))
+        page = explore(
+            model,
+            tokenizer,
+            args.text,
+            target=args.target,
+            kind=args.kind,
+            layer=args.layer,
+            head=args.head,
+            path=out,
+            max_new_tokens=args.max_new_tokens,
+            max_tokens=args.max_tokens,
+            truncate=args.truncate,
+            title=str(args.model),
+        )
     except HeatmapTooLarge as error:
         raise ValueError(error.cli_message) from None
-    shapes = ", ".join(f"{kind} {w.shape[0]} layers × {w.shape[1]} heads × {w.shape[2]} × {w.shape[3]}"
-                       for kind, w in page.weights.items())
+    shapes = ", ".join(
+        f"{kind} {w.shape[0]} layers × {w.shape[1]} heads × {w.shape[2]} × {w.shape[3]}"
+        for kind, w in page.weights.items()
+    )
     print(f"wrote {page.path}: {shapes}")
     return 0

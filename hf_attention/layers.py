@@ -64,8 +64,12 @@ class RMSNorm(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """(…, E) → (…, E)."""
         fp32 = x.dtype == self.weight.dtype == torch.float32
-        if fp32 and torch.is_grad_enabled() and not torch.compiler.is_compiling() and (
-                x.requires_grad or self.weight.requires_grad):
+        if (
+            fp32
+            and torch.is_grad_enabled()
+            and not torch.compiler.is_compiling()
+            and (x.requires_grad or self.weight.requires_grad)
+        ):
             return _RMSNormFunction.apply(x, self.weight, self.eps)
         # torch's fused kernel computes exactly x·rsqrt(mean(x²) + ε) (bit-identical to the three-op form here).
         normed = nn.functional.rms_norm(x.float(), (x.shape[-1],), eps=self.eps)
@@ -107,8 +111,9 @@ class FeedForward(nn.Module):
         dropout: Dropout after the activation.
     """
 
-    def __init__(self, *, hidden_size: int, intermediate_size: int, activation: str, bias: bool = True,
-                 dropout: float = 0.0):
+    def __init__(
+        self, *, hidden_size: int, intermediate_size: int, activation: str, bias: bool = True, dropout: float = 0.0
+    ):
         super().__init__()
         self.fc1 = nn.Linear(hidden_size, intermediate_size, bias=bias)
         self.act = activation_function(activation)
@@ -131,8 +136,9 @@ class GatedFeedForward(nn.Module):
         dropout: Dropout on the gated product.
     """
 
-    def __init__(self, *, hidden_size: int, intermediate_size: int, activation: str, bias: bool = False,
-                 dropout: float = 0.0):
+    def __init__(
+        self, *, hidden_size: int, intermediate_size: int, activation: str, bias: bool = False, dropout: float = 0.0
+    ):
         super().__init__()
         self.gate_proj = nn.Linear(hidden_size, intermediate_size, bias=bias)
         self.up_proj = nn.Linear(hidden_size, intermediate_size, bias=bias)
@@ -163,14 +169,21 @@ class GatedFeedForward(nn.Module):
 GATED_ACTIVATIONS = {"swiglu": "silu", "geglu": "gelu", "geglu_new": "gelu_new"}
 
 
-def make_feed_forward(hidden_act: str, *, hidden_size: int, intermediate_size: int, bias: bool,
-                      dropout: float) -> nn.Module:
+def make_feed_forward(
+    hidden_act: str, *, hidden_size: int, intermediate_size: int, bias: bool, dropout: float
+) -> nn.Module:
     """FeedForward, or GatedFeedForward for "swiglu"/"geglu"."""
     if hidden_act in GATED_ACTIVATIONS:
-        return GatedFeedForward(hidden_size=hidden_size, intermediate_size=intermediate_size,
-                                activation=GATED_ACTIVATIONS[hidden_act], bias=bias, dropout=dropout)
-    return FeedForward(hidden_size=hidden_size, intermediate_size=intermediate_size, activation=hidden_act,
-                       bias=bias, dropout=dropout)
+        return GatedFeedForward(
+            hidden_size=hidden_size,
+            intermediate_size=intermediate_size,
+            activation=GATED_ACTIVATIONS[hidden_act],
+            bias=bias,
+            dropout=dropout,
+        )
+    return FeedForward(
+        hidden_size=hidden_size, intermediate_size=intermediate_size, activation=hidden_act, bias=bias, dropout=dropout
+    )
 
 
 class HeadTransform(nn.Module):
@@ -205,8 +218,16 @@ class EncoderLayer(GradientCheckpointingLayer):
         dropout: Residual dropout on each sublayer output.
     """
 
-    def __init__(self, *, self_attn: MultiHeadAttention, mlp: nn.Module, self_attn_norm: nn.Module,
-                 mlp_norm: nn.Module, norm_position: str, dropout: float = 0.0):
+    def __init__(
+        self,
+        *,
+        self_attn: MultiHeadAttention,
+        mlp: nn.Module,
+        self_attn_norm: nn.Module,
+        mlp_norm: nn.Module,
+        norm_position: str,
+        dropout: float = 0.0,
+    ):
         super().__init__()
         self.self_attn = self_attn
         self.self_attn_norm = self_attn_norm
@@ -241,9 +262,13 @@ class EncoderLayer(GradientCheckpointingLayer):
             hidden_states,
             self.self_attn_norm,
             lambda x: self.self_attn(
-                x, attention_mask=attention_mask, position_embeddings=position_embeddings,
-                position_bias=position_bias, past_key_values=past_key_values,
-                attention_function=attention_function, **kwargs,
+                x,
+                attention_mask=attention_mask,
+                position_embeddings=position_embeddings,
+                position_bias=position_bias,
+                past_key_values=past_key_values,
+                attention_function=attention_function,
+                **kwargs,
             ),
         )
         return self.feed_forward(hidden_states), weights
@@ -258,8 +283,9 @@ class DecoderLayer(EncoderLayer):
         **kwargs: As `EncoderLayer`.
     """
 
-    def __init__(self, *, cross_attn: MultiHeadAttention | None = None, cross_attn_norm: nn.Module | None = None,
-                 **kwargs):
+    def __init__(
+        self, *, cross_attn: MultiHeadAttention | None = None, cross_attn_norm: nn.Module | None = None, **kwargs
+    ):
         super().__init__(**kwargs)
         self.cross_attn = cross_attn
         self.cross_attn_norm = cross_attn_norm
@@ -282,9 +308,13 @@ class DecoderLayer(EncoderLayer):
             hidden_states,
             self.self_attn_norm,
             lambda x: self.self_attn(
-                x, attention_mask=attention_mask, position_embeddings=position_embeddings,
-                position_bias=position_bias, past_key_values=past_key_values,
-                attention_function=attention_function, **kwargs,
+                x,
+                attention_mask=attention_mask,
+                position_embeddings=position_embeddings,
+                position_bias=position_bias,
+                past_key_values=past_key_values,
+                attention_function=attention_function,
+                **kwargs,
             ),
         )
         cross_weights = None
@@ -293,8 +323,12 @@ class DecoderLayer(EncoderLayer):
                 hidden_states,
                 self.cross_attn_norm,
                 lambda x: self.cross_attn(
-                    x, attention_mask=encoder_attention_mask, key_value_states=encoder_hidden_states,
-                    past_key_values=past_key_values, attention_function=attention_function, **kwargs,
+                    x,
+                    attention_mask=encoder_attention_mask,
+                    key_value_states=encoder_hidden_states,
+                    past_key_values=past_key_values,
+                    attention_function=attention_function,
+                    **kwargs,
                 ),
             )
         return self.feed_forward(hidden_states), self_weights, cross_weights

@@ -22,8 +22,9 @@ from torch.autograd.function import once_differentiable
 CHUNK_ROWS = 512
 
 
-def check_labels(labels, shape: tuple[int, ...] | None, num_classes: int, bound: str, *, per: str,
-                 any_2d: bool = False) -> None:
+def check_labels(
+    labels, shape: tuple[int, ...] | None, num_classes: int, bound: str, *, per: str, any_2d: bool = False
+) -> None:
     """Raise ValueError unless `labels` are integer class ids in [0, num_classes) or -100, of the given shape.
 
     Args:
@@ -134,7 +135,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
                     continue
                 index = keep.nonzero().squeeze(1)
                 chunk_hidden, chunk_logits, chunk_labels, keep = (
-                    t[index] for t in (chunk_hidden, chunk_logits, chunk_labels, keep))
+                    t[index] for t in (chunk_hidden, chunk_logits, chunk_labels, keep)
+                )
             target = chunk_labels.masked_fill(~keep, 0).unsqueeze(-1)  # (C, 1), gather-able on every row
             x = chunk_logits.float()
             # One fused kernel (row max, exponentials, their sum, the division) that keeps each row in cache: half the
@@ -198,13 +200,19 @@ class _LinearCrossEntropy(torch.autograd.Function):
 def fusable(projection: nn.Module) -> bool:
     """Whether `projection` is a plain nn.Linear whose forward nothing intercepts (hooks, adapters such as LoRA,
     parameter-gathering wrappers such as DeepSpeed ZeRO-3), so that reading its weight directly computes the same."""
-    return (type(projection) is nn.Linear and not projection._forward_hooks and not projection._forward_pre_hooks
-            and "forward" not in vars(projection) and not nn.modules.module._global_forward_hooks
-            and not nn.modules.module._global_forward_pre_hooks)
+    return (
+        type(projection) is nn.Linear
+        and not projection._forward_hooks
+        and not projection._forward_pre_hooks
+        and "forward" not in vars(projection)
+        and not nn.modules.module._global_forward_hooks
+        and not nn.modules.module._global_forward_pre_hooks
+    )
 
 
-def linear_cross_entropy(hidden: Tensor, projection: nn.Linear, labels: Tensor,
-                         num_items_in_batch: Tensor | int | None = None) -> tuple[Tensor, Tensor]:
+def linear_cross_entropy(
+    hidden: Tensor, projection: nn.Linear, labels: Tensor, num_items_in_batch: Tensor | int | None = None
+) -> tuple[Tensor, Tensor]:
     """Logits `projection(hidden)` (…, V) and their token cross-entropy against `labels` (…), as `token_cross_entropy`.
 
     While training (a gradient is needed) the projection and the loss run fused, chunk by chunk (see the module
@@ -223,6 +231,7 @@ def linear_cross_entropy(hidden: Tensor, projection: nn.Linear, labels: Tensor,
     flat_hidden = hidden.reshape(-1, hidden.shape[-1]).to(dtype)
     weight, bias = weight.to(dtype), None if bias is None else bias.to(dtype)
     with torch.autocast(device_type=device, enabled=False):
-        logits, loss = _LinearCrossEntropy.apply(flat_hidden, weight, bias, labels.reshape(-1).to(hidden.device),
-                                                 CHUNK_ROWS)
+        logits, loss = _LinearCrossEntropy.apply(
+            flat_hidden, weight, bias, labels.reshape(-1).to(hidden.device), CHUNK_ROWS
+        )
     return logits.view(*hidden.shape[:-1], -1), _normalise(loss, labels, num_items_in_batch)

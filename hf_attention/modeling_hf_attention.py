@@ -78,24 +78,36 @@ def build_attention(config: HFAttentionConfigBase, layer_idx: int, *, is_causal:
     """A MultiHeadAttention with the configured score, heads and biases."""
     score, scaling = make_score(config.attention_score, num_heads=config.num_attention_heads, head_dim=config.head_dim)
     return MultiHeadAttention(
-        hidden_size=config.hidden_size, num_heads=config.num_attention_heads,
-        num_kv_heads=config.num_key_value_heads, head_dim=config.head_dim, bias=config.attention_bias,
-        dropout=config.attention_dropout, is_causal=is_causal, is_cross_attention=is_cross, layer_idx=layer_idx,
-        score=score, scaling=scaling,
+        hidden_size=config.hidden_size,
+        num_heads=config.num_attention_heads,
+        num_kv_heads=config.num_key_value_heads,
+        head_dim=config.head_dim,
+        bias=config.attention_bias,
+        dropout=config.attention_dropout,
+        is_causal=is_causal,
+        is_cross_attention=is_cross,
+        layer_idx=layer_idx,
+        score=score,
+        scaling=scaling,
     )
 
 
 def build_layer(config: HFAttentionConfigBase, layer_idx: int, *, is_decoder: bool, has_cross_attention: bool):
     """An EncoderLayer, or a DecoderLayer (causal; with cross-attention in the encoder-decoder family)."""
+
     def norm() -> nn.Module:
         return make_norm(config.norm_type, config.hidden_size, config.layer_norm_eps)
 
     common = {
         "self_attn": build_attention(config, layer_idx, is_causal=is_decoder, is_cross=False),
         "self_attn_norm": norm(),
-        "mlp": make_feed_forward(config.hidden_act, hidden_size=config.hidden_size,
-                                 intermediate_size=config.intermediate_size, bias=config.mlp_bias,
-                                 dropout=config.activation_dropout),
+        "mlp": make_feed_forward(
+            config.hidden_act,
+            hidden_size=config.hidden_size,
+            intermediate_size=config.intermediate_size,
+            bias=config.mlp_bias,
+            dropout=config.activation_dropout,
+        ),
         "mlp_norm": norm(),
         "norm_position": config.norm_position,
         "dropout": config.hidden_dropout_prob,
@@ -181,7 +193,8 @@ class HFAttentionPreTrainedModel(PreTrainedModel):
         if config.lm_head_transform:
             activation = GATED_ACTIVATIONS.get(config.hidden_act, config.hidden_act)  # a gated FFN names its gate
             self.lm_head_transform = HeadTransform(
-                hidden_size=config.hidden_size, activation=activation,
+                hidden_size=config.hidden_size,
+                activation=activation,
                 norm=make_norm(config.norm_type, config.hidden_size, config.layer_norm_eps),
             )
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=config.lm_head_bias)
@@ -202,8 +215,9 @@ class HFAttentionPreTrainedModel(PreTrainedModel):
         """Last hidden states (B, T, E) → logits (B, T, V) through the configured output head."""
         return self.lm_head(self._lm_head_input(hidden))
 
-    def vocabulary_logits_and_loss(self, hidden: Tensor, labels: Tensor | None,
-                                   num_items_in_batch: Tensor | int | None = None) -> tuple[Tensor, Tensor | None]:
+    def vocabulary_logits_and_loss(
+        self, hidden: Tensor, labels: Tensor | None, num_items_in_batch: Tensor | int | None = None
+    ) -> tuple[Tensor, Tensor | None]:
         """`vocabulary_logits`, and with `labels` (B, T) their token cross-entropy; while training the vocabulary
         projection and the loss run fused (losses.linear_cross_entropy)."""
         if labels is None:
@@ -244,8 +258,15 @@ class TransformerStack(nn.Module):
         embed_tokens: The token embedding (shared between encoder and decoder in the encoder-decoder family).
     """
 
-    def __init__(self, config: HFAttentionConfigBase, *, num_layers: int, is_decoder: bool,
-                 has_cross_attention: bool = False, embed_tokens: nn.Embedding):
+    def __init__(
+        self,
+        config: HFAttentionConfigBase,
+        *,
+        num_layers: int,
+        is_decoder: bool,
+        has_cross_attention: bool = False,
+        embed_tokens: nn.Embedding,
+    ):
         super().__init__()
         self.config = config
         self.is_decoder = is_decoder
@@ -267,16 +288,18 @@ class TransformerStack(nn.Module):
         self.norm = norm() if config.final_norm else None
         self.gradient_checkpointing = False
 
-    def check_inputs(self, input_ids: Tensor | None, inputs_embeds: Tensor | None,
-                     token_type_ids: Tensor | None) -> tuple[int, int]:
+    def check_inputs(
+        self, input_ids: Tensor | None, inputs_embeds: Tensor | None, token_type_ids: Tensor | None
+    ) -> tuple[int, int]:
         """Kinds, ranks and widths of the inputs (free: shapes only, no device sync); returns (batch, length)."""
         ids_name, embeds_name = f"{self.input_prefix}input_ids", f"{self.input_prefix}inputs_embeds"
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError(f"Pass exactly one of {ids_name} and {embeds_name}.")
         name, given = (ids_name, input_ids) if input_ids is not None else (embeds_name, inputs_embeds)
         if not isinstance(given, Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(given).__name__}; tokenize with "
-                            "return_tensors='pt'.")
+            raise TypeError(
+                f"{name} must be a torch.Tensor, got {type(given).__name__}; tokenize with return_tensors='pt'."
+            )
         if input_ids is not None:
             if input_ids.dim() != 2:
                 raise ValueError(
@@ -304,8 +327,14 @@ class TransformerStack(nn.Module):
                 )
         return batch, length
 
-    def embed(self, input_ids: Tensor | None, inputs_embeds: Tensor | None, token_type_ids: Tensor | None, *,
-              first_call: bool = True) -> Tensor:
+    def embed(
+        self,
+        input_ids: Tensor | None,
+        inputs_embeds: Tensor | None,
+        token_type_ids: Tensor | None,
+        *,
+        first_call: bool = True,
+    ) -> Tensor:
         """Token embeddings × scale (+ token-type embeddings): (B, T) ids → (B, T, E). Inputs passed `check_inputs`.
 
         Ids outside the vocabulary get an error that names them. On CPU the lookup itself finds them for free (an
@@ -338,8 +367,14 @@ class TransformerStack(nn.Module):
         low, high = int(input_ids.min()), int(input_ids.max())
         if low < 0 or high >= self.config.vocab_size:
             bad = high if high >= self.config.vocab_size else low
-            hint = ("check decoder_start_token_id (config or generate()) and that the tokenizer matches the model's "
-                    "vocab_size") if self.input_prefix else "check that the tokenizer matches the model's vocab_size"
+            hint = (
+                (
+                    "check decoder_start_token_id (config or generate()) and that the tokenizer matches the model's "
+                    "vocab_size"
+                )
+                if self.input_prefix
+                else "check that the tokenizer matches the model's vocab_size"
+            )
             raise ValueError(
                 f"{self.input_prefix}input_ids contains token id {bad}, outside the vocabulary "
                 f"[0, {self.config.vocab_size}); {hint}."
@@ -389,8 +424,16 @@ class TransformerStack(nn.Module):
         padding = None if ready_mask is not None else attention_mask  # (B, past + T) 0/1, or None
         checking = not torch.compiler.is_compiling()
         if checking:
-            self._check_masks(padding, ready_mask, encoder_hidden_states, encoder_attention_mask,
-                              batch=batch, length=length, past=int(past), key_length=key_length)
+            self._check_masks(
+                padding,
+                ready_mask,
+                encoder_hidden_states,
+                encoder_attention_mask,
+                batch=batch,
+                length=length,
+                past=int(past),
+                key_length=key_length,
+            )
         first_call = past_key_values is None or (isinstance(past, int) and past == 0)
         hidden = self.embed(input_ids, inputs_embeds, token_type_ids, first_call=first_call)  # (B, T, E)
         documents = None
@@ -402,8 +445,9 @@ class TransformerStack(nn.Module):
         if ready_mask is not None:
             self_mask = ready_mask if ready_mask.dtype == torch.bool else ready_mask == 0
         else:
-            self_mask = self._self_attention_mask(padding, documents, length, key_length, past, attention_name,
-                                                  checking)
+            self_mask = self._self_attention_mask(
+                padding, documents, length, key_length, past, attention_name, checking
+            )
         layer_inputs = {
             "attention_mask": self_mask,
             "past_key_values": past_key_values,
@@ -413,21 +457,36 @@ class TransformerStack(nn.Module):
         if self.is_decoder:
             layer_inputs["encoder_hidden_states"] = encoder_hidden_states
             layer_inputs["encoder_attention_mask"] = self._cross_attention_mask(encoder_attention_mask, checking)
-        return self._run_layers(hidden, layer_inputs, past_key_values, output_attentions=output_attentions,
-                                output_hidden_states=output_hidden_states,
-                                has_cross_attention=encoder_hidden_states is not None)
+        return self._run_layers(
+            hidden,
+            layer_inputs,
+            past_key_values,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            has_cross_attention=encoder_hidden_states is not None,
+        )
 
-    def _check_masks(self, padding: Tensor | None, ready_mask: Tensor | None, encoder_hidden_states: Tensor | None,
-                     encoder_attention_mask: Tensor | None, *, batch: int, length: int, past: int,
-                     key_length: int) -> None:
+    def _check_masks(
+        self,
+        padding: Tensor | None,
+        ready_mask: Tensor | None,
+        encoder_hidden_states: Tensor | None,
+        encoder_attention_mask: Tensor | None,
+        *,
+        batch: int,
+        length: int,
+        past: int,
+        key_length: int,
+    ) -> None:
         """Shapes of the 2-D padding mask, a ready 4-D mask and the encoder mask (free: no device sync)."""
         mask_name = f"{self.input_prefix}attention_mask"
         check_attention_mask(padding, batch, past + length, mask_name)
         if ready_mask is not None:
             self._check_ready_mask(ready_mask, batch, length, key_length, mask_name)
         if encoder_hidden_states is not None:
-            check_attention_mask(encoder_attention_mask, batch, encoder_hidden_states.shape[1],
-                                 "encoder_attention_mask")
+            check_attention_mask(
+                encoder_attention_mask, batch, encoder_hidden_states.shape[1], "encoder_attention_mask"
+            )
 
     def _add_positions_and_normalize(self, hidden: Tensor, position_ids: Tensor) -> Tensor:
         """Absolute position embeddings (sinusoidal, learned), the embedding norm and dropout: the layers' input."""
@@ -454,9 +513,16 @@ class TransformerStack(nn.Module):
             return None
         return padding_mask(encoder_attention_mask)
 
-    def _run_layers(self, hidden: Tensor, layer_inputs: dict, past_key_values: Cache | None, *,
-                    output_attentions: bool, output_hidden_states: bool,
-                    has_cross_attention: bool) -> BaseModelOutputWithPastAndCrossAttentions:
+    def _run_layers(
+        self,
+        hidden: Tensor,
+        layer_inputs: dict,
+        past_key_values: Cache | None,
+        *,
+        output_attentions: bool,
+        output_hidden_states: bool,
+        has_cross_attention: bool,
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
         """The layer loop and the final norm, collecting hidden states and attention weights when asked."""
         all_hidden, self_weights, cross_weights = [], [], []
         for layer in self.layers:
@@ -503,8 +569,9 @@ class TransformerStack(nn.Module):
                 "cached keys included; or pass a 2-D (batch, length) 0/1 padding mask."
             )
 
-    def _positions(self, attention_mask: Tensor | None, position_ids: Tensor | None, length: int, key_length: int,
-                   past) -> tuple[Tensor, Tensor | None]:
+    def _positions(
+        self, attention_mask: Tensor | None, position_ids: Tensor | None, length: int, key_length: int, past
+    ) -> tuple[Tensor, Tensor | None]:
         """Query positions (B|1, T), and key positions (B|1, S) when a distance bias needs them (else None).
 
         With a padding mask a token's position is the number of real tokens before it, so a left-padded row sees the
@@ -530,8 +597,16 @@ class TransformerStack(nn.Module):
             position_ids = real_before[:, -length:]  # (B, T)
         return position_ids, fit_to_length(real_before, key_length) if needs_keys else None
 
-    def _self_attention_mask(self, attention_mask: Tensor | None, documents: Tensor | None, length: int,
-                             key_length: int, past, attention_name: str, checking: bool) -> Tensor | None:
+    def _self_attention_mask(
+        self,
+        attention_mask: Tensor | None,
+        documents: Tensor | None,
+        length: int,
+        key_length: int,
+        past,
+        attention_name: str,
+        checking: bool,
+    ) -> Tensor | None:
         """(B|1, 1, T, S) bool mask for self-attention, or None when the backend needs none.
 
         A causal stack without padding under SDPA passes None: the kernel's causal flag (T = S) or no mask at all
@@ -594,8 +669,12 @@ class _OneStackModel:
     def __init__(self, config: HFAttentionConfigBase):
         super().__init__(config)
         embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
-        stack = TransformerStack(config, num_layers=config.num_hidden_layers, is_decoder=self.stack_name == "decoder",
-                                 embed_tokens=embed_tokens)
+        stack = TransformerStack(
+            config,
+            num_layers=config.num_hidden_layers,
+            is_decoder=self.stack_name == "decoder",
+            embed_tokens=embed_tokens,
+        )
         setattr(self, self.stack_name, stack)
         self.post_init()
 
@@ -635,14 +714,20 @@ class HFAttentionEncoderModel(_OneStackModel, HFAttentionEncoderPreTrainedModel)
     ) -> BaseModelOutput | tuple:
         """(B, T) ids → last hidden state (B, T, E), optional per-layer hidden states and attention weights."""
         output_attentions, output_hidden_states, return_dict = _options(
-            self.config, output_attentions, output_hidden_states, return_dict)
+            self.config, output_attentions, output_hidden_states, return_dict
+        )
         stack = self.encoder(
-            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-            token_type_ids=token_type_ids, inputs_embeds=inputs_embeds, output_attentions=output_attentions,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            token_type_ids=token_type_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
         )
-        output = BaseModelOutput(last_hidden_state=stack.last_hidden_state, hidden_states=stack.hidden_states,
-                                 attentions=stack.attentions)
+        output = BaseModelOutput(
+            last_hidden_state=stack.last_hidden_state, hidden_states=stack.hidden_states, attentions=stack.attentions
+        )
         return output if return_dict else output.to_tuple()
 
 
@@ -674,19 +759,32 @@ class _EncoderHead(HFAttentionEncoderPreTrainedModel):
         return_dict = self.config.return_dict if return_dict is None else return_dict
         if labels is not None:
             self._check_labels(labels, _label_shape(input_ids, 2) or _label_shape(inputs_embeds, 3))
-        encoded = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                             position_ids=position_ids, inputs_embeds=inputs_embeds,
-                             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-                             return_dict=True)
-        output = self._head_output(encoded, labels=labels, attention_mask=attention_mask,
-                                   num_items_in_batch=kwargs.get("num_items_in_batch"))
+        encoded = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
+        )
+        output = self._head_output(
+            encoded, labels=labels, attention_mask=attention_mask, num_items_in_batch=kwargs.get("num_items_in_batch")
+        )
         return output if return_dict else output.to_tuple()
 
     def _check_labels(self, labels: Tensor, shape: tuple[int, ...] | None) -> None:
         """Raise ValueError for labels that do not fit the inputs of `shape` (batch, length); default: no check."""
 
-    def _head_output(self, encoded: BaseModelOutput, *, labels: Tensor | None, attention_mask: Tensor | None,
-                     num_items_in_batch: Tensor | int | None) -> ModelOutput:
+    def _head_output(
+        self,
+        encoded: BaseModelOutput,
+        *,
+        labels: Tensor | None,
+        attention_mask: Tensor | None,
+        num_items_in_batch: Tensor | int | None,
+    ) -> ModelOutput:
         raise NotImplementedError
 
 
@@ -703,12 +801,19 @@ class HFAttentionForMaskedLM(_EncoderHead):
     def _check_labels(self, labels: Tensor, shape: tuple[int, ...] | None) -> None:
         check_labels(labels, shape, self.config.vocab_size, "vocab_size", per="input token")
 
-    def _head_output(self, encoded: BaseModelOutput, *, labels: Tensor | None, attention_mask: Tensor | None,
-                     num_items_in_batch: Tensor | int | None) -> MaskedLMOutput:
+    def _head_output(
+        self,
+        encoded: BaseModelOutput,
+        *,
+        labels: Tensor | None,
+        attention_mask: Tensor | None,
+        num_items_in_batch: Tensor | int | None,
+    ) -> MaskedLMOutput:
         """Logits (B, T, V); `labels` (B, T) with -100 on unmasked positions give the token-averaged loss."""
         logits, loss = self.vocabulary_logits_and_loss(encoded.last_hidden_state, labels, num_items_in_batch)
-        return MaskedLMOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
-                              attentions=encoded.attentions)
+        return MaskedLMOutput(
+            loss=loss, logits=logits, hidden_states=encoded.hidden_states, attentions=encoded.attentions
+        )
 
 
 class _EncoderClassifier(_EncoderHead):
@@ -735,20 +840,28 @@ class HFAttentionForSequenceClassification(_EncoderClassifier):
         weights = attention_mask.to(hidden.dtype)[..., None]  # (B, T, 1)
         return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)
 
-    def _head_output(self, encoded: BaseModelOutput, *, labels: Tensor | None, attention_mask: Tensor | None,
-                     num_items_in_batch: Tensor | int | None) -> SequenceClassifierOutput:
+    def _head_output(
+        self,
+        encoded: BaseModelOutput,
+        *,
+        labels: Tensor | None,
+        attention_mask: Tensor | None,
+        num_items_in_batch: Tensor | int | None,
+    ) -> SequenceClassifierOutput:
         """Logits (B, num_labels); the loss follows `config.problem_type` as in HF's classifiers."""
         logits = self.classifier(self.dropout(self.pool(encoded.last_hidden_state, attention_mask)))
         loss = None
         if labels is not None:
             # The Trainer passes `num_items_in_batch` (forward takes **kwargs) and then skips its own division by the
             # accumulation steps, so the loss must be a sum over the global count of labels, not a batch mean.
-            loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config,
-                                      num_items_in_batch=num_items_in_batch)
+            loss = self.loss_function(
+                labels=labels, pooled_logits=logits, config=self.config, num_items_in_batch=num_items_in_batch
+            )
             if num_items_in_batch is not None and self.config.problem_type != "single_label_classification":
                 loss = loss * labels.numel() / num_items_in_batch  # MSE / BCE are means over labels.numel()
-        return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
-                                        attentions=encoded.attentions)
+        return SequenceClassifierOutput(
+            loss=loss, logits=logits, hidden_states=encoded.hidden_states, attentions=encoded.attentions
+        )
 
 
 class HFAttentionForTokenClassification(_EncoderClassifier):
@@ -757,13 +870,20 @@ class HFAttentionForTokenClassification(_EncoderClassifier):
     def _check_labels(self, labels: Tensor, shape: tuple[int, ...] | None) -> None:
         check_labels(labels, shape, self.num_labels, "num_labels", per="input token")
 
-    def _head_output(self, encoded: BaseModelOutput, *, labels: Tensor | None, attention_mask: Tensor | None,
-                     num_items_in_batch: Tensor | int | None) -> TokenClassifierOutput:
+    def _head_output(
+        self,
+        encoded: BaseModelOutput,
+        *,
+        labels: Tensor | None,
+        attention_mask: Tensor | None,
+        num_items_in_batch: Tensor | int | None,
+    ) -> TokenClassifierOutput:
         """Logits (B, T, num_labels); labels (B, T) with -100 on ignored tokens."""
         logits = self.classifier(self.dropout(encoded.last_hidden_state))
         loss = None if labels is None else token_cross_entropy(logits, labels, num_items_in_batch)
-        return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
-                                     attentions=encoded.attentions)
+        return TokenClassifierOutput(
+            loss=loss, logits=logits, hidden_states=encoded.hidden_states, attentions=encoded.attentions
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -796,14 +916,19 @@ class HFAttentionDecoderModel(_OneStackModel, HFAttentionDecoderPreTrainedModel)
     ) -> BaseModelOutputWithPastAndCrossAttentions | tuple:
         """(B, T) new ids (+ a cache of earlier ones) → (B, T, E); `attention_mask` covers cached + new tokens."""
         output_attentions, output_hidden_states, return_dict = _options(
-            self.config, output_attentions, output_hidden_states, return_dict)
+            self.config, output_attentions, output_hidden_states, return_dict
+        )
         if use_cache is None:
             use_cache = self.config.use_cache and not self.training
         if use_cache and past_key_values is None:
             past_key_values = DynamicCache(config=self.config)
         output = self.decoder(
-            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-            inputs_embeds=inputs_embeds, past_key_values=past_key_values, output_attentions=output_attentions,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            past_key_values=past_key_values,
+            output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
         )
         if not use_cache:
@@ -889,17 +1014,27 @@ class HFAttentionForCausalLM(_KeepPaddingMaskForGeneration, HFAttentionDecoderPr
         if labels is not None:
             shape = _label_shape(input_ids, 2, logits_to_keep) or _label_shape(inputs_embeds, 3, logits_to_keep)
             check_labels(labels, shape, self.config.vocab_size, "vocab_size", per="input token")
-        outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                             past_key_values=past_key_values, inputs_embeds=inputs_embeds, use_cache=use_cache,
-                             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-                             return_dict=True)
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
+        )
         next_tokens = None
         if labels is not None:
             next_tokens = nn.functional.pad(labels, (0, 1), value=-100)[:, 1:]  # label of position t is token t+1
         hidden = outputs.last_hidden_state[:, _logit_slice(logits_to_keep)]
         logits, loss = self.vocabulary_logits_and_loss(hidden, next_tokens, kwargs.get("num_items_in_batch"))
         output = CausalLMOutputWithCrossAttentions(
-            loss=loss, logits=logits, past_key_values=outputs.past_key_values, hidden_states=outputs.hidden_states,
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
         )
         return output if return_dict else output.to_tuple()
@@ -926,10 +1061,16 @@ class HFAttentionSeq2SeqModel(HFAttentionSeq2SeqPreTrainedModel):
     def __init__(self, config: HFAttentionSeq2SeqConfig):
         super().__init__(config)
         self.shared = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.encoder = TransformerStack(config, num_layers=config.encoder_layers, is_decoder=False,
-                                        embed_tokens=self.shared)
-        self.decoder = TransformerStack(config, num_layers=config.decoder_layers, is_decoder=True,
-                                        has_cross_attention=True, embed_tokens=self.shared)
+        self.encoder = TransformerStack(
+            config, num_layers=config.encoder_layers, is_decoder=False, embed_tokens=self.shared
+        )
+        self.decoder = TransformerStack(
+            config,
+            num_layers=config.decoder_layers,
+            is_decoder=True,
+            has_cross_attention=True,
+            embed_tokens=self.shared,
+        )
         self.post_init()
 
     def get_input_embeddings(self) -> nn.Embedding:
@@ -973,11 +1114,16 @@ class HFAttentionSeq2SeqModel(HFAttentionSeq2SeqPreTrainedModel):
                 "(the labels shifted right); generate() starts the decoder itself."
             )
         output_attentions, output_hidden_states, return_dict = _options(
-            self.config, output_attentions, output_hidden_states, return_dict)
+            self.config, output_attentions, output_hidden_states, return_dict
+        )
         if encoder_outputs is None:
-            encoder_outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
-                                           inputs_embeds=inputs_embeds, output_attentions=output_attentions,
-                                           output_hidden_states=output_hidden_states)
+            encoder_outputs = self.encoder(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                inputs_embeds=inputs_embeds,
+                output_attentions=output_attentions,
+                output_hidden_states=output_hidden_states,
+            )
         elif not isinstance(encoder_outputs, ModelOutput):
             encoder_outputs = BaseModelOutput(*encoder_outputs)
         if use_cache is None:
@@ -985,10 +1131,15 @@ class HFAttentionSeq2SeqModel(HFAttentionSeq2SeqPreTrainedModel):
         if use_cache and past_key_values is None:
             past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
         decoder = self.decoder(
-            input_ids=decoder_input_ids, attention_mask=decoder_attention_mask, position_ids=decoder_position_ids,
-            inputs_embeds=decoder_inputs_embeds, encoder_hidden_states=encoder_outputs[0],
-            encoder_attention_mask=attention_mask, past_key_values=past_key_values,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            input_ids=decoder_input_ids,
+            attention_mask=decoder_attention_mask,
+            position_ids=decoder_position_ids,
+            inputs_embeds=decoder_inputs_embeds,
+            encoder_hidden_states=encoder_outputs[0],
+            encoder_attention_mask=attention_mask,
+            past_key_values=past_key_values,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
         )
         output = Seq2SeqModelOutput(
             last_hidden_state=decoder.last_hidden_state,
@@ -1029,8 +1180,9 @@ class HFAttentionForSeq2SeqLM(_KeepPaddingMaskForGeneration, HFAttentionSeq2SeqP
                 raise ValueError(f"config.{field}={value} is outside the vocabulary [0, {self.config.vocab_size}).")
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
-    def _prepare_decoder_input_ids_for_generation(self, batch_size, model_input_name, model_kwargs,
-                                                  decoder_start_token_id, device=None):
+    def _prepare_decoder_input_ids_for_generation(
+        self, batch_size, model_input_name, model_kwargs, decoder_start_token_id, device=None
+    ):
         # generate() starts every target with this id: a wrong one would otherwise surface as an input_ids error.
         if decoder_start_token_id is not None and not torch.compiler.is_compiling() and decoder_start_token_id.numel():
             low, high = int(decoder_start_token_id.min()), int(decoder_start_token_id.max())
@@ -1041,7 +1193,8 @@ class HFAttentionForSeq2SeqLM(_KeepPaddingMaskForGeneration, HFAttentionSeq2SeqP
                     "(generate() argument, model.generation_config or config) to a token id the model knows."
                 )
         return super()._prepare_decoder_input_ids_for_generation(
-            batch_size, model_input_name, model_kwargs, decoder_start_token_id, device)
+            batch_size, model_input_name, model_kwargs, decoder_start_token_id, device
+        )
 
     def forward(
         self,
@@ -1067,27 +1220,46 @@ class HFAttentionForSeq2SeqLM(_KeepPaddingMaskForGeneration, HFAttentionSeq2SeqP
         return_dict = self.config.return_dict if return_dict is None else return_dict
         if labels is not None:
             teacher_forced = decoder_input_ids is None and decoder_inputs_embeds is None
-            shape = None if teacher_forced else (_label_shape(decoder_input_ids, 2, logits_to_keep)
-                                                 or _label_shape(decoder_inputs_embeds, 3, logits_to_keep))
-            check_labels(labels, shape, self.config.vocab_size, "vocab_size", per="decoder input token",
-                         any_2d=teacher_forced)
+            shape = (
+                None
+                if teacher_forced
+                else (
+                    _label_shape(decoder_input_ids, 2, logits_to_keep)
+                    or _label_shape(decoder_inputs_embeds, 3, logits_to_keep)
+                )
+            )
+            check_labels(
+                labels, shape, self.config.vocab_size, "vocab_size", per="decoder input token", any_2d=teacher_forced
+            )
             if teacher_forced:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
         outputs = self.model(
-            input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
-            decoder_attention_mask=decoder_attention_mask, encoder_outputs=encoder_outputs,
-            past_key_values=past_key_values, inputs_embeds=inputs_embeds,
-            decoder_inputs_embeds=decoder_inputs_embeds, decoder_position_ids=decoder_position_ids,
-            use_cache=use_cache, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+            encoder_outputs=encoder_outputs,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
+            decoder_position_ids=decoder_position_ids,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
             return_dict=True,
         )
         hidden = outputs.last_hidden_state[:, _logit_slice(logits_to_keep)]
         logits, loss = self.vocabulary_logits_and_loss(hidden, labels, kwargs.get("num_items_in_batch"))  # (B, T, V)
         output = Seq2SeqLMOutput(
-            loss=loss, logits=logits, past_key_values=outputs.past_key_values,
-            decoder_hidden_states=outputs.decoder_hidden_states, decoder_attentions=outputs.decoder_attentions,
-            cross_attentions=outputs.cross_attentions, encoder_last_hidden_state=outputs.encoder_last_hidden_state,
-            encoder_hidden_states=outputs.encoder_hidden_states, encoder_attentions=outputs.encoder_attentions,
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            decoder_hidden_states=outputs.decoder_hidden_states,
+            decoder_attentions=outputs.decoder_attentions,
+            cross_attentions=outputs.cross_attentions,
+            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+            encoder_hidden_states=outputs.encoder_hidden_states,
+            encoder_attentions=outputs.encoder_attentions,
         )
         return output if return_dict else output.to_tuple()
 

@@ -13,8 +13,16 @@ import re
 from pathlib import Path
 
 # Files of which at least one is in every saved tokenizer (fast or slow, BPE, WordPiece or SentencePiece).
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "vocab.txt", "tokenizer.model",
-                   "spiece.model", "source.spm", "sentencepiece.bpe.model")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.json",
+    "vocab.txt",
+    "tokenizer.model",
+    "spiece.model",
+    "source.spm",
+    "sentencepiece.bpe.model",
+)
 
 # One part of a Hub id: letters, digits, "-", "_" and ".", not starting or ending with "-" or ".".
 _HUB_ID_PART = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?")
@@ -53,14 +61,19 @@ def check_checkpoint(name: str | os.PathLike, *, argument: str, tokenizer: bool 
         detail = "" if missing == str(path) else f" ({missing} does not exist)"
         raise ValueError(f"{argument}: no such folder: {name}{detail}")
     if not path.is_dir():
-        raise ValueError(f"{argument}: {name} is a file, not a checkpoint folder; pass the folder that holds "
-                         "config.json.")
+        raise ValueError(
+            f"{argument}: {name} is a file, not a checkpoint folder; pass the folder that holds config.json."
+        )
     if not (path / "config.json").is_file():
-        raise ValueError(f"{argument}: {name} has no config.json, so it is not a checkpoint folder (save one with "
-                         "model.save_pretrained).")
+        raise ValueError(
+            f"{argument}: {name} has no config.json, so it is not a checkpoint folder (save one with "
+            "model.save_pretrained)."
+        )
     if tokenizer and not any((path / file).is_file() for file in TOKENIZER_FILES):
-        raise ValueError(f"{argument}: {name} holds no tokenizer (none of {', '.join(TOKENIZER_FILES)}); save it "
-                         "there with tokenizer.save_pretrained.")
+        raise ValueError(
+            f"{argument}: {name} holds no tokenizer (none of {', '.join(TOKENIZER_FILES)}); save it "
+            "there with tokenizer.save_pretrained."
+        )
     return str(path)
 
 
@@ -85,8 +98,10 @@ def output_file(path: str | os.PathLike, *, default_name: str, suffixes: tuple[s
     elif not file.suffix:
         file = file.with_name(file.name + suffixes[0])
     if file.suffix.lower() not in suffixes:
-        raise ValueError(f"Cannot write {name}: {file.suffix!r} is not a file type for {what}; use a name ending "
-                         f"in {', '.join(suffixes)}.")
+        raise ValueError(
+            f"Cannot write {name}: {file.suffix!r} is not a file type for {what}; use a name ending "
+            f"in {', '.join(suffixes)}."
+        )
     existing = next(parent for parent in file.parents if parent.exists())  # "." at worst
     if not existing.is_dir():
         raise ValueError(f"Cannot write {name}: {existing} is a file, not a folder.")

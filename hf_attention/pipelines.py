@@ -58,8 +58,9 @@ class Seq2SeqGenerationPipeline(Pipeline):
         """Generate for one source text or a list of them; see the module docstring for the output structure."""
         if isinstance(inputs, (list, tuple)) and not inputs:
             # The base Pipeline would fail with an IndexError while looking at inputs[0].
-            raise ValueError(f"{type(self).__name__} got an empty list: pass a source text or a non-empty list of "
-                             "source texts.")
+            raise ValueError(
+                f"{type(self).__name__} got an empty list: pass a source text or a non-empty list of source texts."
+            )
         result = super().__call__(inputs, **kwargs)
         if isinstance(inputs, list) and all(len(one) == 1 for one in result):
             return [one[0] for one in result]
@@ -86,8 +87,9 @@ class Seq2SeqGenerationPipeline(Pipeline):
             raise ValueError("The source text is empty: there is nothing to translate or rewrite.")
         limit = self._source_limit()
         # Truncate at the model's limit, which a freshly trained tokenizer may not know (its model_max_length).
-        encoded = self.tokenizer(text, return_tensors="pt", truncation=truncation,
-                                 max_length=limit if truncation else None)
+        encoded = self.tokenizer(
+            text, return_tensors="pt", truncation=truncation, max_length=limit if truncation else None
+        )
         length = encoded["input_ids"].shape[1]
         if limit is not None and length > limit:
             raise ValueError(

@@ -123,8 +123,11 @@ class LearnedPositionalEmbedding(PositionalEncoding):
 
     @classmethod
     def from_config(cls, config, *, bidirectional: bool) -> "LearnedPositionalEmbedding":
-        return cls(num_positions=config.max_position_embeddings, embedding_dim=config.hidden_size,
-                   offset=config.position_offset)
+        return cls(
+            num_positions=config.max_position_embeddings,
+            embedding_dim=config.hidden_size,
+            offset=config.position_offset,
+        )
 
     @classmethod
     def position_limit(cls, config) -> int:
@@ -276,9 +279,9 @@ def relative_position_bucket(
     else:
         distance = (-relative_position).clamp(min=0)
     exact = num_buckets // 2
-    log_scaled = exact + (
-        torch.log(distance.float() / exact) / math.log(max_distance / exact) * (num_buckets - exact)
-    ).long()
+    log_scaled = (
+        exact + (torch.log(distance.float() / exact) / math.log(max_distance / exact) * (num_buckets - exact)).long()
+    )
     log_scaled = log_scaled.clamp(max=num_buckets - 1)
     return buckets + torch.where(distance < exact, distance, log_scaled)
 
@@ -304,9 +307,12 @@ class RelativePositionBias(PositionalEncoding):
 
     @classmethod
     def from_config(cls, config, *, bidirectional: bool) -> "RelativePositionBias":
-        return cls(num_heads=config.num_attention_heads, bidirectional=bidirectional,
-                   num_buckets=config.relative_attention_num_buckets,
-                   max_distance=config.relative_attention_max_distance)
+        return cls(
+            num_heads=config.num_attention_heads,
+            bidirectional=bidirectional,
+            num_buckets=config.relative_attention_num_buckets,
+            max_distance=config.relative_attention_max_distance,
+        )
 
     @classmethod
     def check_config(cls, config, *, bidirectional: bool) -> None:

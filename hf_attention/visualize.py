@@ -139,8 +139,15 @@ def plot_attention(
             _check_figure_size(panels, queries, keys)
 
     layers, query_tokens, key_tokens = _attention_weights(
-        model, tokenizer, text, kind=kind, target=target, max_new_tokens=max_new_tokens, max_tokens=max_tokens,
-        truncate=truncate, before_forward=check_size,
+        model,
+        tokenizer,
+        text,
+        kind=kind,
+        target=target,
+        max_new_tokens=max_new_tokens,
+        max_tokens=max_tokens,
+        truncate=truncate,
+        before_forward=check_size,
     )
     layer_index = _check_index("layer", layer if layer is not None else -1, len(layers))
     weights = layers[layer_index]  # (H, Q, K)
@@ -170,8 +177,15 @@ def explore(model, tokenizer, text: str, **options):
 
 
 def attention_weights(
-    model, tokenizer, text: str, *, kind: str = "self", target: str | None = None, max_new_tokens: int = 20,
-    max_tokens: int | None = None, truncate: bool = False,
+    model,
+    tokenizer,
+    text: str,
+    *,
+    kind: str = "self",
+    target: str | None = None,
+    max_new_tokens: int = 20,
+    max_tokens: int | None = None,
+    truncate: bool = False,
 ) -> tuple[list[torch.Tensor], list[str], list[str]]:
     """Every layer's attention weights for one text, with the token labels of their rows and columns.
 
@@ -183,14 +197,30 @@ def attention_weights(
     Raises:
         ValueError: As `plot_attention`.
     """
-    return _attention_weights(model, tokenizer, text, kind=kind, target=target, max_new_tokens=max_new_tokens,
-                              max_tokens=max_tokens, truncate=truncate)
+    return _attention_weights(
+        model,
+        tokenizer,
+        text,
+        kind=kind,
+        target=target,
+        max_new_tokens=max_new_tokens,
+        max_tokens=max_tokens,
+        truncate=truncate,
+    )
 
 
 @torch.no_grad()
 def _attention_weights(
-    model, tokenizer, text: str, *, kind: str, target: str | None, max_new_tokens: int, max_tokens: int | None,
-    truncate: bool, before_forward: Callable[[int, int], None] | None = None,
+    model,
+    tokenizer,
+    text: str,
+    *,
+    kind: str,
+    target: str | None,
+    max_new_tokens: int,
+    max_tokens: int | None,
+    truncate: bool,
+    before_forward: Callable[[int, int], None] | None = None,
 ) -> tuple[list[torch.Tensor], list[str], list[str]]:
     """`attention_weights`, calling `before_forward(Q, K)` once the sizes are known, before the forward pass."""
     if kind not in KINDS:
@@ -212,7 +242,8 @@ def _attention_weights(
                 f"max_new_tokens={max_new_tokens} could generate a target longer than max_tokens={max_tokens} per "
                 f"heatmap axis; lower max_new_tokens, pass truncate=True, or pass the target.",
                 f"--max-new-tokens {max_new_tokens} could generate a target longer than the cap of {max_tokens} "
-                f"tokens per heatmap axis (--max-tokens); lower --max-new-tokens, pass --truncate, or pass --target.")
+                f"tokens per heatmap axis (--max-tokens); lower --max-new-tokens, pass --truncate, or pass --target.",
+            )
         max_new_tokens = max_tokens
     limit = {"truncation": True, "max_length": max_tokens} if truncate and max_tokens is not None else {}
     model.eval()
@@ -233,8 +264,11 @@ def _attention_weights(
         queries = len(source) if kind == "self" else decoder_ids.shape[1]
         before_forward(queries, len(source) if kind != "decoder" else decoder_ids.shape[1])
     outputs = _forward_with_attentions(model, inputs)
-    name = {"self": "encoder_attentions" if is_seq2seq else "attentions", "decoder": "decoder_attentions",
-            "cross": "cross_attentions"}[kind]
+    name = {
+        "self": "encoder_attentions" if is_seq2seq else "attentions",
+        "decoder": "decoder_attentions",
+        "cross": "cross_attentions",
+    }[kind]
     layers = [weights[0].detach().cpu() for weights in getattr(outputs, name)]  # L × (H, Q, K)
     source_labels = token_labels(tokenizer, source)
     if kind == "self":
@@ -262,19 +296,22 @@ def _check_length(what: str, length: int, max_tokens: int | None) -> None:
             f"truncate=True to draw its first {max_tokens} tokens, or raise max_tokens (at most {MAX_TOKENS_LIMIT}).",
             f"--{what} is {length} tokens, more than the cap of {max_tokens} per heatmap axis (--max-tokens); "
             f"shorten it, pass --truncate to draw its first {max_tokens} tokens, or raise --max-tokens (at most "
-            f"{MAX_TOKENS_LIMIT}).")
+            f"{MAX_TOKENS_LIMIT}).",
+        )
 
 
-def _decoder_inputs(model, tokenizer, inputs: dict, target: str | None, max_new_tokens: int,
-                    limit: dict) -> torch.Tensor:
+def _decoder_inputs(
+    model, tokenizer, inputs: dict, target: str | None, max_new_tokens: int, limit: dict
+) -> torch.Tensor:
     """(1, T) decoder inputs: the start token, then the target (given, or generated greedily), without its last
     token, which no row needs as input. `limit` holds the tokenizer's truncation arguments."""
     sequence = _target_sequence(model, tokenizer, inputs, target, max_new_tokens, limit)
     return sequence[:, :-1] if sequence.shape[1] > 1 else sequence
 
 
-def _target_sequence(model, tokenizer, inputs: dict, target: str | None, max_new_tokens: int,
-                     limit: dict) -> torch.Tensor:
+def _target_sequence(
+    model, tokenizer, inputs: dict, target: str | None, max_new_tokens: int, limit: dict
+) -> torch.Tensor:
     """(1, 1 + N): the decoder's start token, then the N target tokens, given or generated greedily."""
     config = model.config
     start = config.decoder_start_token_id if config.decoder_start_token_id is not None else config.bos_token_id
@@ -328,12 +365,16 @@ def _figure_inches(panels: int, queries: int, keys: int) -> tuple[float, float]:
 def _check_figure_size(panels: int, queries: int, keys: int) -> None:
     width, height = (round(inches * DPI) for inches in _figure_inches(panels, queries, keys))
     if width * height > MAX_FIGURE_PIXELS:
-        grid = f"{panels} panels (one per head) of {queries} × {keys} tokens make" if panels > 1 else (
-            f"a panel of {queries} × {keys} tokens makes")
+        grid = (
+            f"{panels} panels (one per head) of {queries} × {keys} tokens make"
+            if panels > 1
+            else (f"a panel of {queries} × {keys} tokens makes")
+        )
         what = f"{grid} a {width} × {height}-pixel figure, more than {MAX_FIGURE_PIXELS // 10**6} million pixels"
         raise HeatmapTooLarge(
             f"{what}; draw one head (head=0) or the mean over heads (head='mean'), or a shorter text.",
-            f"{what}; draw one head (--head 0) or the mean over heads (--head mean), or a shorter text.")
+            f"{what}; draw one head (--head 0) or the mean over heads (--head mean), or a shorter text.",
+        )
 
 
 def output_path(path: str | os.PathLike) -> Path:
@@ -343,8 +384,15 @@ def output_path(path: str | os.PathLike) -> Path:
     return output_file(path, default_name=DEFAULT_FILE_NAME, suffixes=(".png", *formats), what="a matplotlib image")
 
 
-def _draw(weights: np.ndarray, query_tokens: list[str], key_tokens: list[str], *, kind: str, layer: int,
-          head: int | str | None) -> Figure:
+def _draw(
+    weights: np.ndarray,
+    query_tokens: list[str],
+    key_tokens: list[str],
+    *,
+    kind: str,
+    layer: int,
+    head: int | str | None,
+) -> Figure:
     """One heatmap panel per head in a grid (weights (H, Q, K)), or a single panel (weights (Q, K))."""
     panels = weights if weights.ndim == 3 else weights[None]
     columns = min(len(panels), 4)
@@ -375,22 +423,34 @@ def _draw(weights: np.ndarray, query_tokens: list[str], key_tokens: list[str], *
 def add_attention_map_command(subparsers: argparse._SubParsersAction) -> None:
     """Register `hf-attention attention-map --model DIR --text "..." --out map.png`."""
     parser = subparsers.add_parser(
-        "attention-map", help="draw an attention heatmap of a checkpoint folder to PNG",
+        "attention-map",
+        help="draw an attention heatmap of a checkpoint folder to PNG",
         description="Draw the attention weights of one layer of a saved model as a queries × keys heatmap.",
     )
     parser.add_argument("--model", required=True, help="checkpoint folder (model, config and tokenizer)")
     parser.add_argument("--text", required=True, help="input text (the source for an encoder-decoder model)")
-    parser.add_argument("--out", default=DEFAULT_FILE_NAME,
-                        help=f"PNG file to write, or a folder to write {DEFAULT_FILE_NAME} in (default: %(default)s)")
+    parser.add_argument(
+        "--out",
+        default=DEFAULT_FILE_NAME,
+        help=f"PNG file to write, or a folder to write {DEFAULT_FILE_NAME} in (default: %(default)s)",
+    )
     parser.add_argument("--layer", type=int, default=None, help="layer index, negative from the end (default: last)")
-    parser.add_argument("--head", type=_head, default=None,
-                        help="head index, or 'mean' for the average over heads (default: one panel per head)")
+    parser.add_argument(
+        "--head",
+        type=_head,
+        default=None,
+        help="head index, or 'mean' for the average over heads (default: one panel per head)",
+    )
     parser.add_argument("--kind", choices=KINDS, default="self", help="which attention (default: %(default)s)")
     parser.add_argument("--target", default=None, help="target text for --kind decoder/cross (default: generate)")
     parser.add_argument("--max-new-tokens", type=_positive_int(), default=20, help="length of a generated target")
-    parser.add_argument("--max-tokens", type=_positive_int(MAX_TOKENS_LIMIT), default=MAX_TOKENS,
-                        help=f"most tokens per axis, up to {MAX_TOKENS_LIMIT}; a longer text is refused unless "
-                        "--truncate (default: %(default)s)")
+    parser.add_argument(
+        "--max-tokens",
+        type=_positive_int(MAX_TOKENS_LIMIT),
+        default=MAX_TOKENS,
+        help=f"most tokens per axis, up to {MAX_TOKENS_LIMIT}; a longer text is refused unless "
+        "--truncate (default: %(default)s)",
+    )
     parser.add_argument("--truncate", action="store_true", help="draw the first --max-tokens tokens of a longer text")
     parser.add_argument("--trust-remote-code", action="store_true", help="load code shipped with the checkpoint")
     parser.set_defaults(run=_run_attention_map)
@@ -445,8 +505,10 @@ def _run_attention_map(args: argparse.Namespace) -> int:
     if not args.text.strip():
         raise ValueError("--text is empty: there are no tokens to draw attention between.")
     if args.target is not None and args.kind == "self":
-        raise ValueError("--target is only drawn with --kind decoder or --kind cross (the decoder attention of an "
-                         "encoder-decoder model); --kind self draws the text's self-attention.")
+        raise ValueError(
+            "--target is only drawn with --kind decoder or --kind cross (the decoder attention of an "
+            "encoder-decoder model); --kind self draws the text's self-attention."
+        )
     if args.target is not None and not args.target.strip():
         raise ValueError("--target is empty: pass a target text, or leave --target out to generate one.")
     try:
@@ -456,9 +518,19 @@ def _run_attention_map(args: argparse.Namespace) -> int:
     folder = check_checkpoint(args.model, argument="--model", tokenizer=True)
     model, tokenizer = load_model_and_tokenizer(folder, trust_remote_code=args.trust_remote_code)
     try:
-        result = plot_attention(model, tokenizer, args.text, layer=args.layer, head=args.head, kind=args.kind,
-                                target=args.target, path=out, max_new_tokens=args.max_new_tokens,
-                                max_tokens=args.max_tokens, truncate=args.truncate)
+        result = plot_attention(
+            model,
+            tokenizer,
+            args.text,
+            layer=args.layer,
+            head=args.head,
+            kind=args.kind,
+            target=args.target,
+            path=out,
+            max_new_tokens=args.max_new_tokens,
+            max_tokens=args.max_tokens,
+            truncate=args.truncate,
+        )
     except HeatmapTooLarge as error:
         raise ValueError(error.cli_message) from None
     print(f"wrote {result.path}: layer {result.layer}, {len(result.query_tokens)} × {len(result.key_tokens)} tokens")

@@ -6,8 +6,15 @@ import torch
 import hf_attention
 from hf_attention import configuration_hf_attention
 
-TINY = {"vocab_size": 99, "hidden_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "intermediate_size": 64, "max_position_embeddings": 64, "hidden_dropout_prob": 0.0}
+TINY = {
+    "vocab_size": 99,
+    "hidden_size": 32,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 64,
+    "max_position_embeddings": 64,
+    "hidden_dropout_prob": 0.0,
+}
 
 
 def tiny_config(family: str, **overrides):

@@ -29,21 +29,59 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script: the repository's `training` package
     sys.path.insert(0, str(REPO))
-MODEL = {"hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 64, "num_hidden_layers": 2,
-         "hidden_dropout_prob": 0.1, "max_position_embeddings": 64}
-TRAIN_ARGS = ["--objective", "causal_lm", "--max_topics", "40", "--block_size", "32", "--vocab_size", "350",
-              "--max_train_samples", "128", "--max_eval_samples", "16", "--max_test_samples", "16",
-              "--per_device_train_batch_size", "8", "--learning_rate", "3e-3", "--warmup_steps", "2",
-              "--max_steps", "12", "--logging_steps", "1", "--eval_steps", "5", "--save_steps", "2",
-              "--save_total_limit", "2", "--report_to", "none", "--disable_tqdm", "true",
-              "--model_config", json.dumps(MODEL)]
+MODEL = {
+    "hidden_size": 32,
+    "num_attention_heads": 4,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "hidden_dropout_prob": 0.1,
+    "max_position_embeddings": 64,
+}
+TRAIN_ARGS = [
+    "--objective",
+    "causal_lm",
+    "--max_topics",
+    "40",
+    "--block_size",
+    "32",
+    "--vocab_size",
+    "350",
+    "--max_train_samples",
+    "128",
+    "--max_eval_samples",
+    "16",
+    "--max_test_samples",
+    "16",
+    "--per_device_train_batch_size",
+    "8",
+    "--learning_rate",
+    "3e-3",
+    "--warmup_steps",
+    "2",
+    "--max_steps",
+    "12",
+    "--logging_steps",
+    "1",
+    "--eval_steps",
+    "5",
+    "--save_steps",
+    "2",
+    "--save_total_limit",
+    "2",
+    "--report_to",
+    "none",
+    "--disable_tqdm",
+    "true",
+    "--model_config",
+    json.dumps(MODEL),
+]
 
 # Where a fixed-point kill strikes, on the `nth` occurrence: (what is intercepted, which call of it).
 FIXED_POINTS = {
-    "save: writing the optimizer state": "optimizer",      # the temporary folder holds the model only
-    "save: before the folder is renamed": "promote",       # the temporary folder is complete
-    "save: before latest is replaced": "latest",           # the new folder exists, latest names the old one
-    "save: before pruning": "prune",                       # latest names the new folder
+    "save: writing the optimizer state": "optimizer",  # the temporary folder holds the model only
+    "save: before the folder is renamed": "promote",  # the temporary folder is complete
+    "save: before latest is replaced": "latest",  # the new folder exists, latest names the old one
+    "save: before pruning": "prune",  # latest names the new folder
     "pruning: right after a deletion": "prune_delete",
     "export: while writing": "export_write",
     "export: between the two renames": "export_swap",
@@ -54,6 +92,7 @@ RESUMED_POINTS = ("export_write", "export_swap", "resume_metrics")
 
 
 # --------------------------------------------------------------------------------------------- the child
+
 
 def _die():
     os.kill(os.getpid(), signal.SIGKILL)
@@ -83,6 +122,7 @@ def install_kill_point(point: str, nth: int) -> None:
 
         acc_checkpointing.save = save
     elif point in ("promote", "latest"):
+
         def replace(source, target, *args, **kwargs):
             name = Path(target).name
             if (point == "promote" and name.startswith("step_")) or (point == "latest" and name == "latest"):
@@ -99,6 +139,7 @@ def install_kill_point(point: str, nth: int) -> None:
 
         checkpoint._prune = prune
     elif point == "prune_delete":
+
         def rmtree(path, *args, **kwargs):
             real_rmtree(path, *args, **kwargs)
             if Path(path).name.startswith("step_"):
@@ -116,6 +157,7 @@ def install_kill_point(point: str, nth: int) -> None:
 
         export._write_export = write
     elif point == "resume_metrics":
+
         def replace(source, target, *args, **kwargs):
             if Path(target).name == "metrics.jsonl":
                 strike()  # the rewritten file is complete but not yet in place
@@ -123,6 +165,7 @@ def install_kill_point(point: str, nth: int) -> None:
 
         os.replace = replace
     elif point == "export_swap":
+
         def replace(source, target, *args, **kwargs):
             result = real_replace(source, target, *args, **kwargs)
             if Path(target).name == "final.previous":
@@ -148,17 +191,30 @@ def child(argv: list[str]) -> int:
 
 # -------------------------------------------------------------------------------------------- the driver
 
-def _train(output_dir: Path, *extra: str, point: str | None = None, nth: int = 1, kill_after: float | None = None,
-           timeout: float = 600) -> int:
+
+def _train(
+    output_dir: Path,
+    *extra: str,
+    point: str | None = None,
+    nth: int = 1,
+    kill_after: float | None = None,
+    timeout: float = 600,
+) -> int:
     """Run the training job in a fresh process; returns its exit code (-9 when killed)."""
     command = [sys.executable, str(Path(__file__).resolve()), "child"]
     if point:
         command += ["--point", point, "--nth", str(nth)]
     command += [*TRAIN_ARGS, "--output_dir", str(output_dir), *extra]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
-           "PYTHONWARNINGS": "ignore"}
-    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               text=True)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "TOKENIZERS_PARALLELISM": "false",
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONWARNINGS": "ignore",
+    }
+    process = subprocess.Popen(
+        command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     if kill_after is not None:
         try:
             process.wait(timeout=kill_after)
@@ -196,8 +252,10 @@ def _losses(output_dir: Path) -> tuple[list, list]:
     from training.metrics_log import read_metrics
 
     records = read_metrics(output_dir / "metrics.jsonl")
-    return ([(m["step"], m["train/loss"]) for m in records if "train/loss" in m],
-            sorted({(m["step"], m["eval/loss"]) for m in records if "eval/loss" in m}))
+    return (
+        [(m["step"], m["train/loss"]) for m in records if "train/loss" in m],
+        sorted({(m["step"], m["eval/loss"]) for m in records if "eval/loss" in m}),
+    )
 
 
 def _weights(output_dir: Path) -> dict:
@@ -229,8 +287,9 @@ def _outcome(output_dir: Path, reference: Path) -> str:
     return "identical" if problem is None else f"DIFFERENT ({problem})"
 
 
-def _resume_until_done(output_dir: Path, *, kill_after: float | None = None, rng: random.Random | None = None,
-                       max_kills: int = 0) -> int:
+def _resume_until_done(
+    output_dir: Path, *, kill_after: float | None = None, rng: random.Random | None = None, max_kills: int = 0
+) -> int:
     """Resume until a run exits 0; with `kill_after`, kill resumed runs too (up to `max_kills`). Returns kills."""
     from training.checkpoint import LATEST, checkpoint_root
 

@@ -17,8 +17,17 @@ from benchmarks.machine import native_bf16
 from benchmarks.models import MASK_ID, PARITY_TOLERANCE, assert_parity, make_pair, training_batch
 from benchmarks.plan import PRESETS, SECTIONS
 
-HEADINGS = ("Ceiling", "Training step", "Forward latency", "Generation", "Greedy generation without a cache",
-            "Sequence length", "Decode-step profile", "Per-step overhead", "Training memory by vocabulary")
+HEADINGS = (
+    "Ceiling",
+    "Training step",
+    "Forward latency",
+    "Generation",
+    "Greedy generation without a cache",
+    "Sequence length",
+    "Decode-step profile",
+    "Per-step overhead",
+    "Training memory by vocabulary",
+)
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +44,8 @@ def test_tiny_benchmark_writes_reports(tiny_run):
     assert {"machine", "plan", *SECTIONS} <= set(data)
     dtypes = ("fp32", "bf16") if native_bf16("cpu") else ("fp32",)  # slow bf16 rows need --bf16-anyway
     assert {(r["family"], r["dtype"]) for r in results["train"]} == {
-        (f, d) for f in ("gpt2", "bert", "t5") for d in dtypes}
+        (f, d) for f in ("gpt2", "bert", "t5") for d in dtypes
+    }
     if len(dtypes) == 1:
         assert "no native bf16 matmul" in data["notes"][0] and "no native bf16 matmul" in markdown
     assert all(r["parity_max_logit_diff"] <= PARITY_TOLERANCE for r in results["train"])
@@ -51,7 +61,8 @@ def test_every_generation_mode_gives_hfs_tokens_and_a_paired_spread(tiny_run):
     plan = PRESETS["tiny"]
     rows = results["generate"]
     assert {(r["family"], r["batch"], r["mode"]) for r in rows} == {
-        (f, b, m) for f in plan.gen_families for b in plan.gen_batches for m in MODES}
+        (f, b, m) for f in plan.gen_families for b in plan.gen_batches for m in MODES
+    }
     for row in rows:
         assert all(row["same_tokens_as_hf"].values()), row
         assert row["hf_cache"]["rounds"] == row["ours_cache"]["rounds"] == plan.gen_rounds
@@ -75,13 +86,23 @@ def test_decode_profile_and_memory_sections(tiny_run):
         assert "overhead_ours_minus_hf_ms" in row
         for side in ("hf", "ours"):
             phases = row[side]
-            assert {"embedding_ms", "other_ms", "layers_total_ms", "final_norm_ms", "lm_head_ms", "forward_ms",
-                    "generation_ms", "generate_step_ms", "overhead_over_floor_ms"} <= set(phases)
+            assert {
+                "embedding_ms",
+                "other_ms",
+                "layers_total_ms",
+                "final_norm_ms",
+                "lm_head_ms",
+                "forward_ms",
+                "generation_ms",
+                "generate_step_ms",
+                "overhead_over_floor_ms",
+            } <= set(phases)
             assert len(phases["layers_ms"]) == plan.layers and phases["decode_steps_timed"] > 0
             assert phases["aten_ops_per_step"] > 0
     memory = results["memory"]
     assert [(r["family"], r["vocab"]) for r in memory] == [
-        (f, v) for f in plan.memory_families for v in plan.memory_vocabs]
+        (f, v) for f in plan.memory_families for v in plan.memory_vocabs
+    ]
     assert all({"hf_peak_bytes", "ours_peak_bytes", "ratio_hf_to_ours", "memory_method"} <= set(r) for r in memory)
 
 
@@ -105,8 +126,9 @@ def test_committed_docs_page_is_the_render_of_the_results_file_it_names():
 
 
 def test_bf16_rows_run_on_request_whatever_the_cpu(tmp_path):
-    results = run.main(["--preset", "tiny", "--sections", "train", "--families", "gpt2", "--bf16-anyway",
-                        "--out", str(tmp_path)])
+    results = run.main(
+        ["--preset", "tiny", "--sections", "train", "--families", "gpt2", "--bf16-anyway", "--out", str(tmp_path)]
+    )
     assert [r["dtype"] for r in results["train"]] == ["fp32", "bf16"] and results["notes"] == []
 
 
@@ -152,8 +174,14 @@ def test_paired_ratio_spread_brackets_the_median():
     assert spread["median"] == ratios[2] and spread["rounds"] == 5
     assert ratios[0] <= spread["ci95_low"] <= spread["q1"] <= spread["median"] <= spread["q3"] <= ratios[-1]
     assert spread["ci95_high"] <= ratios[-1]
-    assert paired_ratio_spread([1.0], [2.0]) == {"median": 0.5, "q1": 0.5, "q3": 0.5, "ci95_low": 0.5,
-                                                 "ci95_high": 0.5, "rounds": 1}
+    assert paired_ratio_spread([1.0], [2.0]) == {
+        "median": 0.5,
+        "q1": 0.5,
+        "q3": 0.5,
+        "ci95_low": 0.5,
+        "ci95_high": 0.5,
+        "rounds": 1,
+    }
 
 
 def test_encoder_batch_is_berts_masked_lm_recipe_and_its_flops_count_only_labelled_rows_backward():

@@ -12,11 +12,11 @@ ROWS = [[5, 17, 33, 8, 61, 12, 9, 40], [7, 21, 3, 77, 14], [90, 4, 52, 11, 23, 6
 
 def incremental_logits(model, ids, mask, prefill: int, cache):
     """Prefill `prefill` tokens, then feed the rest one at a time through `cache`; concatenated logits."""
-    pieces = [model(ids[:, :prefill], attention_mask=mask[:, :prefill], past_key_values=cache,
-                    use_cache=True).logits]
+    pieces = [model(ids[:, :prefill], attention_mask=mask[:, :prefill], past_key_values=cache, use_cache=True).logits]
     for t in range(prefill, ids.shape[1]):
-        pieces.append(model(ids[:, t:t + 1], attention_mask=mask[:, :t + 1], past_key_values=cache,
-                            use_cache=True).logits)
+        pieces.append(
+            model(ids[:, t : t + 1], attention_mask=mask[:, : t + 1], past_key_values=cache, use_cache=True).logits
+        )
     return torch.cat(pieces, dim=1)
 
 
@@ -53,11 +53,25 @@ def test_seq2seq_cached_logits_equal_uncached(position):
         full = model(src, attention_mask=src_mask, decoder_input_ids=target, use_cache=False).logits
         encoder_outputs = model.get_encoder()(input_ids=src, attention_mask=src_mask)
         cache = EncoderDecoderCache(DynamicCache(config=model.config), DynamicCache(config=model.config))
-        pieces = [model(encoder_outputs=encoder_outputs, attention_mask=src_mask, decoder_input_ids=target[:, :2],
-                        past_key_values=cache, use_cache=True).logits]
+        pieces = [
+            model(
+                encoder_outputs=encoder_outputs,
+                attention_mask=src_mask,
+                decoder_input_ids=target[:, :2],
+                past_key_values=cache,
+                use_cache=True,
+            ).logits
+        ]
         for t in range(2, target.shape[1]):
-            pieces.append(model(encoder_outputs=encoder_outputs, attention_mask=src_mask,
-                                decoder_input_ids=target[:, t:t + 1], past_key_values=cache, use_cache=True).logits)
+            pieces.append(
+                model(
+                    encoder_outputs=encoder_outputs,
+                    attention_mask=src_mask,
+                    decoder_input_ids=target[:, t : t + 1],
+                    past_key_values=cache,
+                    use_cache=True,
+                ).logits
+            )
     torch.testing.assert_close(torch.cat(pieces, 1), full, atol=1e-5, rtol=0)
     assert all(cache.is_updated.values())  # cross-attention keys/values were projected once and reused
 
@@ -67,8 +81,14 @@ def test_seq2seq_cached_logits_equal_uncached(position):
 def test_decoder_generate_same_tokens_with_and_without_cache(position, beams):
     model = build(HFAttentionForCausalLM, "decoder", position_encoding=position)
     ids, mask = left_pad(ROWS)
-    kwargs = {"attention_mask": mask, "max_new_tokens": 8, "num_beams": beams, "do_sample": False,
-              "pad_token_id": 0, "eos_token_id": None}
+    kwargs = {
+        "attention_mask": mask,
+        "max_new_tokens": 8,
+        "num_beams": beams,
+        "do_sample": False,
+        "pad_token_id": 0,
+        "eos_token_id": None,
+    }
     with_cache = model.generate(ids, use_cache=True, **kwargs)
     without_cache = model.generate(ids, use_cache=False, **kwargs)
     assert torch.equal(with_cache, without_cache)
@@ -80,8 +100,13 @@ def test_decoder_generate_same_tokens_with_and_without_cache(position, beams):
 def test_seq2seq_generate_same_tokens_with_and_without_cache(position, beams):
     model = build(HFAttentionForSeq2SeqLM, "seq2seq", position_encoding=position)
     src, mask = left_pad(ROWS)
-    kwargs = {"attention_mask": mask, "max_new_tokens": 8, "num_beams": beams, "do_sample": False,
-              "eos_token_id": None}
+    kwargs = {
+        "attention_mask": mask,
+        "max_new_tokens": 8,
+        "num_beams": beams,
+        "do_sample": False,
+        "eos_token_id": None,
+    }
     assert torch.equal(model.generate(src, use_cache=True, **kwargs), model.generate(src, use_cache=False, **kwargs))
 
 

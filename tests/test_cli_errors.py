@@ -39,8 +39,11 @@ def assert_error(code, err: str, words: list[str], status: int = 1) -> None:
 
 def snapshot(folder: Path) -> dict[str, str]:
     """Relative path → content hash of every file under `folder`."""
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -166,9 +169,19 @@ def test_a_local_path_that_is_no_checkpoint_is_named(workdir, capsys, monkeypatc
 @pytest.mark.parametrize(
     ("name", "local"),
     [
-        ("gpt2", False), ("openai-community/gpt2", False), ("Helsinki-NLP/opus-mt-en-de", False),
-        ("google-t5/t5-small", False), ("./gpt2", True), ("/models/gpt2", True), ("~/gpt2", True), ("a/b/c", True),
-        ("runs\\final", True), ("C:models", True), ("my model", True), ("owner/-bad", True), ("owner/a..b", True),
+        ("gpt2", False),
+        ("openai-community/gpt2", False),
+        ("Helsinki-NLP/opus-mt-en-de", False),
+        ("google-t5/t5-small", False),
+        ("./gpt2", True),
+        ("/models/gpt2", True),
+        ("~/gpt2", True),
+        ("a/b/c", True),
+        ("runs\\final", True),
+        ("C:models", True),
+        ("my model", True),
+        ("owner/-bad", True),
+        ("owner/a..b", True),
         ("runs/final", True),  # only because a `runs` folder exists here
         ("elsewhere/final", False),
     ],
@@ -225,20 +238,37 @@ def no_forward(monkeypatch):
         (190, ["--max-tokens", "200"], ["4 panels (one per head)", "tokens make a", "million pixels", "--head mean"]),
     ],
 )
-def test_attention_map_refuses_a_text_too_long_before_the_forward_pass(decoder_folder, tmp_path, capsys, no_forward,
-                                                                       tokens, extra, words):
+def test_attention_map_refuses_a_text_too_long_before_the_forward_pass(
+    decoder_folder, tmp_path, capsys, no_forward, tokens, extra, words
+):
     text = text_of_tokens(AutoTokenizer.from_pretrained(decoder_folder), tokens)
     out = tmp_path / "map.png"
-    code, _, err = run(capsys, ["attention-map", "--model", str(decoder_folder), "--text", text, "--out", str(out),
-                                *extra])
+    code, _, err = run(
+        capsys, ["attention-map", "--model", str(decoder_folder), "--text", text, "--out", str(out), *extra]
+    )
     assert_error(code, err, words)
     assert not out.exists()
 
 
 def test_attention_map_truncates_on_request(decoder_folder, tmp_path, capsys):
     out = tmp_path / "map.png"
-    code, printed, err = run(capsys, ["attention-map", "--model", str(decoder_folder), "--text", "word " * 1201,
-                                      "--out", str(out), "--head", "mean", "--truncate", "--max-tokens", "40"])
+    code, printed, err = run(
+        capsys,
+        [
+            "attention-map",
+            "--model",
+            str(decoder_folder),
+            "--text",
+            "word " * 1201,
+            "--out",
+            str(out),
+            "--head",
+            "mean",
+            "--truncate",
+            "--max-tokens",
+            "40",
+        ],
+    )
     assert code == 0, err
     assert f"wrote {out}: layer 1, 40 × 40 tokens" in printed and out.is_file()
 
@@ -250,8 +280,9 @@ def test_attention_map_truncates_on_request(decoder_folder, tmp_path, capsys):
         (["--kind", "decoder", "--target", "word " * 300], ["--target is", "tokens, more than the cap of 128"]),
     ],
 )
-def test_attention_map_refuses_a_target_too_long_before_generating(seq2seq_folder, capsys, monkeypatch, no_forward,
-                                                                   argv, words):
+def test_attention_map_refuses_a_target_too_long_before_generating(
+    seq2seq_folder, capsys, monkeypatch, no_forward, argv, words
+):
     def fail(*args, **kwargs):
         raise AssertionError("generated before the size check")
 
@@ -294,8 +325,9 @@ def test_plot_attention_size_error_is_a_value_error_naming_the_api(trained_token
 def test_attention_map_prints_the_file_it_wrote(decoder_folder, tmp_path, capsys, monkeypatch, out, written):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "maps").mkdir()
-    code, printed, err = run(capsys, ["attention-map", "--model", str(decoder_folder), "--text", TEXT, "--out", out,
-                                      "--head", "mean"])
+    code, printed, err = run(
+        capsys, ["attention-map", "--model", str(decoder_folder), "--text", TEXT, "--out", out, "--head", "mean"]
+    )
     assert code == 0, err
     assert printed.startswith(f"wrote {written}: ")
     assert (tmp_path / written).is_file()
@@ -338,8 +370,10 @@ def test_attention_map_bad_flags(decoder_folder, tmp_path, capsys, monkeypatch, 
     ],
 )
 def test_attention_map_bad_flags_on_an_encoder_decoder(seq2seq_folder, tmp_path, capsys, argv, words):
-    code, _, err = run(capsys, ["attention-map", "--model", str(seq2seq_folder), "--text", TEXT,
-                                "--out", str(tmp_path / "map.png"), *argv])
+    code, _, err = run(
+        capsys,
+        ["attention-map", "--model", str(seq2seq_folder), "--text", TEXT, "--out", str(tmp_path / "map.png"), *argv],
+    )
     assert_error(code, err, words)
 
 

@@ -29,13 +29,27 @@ def causal_tokenizer():
 def _sft_trainer(model, tokenizer, tmp_path, *, packing: bool):
     from trl import SFTConfig, SFTTrainer
 
-    args = SFTConfig(output_dir=str(tmp_path / "sft"), packing=packing, max_length=64, per_device_train_batch_size=4,
-                     max_steps=2, report_to="none", use_cpu=True, learning_rate=1e-3, logging_steps=1,
-                     save_strategy="no", disable_tqdm=True)
+    args = SFTConfig(
+        output_dir=str(tmp_path / "sft"),
+        packing=packing,
+        max_length=64,
+        per_device_train_batch_size=4,
+        max_steps=2,
+        report_to="none",
+        use_cpu=True,
+        learning_rate=1e-3,
+        logging_steps=1,
+        save_strategy="no",
+        disable_tqdm=True,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return SFTTrainer(model=model, args=args, train_dataset=datasets.Dataset.from_dict({"text": TEXTS}),
-                          processing_class=tokenizer)
+        return SFTTrainer(
+            model=model,
+            args=args,
+            train_dataset=datasets.Dataset.from_dict({"text": TEXTS}),
+            processing_class=tokenizer,
+        )
 
 
 def _per_text_loss(model, batch) -> torch.Tensor:
@@ -55,8 +69,9 @@ def _per_text_loss(model, batch) -> torch.Tensor:
 @pytest.mark.parametrize("packing", [False, True], ids=["padded", "packed"])
 @pytest.mark.parametrize("head", [{}, {"scale_lm_head_input": True}], ids=["plain", "scaled_head"])
 def test_trl_sft_loss_is_the_models_own(causal_tokenizer, tmp_path, packing, head):
-    model = HFAttentionForCausalLM(tiny_config("decoder", vocab_size=len(causal_tokenizer),
-                                               position_encoding="rotary", **head))
+    model = HFAttentionForCausalLM(
+        tiny_config("decoder", vocab_size=len(causal_tokenizer), position_encoding="rotary", **head)
+    )
     trainer = _sft_trainer(model, causal_tokenizer, tmp_path, packing=packing)
     batch = next(iter(trainer.get_train_dataloader()))
     model.eval()
@@ -73,9 +88,10 @@ def test_trl_sft_loss_is_the_models_own(causal_tokenizer, tmp_path, packing, hea
 
 
 def test_trl_refuses_a_head_it_cannot_reproduce(causal_tokenizer, tmp_path):
-    for head, named in (({"lm_head_transform": True}, "lm_head_transform=True"),
-                        ({"scale_lm_head_input": True, "lm_head_bias": True}, "scale_lm_head_input=True with "
-                                                                              "lm_head_bias=True")):
+    for head, named in (
+        ({"lm_head_transform": True}, "lm_head_transform=True"),
+        ({"scale_lm_head_input": True, "lm_head_bias": True}, "scale_lm_head_input=True with lm_head_bias=True"),
+    ):
         model = HFAttentionForCausalLM(tiny_config("decoder", vocab_size=len(causal_tokenizer), **head))
         with pytest.raises(ValueError, match=f"This model's head uses {named}.*TRL computes the loss"):
             _sft_trainer(model, causal_tokenizer, tmp_path, packing=False)
@@ -85,31 +101,47 @@ def test_trl_dpo_refuses_a_head_it_cannot_reproduce(causal_tokenizer, tmp_path):
     from trl import DPOConfig, DPOTrainer
 
     model = HFAttentionForCausalLM(tiny_config("decoder", vocab_size=len(causal_tokenizer), lm_head_transform=True))
-    pairs = datasets.Dataset.from_dict({"prompt": ["Open the"] * 4, "chosen": [" file."] * 4,
-                                        "rejected": [" door."] * 4})
-    args = DPOConfig(output_dir=str(tmp_path / "dpo"), report_to="none", use_cpu=True, max_steps=1,
-                     per_device_train_batch_size=2, disable_tqdm=True)
+    pairs = datasets.Dataset.from_dict(
+        {"prompt": ["Open the"] * 4, "chosen": [" file."] * 4, "rejected": [" door."] * 4}
+    )
+    args = DPOConfig(
+        output_dir=str(tmp_path / "dpo"),
+        report_to="none",
+        use_cpu=True,
+        max_steps=1,
+        per_device_train_batch_size=2,
+        disable_tqdm=True,
+    )
     with pytest.raises(ValueError, match="lm_head_transform=True.*TRL computes the loss"):
-        DPOTrainer(model=model, ref_model=copy.deepcopy(model), args=args, train_dataset=pairs,
-                   processing_class=causal_tokenizer)
+        DPOTrainer(
+            model=model,
+            ref_model=copy.deepcopy(model),
+            args=args,
+            train_dataset=pairs,
+            processing_class=causal_tokenizer,
+        )
 
 
 def test_lm_eval_loglikelihood_is_the_models_own(causal_tokenizer):
     from lm_eval.api.instance import Instance
     from lm_eval.models.huggingface import HFLM
 
-    model = HFAttentionForCausalLM(tiny_config("decoder", vocab_size=len(causal_tokenizer),
-                                               position_encoding="alibi")).eval()
+    model = HFAttentionForCausalLM(
+        tiny_config("decoder", vocab_size=len(causal_tokenizer), position_encoding="alibi")
+    ).eval()
     lm = HFLM(pretrained=model, tokenizer=causal_tokenizer, batch_size=2, device="cpu")
-    pairs = [("The with statement", " is used to wrap"), ("A class definition", " defines a class object."),
-             ("Open", " file")]
+    pairs = [
+        ("The with statement", " is used to wrap"),
+        ("A class definition", " defines a class object."),
+        ("Open", " file"),
+    ]
     requests = [Instance(request_type="loglikelihood", doc={}, arguments=pair, idx=i) for i, pair in enumerate(pairs)]
     results = lm.loglikelihood(requests, disable_tqdm=True)
     for (context, continuation), (logprob, _greedy) in zip(pairs, results, strict=True):
         context_ids, continuation_ids = lm._encode_pair(context, continuation)
         ids = torch.tensor([context_ids + continuation_ids])
         with torch.no_grad():
-            logprobs = model(ids[:, :-1]).logits.log_softmax(-1)[0, -len(continuation_ids):]
+            logprobs = model(ids[:, :-1]).logits.log_softmax(-1)[0, -len(continuation_ids) :]
         own = logprobs.gather(-1, torch.tensor(continuation_ids)[:, None]).sum().item()
         assert logprob == pytest.approx(own, abs=1e-4)
 
@@ -119,7 +151,8 @@ def encoder_checkpoint(tmp_path_factory):
     tokenizer = make_tokenizer("encoder", TEXTS)
     directory = tmp_path_factory.mktemp("encoder")
     HFAttentionForMaskedLM(tiny_config("encoder", vocab_size=len(tokenizer), norm_position="pre")).save_pretrained(
-        directory)
+        directory
+    )
     tokenizer.save_pretrained(directory)
     return directory
 
@@ -156,10 +189,20 @@ def test_sentence_transformers_through_remote_code_without_hf_attention(encoder_
         assert type(first).__module__.startswith("transformers_modules"), type(first).__module__
         print(json.dumps(model.encode(json.loads(sys.argv[2])).tolist()))
     """)
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1",
-           "HF_MODULES_CACHE": str(tmp_path / "modules")}
-    done = subprocess.run([sys.executable, "-c", script, str(encoder_checkpoint), json.dumps(SENTENCES)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(tmp_path),
+        "HF_HUB_OFFLINE": "1",
+        "HF_MODULES_CACHE": str(tmp_path / "modules"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(encoder_checkpoint), json.dumps(SENTENCES)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     embeddings = torch.tensor(json.loads(done.stdout.strip().splitlines()[-1]))
     torch.testing.assert_close(embeddings, _mean_pooled(encoder_checkpoint), rtol=0, atol=1e-5)

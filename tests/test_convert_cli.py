@@ -19,8 +19,14 @@ import hf_attention  # noqa: F401  (registers the Auto classes)
 from hf_attention.cli import main
 from hf_attention.convert import convert_checkpoint
 
-AUTO = {"gpt2": AutoModelForCausalLM, "llama": AutoModelForCausalLM, "bert": AutoModel,
-        "bert_mlm": AutoModelForMaskedLM, "bart": AutoModelForSeq2SeqLM, "t5": AutoModelForSeq2SeqLM}
+AUTO = {
+    "gpt2": AutoModelForCausalLM,
+    "llama": AutoModelForCausalLM,
+    "bert": AutoModel,
+    "bert_mlm": AutoModelForMaskedLM,
+    "bart": AutoModelForSeq2SeqLM,
+    "t5": AutoModelForSeq2SeqLM,
+}
 
 
 def tiny_tokenizer() -> PreTrainedTokenizerFast:

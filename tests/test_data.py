@@ -26,16 +26,37 @@ def tokenizer():
     backend = Tokenizer(models.WordLevel(unk_token="<unk>"))
     backend.pre_tokenizer = pre_tokenizers.Whitespace()
     backend.train_from_iterator(lines, trainers.WordLevelTrainer(special_tokens=specials))
-    backend.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A </s> $B </s>",
-                                                           special_tokens=[("</s>", 2)])
-    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", bos_token="<s>", eos_token="</s>",
-                                   unk_token="<unk>", mask_token="<mask>")
+    backend.post_processor = processors.TemplateProcessing(
+        single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", 2)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        pad_token="<pad>",
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        mask_token="<mask>",
+    )
 
 
 # ------------------------------------------------------------------------------------------------ filters
 
-@pytest.mark.parametrize("text", ["%s", "%d: %s", "%1$s (%2$d)", "{0} / {1}", "<b>%s</b>", "%a %b %e %H:%M:%S %Y",
-                                  "...", "  ", "100%", "${HOME}/%s"])
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "%s",
+        "%d: %s",
+        "%1$s (%2$d)",
+        "{0} / {1}",
+        "<b>%s</b>",
+        "%a %b %e %H:%M:%S %Y",
+        "...",
+        "  ",
+        "100%",
+        "${HOME}/%s",
+    ],
+)
 def test_format_only_strings_are_detected(text):
     assert data.is_format_only(text)
 
@@ -58,8 +79,16 @@ def test_filter_pairs_drops_each_kind_and_counts_it():
     ]
     kept, counts = data.filter_pairs(pairs, max_chars=40)
     assert kept == [("Open file", "Datei öffnen"), ("Open", "Öffnen")]
-    assert counts == {"read": 8, "kept": 2, "format_only": 1, "untranslated": 1, "multi_line": 1, "duplicate": 1,
-                      "empty": 1, "too_long": 1}
+    assert counts == {
+        "read": 8,
+        "kept": 2,
+        "format_only": 1,
+        "untranslated": 1,
+        "multi_line": 1,
+        "duplicate": 1,
+        "empty": 1,
+        "too_long": 1,
+    }
 
 
 def test_split_paragraphs_unwraps_prose_and_drops_headings_and_code():
@@ -71,6 +100,7 @@ def test_split_paragraphs_unwraps_prose_and_drops_headings_and_code():
 
 
 # ------------------------------------------------------------------------------------------------ corpora
+
 
 def test_python_docs_corpus_is_english_prose():
     corpus = data.python_docs_corpus(max_topics=10)
@@ -116,6 +146,7 @@ def test_empty_translation_corpus_names_filters_and_counts(monkeypatch):
 
 # ------------------------------------------------------------------------------------------------- splits
 
+
 def test_splits_are_deterministic_disjoint_and_complete():
     texts = [f"sentence number {i}" for i in range(2000)]
     dataset = Dataset.from_dict({"source": texts, "target": [t.upper() for t in texts]})
@@ -123,8 +154,9 @@ def test_splits_are_deterministic_disjoint_and_complete():
     again = data.split_dataset(dataset.shuffle(seed=1), key="source", fractions=(0.8, 0.1, 0.1))
     parts = {name: set(first[name]["source"]) for name in data.SPLITS}
     assert all(parts[name] == set(again[name]["source"]) for name in data.SPLITS)
-    assert not (parts["train"] & parts["validation"] or parts["train"] & parts["test"]
-                or parts["validation"] & parts["test"])
+    assert not (
+        parts["train"] & parts["validation"] or parts["train"] & parts["test"] or parts["validation"] & parts["test"]
+    )
     assert set().union(*parts.values()) == set(texts)
     assert 1450 < len(parts["train"]) < 1750 and len(parts["validation"]) > 100
 
@@ -144,10 +176,12 @@ def test_invalid_fractions_raise(fractions):
 
 # ---------------------------------------------------------------------------------------------- user data
 
+
 def test_user_text_json_and_csv_files(tmp_path):
     (tmp_path / "a.txt").write_text("first line\nsecond line\n")
-    (tmp_path / "a.jsonl").write_text("\n".join(json.dumps({"en": f"hi {i}", "de": f"hallo {i}", "id": i})
-                                                for i in range(3)))
+    (tmp_path / "a.jsonl").write_text(
+        "\n".join(json.dumps({"en": f"hi {i}", "de": f"hallo {i}", "id": i}) for i in range(3))
+    )
     (tmp_path / "a.csv").write_text("text,label\nhello,0\nbonjour,1\n")
     text = data.load_user_dataset(str(tmp_path / "a.txt"))
     assert list(text["text"]) == ["first line", "second line"]
@@ -189,6 +223,7 @@ def test_flatten_translation():
 
 # ------------------------------------------------------------------------------------------- tokenisation
 
+
 def test_causal_lm_features_are_packed_blocks(tokenizer):
     texts = Dataset.from_dict({"text": ["the cat sat on the mat", "a dog ran in the park today"] * 5})
     blocks = data.causal_lm_features(texts, tokenizer, block_size=8)
@@ -223,8 +258,7 @@ def test_translation_features_have_labels(tokenizer):
     assert len(features[0]["input_ids"]) == 5 and len(features[0]["labels"]) == 3
     assert features[0]["labels"][:2] == tokenizer.convert_tokens_to_ids(["die", "Katze"])
     with pytest.raises(ValueError, match="'target' not found"):
-        data.translation_features(pairs.remove_columns("target"), tokenizer, max_source_length=5,
-                                  max_target_length=3)
+        data.translation_features(pairs.remove_columns("target"), tokenizer, max_source_length=5, max_target_length=3)
 
 
 @needs_catalogs
@@ -232,8 +266,7 @@ def test_corpus_to_features_with_the_project_tokenizer():
     tokenizer_module = pytest.importorskip("training.tokenizer")
     splits = data.split_dataset(data.translation_corpus("de", max_catalogs=2), key="source")
     train = splits["train"].select(range(min(200, len(splits["train"]))))
-    tokenizer = tokenizer_module.train_tokenizer(list(train["source"]) + list(train["target"]), 300,
-                                             kind="seq2seq")
+    tokenizer = tokenizer_module.train_tokenizer(list(train["source"]) + list(train["target"]), 300, kind="seq2seq")
     features = data.translation_features(train, tokenizer, max_source_length=16, max_target_length=16)
     assert len(features) == len(train) and max(len(r) for r in features["labels"]) <= 16
 

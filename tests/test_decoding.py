@@ -37,8 +37,15 @@ class _CountMatmuls(TorchDispatchMode):
 def _generate(model, options, dtype=torch.float32):
     ids, mask = left_pad([[5, 6, 7, 8, 9], [10, 11, 12]])
     torch.manual_seed(3)
-    return model.to(dtype).generate(ids, attention_mask=mask, max_new_tokens=6, min_new_tokens=6,
-                                    output_scores=True, return_dict_in_generate=True, **options)
+    return model.to(dtype).generate(
+        ids,
+        attention_mask=mask,
+        max_new_tokens=6,
+        min_new_tokens=6,
+        output_scores=True,
+        return_dict_in_generate=True,
+        **options,
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
@@ -83,13 +90,15 @@ def test_training_after_generate_uses_the_current_weights():
     """Stacked weights live only inside generate(): an optimizer step afterwards is seen by the next generation."""
     model = build(HFAttentionForCausalLM, "decoder")
     prompt = torch.tensor([[5, 6, 7]])
-    before = model.generate(prompt, max_new_tokens=5, do_sample=False, output_scores=True,
-                            return_dict_in_generate=True).scores
+    before = model.generate(
+        prompt, max_new_tokens=5, do_sample=False, output_scores=True, return_dict_in_generate=True
+    ).scores
     with torch.no_grad():
         for layer in model.model.decoder.layers:
             layer.self_attn.v_proj.weight.data.mul_(3.0)  # in place, behind autograd's back
-    after = model.generate(prompt, max_new_tokens=5, do_sample=False, output_scores=True,
-                           return_dict_in_generate=True).scores
+    after = model.generate(
+        prompt, max_new_tokens=5, do_sample=False, output_scores=True, return_dict_in_generate=True
+    ).scores
     with torch.no_grad():
         logits = model(prompt, logits_to_keep=1).logits[:, -1]  # the changed weights, three products per layer
     assert not torch.equal(before[0], after[0]) and torch.equal(after[0], logits)

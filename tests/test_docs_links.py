@@ -63,11 +63,13 @@ def test_the_anchor_rule_is_githubs():
 def test_links_are_found_outside_code_only(tmp_path):
     page = tmp_path / "page.md"
     page.write_text(
-        "# Title\n\n[here](#title) [gone](missing.md) ![figure](page.md#nowhere) <img src=\"lost.png\">\n"
+        '# Title\n\n[here](#title) [gone](missing.md) ![figure](page.md#nowhere) <img src="lost.png">\n'
         "`[not](a-link.md)`\n\n```python\nx = [1](2)\n```\n"
     )
     assert broken_links(page) == [
-        "missing.md: no such file", "page.md#nowhere: no heading with the anchor #nowhere", "lost.png: no such file",
+        "missing.md: no such file",
+        "page.md#nowhere: no heading with the anchor #nowhere",
+        "lost.png: no such file",
     ]
 
 

@@ -8,23 +8,32 @@ from transformers import AutoModelForCausalLM
 from hf_attention import HFAttentionEncoderModel, HFAttentionForCausalLM, HFAttentionForSeq2SeqLM
 
 
-@pytest.mark.parametrize(("overrides", "message"), [
-    ({"hidden_size": 30, "num_attention_heads": 4}, r"hidden_size=30 is not divisible by num_attention_heads=4"),
-    ({"num_attention_heads": 4, "num_key_value_heads": 3}, r"num_attention_heads=4 is not divisible by "
-                                                           r"num_key_value_heads=3"),
-    ({"attention_score": "cosine"}, r"attention_score='cosine' is not supported; allowed values are 'scaled_dot'"),
-    ({"position_encoding": "xpos"}, r"position_encoding='xpos' is not supported"),
-    ({"norm_position": "sandwich"}, r"norm_position='sandwich'"),
-    ({"norm_type": "batchnorm"}, r"norm_type='batchnorm'"),
-    ({"hidden_act": "tanh"}, r"hidden_act='tanh'.*'swiglu'"),
-    ({"sinusoidal_layout": "random"}, r"sinusoidal_layout='random'"),
-    ({"classifier_pooling": "max"}, r"classifier_pooling='max'"),
-    ({"hidden_dropout_prob": 1.5}, r"hidden_dropout_prob=1.5 must be a probability"),
-    ({"vocab_size": 0}, r"vocab_size=0 must be a positive integer"),
-    ({"head_dim": 7, "position_encoding": "rotary"}, r"rotary.*even head_dim, got 7"),
-    ({"attention_score": "additive", "attn_implementation": "sdpa"}, r"attention_score='additive' needs "
-                                                                      r"attn_implementation='eager'"),
-])
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"hidden_size": 30, "num_attention_heads": 4}, r"hidden_size=30 is not divisible by num_attention_heads=4"),
+        (
+            {"num_attention_heads": 4, "num_key_value_heads": 3},
+            r"num_attention_heads=4 is not divisible by "
+            r"num_key_value_heads=3",
+        ),
+        ({"attention_score": "cosine"}, r"attention_score='cosine' is not supported; allowed values are 'scaled_dot'"),
+        ({"position_encoding": "xpos"}, r"position_encoding='xpos' is not supported"),
+        ({"norm_position": "sandwich"}, r"norm_position='sandwich'"),
+        ({"norm_type": "batchnorm"}, r"norm_type='batchnorm'"),
+        ({"hidden_act": "tanh"}, r"hidden_act='tanh'.*'swiglu'"),
+        ({"sinusoidal_layout": "random"}, r"sinusoidal_layout='random'"),
+        ({"classifier_pooling": "max"}, r"classifier_pooling='max'"),
+        ({"hidden_dropout_prob": 1.5}, r"hidden_dropout_prob=1.5 must be a probability"),
+        ({"vocab_size": 0}, r"vocab_size=0 must be a positive integer"),
+        ({"head_dim": 7, "position_encoding": "rotary"}, r"rotary.*even head_dim, got 7"),
+        (
+            {"attention_score": "additive", "attn_implementation": "sdpa"},
+            r"attention_score='additive' needs "
+            r"attn_implementation='eager'",
+        ),
+    ],
+)
 def test_invalid_config_values(overrides, message):
     with pytest.raises(ValueError, match=message):
         tiny_config("encoder", **overrides)
@@ -89,8 +98,9 @@ def test_seq2seq_source_mask_shape_must_match_source():
         model(torch.randint(3, 99, (2, 6)), attention_mask=torch.ones(2, 4), decoder_input_ids=torch.ones(2, 3).long())
     encoder_outputs = model.get_encoder()(input_ids=torch.randint(3, 99, (2, 6)))
     with pytest.raises(ValueError, match="encoder_attention_mask has shape"):
-        model(encoder_outputs=encoder_outputs, attention_mask=torch.ones(2, 4),
-              decoder_input_ids=torch.ones(2, 3).long())
+        model(
+            encoder_outputs=encoder_outputs, attention_mask=torch.ones(2, 4), decoder_input_ids=torch.ones(2, 3).long()
+        )
 
 
 def test_inputs_must_be_ids_or_embeddings_not_both():

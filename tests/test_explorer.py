@@ -28,8 +28,16 @@ FAMILIES = {"encoder": HFAttentionForMaskedLM, "decoder": HFAttentionForCausalLM
 # A wider initialisation than the default 0.02, so that the weights are far from uniform and a wrong cell shows.
 PEAKED = {"initializer_range": 0.5}
 CHROMIUM = os.environ.get("HF_ATTENTION_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def checkpoint(saved_checkpoint, family: str, **overrides) -> Path:
@@ -48,15 +56,18 @@ def reference_attentions(model, tokenizer, family: str, target: str | None = TAR
     extra = {}
     if family == "seq2seq":
         labels = tokenizer(text_target=target, return_tensors="pt")["input_ids"]
-        extra["decoder_input_ids"] = torch.cat([torch.tensor([[model.config.decoder_start_token_id]]),
-                                                labels[:, :-1]], dim=1)
+        extra["decoder_input_ids"] = torch.cat(
+            [torch.tensor([[model.config.decoder_start_token_id]]), labels[:, :-1]], dim=1
+        )
     with torch.no_grad():
         outputs = model(**encoded, **extra, output_attentions=True)
     if family != "seq2seq":
         return {"self": torch.stack(outputs.attentions)[:, 0]}
-    return {"self": torch.stack(outputs.encoder_attentions)[:, 0],
-            "decoder": torch.stack(outputs.decoder_attentions)[:, 0],
-            "cross": torch.stack(outputs.cross_attentions)[:, 0]}
+    return {
+        "self": torch.stack(outputs.encoder_attentions)[:, 0],
+        "decoder": torch.stack(outputs.decoder_attentions)[:, 0],
+        "cross": torch.stack(outputs.cross_attentions)[:, 0],
+    }
 
 
 # --------------------------------------------------------------------------------------------- the page's numbers
@@ -77,8 +88,11 @@ def test_page_embeds_the_models_attentions(saved_checkpoint, tmp_path, family):
         torch.testing.assert_close(torch.from_numpy(page.weights[kind]), weights)
         assert len(data["kinds"][kind]["queries"]) == weights.shape[2]
         assert len(data["kinds"][kind]["keys"]) == weights.shape[3]
-    assert data["initial"] == {"kind": "cross" if family == "seq2seq" else "self",
-                               "layer": expected[page.kind].shape[0] - 1, "head": "mean"}
+    assert data["initial"] == {
+        "kind": "cross" if family == "seq2seq" else "self",
+        "layer": expected[page.kind].shape[0] - 1,
+        "head": "mean",
+    }
 
 
 def test_generated_target_rows_and_what_they_write(saved_checkpoint):
@@ -181,8 +195,26 @@ def test_command_line_error_for_a_missing_folder(tmp_path, capsys):
 
 def test_command_line_writes_the_page(saved_checkpoint, tmp_path, capsys):
     folder = checkpoint(saved_checkpoint, "seq2seq")
-    code, out, err = run(capsys, ["explore", "--model", str(folder), "--text", TEXT, "--target", TARGET,
-                                  "--kind", "decoder", "--layer", "0", "--head", "1", "--out", str(tmp_path)])
+    code, out, err = run(
+        capsys,
+        [
+            "explore",
+            "--model",
+            str(folder),
+            "--text",
+            TEXT,
+            "--target",
+            TARGET,
+            "--kind",
+            "decoder",
+            "--layer",
+            "0",
+            "--head",
+            "1",
+            "--out",
+            str(tmp_path),
+        ],
+    )
     assert code == 0, err
     page = (tmp_path / "attention.html").read_text(encoding="utf-8")
     assert f"wrote {tmp_path / 'attention.html'}" in out
@@ -203,8 +235,12 @@ def browser():
         pytest.fail(f"No Chromium at {CHROMIUM}: run .ci/install-browser (apt-get install chromium).")
     with sync_playwright() as playwright, tempfile.TemporaryDirectory() as profile:
         context = playwright.chromium.launch_persistent_context(
-            profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, viewport={"width": 1400,
-                                                                                             "height": 1000})
+            profile,
+            executable_path=CHROMIUM,
+            args=CHROMIUM_ARGS,
+            headless=True,
+            viewport={"width": 1400, "height": 1000},
+        )
         yield context
         context.close()
 
@@ -253,8 +289,25 @@ class OpenPage:
 def test_browser_shows_the_models_weights(browser, saved_checkpoint, tmp_path, capsys, family):
     folder = checkpoint(saved_checkpoint, family)
     extra = ["--target", TARGET] if family == "seq2seq" else []
-    assert main(["explore", "--model", str(folder), "--text", TEXT, "--layer", "0", "--head", "1",
-                 "--out", str(tmp_path / "page.html"), *extra]) == 0
+    assert (
+        main(
+            [
+                "explore",
+                "--model",
+                str(folder),
+                "--text",
+                TEXT,
+                "--layer",
+                "0",
+                "--head",
+                "1",
+                "--out",
+                str(tmp_path / "page.html"),
+                *extra,
+            ]
+        )
+        == 0
+    )
     model, tokenizer = load_model_and_tokenizer(folder)
     expected = reference_attentions(model, tokenizer, family)
     page = OpenPage(browser, tmp_path / "page.html")

@@ -49,16 +49,22 @@ def _close_on_real_tokens(got: np.ndarray, expected: torch.Tensor, mask: torch.T
     np.testing.assert_allclose(got[real], expected.detach().numpy()[real], rtol=0, atol=1e-4)
 
 
-@pytest.mark.parametrize(("family", "model_class", "position_encoding"), CASES,
-                         ids=[f"{c[0]}-{c[2]}" for c in CASES])
+@pytest.mark.parametrize(("family", "model_class", "position_encoding"), CASES, ids=[f"{c[0]}-{c[2]}" for c in CASES])
 def test_onnx_dynamo_export_runs_in_onnxruntime_at_other_shapes(tmp_path, family, model_class, position_encoding):
     module = _Outputs(family, build(model_class, family, position_encoding=position_encoding)).eval()
     sample = _inputs((2, 7), padded=False)
     batch, length = torch.export.Dim("batch"), torch.export.Dim("length")
     path = tmp_path / f"{family}.onnx"
-    torch.onnx.export(module, sample, str(path), dynamo=True, input_names=["input_ids", "attention_mask"],
-                      output_names=["output"], dynamic_shapes=({0: batch, 1: length}, {0: batch, 1: length}),
-                      verbose=False)
+    torch.onnx.export(
+        module,
+        sample,
+        str(path),
+        dynamo=True,
+        input_names=["input_ids", "attention_mask"],
+        output_names=["output"],
+        dynamic_shapes=({0: batch, 1: length}, {0: batch, 1: length}),
+        verbose=False,
+    )
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     for shape, padded in (((3, 11), False), ((3, 11), True), ((1, 4), False), ((4, 9), True)):
         ids, mask = _inputs(shape, padded)
@@ -67,8 +73,7 @@ def test_onnx_dynamo_export_runs_in_onnxruntime_at_other_shapes(tmp_path, family
             _close_on_real_tokens(got, module(ids, mask), mask)
 
 
-@pytest.mark.parametrize(("family", "model_class", "position_encoding"), CASES,
-                         ids=[f"{c[0]}-{c[2]}" for c in CASES])
+@pytest.mark.parametrize(("family", "model_class", "position_encoding"), CASES, ids=[f"{c[0]}-{c[2]}" for c in CASES])
 def test_torchscript_trace(family, model_class, position_encoding):
     """A traced module equals the eager one (on its sample shape: tracing records one path through the model)."""
     module = _Outputs(family, build(model_class, family, position_encoding=position_encoding)).eval()
@@ -87,8 +92,14 @@ def test_torchscript_onnx_exporter_on_the_decoder(tmp_path):
     torch.onnx.export(model, (ids,), str(tmp_path / "raw.onnx"), dynamo=False)  # the call that used to fail
     module = _Outputs("decoder", model).eval()
     mask = torch.ones_like(ids)
-    torch.onnx.export(module, (ids, mask), str(tmp_path / "d.onnx"), dynamo=False,
-                      input_names=["input_ids", "attention_mask"], output_names=["logits"])
+    torch.onnx.export(
+        module,
+        (ids, mask),
+        str(tmp_path / "d.onnx"),
+        dynamo=False,
+        input_names=["input_ids", "attention_mask"],
+        output_names=["logits"],
+    )
     session = onnxruntime.InferenceSession(str(tmp_path / "d.onnx"), providers=["CPUExecutionProvider"])
     (got,) = session.run(["logits"], {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})
     with torch.no_grad():

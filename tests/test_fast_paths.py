@@ -23,7 +23,8 @@ ROWS = FUSED_PROJECTION_MIN_ROWS  # batch 2 × length ROWS / 2: just enough rows
 
 def _grads(module: nn.Module, *inputs: torch.Tensor) -> dict[str, torch.Tensor]:
     return {name: p.grad.clone() for name, p in module.named_parameters()} | {
-        f"input{i}": x.grad.clone() for i, x in enumerate(inputs)}
+        f"input{i}": x.grad.clone() for i, x in enumerate(inputs)
+    }
 
 
 def _run(module: nn.Module, call, inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, dict]:
@@ -51,12 +52,14 @@ def _compare_fused_and_plain(module: nn.Module, call, inputs, monkeypatch) -> No
 @pytest.mark.parametrize("bias", [True, False])
 def test_fused_self_attention_projection_equals_separate(num_kv_heads, bias, monkeypatch):
     torch.manual_seed(0)
-    attention = MultiHeadAttention(hidden_size=32, num_heads=4, num_kv_heads=num_kv_heads, head_dim=8, bias=bias,
-                                   is_causal=True)
+    attention = MultiHeadAttention(
+        hidden_size=32, num_heads=4, num_kv_heads=num_kv_heads, head_dim=8, bias=bias, is_causal=True
+    )
     fused_calls = []
     original = MultiHeadAttention._project_fused
-    monkeypatch.setattr(MultiHeadAttention, "_project_fused",
-                        lambda self, *a: fused_calls.append(len(a[0])) or original(self, *a))
+    monkeypatch.setattr(
+        MultiHeadAttention, "_project_fused", lambda self, *a: fused_calls.append(len(a[0])) or original(self, *a)
+    )
     hidden = torch.randn(2, ROWS // 2, 32)
     _compare_fused_and_plain(attention, lambda m, x: m(x)[0], (hidden,), monkeypatch)
     assert fused_calls == [3], "the training run above did not take the fused q/k/v path"
@@ -67,11 +70,11 @@ def test_fused_cross_attention_keys_values_equal_separate(monkeypatch):
     attention = MultiHeadAttention(hidden_size=32, num_heads=4, num_kv_heads=4, head_dim=8, is_cross_attention=True)
     fused_calls = []
     original = MultiHeadAttention._project_fused
-    monkeypatch.setattr(MultiHeadAttention, "_project_fused",
-                        lambda self, *a: fused_calls.append(len(a[0])) or original(self, *a))
+    monkeypatch.setattr(
+        MultiHeadAttention, "_project_fused", lambda self, *a: fused_calls.append(len(a[0])) or original(self, *a)
+    )
     queries, encoder = torch.randn(2, 5, 32), torch.randn(2, ROWS // 2, 32)
-    _compare_fused_and_plain(attention, lambda m, q, kv: m(q, key_value_states=kv)[0], (queries, encoder),
-                             monkeypatch)
+    _compare_fused_and_plain(attention, lambda m, q, kv: m(q, key_value_states=kv)[0], (queries, encoder), monkeypatch)
     assert fused_calls == [2], "the training run above did not take the fused k/v path"
 
 
@@ -91,8 +94,10 @@ def test_fused_gate_and_up_projection_equals_separate_under_bf16_autocast(bias, 
     mlp = GatedFeedForward(hidden_size=32, intermediate_size=64, activation="silu", bias=bias).train()
     hidden = torch.randn(2, ROWS // 2, 32)
     fused_calls = []
-    monkeypatch.setattr("hf_attention.layers.fused_linear",
-                        lambda projections, x: fused_calls.append(len(projections)) or fused_linear(projections, x))
+    monkeypatch.setattr(
+        "hf_attention.layers.fused_linear",
+        lambda projections, x: fused_calls.append(len(projections)) or fused_linear(projections, x),
+    )
 
     def call(module, x):
         with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -158,8 +163,9 @@ def test_rms_norm_keeps_the_composite_path_without_grad_and_in_16_bit(monkeypatc
 def _plain_loss(hidden, head, labels, num_items=None):
     """The reference: the projection, then F.cross_entropy in fp32 over the labelled rows."""
     logits = head(hidden)
-    summed = nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1),
-                                         ignore_index=-100, reduction="sum")
+    summed = nn.functional.cross_entropy(
+        logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100, reduction="sum"
+    )
     return logits, summed / ((labels != -100).sum() if num_items is None else num_items)
 
 

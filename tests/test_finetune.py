@@ -14,8 +14,10 @@ import hf_attention
 from training import finetune
 
 LANGUAGES = "de,fr,es,it,nl,sv"
-TINY_MODEL = ('{"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64, '
-              '"hidden_dropout_prob": 0.0}')
+TINY_MODEL = (
+    '{"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64, '
+    '"hidden_dropout_prob": 0.0}'
+)
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "training" / "accelerate_configs"
 
 
@@ -24,14 +26,39 @@ def language_id_run(tmp_path_factory):
     """One end-to-end run of `python -m training.finetune` (YAML config + CLI overrides) on a tiny model."""
     out = tmp_path_factory.mktemp("lid")
     config = out / "config.yaml"
-    config.write_text(yaml.safe_dump({
-        "task": "language_id", "languages": LANGUAGES, "max_per_language": 80, "max_catalogs": 3,
-        "vocab_size": 400, "max_length": 32, "per_device_train_batch_size": 16, "learning_rate": 3e-3,
-        "warmup_steps": 0, "logging_steps": 5, "max_steps": 100, "disable_tqdm": True,
-        "model_config": {"hidden_size": 16},  # overridden by --model_config below
-    }))
-    results = finetune.main(["--config", str(config), "--output_dir", str(out / "model"), "--max_steps", "40",
-                             "--model_config", TINY_MODEL, "--seed", "0"])
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "task": "language_id",
+                "languages": LANGUAGES,
+                "max_per_language": 80,
+                "max_catalogs": 3,
+                "vocab_size": 400,
+                "max_length": 32,
+                "per_device_train_batch_size": 16,
+                "learning_rate": 3e-3,
+                "warmup_steps": 0,
+                "logging_steps": 5,
+                "max_steps": 100,
+                "disable_tqdm": True,
+                "model_config": {"hidden_size": 16},  # overridden by --model_config below
+            }
+        )
+    )
+    results = finetune.main(
+        [
+            "--config",
+            str(config),
+            "--output_dir",
+            str(out / "model"),
+            "--max_steps",
+            "40",
+            "--model_config",
+            TINY_MODEL,
+            "--seed",
+            "0",
+        ]
+    )
     return results, out / "model"
 
 
@@ -61,8 +88,17 @@ def test_parse_args_yaml_overrides_and_cpu(tmp_path):
     config = tmp_path / "c.yaml"
     config.write_text("task: translation\nmax_steps: 7\nlearning_rate: 0.01\nmodel_config:\n  hidden_size: 48\n")
     ft_args, training_args, model_config = finetune.parse_args(
-        ["--config", str(config), "--max_steps", "3", "--model_config", '{"encoder_layers": 1}',
-         "--output_dir", str(tmp_path / "o")])
+        [
+            "--config",
+            str(config),
+            "--max_steps",
+            "3",
+            "--model_config",
+            '{"encoder_layers": 1}',
+            "--output_dir",
+            str(tmp_path / "o"),
+        ]
+    )
     assert ft_args.task == "translation" and type(training_args).__name__ == "Seq2SeqTrainingArguments"
     assert training_args.max_steps == 3 and training_args.learning_rate == 0.01
     assert model_config == {"hidden_size": 48, "encoder_layers": 1}
@@ -76,15 +112,27 @@ def test_parse_args_yaml_overrides_and_cpu(tmp_path):
 
 def test_parse_lora():
     assert finetune.parse_lora("r=4,alpha=8,dropout=0,targets=q_proj+v_proj") == {
-        "r": 4, "lora_alpha": 8.0, "lora_dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}
+        "r": 4,
+        "lora_alpha": 8.0,
+        "lora_dropout": 0.0,
+        "target_modules": ["q_proj", "v_proj"],
+    }
     with pytest.raises(ValueError, match="rank"):
         finetune.parse_lora("rank=4")
 
 
 def _tiny_classifier(num_labels=3, **overrides):
     config = hf_attention.HFAttentionEncoderConfig(
-        vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-        max_position_embeddings=32, hidden_dropout_prob=0.0, num_labels=num_labels, **overrides)
+        vocab_size=50,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=32,
+        hidden_dropout_prob=0.0,
+        num_labels=num_labels,
+        **overrides,
+    )
     return hf_attention.HFAttentionForSequenceClassification(config)
 
 
@@ -121,9 +169,18 @@ def _grad_norm(tmp_path, batch_size, accumulation, rows):
     torch.manual_seed(0)
     model = _tiny_classifier()
     args = TrainingArguments(
-        output_dir=str(tmp_path / f"ga{accumulation}"), per_device_train_batch_size=batch_size,
-        gradient_accumulation_steps=accumulation, max_steps=1, logging_steps=1, learning_rate=1e-3,
-        max_grad_norm=1e9, use_cpu=True, report_to="none", save_strategy="no", disable_tqdm=True, seed=0,
+        output_dir=str(tmp_path / f"ga{accumulation}"),
+        per_device_train_batch_size=batch_size,
+        gradient_accumulation_steps=accumulation,
+        max_steps=1,
+        logging_steps=1,
+        learning_rate=1e-3,
+        max_grad_norm=1e9,
+        use_cpu=True,
+        report_to="none",
+        save_strategy="no",
+        disable_tqdm=True,
+        seed=0,
         dataloader_drop_last=True,
     )
     trainer = Trainer(model=model, args=args, train_dataset=rows)
@@ -135,8 +192,13 @@ def test_gradient_accumulation_matches_full_batch(tmp_path):
     """GA=2 x 4 rows gives the gradient of one batch of 8 rows: the classifier honours num_items_in_batch (the
     Trainer passes it because forward takes **kwargs, and then skips its own division by the GA steps)."""
     torch.manual_seed(1)
-    rows = Dataset.from_dict({"input_ids": torch.randint(5, 50, (8, 10)).tolist(),
-                              "attention_mask": [[1] * 10] * 8, "labels": [0, 1, 2, 0, 1, 2, 2, 1]})
+    rows = Dataset.from_dict(
+        {
+            "input_ids": torch.randint(5, 50, (8, 10)).tolist(),
+            "attention_mask": [[1] * 10] * 8,
+            "labels": [0, 1, 2, 0, 1, 2, 2, 1],
+        }
+    )
     full = _grad_norm(tmp_path, 8, 1, rows)
     accumulated = _grad_norm(tmp_path, 4, 2, rows)
     assert full > 0
@@ -144,15 +206,45 @@ def test_gradient_accumulation_matches_full_batch(tmp_path):
 
 
 def test_seq2seq_trainer_generates_and_scores_bleu(tmp_path):
-    results = finetune.main([
-        "--task", "translation", "--target_lang", "de", "--max_catalogs", "2", "--max_train_samples", "64",
-        "--max_eval_samples", "8", "--max_test_samples", "8", "--vocab_size", "300", "--max_source_length", "16",
-        "--max_target_length", "16", "--max_steps", "3", "--per_device_train_batch_size", "8",
-        "--per_device_eval_batch_size", "8", "--predict_with_generate", "true", "--generation_num_beams", "2",
-        "--model_config", '{"hidden_size": 32, "encoder_layers": 1, "decoder_layers": 1, "num_attention_heads": 2, '
-                          '"intermediate_size": 64}',
-        "--output_dir", str(tmp_path / "mt"), "--disable_tqdm", "true",
-    ])
+    results = finetune.main(
+        [
+            "--task",
+            "translation",
+            "--target_lang",
+            "de",
+            "--max_catalogs",
+            "2",
+            "--max_train_samples",
+            "64",
+            "--max_eval_samples",
+            "8",
+            "--max_test_samples",
+            "8",
+            "--vocab_size",
+            "300",
+            "--max_source_length",
+            "16",
+            "--max_target_length",
+            "16",
+            "--max_steps",
+            "3",
+            "--per_device_train_batch_size",
+            "8",
+            "--per_device_eval_batch_size",
+            "8",
+            "--predict_with_generate",
+            "true",
+            "--generation_num_beams",
+            "2",
+            "--model_config",
+            '{"hidden_size": 32, "encoder_layers": 1, "decoder_layers": 1, "num_attention_heads": 2, '
+            '"intermediate_size": 64}',
+            "--output_dir",
+            str(tmp_path / "mt"),
+            "--disable_tqdm",
+            "true",
+        ]
+    )
     assert results["global_step"] == 3
     assert math.isfinite(results["test_bleu"]) and 0 <= results["test_bleu"] <= 100
     assert math.isfinite(results["test_chrf"]) and 0 <= results["test_chrf"] <= 100
@@ -173,13 +265,25 @@ def test_accelerate_configs_parse(name):
     raw = yaml.safe_load(path.read_text())
     config = load_config_from_file(str(path))  # raises on keys ClusterConfig does not know
     assert isinstance(config, ClusterConfig)
-    for key in ("compute_environment", "distributed_type", "mixed_precision", "num_processes", "num_machines",
-                "machine_rank", "use_cpu"):
+    for key in (
+        "compute_environment",
+        "distributed_type",
+        "mixed_precision",
+        "num_processes",
+        "num_machines",
+        "machine_rank",
+        "use_cpu",
+    ):
         assert key in raw, key
     assert config.num_processes >= 1 and config.num_machines >= 1
-    expected = {"single_gpu": DistributedType.NO, "multi_gpu_ddp": DistributedType.MULTI_GPU,
-                "fsdp": DistributedType.FSDP, "deepspeed_zero2": DistributedType.DEEPSPEED,
-                "multi_node": DistributedType.MULTI_GPU, "cpu_2proc": DistributedType.MULTI_GPU}[name]
+    expected = {
+        "single_gpu": DistributedType.NO,
+        "multi_gpu_ddp": DistributedType.MULTI_GPU,
+        "fsdp": DistributedType.FSDP,
+        "deepspeed_zero2": DistributedType.DEEPSPEED,
+        "multi_node": DistributedType.MULTI_GPU,
+        "cpu_2proc": DistributedType.MULTI_GPU,
+    }[name]
     assert config.distributed_type == expected
     if name == "fsdp":
         fsdp = config.fsdp_config

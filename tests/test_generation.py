@@ -31,7 +31,7 @@ def prompts(family: str):
 
 def new_tokens(family: str, ids: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
     """Generated part: decoders return prompt + new tokens; encoder-decoders return start token + new tokens."""
-    return output[:, ids.shape[1]:] if family == "decoder" else output[:, 1:]
+    return output[:, ids.shape[1] :] if family == "decoder" else output[:, 1:]
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -58,7 +58,8 @@ def test_generation_stops_at_eos(family):
 
 # Greedy under every positional scheme; beam search (which reorders the cache) under one scheme of each kind.
 CACHE_CASES = [(position, "greedy") for position in POSITION_ENCODINGS] + [
-    (position, "beam") for position in ("learned", "rotary", "relative")]
+    (position, "beam") for position in ("learned", "rotary", "relative")
+]
 
 
 @pytest.mark.parametrize("family", FAMILIES)

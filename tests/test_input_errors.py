@@ -37,38 +37,53 @@ def _call(head: str, training: bool, **inputs):
 
 # --- labels: shape, kind and values, on the training (fused) path and without gradients alike
 
+
 @pytest.mark.parametrize("training", [True, False], ids=["grad", "no_grad"])
-@pytest.mark.parametrize(("head", "labels", "message"), [
-    ("causal_lm", torch.randint(3, 99, (2, 7)), r"labels has shape \(2, 7\), expected \(2, 6\)"),
-    ("causal_lm", torch.randint(3, 99, (2, 5)), r"labels has shape \(2, 5\), expected \(2, 6\)"),
-    ("causal_lm", torch.randint(3, 99, (12,)), r"labels has shape \(12,\), expected \(2, 6\)"),
-    ("masked_lm", torch.randint(3, 99, (2, 7)), r"labels has shape \(2, 7\), expected \(2, 6\)"),
-    ("masked_lm", torch.randint(3, 99, (1, 6)), r"labels has shape \(1, 6\), expected \(2, 6\)"),
-    ("token_classification", torch.randint(0, 2, (2, 7)), r"labels has shape \(2, 7\), expected \(2, 6\)"),
-    ("seq2seq", torch.randint(3, 99, (2, 4)), r"labels has shape \(2, 4\), expected \(2, 6\): one label per decoder "
-                                              r"input token"),
-    ("seq2seq", torch.randint(3, 99, (6,)), r"labels has shape \(6,\), expected \(2, 6\)"),
-    ("causal_lm", torch.full((2, 6), 99), r"labels contains 99, outside \[0, vocab_size=99\); use -100"),
-    ("causal_lm", torch.full((2, 6), -1), r"labels contains -1, outside \[0, vocab_size=99\)"),
-    ("causal_lm", torch.full((2, 6), 5.0), r"labels must hold integer class ids \(torch.long\), got dtype "
-                                           r"torch.float32"),
-    ("masked_lm", torch.tensor([[-100] * 5 + [500]] * 2), r"labels contains 500, outside \[0, vocab_size=99\)"),
-    ("masked_lm", torch.full((2, 6), -7), r"labels contains -7"),
-    ("token_classification", torch.full((2, 6), 2), r"labels contains 2, outside \[0, num_labels=2\)"),
-    ("token_classification", torch.full((2, 6), 1.0), r"labels must hold integer class ids"),
-    ("seq2seq", torch.full((2, 6), 99), r"labels contains 99, outside \[0, vocab_size=99\)"),
-    ("seq2seq", torch.ones(2, 6, dtype=torch.bool), r"labels must hold integer class ids .* got dtype torch.bool"),
-])
+@pytest.mark.parametrize(
+    ("head", "labels", "message"),
+    [
+        ("causal_lm", torch.randint(3, 99, (2, 7)), r"labels has shape \(2, 7\), expected \(2, 6\)"),
+        ("causal_lm", torch.randint(3, 99, (2, 5)), r"labels has shape \(2, 5\), expected \(2, 6\)"),
+        ("causal_lm", torch.randint(3, 99, (12,)), r"labels has shape \(12,\), expected \(2, 6\)"),
+        ("masked_lm", torch.randint(3, 99, (2, 7)), r"labels has shape \(2, 7\), expected \(2, 6\)"),
+        ("masked_lm", torch.randint(3, 99, (1, 6)), r"labels has shape \(1, 6\), expected \(2, 6\)"),
+        ("token_classification", torch.randint(0, 2, (2, 7)), r"labels has shape \(2, 7\), expected \(2, 6\)"),
+        (
+            "seq2seq",
+            torch.randint(3, 99, (2, 4)),
+            r"labels has shape \(2, 4\), expected \(2, 6\): one label per decoder "
+            r"input token",
+        ),
+        ("seq2seq", torch.randint(3, 99, (6,)), r"labels has shape \(6,\), expected \(2, 6\)"),
+        ("causal_lm", torch.full((2, 6), 99), r"labels contains 99, outside \[0, vocab_size=99\); use -100"),
+        ("causal_lm", torch.full((2, 6), -1), r"labels contains -1, outside \[0, vocab_size=99\)"),
+        (
+            "causal_lm",
+            torch.full((2, 6), 5.0),
+            r"labels must hold integer class ids \(torch.long\), got dtype "
+            r"torch.float32",
+        ),
+        ("masked_lm", torch.tensor([[-100] * 5 + [500]] * 2), r"labels contains 500, outside \[0, vocab_size=99\)"),
+        ("masked_lm", torch.full((2, 6), -7), r"labels contains -7"),
+        ("token_classification", torch.full((2, 6), 2), r"labels contains 2, outside \[0, num_labels=2\)"),
+        ("token_classification", torch.full((2, 6), 1.0), r"labels must hold integer class ids"),
+        ("seq2seq", torch.full((2, 6), 99), r"labels contains 99, outside \[0, vocab_size=99\)"),
+        ("seq2seq", torch.ones(2, 6, dtype=torch.bool), r"labels must hold integer class ids .* got dtype torch.bool"),
+    ],
+)
 def test_bad_labels(head, labels, message, training):
     with pytest.raises(ValueError, match=message):
         _call(head, training, labels=labels)
 
 
-@pytest.mark.parametrize(("labels", "message"), [
-    (torch.randint(3, 99, (10,)), r"labels has shape \(10,\), expected 2-D \(batch, length\)"),
-    (torch.full((2, 5), -1), r"labels contains -1, outside \[0, vocab_size=99\)"),
-    (torch.rand(2, 5), r"labels must hold integer class ids"),
-])
+@pytest.mark.parametrize(
+    ("labels", "message"),
+    [
+        (torch.randint(3, 99, (10,)), r"labels has shape \(10,\), expected 2-D \(batch, length\)"),
+        (torch.full((2, 5), -1), r"labels contains -1, outside \[0, vocab_size=99\)"),
+        (torch.rand(2, 5), r"labels must hold integer class ids"),
+    ],
+)
 def test_seq2seq_labels_without_decoder_inputs_are_checked_before_shifting(labels, message):
     model = build(HFAttentionForSeq2SeqLM, "seq2seq")
     with pytest.raises(ValueError, match=message):
@@ -96,27 +111,61 @@ def test_loss_functions_refuse_labels_of_another_shape(fused):
 
 # --- input ids, embeddings, masks, token types
 
-@pytest.mark.parametrize(("model_class", "family", "inputs", "message"), [
-    (HFAttentionForCausalLM, "decoder", {"input_ids": torch.randint(3, 99, (6,))},
-     r"input_ids has shape \(6,\), expected 2-D \(batch, length\)"),
-    (HFAttentionForCausalLM, "decoder", {"input_ids": torch.randint(3, 99, (1, 2, 6))},
-     r"input_ids has shape \(1, 2, 6\), expected 2-D \(batch, length\)"),
-    (HFAttentionEncoderModel, "encoder", {"input_ids": torch.rand(2, 6)},
-     r"input_ids must hold integer token ids \(torch.long\), got dtype torch.float32"),
-    (HFAttentionForCausalLM, "decoder", {"inputs_embeds": torch.randn(2, 6, 16)},
-     r"inputs_embeds has shape \(2, 6, 16\), expected 3-D \(batch, length, hidden_size\) = \(batch, length, 32\)"),
-    (HFAttentionEncoderModel, "encoder", {"inputs_embeds": torch.randn(2, 32)},
-     r"inputs_embeds has shape \(2, 32\), expected 3-D"),
-    (HFAttentionForSeq2SeqLM, "seq2seq", {"input_ids": torch.randint(3, 99, (2, 6)),
-                                          "decoder_input_ids": torch.randint(3, 99, (4,))},
-     r"decoder_input_ids has shape \(4,\), expected 2-D \(batch, length\)"),
-    (HFAttentionForSeq2SeqLM, "seq2seq", {"input_ids": torch.randint(3, 99, (2, 6)),
-                                          "decoder_inputs_embeds": torch.randn(2, 3, 8)},
-     r"decoder_inputs_embeds has shape \(2, 3, 8\), expected 3-D"),
-    (HFAttentionForSeq2SeqLM, "seq2seq", {"input_ids": torch.randint(3, 99, (2, 6)),
-                                          "decoder_input_ids": torch.full((2, 3), 150)},
-     r"decoder_input_ids contains token id 150, outside the vocabulary \[0, 99\); check decoder_start_token_id"),
-])
+
+@pytest.mark.parametrize(
+    ("model_class", "family", "inputs", "message"),
+    [
+        (
+            HFAttentionForCausalLM,
+            "decoder",
+            {"input_ids": torch.randint(3, 99, (6,))},
+            r"input_ids has shape \(6,\), expected 2-D \(batch, length\)",
+        ),
+        (
+            HFAttentionForCausalLM,
+            "decoder",
+            {"input_ids": torch.randint(3, 99, (1, 2, 6))},
+            r"input_ids has shape \(1, 2, 6\), expected 2-D \(batch, length\)",
+        ),
+        (
+            HFAttentionEncoderModel,
+            "encoder",
+            {"input_ids": torch.rand(2, 6)},
+            r"input_ids must hold integer token ids \(torch.long\), got dtype torch.float32",
+        ),
+        (
+            HFAttentionForCausalLM,
+            "decoder",
+            {"inputs_embeds": torch.randn(2, 6, 16)},
+            r"inputs_embeds has shape \(2, 6, 16\), expected 3-D \(batch, length, hidden_size\) = "
+            r"\(batch, length, 32\)",
+        ),
+        (
+            HFAttentionEncoderModel,
+            "encoder",
+            {"inputs_embeds": torch.randn(2, 32)},
+            r"inputs_embeds has shape \(2, 32\), expected 3-D",
+        ),
+        (
+            HFAttentionForSeq2SeqLM,
+            "seq2seq",
+            {"input_ids": torch.randint(3, 99, (2, 6)), "decoder_input_ids": torch.randint(3, 99, (4,))},
+            r"decoder_input_ids has shape \(4,\), expected 2-D \(batch, length\)",
+        ),
+        (
+            HFAttentionForSeq2SeqLM,
+            "seq2seq",
+            {"input_ids": torch.randint(3, 99, (2, 6)), "decoder_inputs_embeds": torch.randn(2, 3, 8)},
+            r"decoder_inputs_embeds has shape \(2, 3, 8\), expected 3-D",
+        ),
+        (
+            HFAttentionForSeq2SeqLM,
+            "seq2seq",
+            {"input_ids": torch.randint(3, 99, (2, 6)), "decoder_input_ids": torch.full((2, 3), 150)},
+            r"decoder_input_ids contains token id 150, outside the vocabulary \[0, 99\); check decoder_start_token_id",
+        ),
+    ],
+)
 def test_bad_input_shapes_and_kinds(model_class, family, inputs, message):
     model = build(model_class, family)
     with pytest.raises(ValueError, match=message):
@@ -131,8 +180,11 @@ def test_input_ids_must_be_a_tensor():
 @pytest.mark.parametrize("shape", [(2, 1, 6, 5), (2, 1, 5, 6), (3, 1, 6, 6), (2, 3, 6, 6)])
 def test_four_dimensional_attention_mask_must_fit(shape):
     model = build(HFAttentionForCausalLM, "decoder")
-    with pytest.raises(ValueError, match=r"attention_mask is 4-D with shape .*, expected \(batch, heads, query "
-                                         r"length, key length\) = \(2 or 1, 1 or 4, 6, 6\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"attention_mask is 4-D with shape .*, expected \(batch, heads, query "
+        r"length, key length\) = \(2 or 1, 1 or 4, 6, 6\)",
+    ):
         model(torch.randint(3, 99, (2, 6)), attention_mask=torch.ones(shape, dtype=torch.bool))
 
 
@@ -148,19 +200,33 @@ def test_four_dimensional_mask_that_fits_is_used_as_given():
 def test_decoder_mask_of_encoder_decoder_is_named_decoder_attention_mask():
     model = build(HFAttentionForSeq2SeqLM, "seq2seq")
     with pytest.raises(ValueError, match=r"decoder_attention_mask has shape \(2, 2\), expected"):
-        model(torch.randint(3, 99, (2, 6)), decoder_input_ids=torch.ones(2, 3).long(),
-              decoder_attention_mask=torch.ones(2, 2))
+        model(
+            torch.randint(3, 99, (2, 6)),
+            decoder_input_ids=torch.ones(2, 3).long(),
+            decoder_attention_mask=torch.ones(2, 2),
+        )
 
 
-@pytest.mark.parametrize(("type_vocab_size", "token_type_ids", "message"), [
-    (2, torch.full((2, 6), 2), r"token_type_ids contains segment id 2, outside \[0, type_vocab_size=2\)"),
-    (2, torch.full((2, 6), -1), r"token_type_ids contains segment id -1, outside \[0, type_vocab_size=2\)"),
-    (0, torch.ones(2, 6, dtype=torch.long), r"token_type_ids contains segment id 1, but the model has no token-type "
-                                            r"embeddings \(type_vocab_size=0\): only 0"),
-    (2, torch.zeros(2, 5, dtype=torch.long), r"token_type_ids has shape \(2, 5\), expected \(batch, length\) = "
-                                             r"\(2, 6\)"),
-    (2, torch.zeros(2, 6), r"token_type_ids must be an integer torch.Tensor, got torch.float32"),
-])
+@pytest.mark.parametrize(
+    ("type_vocab_size", "token_type_ids", "message"),
+    [
+        (2, torch.full((2, 6), 2), r"token_type_ids contains segment id 2, outside \[0, type_vocab_size=2\)"),
+        (2, torch.full((2, 6), -1), r"token_type_ids contains segment id -1, outside \[0, type_vocab_size=2\)"),
+        (
+            0,
+            torch.ones(2, 6, dtype=torch.long),
+            r"token_type_ids contains segment id 1, but the model has no token-type "
+            r"embeddings \(type_vocab_size=0\): only 0",
+        ),
+        (
+            2,
+            torch.zeros(2, 5, dtype=torch.long),
+            r"token_type_ids has shape \(2, 5\), expected \(batch, length\) = "
+            r"\(2, 6\)",
+        ),
+        (2, torch.zeros(2, 6), r"token_type_ids must be an integer torch.Tensor, got torch.float32"),
+    ],
+)
 def test_bad_token_type_ids(type_vocab_size, token_type_ids, message):
     model = build(HFAttentionEncoderModel, "encoder", type_vocab_size=type_vocab_size)
     with pytest.raises(ValueError, match=message):
@@ -171,17 +237,25 @@ def test_zero_token_types_are_accepted_without_type_embeddings():
     """Tokenizers return all-zero token_type_ids for single texts; a model without segments takes them."""
     model = build(HFAttentionEncoderModel, "encoder", type_vocab_size=0)
     ids = torch.randint(3, 99, (2, 6))
-    torch.testing.assert_close(model(ids, token_type_ids=torch.zeros_like(ids)).last_hidden_state,
-                               model(ids).last_hidden_state, rtol=0, atol=0)
+    torch.testing.assert_close(
+        model(ids, token_type_ids=torch.zeros_like(ids)).last_hidden_state,
+        model(ids).last_hidden_state,
+        rtol=0,
+        atol=0,
+    )
 
 
 # --- encoder-decoder: the decoder's input and its start token
 
+
 @pytest.mark.parametrize("model_class", [HFAttentionSeq2SeqModel, HFAttentionForSeq2SeqLM])
 def test_seq2seq_called_with_only_input_ids_asks_for_decoder_inputs(model_class):
     model = build(model_class, "seq2seq")
-    with pytest.raises(ValueError, match=r"The decoder got no input: pass decoder_input_ids or decoder_inputs_embeds "
-                                         r".*or labels"):
+    with pytest.raises(
+        ValueError,
+        match=r"The decoder got no input: pass decoder_input_ids or decoder_inputs_embeds "
+        r".*or labels",
+    ):
         model(torch.randint(3, 99, (2, 6)))
 
 
@@ -206,8 +280,10 @@ def test_teacher_forcing_with_special_token_outside_the_vocabulary(field):
 
 # --- generation and pipelines
 
-@pytest.mark.parametrize(("model_class", "family"), [(HFAttentionForCausalLM, "decoder"),
-                                                     (HFAttentionForSeq2SeqLM, "seq2seq")])
+
+@pytest.mark.parametrize(
+    ("model_class", "family"), [(HFAttentionForCausalLM, "decoder"), (HFAttentionForSeq2SeqLM, "seq2seq")]
+)
 def test_generate_with_an_empty_batch(model_class, family):
     model = build(model_class, family)
     with pytest.raises(ValueError, match=r"generate\(\) got input_ids with shape \(0, 3\): a batch of 0 rows"):
@@ -216,6 +292,9 @@ def test_generate_with_an_empty_batch(model_class, family):
 
 def test_seq2seq_pipeline_with_an_empty_list(saved_checkpoint):
     translate = pipeline(TASK, model=str(saved_checkpoint(HFAttentionForSeq2SeqLM, "seq2seq")))
-    with pytest.raises(ValueError, match=r"Seq2SeqGenerationPipeline got an empty list: pass a source text or a "
-                                         r"non-empty list"):
+    with pytest.raises(
+        ValueError,
+        match=r"Seq2SeqGenerationPipeline got an empty list: pass a source text or a "
+        r"non-empty list",
+    ):
         translate([], max_new_tokens=2)

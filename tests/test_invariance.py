@@ -71,7 +71,7 @@ def test_seq2seq_padded_sources_equal_sources_alone(position):
     with torch.no_grad():
         batch = model(ids, attention_mask=mask, decoder_input_ids=target).logits
         for i, row in enumerate(ROWS):
-            alone = model(torch.tensor([row]), decoder_input_ids=target[i:i + 1]).logits
+            alone = model(torch.tensor([row]), decoder_input_ids=target[i : i + 1]).logits
             torch.testing.assert_close(batch[i], alone[0], atol=1e-5, rtol=0)
 
 

@@ -47,37 +47,51 @@ def forward_backward(family: str, **overrides) -> None:
 
 
 @pytest.mark.parametrize("family", ["encoder", "decoder", "seq2seq"])
-@pytest.mark.parametrize(("position", "score", "norm_position"),
-                         list(itertools.product(POSITION_ENCODINGS, ATTENTION_SCORES, NORM_POSITIONS)))
+@pytest.mark.parametrize(
+    ("position", "score", "norm_position"),
+    list(itertools.product(POSITION_ENCODINGS, ATTENTION_SCORES, NORM_POSITIONS)),
+)
 def test_attention_knob_combinations_train(family, position, score, norm_position):
     forward_backward(family, position_encoding=position, attention_score=score, norm_position=norm_position)
 
 
 @pytest.mark.parametrize("family", ["encoder", "decoder", "seq2seq"])
-@pytest.mark.parametrize(("act", "norm_type", "scale"),
-                         list(itertools.product(HIDDEN_ACTS, NORM_TYPES, [True, False])))
+@pytest.mark.parametrize(
+    ("act", "norm_type", "scale"), list(itertools.product(HIDDEN_ACTS, NORM_TYPES, [True, False]))
+)
 def test_layer_knob_combinations_train(family, act, norm_type, scale):
     forward_backward(family, hidden_act=act, norm_type=norm_type, scale_embeddings=scale)
 
 
 @pytest.mark.parametrize("family", ["encoder", "decoder", "seq2seq"])
-@pytest.mark.parametrize("overrides", [
-    {"num_key_value_heads": 1}, {"num_key_value_heads": 4}, {"head_dim": 16},
-    {"attention_bias": False, "mlp_bias": False}, {"embedding_norm": True, "final_norm": True},
-    {"type_vocab_size": 2}, {"position_encoding": "learned", "position_offset": 2},
-    {"sinusoidal_layout": "concat"}, {"tie_word_embeddings": False},
-    {"attention_dropout": 0.1, "hidden_dropout_prob": 0.1, "activation_dropout": 0.1},
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"num_key_value_heads": 1},
+        {"num_key_value_heads": 4},
+        {"head_dim": 16},
+        {"attention_bias": False, "mlp_bias": False},
+        {"embedding_norm": True, "final_norm": True},
+        {"type_vocab_size": 2},
+        {"position_encoding": "learned", "position_offset": 2},
+        {"sinusoidal_layout": "concat"},
+        {"tie_word_embeddings": False},
+        {"attention_dropout": 0.1, "hidden_dropout_prob": 0.1, "activation_dropout": 0.1},
+    ],
+)
 def test_structural_knobs_train(family, overrides):
     forward_backward(family, **overrides)
 
 
 AUTO_HEADS = [
-    ("encoder", AutoModel, HFAttentionEncoderModel), ("encoder", AutoModelForMaskedLM, HFAttentionForMaskedLM),
+    ("encoder", AutoModel, HFAttentionEncoderModel),
+    ("encoder", AutoModelForMaskedLM, HFAttentionForMaskedLM),
     ("encoder", AutoModelForSequenceClassification, HFAttentionForSequenceClassification),
     ("encoder", AutoModelForTokenClassification, HFAttentionForTokenClassification),
-    ("decoder", AutoModel, HFAttentionDecoderModel), ("decoder", AutoModelForCausalLM, HFAttentionForCausalLM),
-    ("seq2seq", AutoModel, HFAttentionSeq2SeqModel), ("seq2seq", AutoModelForSeq2SeqLM, HFAttentionForSeq2SeqLM),
+    ("decoder", AutoModel, HFAttentionDecoderModel),
+    ("decoder", AutoModelForCausalLM, HFAttentionForCausalLM),
+    ("seq2seq", AutoModel, HFAttentionSeq2SeqModel),
+    ("seq2seq", AutoModelForSeq2SeqLM, HFAttentionForSeq2SeqLM),
 ]
 
 

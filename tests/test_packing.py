@@ -76,11 +76,21 @@ def test_consecutive_positions_change_nothing():
 @pytest.mark.parametrize("reference", ["llama", "gpt2"])
 def test_packed_batch_matches_hf_reference(reference):
     if reference == "llama":
-        hf = LlamaForCausalLM(LlamaConfig(vocab_size=99, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64))
+        hf = LlamaForCausalLM(
+            LlamaConfig(
+                vocab_size=99,
+                hidden_size=32,
+                intermediate_size=64,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                max_position_embeddings=64,
+            )
+        )
     else:
-        hf = GPT2LMHeadModel(GPT2Config(vocab_size=99, n_embd=32, n_layer=2, n_head=4, n_positions=64,
-                                        bos_token_id=1, eos_token_id=2))
+        hf = GPT2LMHeadModel(
+            GPT2Config(vocab_size=99, n_embd=32, n_layer=2, n_head=4, n_positions=64, bos_token_id=1, eos_token_id=2)
+        )
     hf.eval()
     ours = from_hf(hf).eval()
     texts = _texts()
@@ -107,6 +117,7 @@ def test_seq2seq_decoder_self_attention_splits_too():
 
 # ------------------------------------------------------------------------------- padding-free causal LM training
 
+
 def _document_features(packed: bool, block_size: int = 48):
     import datasets
     from text_fixtures import make_tokenizer, pydoc_paragraphs
@@ -129,10 +140,13 @@ def test_packed_rows_are_full_rows_of_the_texts_with_restarting_positions():
 
     tokenizer, packed = _document_features(packed=True)
     assert all(len(row["input_ids"]) == 48 for row in packed)  # no padding
-    stream = [t for text in tokenizer(pydoc_paragraphs(60))["input_ids"]  # the texts (+ eos) one after the other
-              for t in (text if text[-1] == tokenizer.eos_token_id else text + [tokenizer.eos_token_id])]
+    stream = [
+        t
+        for text in tokenizer(pydoc_paragraphs(60))["input_ids"]  # the texts (+ eos) one after the other
+        for t in (text if text[-1] == tokenizer.eos_token_id else text + [tokenizer.eos_token_id])
+    ]
     packed_stream = [t for row in packed for t in row["input_ids"]]
-    assert packed_stream == stream[:len(packed_stream)]
+    assert packed_stream == stream[: len(packed_stream)]
     shared = 0
     for row in packed:
         starts = {i for i, p in enumerate(row["position_ids"]) if p == 0}
@@ -150,11 +164,20 @@ def test_a_packed_batch_has_the_loss_of_its_texts_padded_one_per_row():
     from training.objectives import OBJECTIVES
 
     tokenizer, packed = _document_features(packed=True)
-    model = build(HFAttentionForCausalLM, "decoder", vocab_size=len(tokenizer), position_encoding="alibi",
-                  max_position_embeddings=64)
+    model = build(
+        HFAttentionForCausalLM,
+        "decoder",
+        vocab_size=len(tokenizer),
+        position_encoding="alibi",
+        max_position_embeddings=64,
+    )
     rows = [packed[i] for i in range(4)]
-    texts = [{"input_ids": list(piece), "labels": [-100, *piece[1:]]} for row in rows for piece in _pieces_of(row)
-             if len(piece) > 1]
+    texts = [
+        {"input_ids": list(piece), "labels": [-100, *piece[1:]]}
+        for row in rows
+        for piece in _pieces_of(row)
+        if len(piece) > 1
+    ]
     make_collator = OBJECTIVES["causal_lm"].make_collator
     packed_batch = make_collator(tokenizer, model, DataArguments(causal_lm_layout="packed"))(rows)
     padded_batch = make_collator(tokenizer, model, DataArguments(causal_lm_layout="padded"))(texts)
@@ -171,8 +194,22 @@ def test_training_job_with_document_layouts(tmp_path, layout):
     from training.args import parse_args
     from training.train import run
 
-    results = run(*parse_args(argv("causal_lm", tmp_path / layout, "--causal_lm_layout", layout,
-                                   "--max_train_samples", "128", "--max_steps", "12", "--eval_steps", "0")))
+    results = run(
+        *parse_args(
+            argv(
+                "causal_lm",
+                tmp_path / layout,
+                "--causal_lm_layout",
+                layout,
+                "--max_train_samples",
+                "128",
+                "--max_steps",
+                "12",
+                "--eval_steps",
+                "0",
+            )
+        )
+    )
     losses = train_losses(tmp_path / layout)
     assert len(losses) == 12 and losses[-1] < losses[0] and results["test_loss"] > 0
     with pytest.raises(ValueError, match="--causal_lm_layout='flat' is not supported; allowed values are 'blocks'"):

@@ -34,39 +34,108 @@ from hf_attention import convert as convert_module
 from hf_attention.convert import from_hf
 
 TOLERANCE = 1e-4
-BART_LIKE = {"vocab_size": 99, "d_model": 32, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
-             "decoder_attention_heads": 4, "encoder_ffn_dim": 37, "decoder_ffn_dim": 37, "max_position_embeddings": 64,
-             "dropout": 0.0}
-BERT = {"vocab_size": 99, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 37,
-        "max_position_embeddings": 64, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
-GPT2_SMALL = {"vocab_size": 99, "n_embd": 32, "n_layer": 1, "n_head": 4, "n_positions": 16, "bos_token_id": 1,
-              "eos_token_id": 2}
-T5 = {"vocab_size": 99, "d_model": 32, "d_kv": 8, "d_ff": 37, "num_layers": 2, "num_heads": 4, "dropout_rate": 0.0,
-      "decoder_start_token_id": 0}
+BART_LIKE = {
+    "vocab_size": 99,
+    "d_model": 32,
+    "encoder_layers": 2,
+    "decoder_layers": 2,
+    "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4,
+    "encoder_ffn_dim": 37,
+    "decoder_ffn_dim": 37,
+    "max_position_embeddings": 64,
+    "dropout": 0.0,
+}
+BERT = {
+    "vocab_size": 99,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 37,
+    "max_position_embeddings": 64,
+    "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+}
+GPT2_SMALL = {
+    "vocab_size": 99,
+    "n_embd": 32,
+    "n_layer": 1,
+    "n_head": 4,
+    "n_positions": 16,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+}
+T5 = {
+    "vocab_size": 99,
+    "d_model": 32,
+    "d_kv": 8,
+    "d_ff": 37,
+    "num_layers": 2,
+    "num_heads": 4,
+    "dropout_rate": 0.0,
+    "decoder_start_token_id": 0,
+}
 
 # name → (reference class, its tiny config). Special tokens sit inside the 99-token vocabulary.
 REFERENCES = {
-    "gpt2": (GPT2LMHeadModel, lambda: GPT2Config(
-        vocab_size=99, n_embd=32, n_layer=2, n_head=4, n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0,
-        attn_pdrop=0.0, bos_token_id=98, eos_token_id=98, pad_token_id=0)),
-    "llama": (LlamaForCausalLM, lambda: LlamaConfig(
-        vocab_size=99, hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=64, pad_token_id=0)),
+    "gpt2": (
+        GPT2LMHeadModel,
+        lambda: GPT2Config(
+            vocab_size=99,
+            n_embd=32,
+            n_layer=2,
+            n_head=4,
+            n_positions=64,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            bos_token_id=98,
+            eos_token_id=98,
+            pad_token_id=0,
+        ),
+    ),
+    "llama": (
+        LlamaForCausalLM,
+        lambda: LlamaConfig(
+            vocab_size=99,
+            hidden_size=32,
+            intermediate_size=37,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=64,
+            pad_token_id=0,
+        ),
+    ),
     "bert": (BertModel, lambda: BertConfig(**BERT)),
     "bert_mlm": (BertForMaskedLM, lambda: BertConfig(**BERT)),
     "bart": (BartForConditionalGeneration, lambda: BartConfig(**BART_LIKE)),
-    "marian": (MarianMTModel, lambda: MarianConfig(
-        **BART_LIKE, pad_token_id=98, decoder_start_token_id=98, eos_token_id=1, forced_eos_token_id=1,
-        scale_embedding=True, activation_function="swish")),
+    "marian": (
+        MarianMTModel,
+        lambda: MarianConfig(
+            **BART_LIKE,
+            pad_token_id=98,
+            decoder_start_token_id=98,
+            eos_token_id=1,
+            forced_eos_token_id=1,
+            scale_embedding=True,
+            activation_function="swish",
+        ),
+    ),
     "t5": (T5ForConditionalGeneration, lambda: T5Config(**T5)),
-    "t5_v1_1": (T5ForConditionalGeneration, lambda: T5Config(
-        **T5, feed_forward_proj="gated-gelu", tie_word_embeddings=False)),
+    "t5_v1_1": (
+        T5ForConditionalGeneration,
+        lambda: T5Config(**T5, feed_forward_proj="gated-gelu", tie_word_embeddings=False),
+    ),
     # Not generated with: HF 5.23's T5 sizes its generation cache by the encoder depth and fails on a deeper decoder.
     "t5_deeper_decoder": (T5ForConditionalGeneration, lambda: T5Config(**T5, num_decoder_layers=3)),
 }
 GENERATIVE = ["gpt2", "llama", "bart", "marian", "t5"]
-AUTO = {HFAttentionForCausalLM: AutoModelForCausalLM, HFAttentionForMaskedLM: AutoModelForMaskedLM,
-        HFAttentionForSeq2SeqLM: AutoModelForSeq2SeqLM}
+AUTO = {
+    HFAttentionForCausalLM: AutoModelForCausalLM,
+    HFAttentionForMaskedLM: AutoModelForMaskedLM,
+    HFAttentionForSeq2SeqLM: AutoModelForSeq2SeqLM,
+}
 
 
 def build_reference(name: str, attn_implementation: str = "eager"):
@@ -105,8 +174,12 @@ def main_output_diff(reference, theirs, ours, real: torch.Tensor) -> float:
 def forward_both(name: str, reference, converted, with_details: bool = True) -> tuple:
     """Both models' outputs on a right-padded batch, and the (B, T) mask of real tokens."""
     ids, mask = right_padded()
-    inputs = {"input_ids": ids, "attention_mask": mask, "output_hidden_states": with_details,
-              "output_attentions": with_details}
+    inputs = {
+        "input_ids": ids,
+        "attention_mask": mask,
+        "output_hidden_states": with_details,
+        "output_attentions": with_details,
+    }
     if reference.config.is_encoder_decoder:
         inputs["decoder_input_ids"] = torch.randint(3, 90, (3, 6), generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
@@ -124,13 +197,17 @@ def test_forward_parity(name):
     theirs, ours, real = forward_both(name, reference, converted)
     if reference.config.is_encoder_decoder:
         # Source rows are right-padded (compare real tokens only); decoder inputs have no padding.
-        pairs = [(theirs.logits, ours.logits, None),
-                 (theirs.encoder_last_hidden_state, ours.encoder_last_hidden_state, real)]
+        pairs = [
+            (theirs.logits, ours.logits, None),
+            (theirs.encoder_last_hidden_state, ours.encoder_last_hidden_state, real),
+        ]
         pairs += [(a, b, real) for a, b in zip(theirs.encoder_hidden_states, ours.encoder_hidden_states, strict=True)]
         pairs += [(a, b, None) for a, b in zip(theirs.decoder_hidden_states, ours.decoder_hidden_states, strict=True)]
-        attentions = [(theirs.encoder_attentions, ours.encoder_attentions, real),
-                      (theirs.decoder_attentions, ours.decoder_attentions, None),
-                      (theirs.cross_attentions, ours.cross_attentions, None)]
+        attentions = [
+            (theirs.encoder_attentions, ours.encoder_attentions, real),
+            (theirs.decoder_attentions, ours.decoder_attentions, None),
+            (theirs.cross_attentions, ours.cross_attentions, None),
+        ]
     else:
         output = theirs.logits if hasattr(theirs, "logits") else theirs.last_hidden_state
         pairs = [(output, ours.logits if hasattr(ours, "logits") else ours.last_hidden_state, real)]
@@ -158,8 +235,14 @@ def test_sdpa_reference_converts_to_sdpa(name):
 
 
 def test_converted_classes_and_ids():
-    expected = {"gpt2": HFAttentionForCausalLM, "llama": HFAttentionForCausalLM, "bert": AutoModel,
-                "bert_mlm": HFAttentionForMaskedLM, "bart": HFAttentionForSeq2SeqLM, "marian": HFAttentionForSeq2SeqLM}
+    expected = {
+        "gpt2": HFAttentionForCausalLM,
+        "llama": HFAttentionForCausalLM,
+        "bert": AutoModel,
+        "bert_mlm": HFAttentionForMaskedLM,
+        "bart": HFAttentionForSeq2SeqLM,
+        "marian": HFAttentionForSeq2SeqLM,
+    }
     for name, cls in expected.items():
         reference = build_reference(name)
         converted = from_hf(reference)
@@ -235,19 +318,42 @@ def test_unsupported_model_class_is_refused():
         from_hf(BertForSequenceClassification(BertConfig(**BERT)))
 
 
-@pytest.mark.parametrize(("model_class", "config", "message"), [
-    (GPT2LMHeadModel, GPT2Config(**GPT2_SMALL, scale_attn_by_inverse_layer_idx=True),
-     "scale_attn_by_inverse_layer_idx"),
-    (GPT2LMHeadModel, GPT2Config(**GPT2_SMALL, activation_function="tanh"), "activation_function='tanh'"),
-    (LlamaForCausalLM, LlamaConfig(vocab_size=99, hidden_size=32, intermediate_size=37, num_hidden_layers=1,
-                                   num_attention_heads=4,
-                                   rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}),
-     "rope_type='linear'"),
-    (T5ForConditionalGeneration, T5Config(**{**T5, "feed_forward_proj": "gated-relu"}), "feed_forward_proj='relu'"),
-    (BartForConditionalGeneration, BartConfig(**{**BART_LIKE, "decoder_ffn_dim": 40}), "different encoder and"),
-    (MarianMTModel, MarianConfig(**BART_LIKE, pad_token_id=98, decoder_start_token_id=98,
-                                 share_encoder_decoder_embeddings=False), "share_encoder_decoder_embeddings"),
-])
+@pytest.mark.parametrize(
+    ("model_class", "config", "message"),
+    [
+        (
+            GPT2LMHeadModel,
+            GPT2Config(**GPT2_SMALL, scale_attn_by_inverse_layer_idx=True),
+            "scale_attn_by_inverse_layer_idx",
+        ),
+        (GPT2LMHeadModel, GPT2Config(**GPT2_SMALL, activation_function="tanh"), "activation_function='tanh'"),
+        (
+            LlamaForCausalLM,
+            LlamaConfig(
+                vocab_size=99,
+                hidden_size=32,
+                intermediate_size=37,
+                num_hidden_layers=1,
+                num_attention_heads=4,
+                rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0},
+            ),
+            "rope_type='linear'",
+        ),
+        (
+            T5ForConditionalGeneration,
+            T5Config(**{**T5, "feed_forward_proj": "gated-relu"}),
+            "feed_forward_proj='relu'",
+        ),
+        (BartForConditionalGeneration, BartConfig(**{**BART_LIKE, "decoder_ffn_dim": 40}), "different encoder and"),
+        (
+            MarianMTModel,
+            MarianConfig(
+                **BART_LIKE, pad_token_id=98, decoder_start_token_id=98, share_encoder_decoder_embeddings=False
+            ),
+            "share_encoder_decoder_embeddings",
+        ),
+    ],
+)
 def test_unsupported_options_are_refused(model_class, config, message):
     with pytest.raises(ValueError, match=message):
         from_hf(model_class(config))
@@ -278,11 +384,14 @@ def test_output_head_knobs_default_to_the_paper():
     assert torch.equal(model.vocabulary_logits(hidden), model.lm_head(hidden))
 
 
-@pytest.mark.parametrize(("family", "cls"), [("decoder", HFAttentionForCausalLM), ("encoder", HFAttentionForMaskedLM),
-                                             ("seq2seq", HFAttentionForSeq2SeqLM)])
+@pytest.mark.parametrize(
+    ("family", "cls"),
+    [("decoder", HFAttentionForCausalLM), ("encoder", HFAttentionForMaskedLM), ("seq2seq", HFAttentionForSeq2SeqLM)],
+)
 def test_output_head_knobs(family, cls):
-    config = tiny_config(family, lm_head_bias=True, lm_head_transform=True, scale_lm_head_input=True,
-                         hidden_act="gelu")
+    config = tiny_config(
+        family, lm_head_bias=True, lm_head_transform=True, scale_lm_head_input=True, hidden_act="gelu"
+    )
     model = cls(config).eval()
     assert model.lm_head.bias.shape == (99,)
     hidden = torch.randn(2, 3, 32)

@@ -51,8 +51,9 @@ def test_fill_mask_top_k(saved_checkpoint):
 
 
 def test_text_classification(saved_checkpoint):
-    classify = pipeline("text-classification",
-                        model=str(saved_checkpoint(HFAttentionForSequenceClassification, "encoder")))
+    classify = pipeline(
+        "text-classification", model=str(saved_checkpoint(HFAttentionForSequenceClassification, "encoder"))
+    )
     top = classify(PROMPT)
     assert len(top) == 1 and top[0]["label"] in {"O", "B-NAME", "I-NAME"} and 0 < top[0]["score"] <= 1
     every = classify(PROMPT, top_k=None)
@@ -61,8 +62,11 @@ def test_text_classification(saved_checkpoint):
 
 
 def test_token_classification(saved_checkpoint):
-    tag = pipeline("token-classification", model=str(saved_checkpoint(HFAttentionForTokenClassification, "encoder")),
-                   ignore_labels=[])
+    tag = pipeline(
+        "token-classification",
+        model=str(saved_checkpoint(HFAttentionForTokenClassification, "encoder")),
+        ignore_labels=[],
+    )
     outputs = tag(PROMPT)
     real_tokens = len(tag.tokenizer(PROMPT, add_special_tokens=False)["input_ids"])
     assert len(outputs) == real_tokens  # one entry per token, special tokens excluded
@@ -70,7 +74,7 @@ def test_token_classification(saved_checkpoint):
         assert {"entity", "score", "index", "word", "start", "end"} <= set(entity)
         # Offsets point at the token's characters in the text (byte-level "Ġ" = a leading space, trimmed).
         word = tag.tokenizer.convert_tokens_to_string([entity["word"]])
-        assert PROMPT[entity["start"]:entity["end"]] == word.strip()
+        assert PROMPT[entity["start"] : entity["end"]] == word.strip()
 
 
 def test_feature_extraction(saved_checkpoint):
@@ -87,8 +91,9 @@ def translation_folder(trained_tokenizer, tmp_path_factory):
     from conftest import tiny_config
 
     tokenizer = trained_tokenizer("seq2seq")
-    model = HFAttentionForSeq2SeqLM(tiny_config("seq2seq", vocab_size=len(tokenizer),
-                                                position_encoding="learned", max_position_embeddings=32)).eval()
+    model = HFAttentionForSeq2SeqLM(
+        tiny_config("seq2seq", vocab_size=len(tokenizer), position_encoding="learned", max_position_embeddings=32)
+    ).eval()
     return save_translation_pipeline(model, tokenizer, tmp_path_factory.mktemp("translation"))
 
 
@@ -134,10 +139,20 @@ REMOTE_SCRIPT = textwrap.dedent("""
 def test_translation_pipeline_shipped_with_the_checkpoint_in_a_fresh_process(translation_folder, tmp_path):
     """`pipeline("translation", model=DIR, trust_remote_code=True)` without hf_attention, as on the Hub."""
     (tmp_path / "remote.py").write_text(REMOTE_SCRIPT)
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1",
-           "HF_MODULES_CACHE": str(tmp_path / "modules")}
-    result = subprocess.run([sys.executable, "remote.py", str(translation_folder), PROMPT], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=300)
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(tmp_path),
+        "HF_HUB_OFFLINE": "1",
+        "HF_MODULES_CACHE": str(tmp_path / "modules"),
+    }
+    result = subprocess.run(
+        [sys.executable, "remote.py", str(translation_folder), PROMPT],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     remote = json.loads(result.stdout.strip().splitlines()[-1])
     local = pipeline(TASK, model=str(translation_folder))([PROMPT, "x"], max_new_tokens=5, num_beams=2)

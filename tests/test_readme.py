@@ -16,8 +16,9 @@ def test_readme_quick_start_runs(tmp_path):
     script = tmp_path / "quick_start.py"
     script.write_text("\n".join(blocks))
     environment = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
-    completed = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
-                               timeout=600, env=environment)
+    completed = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=environment
+    )
     assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-4000:]
     assert (tmp_path / "ckpt" / "config.json").is_file()
     assert (tmp_path / "attention_map.png").stat().st_size > 0

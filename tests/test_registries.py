@@ -52,8 +52,9 @@ def test_the_config_accepts_exactly_the_registered_names():
     assert POSITION_ENCODINGS == configuration.POSITION_ENCODINGS  # tests/conftest.py's parameter list
     assert allowed_in_error("attention_score") == list(SCORES)
     assert allowed_in_error("position_encoding") == [*POSITIONAL_ENCODINGS, NO_POSITIONAL_ENCODING]
-    with pytest.raises(ValueError, match="'no-such-variant' is not supported; allowed values are " +
-                       ", ".join(map(repr, SCORES))):
+    with pytest.raises(
+        ValueError, match="'no-such-variant' is not supported; allowed values are " + ", ".join(map(repr, SCORES))
+    ):
         make_score("no-such-variant", num_heads=2, head_dim=8)
 
 
@@ -155,8 +156,9 @@ class LearnedSlopeBias(PositionalEncoding):
     @classmethod
     def check_config(cls, config, *, bidirectional: bool) -> None:
         if config.num_attention_heads > 16:
-            raise ValueError(f"position_encoding='learned_slope' takes at most 16 heads, got "
-                             f"{config.num_attention_heads}.")
+            raise ValueError(
+                f"position_encoding='learned_slope' takes at most 16 heads, got {config.num_attention_heads}."
+            )
 
     def init_weights(self, std: float) -> None:
         nn.init.constant_(self.slope, -1.0)
@@ -227,8 +229,9 @@ def test_the_worked_example_of_the_variants_doc_runs():
     snippets = re.findall(r"```python\n(.*?)```", VARIANTS_DOC.read_text(), flags=re.DOTALL)
     assert len(snippets) == 1
     environment = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    completed = subprocess.run([sys.executable, "-c", snippets[0]], cwd=ROOT, capture_output=True, text=True,
-                               timeout=600, env=environment)
+    completed = subprocess.run(
+        [sys.executable, "-c", snippets[0]], cwd=ROOT, capture_output=True, text=True, timeout=600, env=environment
+    )
     assert completed.returncode == 0, completed.stderr[-3000:]
     lines = completed.stdout.splitlines()
     assert lines[0] == "eager" and lines[1].startswith("loss after 5 steps: ")

@@ -51,14 +51,22 @@ def test_save_load_bit_exact(tmp_path, family, cls, auto, overrides, tied):
 def test_checkpoint_has_code_and_full_auto_map(tmp_path, family, cls, auto, overrides):
     build(cls, family, **overrides).save_pretrained(tmp_path)
     files = set(os.listdir(tmp_path))
-    closure = {"configuration_hf_attention.py", "modeling_hf_attention.py", "attention.py", "layers.py", "masks.py",
-               "positional.py", "losses.py"}
+    closure = {
+        "configuration_hf_attention.py",
+        "modeling_hf_attention.py",
+        "attention.py",
+        "layers.py",
+        "masks.py",
+        "positional.py",
+        "losses.py",
+    }
     assert closure <= files and "model.safetensors" in files
     auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
     model_type = cls.config_class.model_type
     assert set(auto_map) == {"AutoConfig", *AUTO_CLASSES[model_type]}
-    assert all(path.split(".")[0] in {"configuration_hf_attention", "modeling_hf_attention"}
-               for path in auto_map.values())
+    assert all(
+        path.split(".")[0] in {"configuration_hf_attention", "modeling_hf_attention"} for path in auto_map.values()
+    )
 
 
 REMOTE_SCRIPT = textwrap.dedent("""
@@ -85,11 +93,19 @@ def test_remote_code_load_in_fresh_process(tmp_path, family, cls, auto, override
     inputs = model_inputs(family)
     torch.save(inputs, tmp_path / "inputs.pt")
     (tmp_path / "remote.py").write_text(REMOTE_SCRIPT)
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1",
-           "HF_MODULES_CACHE": str(tmp_path / "modules")}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(tmp_path),
+        "HF_HUB_OFFLINE": "1",
+        "HF_MODULES_CACHE": str(tmp_path / "modules"),
+    }
     result = subprocess.run(
         [sys.executable, "remote.py", str(checkpoint), auto.__name__, "inputs.pt", "logits.pt"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
@@ -103,11 +119,33 @@ def test_closure_imports_only_stdlib_torch_transformers_and_siblings():
     import pathlib
 
     import hf_attention
+
     package = pathlib.Path(hf_attention.__file__).parent
-    allowed = {"torch", "transformers", "math", "collections", "typing", "dataclasses", "functools", "itertools",
-               "warnings", "copy", "inspect", "contextlib", "__future__"}
-    for name in ("configuration_hf_attention", "masks", "positional", "scores", "attention", "layers", "losses",
-                 "modeling_hf_attention"):
+    allowed = {
+        "torch",
+        "transformers",
+        "math",
+        "collections",
+        "typing",
+        "dataclasses",
+        "functools",
+        "itertools",
+        "warnings",
+        "copy",
+        "inspect",
+        "contextlib",
+        "__future__",
+    }
+    for name in (
+        "configuration_hf_attention",
+        "masks",
+        "positional",
+        "scores",
+        "attention",
+        "layers",
+        "losses",
+        "modeling_hf_attention",
+    ):
         tree = ast.parse((package / f"{name}.py").read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):

@@ -22,34 +22,88 @@ from training.metrics_log import read_metrics
 from training.train import main, run
 
 REPO = Path(__file__).resolve().parents[1]
-CONFIGS = [REPO / "training" / "configs" / f"{name}.yaml" for name in (
-    "translation_en_de", "translation_en_de_long", "translation_en_de_bart", "causal_lm_pydoc", "masked_lm_pydoc")]
+CONFIGS = [
+    REPO / "training" / "configs" / f"{name}.yaml"
+    for name in (
+        "translation_en_de",
+        "translation_en_de_long",
+        "translation_en_de_bart",
+        "causal_lm_pydoc",
+        "masked_lm_pydoc",
+    )
+]
 
-TINY_MODEL = {"hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 64, "hidden_dropout_prob": 0.0,
-              "max_position_embeddings": 64}
+TINY_MODEL = {
+    "hidden_size": 32,
+    "num_attention_heads": 4,
+    "intermediate_size": 64,
+    "hidden_dropout_prob": 0.0,
+    "max_position_embeddings": 64,
+}
 TINY = {
     "causal_lm": ["--max_topics", "40", "--block_size", "32", "--vocab_size", "350"],
     "masked_lm": ["--max_topics", "40", "--max_length", "48", "--vocab_size", "350"],
-    "translation": ["--max_catalogs", "5", "--max_source_length", "24", "--max_target_length", "24",
-                    "--vocab_size", "350", "--bleu_samples", "16"],
+    "translation": [
+        "--max_catalogs",
+        "5",
+        "--max_source_length",
+        "24",
+        "--max_target_length",
+        "24",
+        "--vocab_size",
+        "350",
+        "--bleu_samples",
+        "16",
+    ],
 }
-LAYERS = {"causal_lm": {"num_hidden_layers": 2}, "masked_lm": {"num_hidden_layers": 2},
-          "translation": {"encoder_layers": 1, "decoder_layers": 1}}
+LAYERS = {
+    "causal_lm": {"num_hidden_layers": 2},
+    "masked_lm": {"num_hidden_layers": 2},
+    "translation": {"encoder_layers": 1, "decoder_layers": 1},
+}
 
 
 def argv(objective: str, output_dir, *extra, model: dict | None = None) -> list[str]:
     """Command-line arguments of a tiny run of `objective` (extra flags override these)."""
     model_config = {**TINY_MODEL, **LAYERS[objective], **(model or {})}
-    return ["--objective", objective, "--output_dir", str(output_dir), *TINY[objective],
-            "--max_train_samples", "256", "--max_eval_samples", "32", "--max_test_samples", "32",
-            "--per_device_train_batch_size", "16", "--learning_rate", "3e-3", "--warmup_steps", "2",
-            "--max_steps", "24", "--logging_steps", "1", "--eval_steps", "12", "--save_steps", "0",
-            "--report_to", "none", "--disable_tqdm", "true", "--model_config", json.dumps(model_config), *extra]
+    return [
+        "--objective",
+        objective,
+        "--output_dir",
+        str(output_dir),
+        *TINY[objective],
+        "--max_train_samples",
+        "256",
+        "--max_eval_samples",
+        "32",
+        "--max_test_samples",
+        "32",
+        "--per_device_train_batch_size",
+        "16",
+        "--learning_rate",
+        "3e-3",
+        "--warmup_steps",
+        "2",
+        "--max_steps",
+        "24",
+        "--logging_steps",
+        "1",
+        "--eval_steps",
+        "12",
+        "--save_steps",
+        "0",
+        "--report_to",
+        "none",
+        "--disable_tqdm",
+        "true",
+        "--model_config",
+        json.dumps(model_config),
+        *extra,
+    ]
 
 
 def train_losses(output_dir) -> list[float]:
-    return [m["train/loss"] for m in read_metrics(Path(output_dir) / "metrics.jsonl")
-            if "train/loss" in m]
+    return [m["train/loss"] for m in read_metrics(Path(output_dir) / "metrics.jsonl") if "train/loss" in m]
 
 
 class FakeHfApi:
@@ -74,8 +128,9 @@ def trained(tmp_path_factory):
         patch.setattr(export_lib, "HfApi", FakeHfApi)
         for objective in ("causal_lm", "masked_lm", "translation"):
             output_dir = tmp_path_factory.mktemp(objective)
-            extra = ["--push_to_hub", "true", "--hub_model_id", "someone/tiny-en-de"] if objective == "translation" \
-                else []
+            extra = (
+                ["--push_to_hub", "true", "--hub_model_id", "someone/tiny-en-de"] if objective == "translation" else []
+            )
             results = run(*parse_args(argv(objective, output_dir, *extra)))
             runs[objective] = (output_dir, results)
     return runs
@@ -98,8 +153,11 @@ def test_objective_loss_decreases(trained, objective):
 def test_export_loads_with_auto_classes_and_pipelines(trained):
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
-    for objective, auto in (("causal_lm", AutoModelForCausalLM), ("masked_lm", AutoModelForMaskedLM),
-                            ("translation", AutoModelForSeq2SeqLM)):
+    for objective, auto in (
+        ("causal_lm", AutoModelForCausalLM),
+        ("masked_lm", AutoModelForMaskedLM),
+        ("translation", AutoModelForSeq2SeqLM),
+    ):
         final = trained[objective][0] / "final"
         assert (final / "model.safetensors").is_file()
         assert (final / "generation_config.json").is_file() == (objective != "masked_lm")  # encoders do not generate
@@ -128,10 +186,20 @@ def test_model_card_metadata_and_sections(trained):
     assert {"type": "bleu", "value": bleu, "name": "test bleu"} in results
     validation = metadata["model-index"][0]["results"][1]
     assert validation["dataset"]["split"] == "validation"
-    assert {"type": "perplexity", "value": trained["translation"][1]["validation_perplexity"],
-            "name": "validation perplexity"} in validation["metrics"]
-    for section in ("## Intended use", "## Training data", "## Training procedure", "## Evaluation results",
-                    "## Limitations", "| learning rate | 0.003 |", "loss_curve.png"):
+    assert {
+        "type": "perplexity",
+        "value": trained["translation"][1]["validation_perplexity"],
+        "name": "validation perplexity",
+    } in validation["metrics"]
+    for section in (
+        "## Intended use",
+        "## Training data",
+        "## Training procedure",
+        "## Evaluation results",
+        "## Limitations",
+        "| learning rate | 0.003 |",
+        "loss_curve.png",
+    ):
         assert section in body
     assert "$" not in body.replace("$ ", "")  # every template field was filled
     masked = yaml.safe_load((trained["masked_lm"][0] / "final" / "README.md").read_text().split("---\n")[1])
@@ -157,8 +225,17 @@ def test_push_to_hub_uploads_the_export(trained):
     calls = [c for c in FakeHfApi.calls if c[1] == "someone/tiny-en-de"]
     assert [c[0] for c in calls] == ["create_repo", "upload_folder"]
     files = calls[1][2]
-    for name in ("model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json", "README.md",
-                 "generation_config.json", "modeling_hf_attention.py", "pipelines.py", "loss_curve.png"):
+    for name in (
+        "model.safetensors",
+        "config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "README.md",
+        "generation_config.json",
+        "modeling_hf_attention.py",
+        "pipelines.py",
+        "loss_curve.png",
+    ):
         assert name in files, files
     config = json.loads((trained["translation"][0] / "final" / "config.json").read_text())
     assert config["auto_map"]["AutoModelForSeq2SeqLM"].endswith("HFAttentionForSeq2SeqLM")
@@ -169,8 +246,19 @@ def test_gradient_accumulation_matches_one_big_batch(tmp_path):
     the two micro-batches hold different numbers of target tokens."""
     common = ("--max_train_samples", "64", "--max_steps", "6", "--eval_steps", "0", "--bleu_samples", "4")
     run(*parse_args(argv("translation", tmp_path / "big", *common, "--per_device_train_batch_size", "16")))
-    run(*parse_args(argv("translation", tmp_path / "acc", *common, "--per_device_train_batch_size", "8",
-                         "--gradient_accumulation_steps", "2")))
+    run(
+        *parse_args(
+            argv(
+                "translation",
+                tmp_path / "acc",
+                *common,
+                "--per_device_train_batch_size",
+                "8",
+                "--gradient_accumulation_steps",
+                "2",
+            )
+        )
+    )
     big, accumulated = train_losses(tmp_path / "big"), train_losses(tmp_path / "acc")
     assert len(big) == 6
     torch.testing.assert_close(accumulated, big, rtol=1e-5, atol=0)
@@ -179,9 +267,26 @@ def test_gradient_accumulation_matches_one_big_batch(tmp_path):
 def test_resume_reproduces_the_uninterrupted_run(tmp_path):
     """Stop-and-resume from a mid-epoch checkpoint gives exactly the losses of the run that never stopped
     (dropout on: the RNG state is restored; token batching; accumulation; an epoch boundary after the resume)."""
-    extra = ("--max_train_samples", "60", "--per_device_train_batch_size", "8", "--max_tokens_per_batch", "160",
-             "--gradient_accumulation_steps", "2", "--max_steps", "10", "--save_steps", "3", "--eval_steps", "4",
-             "--save_total_limit", "5", "--bleu_samples", "4")
+    extra = (
+        "--max_train_samples",
+        "60",
+        "--per_device_train_batch_size",
+        "8",
+        "--max_tokens_per_batch",
+        "160",
+        "--gradient_accumulation_steps",
+        "2",
+        "--max_steps",
+        "10",
+        "--save_steps",
+        "3",
+        "--eval_steps",
+        "4",
+        "--save_total_limit",
+        "5",
+        "--bleu_samples",
+        "4",
+    )
     full = tmp_path / "full"
     run(*parse_args(argv("translation", full, *extra, model={"hidden_dropout_prob": 0.1})))
     reference = train_losses(full)
@@ -189,12 +294,25 @@ def test_resume_reproduces_the_uninterrupted_run(tmp_path):
     progress = json.loads((checkpoint / "progress.json").read_text())
     assert progress["epoch"] >= 1 and progress["batches_in_epoch"] > 0  # a mid-epoch checkpoint after an epoch
     resumed = tmp_path / "resumed"
-    run(*parse_args(argv("translation", resumed, *extra, "--resume_from_checkpoint", str(checkpoint),
-                         model={"hidden_dropout_prob": 0.1})))
+    run(
+        *parse_args(
+            argv(
+                "translation",
+                resumed,
+                *extra,
+                "--resume_from_checkpoint",
+                str(checkpoint),
+                model={"hidden_dropout_prob": 0.1},
+            )
+        )
+    )
     assert train_losses(resumed) == reference[6:]
     # `latest` in the same folder continues too (here: from step 9 to 10).
-    run(*parse_args(argv("translation", full, *extra, "--resume_from_checkpoint", "latest",
-                         model={"hidden_dropout_prob": 0.1})))
+    run(
+        *parse_args(
+            argv("translation", full, *extra, "--resume_from_checkpoint", "latest", model={"hidden_dropout_prob": 0.1})
+        )
+    )
     assert train_losses(full) == reference
 
 
@@ -202,13 +320,37 @@ def test_resume_reproduces_the_uninterrupted_run(tmp_path):
 def test_two_processes_match_one_process(tmp_path):
     """`accelerate launch --multi_gpu --num_processes 2` on CPU: 2 × 8 rows per step gives the losses of
     1 process × 8 rows × 2 accumulation steps (same global batch) to 1e-4."""
-    common = ("--max_train_samples", "96", "--max_steps", "5", "--eval_steps", "0", "--bleu_samples", "4",
-              "--per_device_train_batch_size", "8")
+    common = (
+        "--max_train_samples",
+        "96",
+        "--max_steps",
+        "5",
+        "--eval_steps",
+        "0",
+        "--bleu_samples",
+        "4",
+        "--per_device_train_batch_size",
+        "8",
+    )
     run(*parse_args(argv("translation", tmp_path / "one", *common, "--gradient_accumulation_steps", "2")))
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "training.train",
-               *argv("translation", tmp_path / "two", *common)]
+    command = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "-m",
+        "training.train",
+        *argv("translation", tmp_path / "two", *common),
+    ]
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "2 process(es)" in done.stdout
@@ -224,8 +366,9 @@ def test_torch_compile_run_matches_eager_and_exports(tmp_path):
     torch._dynamo.reset()
     results = run(*parse_args(argv("causal_lm", tmp_path / "compiled", *common, "--torch_compile", "true")))
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] > 0  # it really ran compiled
-    torch.testing.assert_close(train_losses(tmp_path / "compiled"), train_losses(tmp_path / "eager"),
-                               rtol=1e-4, atol=0)
+    torch.testing.assert_close(
+        train_losses(tmp_path / "compiled"), train_losses(tmp_path / "eager"), rtol=1e-4, atol=0
+    )
     assert math.isfinite(results["test_loss"])
     config = json.loads((tmp_path / "compiled" / "final" / "config.json").read_text())
     assert config["architectures"] == ["HFAttentionForCausalLM"]
@@ -235,12 +378,22 @@ def test_torch_compile_run_matches_eager_and_exports(tmp_path):
 
 # ------------------------------------------------------------------------------------------------- arguments
 
+
 def test_yaml_config_with_command_line_overrides(tmp_path):
     config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump({"objective": "masked_lm", "max_steps": 100, "learning_rate": 1e-4,
-                                      "model_config": {"hidden_size": 64, "num_hidden_layers": 2}}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "objective": "masked_lm",
+                "max_steps": 100,
+                "learning_rate": 1e-4,
+                "model_config": {"hidden_size": 64, "num_hidden_layers": 2},
+            }
+        )
+    )
     model_args, data_args, train_args, model_config = parse_args(
-        ["--config", str(config), "--max_steps", "50", "--model_config", '{"num_hidden_layers": 3}'])
+        ["--config", str(config), "--max_steps", "50", "--model_config", '{"num_hidden_layers": 3}']
+    )
     assert model_args.objective == "masked_lm" and train_args.max_steps == 50 and train_args.learning_rate == 1e-4
     assert model_config == {"hidden_size": 64, "num_hidden_layers": 3}
     config.write_text(yaml.safe_dump({"objective": "masked_lm", "hidden_size": 64}))
@@ -263,10 +416,21 @@ def test_shipped_configs_parse_and_match_their_objective(path):
 
 # ------------------------------------------------------------------------------------------------------ loss
 
-@pytest.mark.parametrize(("name", "objective", "own_loss"), [
-    ("ours_decoder", "causal_lm", True), ("ours_encoder", "masked_lm", True), ("ours_seq2seq", "translation", True),
-    ("gpt2", "causal_lm", True), ("llama", "causal_lm", True), ("bert_mlm", "masked_lm", False),
-    ("bart", "translation", False), ("marian", "translation", False), ("t5", "translation", False)])
+
+@pytest.mark.parametrize(
+    ("name", "objective", "own_loss"),
+    [
+        ("ours_decoder", "causal_lm", True),
+        ("ours_encoder", "masked_lm", True),
+        ("ours_seq2seq", "translation", True),
+        ("gpt2", "causal_lm", True),
+        ("llama", "causal_lm", True),
+        ("bert_mlm", "masked_lm", False),
+        ("bart", "translation", False),
+        ("marian", "translation", False),
+        ("t5", "translation", False),
+    ],
+)
 def test_the_training_loss_is_token_normalised_for_every_architecture(name, objective, own_loss):
     """The loss of a batch is its summed cross-entropy divided by the window's count of target tokens: the model's
     own loss where it honours `num_items_in_batch`, else computed from the logits (BART, Marian, BERT and T5 return
@@ -278,8 +442,11 @@ def test_the_training_loss_is_token_normalised_for_every_architecture(name, obje
     from training.losses import loss_takes_num_items, per_token_sum, token_loss
     from training.objectives import OBJECTIVES
 
-    ours = {"ours_decoder": (HFAttentionForCausalLM, "decoder"), "ours_encoder": (HFAttentionForMaskedLM, "encoder"),
-            "ours_seq2seq": (HFAttentionForSeq2SeqLM, "seq2seq")}
+    ours = {
+        "ours_decoder": (HFAttentionForCausalLM, "decoder"),
+        "ours_encoder": (HFAttentionForMaskedLM, "encoder"),
+        "ours_seq2seq": (HFAttentionForSeq2SeqLM, "seq2seq"),
+    }
     model = build(*ours[name]) if name in ours else build_reference(name)
     objective = OBJECTIVES[objective]
     ids = torch.randint(3, 90, (2, 7), generator=torch.Generator().manual_seed(3))
@@ -298,6 +465,7 @@ def test_the_training_loss_is_token_normalised_for_every_architecture(name, obje
 
 # ---------------------------------------------------------------------------------------------------- errors
 
+
 def _fails_before_training(args, match, output_dir):
     with pytest.raises(ValueError, match=match):
         main(args)
@@ -305,35 +473,48 @@ def _fails_before_training(args, match, output_dir):
 
 
 def test_error_missing_dataset_file(tmp_path):
-    _fails_before_training(argv("causal_lm", tmp_path / "o", "--dataset", str(tmp_path / "nope.txt")),
-                           "Data file not found", tmp_path / "o")
+    _fails_before_training(
+        argv("causal_lm", tmp_path / "o", "--dataset", str(tmp_path / "nope.txt")),
+        "Data file not found",
+        tmp_path / "o",
+    )
 
 
 def test_error_missing_column(tmp_path):
     data = tmp_path / "pairs.csv"
     data.write_text("en,de\nOpen file,Datei öffnen\nSave,Speichern\n")
-    _fails_before_training(argv("translation", tmp_path / "o", "--dataset", str(data)),
-                           "Column 'source' not found.*'en', 'de'", tmp_path / "o")
-    _fails_before_training(argv("causal_lm", tmp_path / "o", "--dataset", str(data)),
-                           "Column 'text' not found", tmp_path / "o")
+    _fails_before_training(
+        argv("translation", tmp_path / "o", "--dataset", str(data)),
+        "Column 'source' not found.*'en', 'de'",
+        tmp_path / "o",
+    )
+    _fails_before_training(
+        argv("causal_lm", tmp_path / "o", "--dataset", str(data)), "Column 'text' not found", tmp_path / "o"
+    )
 
 
 def test_error_empty_corpus_after_filtering(tmp_path):
     data = tmp_path / "short.txt"
     data.write_text("a\nbb\nccc\n")
-    _fails_before_training(argv("masked_lm", tmp_path / "o", "--dataset", str(data), "--min_chars", "100"),
-                           "empty after filtering", tmp_path / "o")
+    _fails_before_training(
+        argv("masked_lm", tmp_path / "o", "--dataset", str(data), "--min_chars", "100"),
+        "empty after filtering",
+        tmp_path / "o",
+    )
 
 
-@pytest.mark.parametrize("objective,model_type,match", [
-    ("masked_lm", "hf_attention_decoder", "cannot be trained for objective 'masked_lm'"),
-    ("masked_lm", "gpt2", "cannot be trained for objective 'masked_lm'"),
-    ("translation", "hf_attention_decoder", "cannot be trained for objective 'translation'"),
-    ("translation", "gpt2", "cannot be trained for objective 'translation'"),
-    ("causal_lm", "hf_attention_encoder", "cannot be trained for objective 'causal_lm'"),
-    ("causal_lm", "bart", "needs a decoder-only config"),
-    ("translation", "no_such_model", "Unknown model_type"),
-])
+@pytest.mark.parametrize(
+    "objective,model_type,match",
+    [
+        ("masked_lm", "hf_attention_decoder", "cannot be trained for objective 'masked_lm'"),
+        ("masked_lm", "gpt2", "cannot be trained for objective 'masked_lm'"),
+        ("translation", "hf_attention_decoder", "cannot be trained for objective 'translation'"),
+        ("translation", "gpt2", "cannot be trained for objective 'translation'"),
+        ("causal_lm", "hf_attention_encoder", "cannot be trained for objective 'causal_lm'"),
+        ("causal_lm", "bart", "needs a decoder-only config"),
+        ("translation", "no_such_model", "Unknown model_type"),
+    ],
+)
 def test_error_config_does_not_match_objective(tmp_path, objective, model_type, match):
     _fails_before_training(argv(objective, tmp_path / "o", "--model_type", model_type), match, tmp_path / "o")
 
@@ -341,10 +522,14 @@ def test_error_config_does_not_match_objective(tmp_path, objective, model_type, 
 def test_error_resume_path_is_not_a_checkpoint(tmp_path):
     not_a_checkpoint = tmp_path / "somewhere"
     not_a_checkpoint.mkdir()
-    _fails_before_training(argv("causal_lm", tmp_path / "o", "--resume_from_checkpoint", str(not_a_checkpoint)),
-                           "is not a training checkpoint", tmp_path / "o")
-    _fails_before_training(argv("causal_lm", tmp_path / "o", "--resume_from_checkpoint", "latest"),
-                           "no checkpoint in", tmp_path / "o")
+    _fails_before_training(
+        argv("causal_lm", tmp_path / "o", "--resume_from_checkpoint", str(not_a_checkpoint)),
+        "is not a training checkpoint",
+        tmp_path / "o",
+    )
+    _fails_before_training(
+        argv("causal_lm", tmp_path / "o", "--resume_from_checkpoint", "latest"), "no checkpoint in", tmp_path / "o"
+    )
 
 
 def test_error_output_folder_holds_another_run(tmp_path):
@@ -355,6 +540,7 @@ def test_error_output_folder_holds_another_run(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------- checkpoints
+
 
 class _FakeAccelerator:
     """Writes the files `accelerator.save_state` writes; `fail` makes the model write crash half-way."""
@@ -394,11 +580,20 @@ def test_crash_during_save_keeps_latest_on_the_previous_checkpoint(tmp_path):
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["latest", "step_00010"]
 
 
-@pytest.mark.parametrize(("requested", "fast_bf16", "cuda", "expected"), [
-    ("auto", True, False, "bf16"), ("auto", False, False, "no"), ("no", True, False, "no"),
-    ("bf16", True, False, "bf16"), ("fp16", False, True, "fp16"), ("auto", False, True, "bf16")])
+@pytest.mark.parametrize(
+    ("requested", "fast_bf16", "cuda", "expected"),
+    [
+        ("auto", True, False, "bf16"),
+        ("auto", False, False, "no"),
+        ("no", True, False, "no"),
+        ("bf16", True, False, "bf16"),
+        ("fp16", False, True, "fp16"),
+        ("auto", False, True, "bf16"),
+    ],
+)
 def test_mixed_precision_auto_follows_the_hardware(requested, fast_bf16, cuda, expected, monkeypatch):
     from training import train as train_module
+
     monkeypatch.setattr(train_module, "cpu_has_fast_bf16", lambda: fast_bf16)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
     assert train_module.resolve_mixed_precision(requested, use_cuda=cuda) == expected
@@ -406,6 +601,7 @@ def test_mixed_precision_auto_follows_the_hardware(requested, fast_bf16, cuda, e
 
 def test_mixed_precision_bf16_on_a_cpu_without_bf16_warns_and_bad_values_fail(monkeypatch):
     from training import train as train_module
+
     monkeypatch.setattr(train_module, "cpu_has_fast_bf16", lambda: False)
     with pytest.warns(UserWarning, match="without native bf16"):
         assert train_module.resolve_mixed_precision("bf16", use_cuda=False) == "bf16"
@@ -415,6 +611,7 @@ def test_mixed_precision_bf16_on_a_cpu_without_bf16_warns_and_bad_values_fail(mo
 
 def test_cpu_bf16_detection_says_no_below_avx512():
     from hf_attention.hardware import cpu_has_fast_bf16
+
     fast = cpu_has_fast_bf16()
     assert isinstance(fast, bool)
     if torch.backends.cpu.get_cpu_capability() in ("DEFAULT", "AVX2"):  # no bf16 instructions at all

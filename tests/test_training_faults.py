@@ -32,6 +32,7 @@ class _RunsCode:
 
 # ------------------------------------------------------------------------------------------------- security
 
+
 def test_resume_never_unpickles_code_from_a_checkpoint(tmp_path, monkeypatch):
     out = tmp_path / "run"
     common = ("--max_train_samples", "64", "--save_steps", "2", "--eval_steps", "0")
@@ -61,12 +62,27 @@ def test_resume_never_unpickles_code_from_a_checkpoint(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------------------------------ silent results
 
+
 def test_masked_lm_windows_without_masked_tokens_are_skipped_not_nan(tmp_path):
     """Rows of 8 tokens, one per batch: many batches get no masked token (0/0 = NaN in the old loop)."""
     out = tmp_path / "mlm"
     with pytest.warns(UserWarning, match="held no target token"):
-        results = run(*parse_args(argv("masked_lm", out, "--max_length", "8", "--per_device_train_batch_size", "1",
-                                       "--max_steps", "20", "--eval_steps", "0")))
+        results = run(
+            *parse_args(
+                argv(
+                    "masked_lm",
+                    out,
+                    "--max_length",
+                    "8",
+                    "--per_device_train_batch_size",
+                    "1",
+                    "--max_steps",
+                    "20",
+                    "--eval_steps",
+                    "0",
+                )
+            )
+        )
     assert results["steps"] == 20 and math.isfinite(results["test_loss"])
     assert all(math.isfinite(loss) for loss in train_losses(out))
     weights = safetensors.torch.load_file(out / "final" / "model.safetensors")
@@ -84,8 +100,22 @@ def test_a_non_finite_loss_stops_the_run_before_it_is_applied_or_saved(tmp_path,
     monkeypatch.setattr(losses, "token_loss", loss_that_overflows_at_step_3)
     out = tmp_path / "run"
     with pytest.raises(FloatingPointError, match="Step 3: the training loss is"):
-        run(*parse_args(argv("causal_lm", out, "--max_train_samples", "64", "--max_steps", "6", "--save_steps", "1",
-                             "--eval_steps", "0")))
+        run(
+            *parse_args(
+                argv(
+                    "causal_lm",
+                    out,
+                    "--max_train_samples",
+                    "64",
+                    "--max_steps",
+                    "6",
+                    "--save_steps",
+                    "1",
+                    "--eval_steps",
+                    "0",
+                )
+            )
+        )
     assert not (out / "final").exists()
     assert resolve_checkpoint("latest", out).name == "step_00002"
     weights = safetensors.torch.load_file(out / "checkpoints" / "step_00002" / "model.safetensors")
@@ -94,43 +124,59 @@ def test_a_non_finite_loss_stops_the_run_before_it_is_applied_or_saved(tmp_path,
 
 # --------------------------------------------------------------------------------------------------- flags
 
-@pytest.mark.parametrize(("flags", "message"), [
-    (["--max_steps", "0", "--num_train_epochs", "0"], r"--max_steps=0 and --num_train_epochs=0.0 would train no step"),
-    (["--max_steps", "-5", "--num_train_epochs", "-1"], r"would train no step"),
-    (["--eval_steps", "-1"], r"--eval_steps=-1 is not allowed: eval_steps must be at least 0"),
-    (["--save_steps", "-1"], r"--save_steps=-1 is not allowed"),
-    (["--logging_steps", "0"], r"--logging_steps=0 is not allowed: logging_steps must be at least 1"),
-    (["--save_total_limit", "0"], r"--save_total_limit=0 is not allowed"),
-    (["--report_to", "wandb"], r"--report_to='wandb' is not supported; allowed values are 'tensorboard', 'none'"),
-    (["--per_device_train_batch_size", "0"], r"--per_device_train_batch_size=0 is not allowed"),
-    (["--per_device_eval_batch_size", "-4"], r"--per_device_eval_batch_size=-4 is not allowed"),
-    (["--max_tokens_per_batch", "0"], r"--max_tokens_per_batch=0 is not allowed"),
-    (["--learning_rate", "0"], r"--learning_rate=0.0 is not allowed: learning_rate must be in \(0.0, inf\)"),
-    (["--adam_beta2", "1.0"], r"--adam_beta2=1.0 is not allowed"),
-    (["--mlm_probability", "0"], r"--mlm_probability=0.0 is not allowed: mlm_probability must be in \(0.0, 1.0\]"),
-    (["--mlm_probability", "1.5"], r"--mlm_probability=1.5 is not allowed"),
-    (["--block_size", "1"], r"--block_size=1 is not allowed"),
-    (["--vocab_size", "0"], r"--vocab_size=0 is not allowed"),
-    (["--model_config", "{hidden_size: 64}"], r"--model_config must be a JSON object such as .* is not JSON"),
-    (["--model_config", "[1, 2]"], r"--model_config must be a JSON object"),
-])
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ["--max_steps", "0", "--num_train_epochs", "0"],
+            r"--max_steps=0 and --num_train_epochs=0.0 would train no step",
+        ),
+        (["--max_steps", "-5", "--num_train_epochs", "-1"], r"would train no step"),
+        (["--eval_steps", "-1"], r"--eval_steps=-1 is not allowed: eval_steps must be at least 0"),
+        (["--save_steps", "-1"], r"--save_steps=-1 is not allowed"),
+        (["--logging_steps", "0"], r"--logging_steps=0 is not allowed: logging_steps must be at least 1"),
+        (["--save_total_limit", "0"], r"--save_total_limit=0 is not allowed"),
+        (["--report_to", "wandb"], r"--report_to='wandb' is not supported; allowed values are 'tensorboard', 'none'"),
+        (["--per_device_train_batch_size", "0"], r"--per_device_train_batch_size=0 is not allowed"),
+        (["--per_device_eval_batch_size", "-4"], r"--per_device_eval_batch_size=-4 is not allowed"),
+        (["--max_tokens_per_batch", "0"], r"--max_tokens_per_batch=0 is not allowed"),
+        (["--learning_rate", "0"], r"--learning_rate=0.0 is not allowed: learning_rate must be in \(0.0, inf\)"),
+        (["--adam_beta2", "1.0"], r"--adam_beta2=1.0 is not allowed"),
+        (["--mlm_probability", "0"], r"--mlm_probability=0.0 is not allowed: mlm_probability must be in \(0.0, 1.0\]"),
+        (["--mlm_probability", "1.5"], r"--mlm_probability=1.5 is not allowed"),
+        (["--block_size", "1"], r"--block_size=1 is not allowed"),
+        (["--vocab_size", "0"], r"--vocab_size=0 is not allowed"),
+        (["--model_config", "{hidden_size: 64}"], r"--model_config must be a JSON object such as .* is not JSON"),
+        (["--model_config", "[1, 2]"], r"--model_config must be a JSON object"),
+    ],
+)
 def test_flags_that_would_do_nothing_or_the_wrong_thing_are_refused(flags, message):
     with pytest.raises(ValueError, match=message):
         parse_args(["--objective", "masked_lm", *flags])
 
 
 def test_a_typo_in_model_config_is_refused_before_any_data_is_read(tmp_path):
-    _fails_before_training(argv("translation", tmp_path / "o", model={"hiden_size": 64}),
-                           r"model_config has keys that HFAttentionSeq2SeqConfig does not know: 'hiden_size' "
-                           r"\(did you mean 'hidden_size'", tmp_path / "o")
-    _fails_before_training(argv("translation", tmp_path / "o", "--model_type", "bart", model={"d_modle": 64}),
-                           r"BartConfig does not know: 'd_modle' \(did you mean 'd_model'", tmp_path / "o")
+    _fails_before_training(
+        argv("translation", tmp_path / "o", model={"hiden_size": 64}),
+        r"model_config has keys that HFAttentionSeq2SeqConfig does not know: 'hiden_size' "
+        r"\(did you mean 'hidden_size'",
+        tmp_path / "o",
+    )
+    _fails_before_training(
+        argv("translation", tmp_path / "o", "--model_type", "bart", model={"d_modle": 64}),
+        r"BartConfig does not know: 'd_modle' \(did you mean 'd_model'",
+        tmp_path / "o",
+    )
 
 
 def test_a_model_config_value_the_config_refuses_fails_before_any_data_is_read(tmp_path):
-    _fails_before_training(argv("causal_lm", tmp_path / "o", model={"hidden_size": 30, "num_attention_heads": 4}),
-                           r"Invalid model_config for model_type='hf_attention_decoder': hidden_size=30 is not "
-                           r"divisible by num_attention_heads=4", tmp_path / "o")
+    _fails_before_training(
+        argv("causal_lm", tmp_path / "o", model={"hidden_size": 30, "num_attention_heads": 4}),
+        r"Invalid model_config for model_type='hf_attention_decoder': hidden_size=30 is not "
+        r"divisible by num_attention_heads=4",
+        tmp_path / "o",
+    )
     assert not (tmp_path / "o" / "tokenizer").exists()
 
 
@@ -151,6 +197,7 @@ def test_shipped_configs_never_delete_a_previous_run_by_default():
 
 # ------------------------------------------------------------------------------------------ checkpoint crashes
 
+
 class _Crash(BaseException):
     """Stands for the process dying at that instant: nothing after it runs, no handler catches it."""
 
@@ -165,6 +212,7 @@ def _crash_at_operation(monkeypatch, number: int) -> dict:
             if calls["n"] == number:
                 raise _Crash
             return real(*args, **kwargs)
+
         return operation
 
     monkeypatch.setattr(os, "replace", dying(os.replace))
@@ -192,8 +240,9 @@ def test_latest_names_a_complete_checkpoint_whatever_instant_a_save_dies(tmp_pat
 
     step, keep = {"new_step": (15, None), "step_left_by_an_abandoned_run": (10, None), "prune": (15, 1)}[scenario]
     prepare(tmp_path / "probe")
-    total = _operations_of(lambda: save_checkpoint(accelerator, tmp_path / "probe", Progress(step=step),
-                                                   scheduler=scheduler, keep=keep))
+    total = _operations_of(
+        lambda: save_checkpoint(accelerator, tmp_path / "probe", Progress(step=step), scheduler=scheduler, keep=keep)
+    )
     assert total >= 3
     for number in range(1, total + 1):
         root = tmp_path / f"crash_{number}"
@@ -210,12 +259,15 @@ def test_latest_names_a_complete_checkpoint_whatever_instant_a_save_dies(tmp_pat
         assert not list((root / "checkpoints").glob(".tmp_*"))
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    ("", r"progress.json is not readable JSON"),
-    ('{"step": 3', r"progress.json is not readable JSON"),
-    ('{"step": -1, "epoch": 0, "batches_in_epoch": 0}', r"progress.json holds .*should hold"),
-    ('{"step": "3"}', r"progress.json holds .*should hold"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", r"progress.json is not readable JSON"),
+        ('{"step": 3', r"progress.json is not readable JSON"),
+        ('{"step": -1, "epoch": 0, "batches_in_epoch": 0}', r"progress.json holds .*should hold"),
+        ('{"step": "3"}', r"progress.json holds .*should hold"),
+    ],
+)
 def test_a_damaged_progress_file_is_named(tmp_path, content, message):
     save_checkpoint(_FakeAccelerator(), tmp_path, Progress(step=3), scheduler=_FakeScheduler())
     (tmp_path / "checkpoints" / "step_00003" / "progress.json").write_text(content)
@@ -239,8 +291,11 @@ def test_a_torn_metrics_line_is_dropped_on_resume_and_other_damage_is_named(tmp_
     kept = [line for line in metrics.read_text().splitlines() if json.loads(line)["step"] <= 2]
     metrics.write_text("\n".join(kept) + '\n{"step": 3, "train/lo')  # killed while appending step 3
     with pytest.warns(UserWarning, match=r"metrics.jsonl, line \d+: dropped a record torn"):
-        run(*parse_args(argv("causal_lm", out, *extra, "--resume_from_checkpoint",
-                             str(out / "checkpoints" / "step_00002"))))
+        run(
+            *parse_args(
+                argv("causal_lm", out, *extra, "--resume_from_checkpoint", str(out / "checkpoints" / "step_00002"))
+            )
+        )
     assert train_losses(out) == reference
     metrics.write_text('{"step": 1}\nnot json\n{"step": 2}\n')
     with pytest.raises(ValueError, match=r"metrics.jsonl, line 2: not a JSON record"):
@@ -248,6 +303,7 @@ def test_a_torn_metrics_line_is_dropped_on_resume_and_other_damage_is_named(tmp_
 
 
 # ---------------------------------------------------------------------------------------------- the export
+
 
 def test_the_export_is_never_lost_whatever_instant_it_dies(tmp_path, monkeypatch):
     """The previous export stays whole until the new one is complete (it used to be deleted first)."""
@@ -259,12 +315,14 @@ def test_the_export_is_never_lost_whatever_instant_it_dies(tmp_path, monkeypatch
             if version == "dies-while-writing":
                 raise _Crash
             (directory / "version").write_text(version)
+
         return write
 
     def export(root, version):
         monkeypatch.setattr(export_lib, "_write_export", write_version(version))
-        return export_lib.export_model(None, None, root / "final", objective=objectives.OBJECTIVES["causal_lm"],
-                                       card={})
+        return export_lib.export_model(
+            None, None, root / "final", objective=objectives.OBJECTIVES["causal_lm"], card={}
+        )
 
     def complete_export(root):
         for name in ("final", "final.previous"):
@@ -295,26 +353,33 @@ def test_the_export_is_never_lost_whatever_instant_it_dies(tmp_path, monkeypatch
 
 # ------------------------------------------------------------------------------------------- opaque errors
 
-@pytest.mark.parametrize(("content", "message"), [
-    (b"", r"Data file .*data.txt is empty"),
-    ("Grüße aus Köln\n".encode("latin-1"), r"Data file .*data.txt, line 1, is not UTF-8 text"),
-])
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", r"Data file .*data.txt is empty"),
+        ("Grüße aus Köln\n".encode("latin-1"), r"Data file .*data.txt, line 1, is not UTF-8 text"),
+    ],
+)
 def test_unreadable_data_files_are_named(tmp_path, content, message):
     data = tmp_path / "data.txt"
     data.write_bytes(content)
     _fails_before_training(argv("causal_lm", tmp_path / "o", "--dataset", str(data)), message, tmp_path / "o")
 
 
-@pytest.mark.parametrize(("flags", "message"), [
-    (["--languages", "de"], r"--languages='de': language identification needs at least two language codes"),
-    (["--lora", "r=abc"], r"Bad --lora item 'r=abc': r must be a whole number >= 1"),
-    (["--lora", "r=0"], r"Bad --lora value r=0"),
-    (["--lora", "dropout=1.5"], r"Bad --lora value lora_dropout=1.5"),
-    (["--model_name_or_path", "./no/such/run"], r"--model_name_or_path='./no/such/run': no such folder"),
-    (["--model_name_or_path", "runs/missing/final"], r"no such folder"),
-    (["--model_config", "not json"], r"--model_config must be a JSON object"),
-    (["--max_length", "0"], r"--max_length=0 is not allowed"),
-])
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--languages", "de"], r"--languages='de': language identification needs at least two language codes"),
+        (["--lora", "r=abc"], r"Bad --lora item 'r=abc': r must be a whole number >= 1"),
+        (["--lora", "r=0"], r"Bad --lora value r=0"),
+        (["--lora", "dropout=1.5"], r"Bad --lora value lora_dropout=1.5"),
+        (["--model_name_or_path", "./no/such/run"], r"--model_name_or_path='./no/such/run': no such folder"),
+        (["--model_name_or_path", "runs/missing/final"], r"no such folder"),
+        (["--model_config", "not json"], r"--model_config must be a JSON object"),
+        (["--max_length", "0"], r"--max_length=0 is not allowed"),
+    ],
+)
 def test_finetune_flags_are_checked_before_work(flags, message):
     from training.finetune import parse_args as parse_finetune_args
 

@@ -119,8 +119,7 @@ def test_committed_figures_are_what_the_script_draws(tmp_path):
 def translation_run(tmp_path_factory):
     """Tutorial 04 in quick mode without a model: it trains its own short run (in a temporary folder)."""
     folder = tmp_path_factory.mktemp("tutorial04")
-    numbers, figures, out = run_tutorial("04_multihead_self_cross_masks.py", folder, "--work-dir",
-                                         str(folder / "run"))
+    numbers, figures, out = run_tutorial("04_multihead_self_cross_masks.py", folder, "--work-dir", str(folder / "run"))
     return numbers, figures, out, folder / "run" / "final"
 
 
@@ -156,8 +155,12 @@ def test_06_encoder_decoder_step_by_step(translation_run, tmp_path):
 
 def test_05_why_attention(tmp_path):
     numbers, figures, _ = run_tutorial("05_why_attention.py", tmp_path)
-    assert numbers["path_length"] == {"convolution_k3": 32, "dilated_convolution_k3": 6, "self_attention": 1,
-                                      "recurrent_steps": 32}
+    assert numbers["path_length"] == {
+        "convolution_k3": 32,
+        "dilated_convolution_k3": 6,
+        "self_attention": 1,
+        "recurrent_steps": 32,
+    }
     assert numbers["cost_ratio_attention_over_recurrent"]["256"] == 1.0  # 2n²d = nd² at n = d/2
     assert numbers["memory_measured"]
     rows = numbers["measured"]

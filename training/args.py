@@ -27,9 +27,12 @@ REPORT_TO = ("tensorboard", "none")
 
 def at_least(minimum: float, *, optional: bool = False):
     """A rule for `check_fields`: a number (an int where the field is an int) of at least `minimum`."""
+
     def rule(value) -> bool:
-        return (optional and value is None) or (isinstance(value, (int, float)) and not isinstance(value, bool)
-                                                and value >= minimum)
+        return (optional and value is None) or (
+            isinstance(value, (int, float)) and not isinstance(value, bool) and value >= minimum
+        )
+
     rule.allowed = f"at least {minimum}" + (" (or None)" if optional else "")
     return rule
 
@@ -39,6 +42,7 @@ def between(low: float, high: float, *, low_open: bool = False, high_open: bool 
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             return False
         return (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
+
     rule.allowed = f"in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
     return rule
 
@@ -52,12 +56,16 @@ def check_checkpoint_folder(name: str, flag: str) -> None:
     path = Path(name).expanduser()
     if path.exists():
         if not path.is_dir() or not (path / "config.json").is_file():
-            raise ValueError(f"{flag}={name!r} is not a model folder: it has no config.json (expected a folder "
-                             "written by save_pretrained, such as a training run's final/).")
+            raise ValueError(
+                f"{flag}={name!r} is not a model folder: it has no config.json (expected a folder "
+                "written by save_pretrained, such as a training run's final/)."
+            )
         return
     if name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name or not name.strip():
-        raise ValueError(f"{flag}={name!r}: no such folder. Give a folder written by save_pretrained (such as a "
-                         "training run's final/) or a Hub model id (owner/name).")
+        raise ValueError(
+            f"{flag}={name!r}: no such folder. Give a folder written by save_pretrained (such as a "
+            "training run's final/) or a Hub model id (owner/name)."
+        )
 
 
 def check_fields(arguments, rules: dict) -> None:
@@ -75,8 +83,10 @@ class ModelArguments:
     objective: str = field(default="translation", metadata={"help": f"One of {', '.join(OBJECTIVES)}."})
     model_type: str | None = field(
         default=None,
-        metadata={"help": "None: our family for the objective (hf_attention_decoder / _encoder / _seq2seq). Or a "
-                          "Hugging Face model type (gpt2, bert, bart, ...) built with AutoConfig.for_model."},
+        metadata={
+            "help": "None: our family for the objective (hf_attention_decoder / _encoder / _seq2seq). Or a "
+            "Hugging Face model type (gpt2, bert, bart, ...) built with AutoConfig.for_model."
+        },
     )
     model_config: str | None = field(
         default=None, metadata={"help": "JSON object of model-config fields, applied over the YAML model_config."}
@@ -95,8 +105,10 @@ class DataArguments:
 
     dataset: str | None = field(
         default=None,
-        metadata={"help": "None: the embedded corpus (Python docs for LM/MLM, gettext catalogs en→target_lang for "
-                          "translation). Else a Hub dataset id or local files (comma-separated)."},
+        metadata={
+            "help": "None: the embedded corpus (Python docs for LM/MLM, gettext catalogs en→target_lang for "
+            "translation). Else a Hub dataset id or local files (comma-separated)."
+        },
     )
     dataset_config_name: str | None = field(default=None, metadata={"help": "Hub dataset configuration."})
     data_format: str | None = field(default=None, metadata={"help": "text, json, csv or parquet for local files."})
@@ -113,10 +125,14 @@ class DataArguments:
     max_eval_samples: int | None = field(default=None, metadata={"help": "Keep the first N validation rows."})
     max_test_samples: int | None = field(default=None, metadata={"help": "Keep the first N test rows."})
     block_size: int = field(default=128, metadata={"help": "Causal LM: tokens per row (at most, unless blocks)."})
-    causal_lm_layout: str = field(default="blocks", metadata={
-        "help": "Causal LM rows: 'blocks' (texts concatenated and cut into rows of block_size, attention crossing "
-                "texts, as GPT-2 trains), 'padded' (a text per row, padded per batch) or 'packed' (padding-free: "
-                "whole texts packed into rows, positions restarting at each, attention within each text)."})
+    causal_lm_layout: str = field(
+        default="blocks",
+        metadata={
+            "help": "Causal LM rows: 'blocks' (texts concatenated and cut into rows of block_size, attention crossing "
+            "texts, as GPT-2 trains), 'padded' (a text per row, padded per batch) or 'packed' (padding-free: "
+            "whole texts packed into rows, positions restarting at each, attention within each text)."
+        },
+    )
     max_length: int = field(default=128, metadata={"help": "Masked LM: longest sequence."})
     mlm_probability: float = field(default=0.15, metadata={"help": "Masked LM: fraction of tokens masked."})
     max_source_length: int = field(default=64, metadata={"help": "Translation: longest source, in tokens."})
@@ -124,17 +140,28 @@ class DataArguments:
 
     def __post_init__(self):
         if self.causal_lm_layout not in CAUSAL_LM_LAYOUTS:
-            raise ValueError(f"--causal_lm_layout={self.causal_lm_layout!r} is not supported; allowed values are "
-                             f"{', '.join(map(repr, CAUSAL_LM_LAYOUTS))}.")
-        check_fields(self, {
-            "max_chars": at_least(1), "min_chars": at_least(0), "max_catalogs": at_least(1, optional=True),
-            "max_topics": at_least(1, optional=True), "max_train_samples": at_least(1, optional=True),
-            "max_eval_samples": at_least(1, optional=True), "max_test_samples": at_least(1, optional=True),
-            "block_size": at_least(2), "max_length": at_least(3),
-            # 0 would give batches with no target token (nothing to learn, a loss of 0/0).
-            "mlm_probability": between(0.0, 1.0, low_open=True),
-            "max_source_length": at_least(1), "max_target_length": at_least(2),
-        })
+            raise ValueError(
+                f"--causal_lm_layout={self.causal_lm_layout!r} is not supported; allowed values are "
+                f"{', '.join(map(repr, CAUSAL_LM_LAYOUTS))}."
+            )
+        check_fields(
+            self,
+            {
+                "max_chars": at_least(1),
+                "min_chars": at_least(0),
+                "max_catalogs": at_least(1, optional=True),
+                "max_topics": at_least(1, optional=True),
+                "max_train_samples": at_least(1, optional=True),
+                "max_eval_samples": at_least(1, optional=True),
+                "max_test_samples": at_least(1, optional=True),
+                "block_size": at_least(2),
+                "max_length": at_least(3),
+                # 0 would give batches with no target token (nothing to learn, a loss of 0/0).
+                "mlm_probability": between(0.0, 1.0, low_open=True),
+                "max_source_length": at_least(1),
+                "max_target_length": at_least(2),
+            },
+        )
 
 
 @dataclass
@@ -149,8 +176,11 @@ class TrainArguments:
     seed: int = field(default=42)
     per_device_train_batch_size: int = field(default=32, metadata={"help": "Rows per batch (per process)."})
     max_tokens_per_batch: int | None = field(
-        default=None, metadata={"help": "Batch by tokens: rows of similar length, padded size at most this. "
-                                        "None: fixed per_device_train_batch_size."}
+        default=None,
+        metadata={
+            "help": "Batch by tokens: rows of similar length, padded size at most this. "
+            "None: fixed per_device_train_batch_size."
+        },
     )
     per_device_eval_batch_size: int = field(default=64)
     gradient_accumulation_steps: int = field(default=1)
@@ -163,9 +193,13 @@ class TrainArguments:
     max_steps: int = field(default=1000, metadata={"help": "Optimizer steps; <= 0 uses num_train_epochs."})
     num_train_epochs: float = field(default=1.0)
     max_grad_norm: float | None = field(default=1.0, metadata={"help": "Clip the gradient norm (None: no clip)."})
-    mixed_precision: str = field(default="no", metadata={
-        "help": "no, bf16, fp16 (fp16 needs a GPU) or auto: bf16 where the device multiplies bf16 natively (CUDA "
-                "with bf16, a CPU with AVX512-BF16/AMX), fp16 on older GPUs, fp32 on other CPUs."})
+    mixed_precision: str = field(
+        default="no",
+        metadata={
+            "help": "no, bf16, fp16 (fp16 needs a GPU) or auto: bf16 where the device multiplies bf16 natively (CUDA "
+            "with bf16, a CPU with AVX512-BF16/AMX), fp16 on older GPUs, fp32 on other CPUs."
+        },
+    )
     logging_steps: int = field(default=10)
     eval_steps: int = field(default=200, metadata={"help": "Evaluate every N steps (and at the end); 0: only end."})
     max_eval_batches: int | None = field(default=None, metadata={"help": "Cap periodic evaluations."})
@@ -176,9 +210,13 @@ class TrainArguments:
     bleu_samples: int | None = field(default=500, metadata={"help": "Test rows translated for BLEU/chrF."})
     eval_bleu_during_training: bool = field(default=False, metadata={"help": "Also BLEU at periodic evals."})
     num_threads: int | None = field(default=None, metadata={"help": "torch.set_num_threads per process."})
-    torch_compile: bool = field(default=False, metadata={
-        "help": "Compile the model with torch.compile (Inductor) through Accelerate's TorchDynamoPlugin; the first "
-                "steps (and the first evaluation) pay the compile time."})
+    torch_compile: bool = field(
+        default=False,
+        metadata={
+            "help": "Compile the model with torch.compile (Inductor) through Accelerate's TorchDynamoPlugin; the "
+            "first steps (and the first evaluation) pay the compile time."
+        },
+    )
     report_to: str = field(default="tensorboard", metadata={"help": "tensorboard or none (JSONL is always on)."})
     push_to_hub: bool = field(default=False)
     hub_model_id: str | None = field(default=None)
@@ -189,26 +227,43 @@ class TrainArguments:
     def __post_init__(self):
         if self.mixed_precision not in ("no", "bf16", "fp16", "auto"):
             raise ValueError(
-                f"mixed_precision={self.mixed_precision!r}; allowed values are 'no', 'bf16', 'fp16', 'auto'.")
+                f"mixed_precision={self.mixed_precision!r}; allowed values are 'no', 'bf16', 'fp16', 'auto'."
+            )
         if self.report_to not in REPORT_TO:
-            raise ValueError(f"--report_to={self.report_to!r} is not supported; allowed values are "
-                             f"{', '.join(map(repr, REPORT_TO))} (metrics.jsonl is always written).")
-        check_fields(self, {
-            "per_device_train_batch_size": at_least(1), "max_tokens_per_batch": at_least(1, optional=True),
-            "per_device_eval_batch_size": at_least(1), "gradient_accumulation_steps": at_least(1),
-            "learning_rate": between(0.0, float("inf"), low_open=True, high_open=True),
-            "weight_decay": at_least(0), "adam_beta1": between(0.0, 1.0, high_open=True),
-            "adam_beta2": between(0.0, 1.0, high_open=True),
-            "adam_epsilon": between(0.0, float("inf"), low_open=True, high_open=True),
-            "warmup_steps": at_least(0), "max_grad_norm": at_least(0, optional=True), "logging_steps": at_least(1),
-            "eval_steps": at_least(0), "max_eval_batches": at_least(1, optional=True), "save_steps": at_least(0),
-            "save_total_limit": at_least(1, optional=True), "generation_num_beams": at_least(1),
-            "generation_max_new_tokens": at_least(1, optional=True), "bleu_samples": at_least(1, optional=True),
-            "num_threads": at_least(1, optional=True),
-        })
+            raise ValueError(
+                f"--report_to={self.report_to!r} is not supported; allowed values are "
+                f"{', '.join(map(repr, REPORT_TO))} (metrics.jsonl is always written)."
+            )
+        check_fields(
+            self,
+            {
+                "per_device_train_batch_size": at_least(1),
+                "max_tokens_per_batch": at_least(1, optional=True),
+                "per_device_eval_batch_size": at_least(1),
+                "gradient_accumulation_steps": at_least(1),
+                "learning_rate": between(0.0, float("inf"), low_open=True, high_open=True),
+                "weight_decay": at_least(0),
+                "adam_beta1": between(0.0, 1.0, high_open=True),
+                "adam_beta2": between(0.0, 1.0, high_open=True),
+                "adam_epsilon": between(0.0, float("inf"), low_open=True, high_open=True),
+                "warmup_steps": at_least(0),
+                "max_grad_norm": at_least(0, optional=True),
+                "logging_steps": at_least(1),
+                "eval_steps": at_least(0),
+                "max_eval_batches": at_least(1, optional=True),
+                "save_steps": at_least(0),
+                "save_total_limit": at_least(1, optional=True),
+                "generation_num_beams": at_least(1),
+                "generation_max_new_tokens": at_least(1, optional=True),
+                "bleu_samples": at_least(1, optional=True),
+                "num_threads": at_least(1, optional=True),
+            },
+        )
         if self.max_steps <= 0 and not self.num_train_epochs > 0:
-            raise ValueError(f"--max_steps={self.max_steps} and --num_train_epochs={self.num_train_epochs} would "
-                             "train no step: give --max_steps > 0, or --max_steps <= 0 with --num_train_epochs > 0.")
+            raise ValueError(
+                f"--max_steps={self.max_steps} and --num_train_epochs={self.num_train_epochs} would "
+                "train no step: give --max_steps > 0, or --max_steps <= 0 with --num_train_epochs > 0."
+            )
         if self.push_to_hub and not self.hub_model_id:
             raise ValueError("--push_to_hub needs --hub_model_id owner/name.")
 
@@ -252,7 +307,7 @@ def read_config(argv: list[str] | None = None) -> ConfigFile:
         if index + 1 >= len(argv):
             raise ValueError("--config needs a path to a YAML file.")
         path = argv[index + 1]
-        del argv[index:index + 2]
+        del argv[index : index + 2]
     values = load_yaml(path) if path else {}
     model_config = dict(values.pop("model_config", None) or {})
     return ConfigFile(argv=argv, path=path, values=values, model_config=model_config)
@@ -284,8 +339,9 @@ def parse_model_config(text: str) -> dict:
     try:
         overrides = json.loads(text)
     except json.JSONDecodeError as error:
-        raise ValueError(f"--model_config must be a JSON object such as '{{\"hidden_size\": 128}}'; {text!r} is not "
-                         f"JSON ({error}).") from error
+        raise ValueError(
+            f"--model_config must be a JSON object such as '{{\"hidden_size\": 128}}'; {text!r} is not JSON ({error})."
+        ) from error
     if not isinstance(overrides, dict):
         raise ValueError(f"--model_config must be a JSON object such as '{{\"hidden_size\": 128}}', got {text!r}.")
     return overrides

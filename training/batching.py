@@ -34,7 +34,7 @@ class LengthBatchSampler:
             order = list(range(len(self.lengths)))
             rng.shuffle(order)
             if self.max_tokens is None:
-                self._batches = [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+                self._batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
             else:
                 self._batches = self._token_batches(order, rng)
         return self._batches
@@ -42,7 +42,7 @@ class LengthBatchSampler:
     def _token_batches(self, order: list[int], rng: random.Random) -> list[list[int]]:
         batches, chunk = [], self.batch_size * 100
         for start in range(0, len(order), chunk):
-            rows = sorted(order[start:start + chunk], key=lambda i: self.lengths[i])
+            rows = sorted(order[start : start + chunk], key=lambda i: self.lengths[i])
             batch, longest = [], 0
             for row in rows:
                 width = max(longest, self.lengths[row])
@@ -75,14 +75,24 @@ class Loaders:
 
 def make_loaders(features, collator, train_args) -> Loaders:
     """Loaders over the tokenised splits; the training one batches by `LengthBatchSampler`."""
-    sampler = LengthBatchSampler(row_lengths(features["train"]), batch_size=train_args.per_device_train_batch_size,
-                                 max_tokens=train_args.max_tokens_per_batch, seed=train_args.seed)
+    sampler = LengthBatchSampler(
+        row_lengths(features["train"]),
+        batch_size=train_args.per_device_train_batch_size,
+        max_tokens=train_args.max_tokens_per_batch,
+        seed=train_args.seed,
+    )
     # A generator of its own: starting an iterator draws a seed from it, and a draw from the global RNG would shift
     # the dropout stream of a resumed run (which starts an iterator right after restoring the RNG).
-    train = DataLoader(features["train"], batch_sampler=sampler, collate_fn=collator,
-                       generator=torch.Generator().manual_seed(train_args.seed))
-    evaluation, test = (DataLoader(features[name], batch_size=train_args.per_device_eval_batch_size,
-                                   collate_fn=collator) for name in ("validation", "test"))
+    train = DataLoader(
+        features["train"],
+        batch_sampler=sampler,
+        collate_fn=collator,
+        generator=torch.Generator().manual_seed(train_args.seed),
+    )
+    evaluation, test = (
+        DataLoader(features[name], batch_size=train_args.per_device_eval_batch_size, collate_fn=collator)
+        for name in ("validation", "test")
+    )
     return Loaders(train=train, sampler=sampler, eval=evaluation, test=test)
 
 

@@ -52,8 +52,15 @@ def checkpoint_root(output_dir: str | Path) -> Path:
     return Path(output_dir) / "checkpoints"
 
 
-def save_checkpoint(accelerator, output_dir: str | Path, progress: Progress, *, scheduler=None,
-                    keep: int | None = None, sharded: tuple | None = None) -> Path:
+def save_checkpoint(
+    accelerator,
+    output_dir: str | Path,
+    progress: Progress,
+    *,
+    scheduler=None,
+    keep: int | None = None,
+    sharded: tuple | None = None,
+) -> Path:
     """Save the full training state atomically and point `latest` at it. Called on every process.
 
     `sharded=(model, optimizer)` for a model sharded by `training.sharding` (Accelerate does not hold it)."""
@@ -67,8 +74,9 @@ def save_checkpoint(accelerator, output_dir: str | Path, progress: Progress, *, 
     if sharded is None:
         accelerator.save_state(str(temporary))  # each process writes its RNG state; the main one the rest
     else:
-        save_sharded_state(temporary, *sharded, is_main_process=accelerator.is_main_process,
-                           rank=accelerator.process_index)
+        save_sharded_state(
+            temporary, *sharded, is_main_process=accelerator.is_main_process, rank=accelerator.process_index
+        )
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         if scheduler is not None:
@@ -122,19 +130,25 @@ def resolve_checkpoint(resume_from: str, output_dir: str | Path) -> Path:
         root = checkpoint_root(output_dir)
         name = _latest_name(root)
         if name is None:
-            raise ValueError(f"--resume_from_checkpoint latest: no checkpoint in {root} (no '{LATEST}' file). "
-                             "Start without --resume_from_checkpoint.")
+            raise ValueError(
+                f"--resume_from_checkpoint latest: no checkpoint in {root} (no '{LATEST}' file). "
+                "Start without --resume_from_checkpoint."
+            )
         if not name or "/" in name or os.sep in name or name in (".", ".."):
-            raise ValueError(f"{root / LATEST} should name a checkpoint folder in {root}, but holds {name!r}. "
-                             "Pass a checkpoint folder to --resume_from_checkpoint instead.")
+            raise ValueError(
+                f"{root / LATEST} should name a checkpoint folder in {root}, but holds {name!r}. "
+                "Pass a checkpoint folder to --resume_from_checkpoint instead."
+            )
         path = root / name
         if name.startswith(TEMPORARY_PREFIX) and not path.exists():  # a save was promoting it: see the module doc
             path = root / name.removeprefix(TEMPORARY_PREFIX)
     else:
         path = Path(resume_from)
     if not is_checkpoint(path):
-        raise ValueError(f"{path} is not a training checkpoint: expected a folder with {PROGRESS_FILE}, "
-                         f"{SCHEDULER_FILE} and the model/optimizer state written by accelerator.save_state.")
+        raise ValueError(
+            f"{path} is not a training checkpoint: expected a folder with {PROGRESS_FILE}, "
+            f"{SCHEDULER_FILE} and the model/optimizer state written by accelerator.save_state."
+        )
     _refuse_unrestricted_pickles(path)
     read_progress(path)
     return path
@@ -143,8 +157,13 @@ def resolve_checkpoint(resume_from: str, output_dir: str | Path) -> Path:
 def is_checkpoint(path: Path) -> bool:
     path = Path(path)
     has_model = any(path.glob("model*.safetensors")) or any(path.glob("pytorch_model*.bin"))
-    return (path.is_dir() and (path / PROGRESS_FILE).is_file() and (path / SCHEDULER_FILE).is_file() and has_model
-            and (path / "optimizer.bin").is_file())
+    return (
+        path.is_dir()
+        and (path / PROGRESS_FILE).is_file()
+        and (path / SCHEDULER_FILE).is_file()
+        and has_model
+        and (path / "optimizer.bin").is_file()
+    )
 
 
 def read_progress(path: Path) -> Progress:
@@ -154,13 +173,20 @@ def read_progress(path: Path) -> Progress:
     try:
         values = json.loads(file.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{file} is not readable JSON ({error}); it should hold {{{expected}}}. The checkpoint is "
-                         "damaged: resume from another one.") from error
+        raise ValueError(
+            f"{file} is not readable JSON ({error}); it should hold {{{expected}}}. The checkpoint is "
+            "damaged: resume from another one."
+        ) from error
     names = {f.name for f in fields(Progress)}
-    if (not isinstance(values, dict) or set(values) != names
-            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values.values())):
-        raise ValueError(f"{file} holds {values!r}; it should hold {{{expected}}}. The checkpoint is damaged: "
-                         "resume from another one.")
+    if (
+        not isinstance(values, dict)
+        or set(values) != names
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values.values())
+    ):
+        raise ValueError(
+            f"{file} holds {values!r}; it should hold {{{expected}}}. The checkpoint is damaged: "
+            "resume from another one."
+        )
     return Progress(**values)
 
 
@@ -181,8 +207,10 @@ def _read_scheduler_state(path: Path) -> dict:
     try:
         return json.loads((path / SCHEDULER_FILE).read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path / SCHEDULER_FILE} is not readable JSON ({error}): the checkpoint is damaged; "
-                         "resume from another one.") from error
+        raise ValueError(
+            f"{path / SCHEDULER_FILE} is not readable JSON ({error}): the checkpoint is damaged; "
+            "resume from another one."
+        ) from error
 
 
 def _refuse_unrestricted_pickles(path: Path) -> None:
@@ -190,7 +218,9 @@ def _refuse_unrestricted_pickles(path: Path) -> None:
     never writes one, so a checkpoint holding one is refused before anything is loaded."""
     pickles = sorted(p.name for p in path.glob("custom_checkpoint_*.pkl"))
     if pickles:
-        raise ValueError(f"{path} holds {', '.join(pickles)}, a pickle that Accelerate would load without "
-                         "restriction (code in it would run). This script keeps the scheduler in scheduler.json and "
-                         "writes no such file: the checkpoint comes from elsewhere (or an older version). Resume from "
-                         "a checkpoint written by this version, or start a new run.")
+        raise ValueError(
+            f"{path} holds {', '.join(pickles)}, a pickle that Accelerate would load without "
+            "restriction (code in it would run). This script keeps the scheduler in scheduler.json and "
+            "writes no such file: the checkpoint comes from elsewhere (or an older version). Resume from "
+            "a checkpoint written by this version, or start a new run."
+        )

@@ -38,7 +38,12 @@ DEFAULT_LANGUAGES = ("de", "fr", "es", "it", "nl", "sv", "pl", "ru")
 
 # Extensions `load_user_dataset` understands, mapped to the 🤗 packaged builder that reads them.
 FILE_FORMATS = {
-    ".txt": "text", ".text": "text", ".json": "json", ".jsonl": "json", ".csv": "csv", ".tsv": "csv",
+    ".txt": "text",
+    ".text": "text",
+    ".json": "json",
+    ".jsonl": "json",
+    ".csv": "csv",
+    ".tsv": "csv",
     ".parquet": "parquet",
 }
 
@@ -51,6 +56,7 @@ _PLACEHOLDER = re.compile(
 
 
 # --------------------------------------------------------------------------------------------------- filters
+
 
 def is_format_only(text: str) -> bool:
     """Whether `text` has no words once placeholders, markup, digits and punctuation are removed.
@@ -94,9 +100,7 @@ def clean_pair(source: str, target: str, *, max_chars: int = 200) -> tuple[str, 
     return source, target
 
 
-def filter_pairs(
-    pairs: Iterable[tuple[str, str]], *, max_chars: int = 200
-) -> tuple[list[tuple[str, str]], Counter]:
+def filter_pairs(pairs: Iterable[tuple[str, str]], *, max_chars: int = 200) -> tuple[list[tuple[str, str]], Counter]:
     """Clean `pairs` and keep the first translation of every source string.
 
     Args:
@@ -130,6 +134,7 @@ def _raise_if_empty(n_rows: int, what: str, counts: Mapping[str, int], filters: 
 
 
 # ------------------------------------------------------------------------------------- English prose (pydoc)
+
 
 def split_paragraphs(text: str, *, min_chars: int = 80, keep_code: bool = False) -> list[str]:
     """Split documentation text into paragraph-sized chunks.
@@ -174,14 +179,20 @@ def python_docs_corpus(*, min_chars: int = 80, keep_code: bool = False, max_topi
     from pydoc_data.topics import topics  # imported here: the module holds ~0.5 MB of text
 
     names = sorted(topics)[:max_topics]
-    texts = list(chain.from_iterable(split_paragraphs(topics[n], min_chars=min_chars, keep_code=keep_code)
-                                     for n in names))
-    _raise_if_empty(len(texts), "Python documentation corpus", {"topics": len(names)},
-                    f"min_chars={min_chars}, keep_code={keep_code}")
+    texts = list(
+        chain.from_iterable(split_paragraphs(topics[n], min_chars=min_chars, keep_code=keep_code) for n in names)
+    )
+    _raise_if_empty(
+        len(texts),
+        "Python documentation corpus",
+        {"topics": len(names)},
+        f"min_chars={min_chars}, keep_code={keep_code}",
+    )
     return Dataset.from_dict({"text": texts})
 
 
 # ------------------------------------------------------------------------------------ gettext catalogs
+
 
 def available_languages(locale_dir: str | os.PathLike = LOCALE_DIR) -> list[str]:
     """Language codes with at least one compiled gettext catalog under `locale_dir`, sorted."""
@@ -243,8 +254,9 @@ def read_catalog(path: str | os.PathLike) -> list[tuple[str, str]]:
     return pairs
 
 
-def read_pairs(lang: str, *, locale_dir: str | os.PathLike = LOCALE_DIR,
-               max_catalogs: int | None = None) -> list[tuple[str, str]]:
+def read_pairs(
+    lang: str, *, locale_dir: str | os.PathLike = LOCALE_DIR, max_catalogs: int | None = None
+) -> list[tuple[str, str]]:
     """All raw (msgid, msgstr) pairs of `lang`, catalogs in sorted order (see `catalog_paths`, `read_catalog`)."""
     paths = catalog_paths(lang, locale_dir=locale_dir, max_catalogs=max_catalogs)
     return list(chain.from_iterable(read_catalog(p) for p in paths))
@@ -271,10 +283,15 @@ def translation_corpus(
     Raises:
         ValueError: If `lang` has no catalogs, or no pair survives the filters (naming them and their counts).
     """
-    pairs, counts = filter_pairs(read_pairs(lang, locale_dir=locale_dir, max_catalogs=max_catalogs),
-                                 max_chars=max_chars)
-    _raise_if_empty(len(pairs), f"en-{lang} translation corpus", counts,
-                    f"single-line, not format-only, translated, at most {max_chars} chars, de-duplicated")
+    pairs, counts = filter_pairs(
+        read_pairs(lang, locale_dir=locale_dir, max_catalogs=max_catalogs), max_chars=max_chars
+    )
+    _raise_if_empty(
+        len(pairs),
+        f"en-{lang} translation corpus",
+        counts,
+        f"single-line, not format-only, translated, at most {max_chars} chars, de-duplicated",
+    )
     sources, targets = zip(*pairs, strict=True)
     return Dataset.from_dict({"source": list(sources), "target": list(targets)})
 
@@ -315,8 +332,9 @@ def language_id_corpus(
     """
     by_language = {}
     for lang in languages:
-        pairs, _ = filter_pairs(read_pairs(lang, locale_dir=locale_dir, max_catalogs=max_catalogs),
-                                max_chars=max_chars)
+        pairs, _ = filter_pairs(
+            read_pairs(lang, locale_dir=locale_dir, max_catalogs=max_catalogs), max_chars=max_chars
+        )
         by_language[lang] = {target for _, target in pairs if len(target) >= min_chars}
     seen_in = Counter(chain.from_iterable(by_language.values()))
     texts, labels = [], []
@@ -327,13 +345,18 @@ def language_id_corpus(
         texts += unique
         labels += [label] * len(unique)
     counts = {lang: len(by_language[lang]) for lang in languages}
-    _raise_if_empty(len(texts), "language identification corpus", counts,
-                    f"translated, {min_chars}-{max_chars} chars, in one language only")
+    _raise_if_empty(
+        len(texts),
+        "language identification corpus",
+        counts,
+        f"translated, {min_chars}-{max_chars} chars, in one language only",
+    )
     features = Features({"text": Value("string"), "label": ClassLabel(names=list(languages))})
     return Dataset.from_dict({"text": texts, "label": labels}, features=features)
 
 
 # ------------------------------------------------------------------------------------------------ splits
+
 
 def split_of(key: str, fractions: Sequence[float] = DEFAULT_FRACTIONS, *, salt: str = "") -> int:
     """The index of the split `key` belongs to: its stable hash mapped to [0, 1) against cumulative fractions."""
@@ -384,6 +407,7 @@ def split_dataset(
 
 
 # -------------------------------------------------------------------------------------------- user data
+
 
 def _check_columns(dataset: Dataset, columns: Iterable[str]) -> None:
     """Raise a ValueError naming the first missing column and the columns that exist."""
@@ -468,8 +492,10 @@ def _check_readable(path: str, data_format: str) -> None:
             try:
                 line.decode("utf-8")
             except UnicodeDecodeError as error:
-                raise ValueError(f"Data file {path}, line {number}, is not UTF-8 text ({error.reason} at byte "
-                                 f"{error.start}): convert it to UTF-8 (e.g. iconv -t UTF-8).") from error
+                raise ValueError(
+                    f"Data file {path}, line {number}, is not UTF-8 text ({error.reason} at byte "
+                    f"{error.start}): convert it to UTF-8 (e.g. iconv -t UTF-8)."
+                ) from error
 
 
 def _load_hub(dataset_id: str, name: str | None, split: str) -> Dataset:
@@ -497,8 +523,9 @@ def select_columns(dataset: Dataset, columns: Sequence[str] | Mapping[str, str] 
     return dataset
 
 
-def flatten_translation(dataset: Dataset, source_lang: str, target_lang: str, *,
-                        column: str = "translation") -> Dataset:
+def flatten_translation(
+    dataset: Dataset, source_lang: str, target_lang: str, *, column: str = "translation"
+) -> Dataset:
     """Turn a HF-style nested `translation` column ({"en": ..., "de": ...}) into flat `source` / `target` columns.
 
     Raises:
@@ -510,14 +537,18 @@ def flatten_translation(dataset: Dataset, source_lang: str, target_lang: str, *,
         if lang not in languages:
             raise ValueError(f"Language {lang!r} not in column {column!r}; it has languages {languages}.")
     return dataset.map(
-        lambda batch: {"source": [row[source_lang] for row in batch[column]],
-                       "target": [row[target_lang] for row in batch[column]]},
-        batched=True, remove_columns=dataset.column_names,
+        lambda batch: {
+            "source": [row[source_lang] for row in batch[column]],
+            "target": [row[target_lang] for row in batch[column]],
+        },
+        batched=True,
+        remove_columns=dataset.column_names,
     )
 
 
-def filter_texts(dataset: Dataset, *, column: str = "text", min_chars: int = 1,
-                 max_chars: int | None = None) -> Dataset:
+def filter_texts(
+    dataset: Dataset, *, column: str = "text", min_chars: int = 1, max_chars: int | None = None
+) -> Dataset:
     """Drop rows whose stripped `column` is shorter than `min_chars` or longer than `max_chars` characters.
 
     Raises:
@@ -525,14 +556,20 @@ def filter_texts(dataset: Dataset, *, column: str = "text", min_chars: int = 1,
     """
     _check_columns(dataset, [column])
     limit = max_chars if max_chars is not None else float("inf")
-    kept = dataset.filter(lambda batch: [min_chars <= len((t or "").strip()) <= limit for t in batch[column]],
-                          batched=True)
-    _raise_if_empty(len(kept), f"dataset column {column!r}", {"read": len(dataset), "kept": 0},
-                    f"min_chars={min_chars}, max_chars={max_chars}")
+    kept = dataset.filter(
+        lambda batch: [min_chars <= len((t or "").strip()) <= limit for t in batch[column]], batched=True
+    )
+    _raise_if_empty(
+        len(kept),
+        f"dataset column {column!r}",
+        {"read": len(dataset), "kept": 0},
+        f"min_chars={min_chars}, max_chars={max_chars}",
+    )
     return kept
 
 
 # ------------------------------------------------------------------------------------------- tokenisation
+
 
 def causal_lm_features(dataset: Dataset, tokenizer, *, block_size: int, text_column: str = "text") -> Dataset:
     """Tokenise texts and pack them into blocks of exactly `block_size` tokens for causal LM training.
@@ -559,18 +596,26 @@ def causal_lm_features(dataset: Dataset, tokenizer, *, block_size: int, text_col
     def pack(batch):
         ids = tokenizer(batch[text_column], add_special_tokens=True)["input_ids"]
         stream = list(chain.from_iterable(row + eos if row[-1:] != eos else row for row in ids))
-        blocks = [stream[i:i + block_size] for i in range(0, len(stream) - block_size + 1, block_size)]
-        return {"input_ids": blocks, "attention_mask": [[1] * block_size for _ in blocks],
-                "labels": [list(block) for block in blocks]}
+        blocks = [stream[i : i + block_size] for i in range(0, len(stream) - block_size + 1, block_size)]
+        return {
+            "input_ids": blocks,
+            "attention_mask": [[1] * block_size for _ in blocks],
+            "labels": [list(block) for block in blocks],
+        }
 
     packed = dataset.map(pack, batched=True, remove_columns=dataset.column_names)
-    _raise_if_empty(len(packed), f"causal LM dataset (block_size={block_size})", {"texts": len(dataset)},
-                    "texts packed into full blocks")
+    _raise_if_empty(
+        len(packed),
+        f"causal LM dataset (block_size={block_size})",
+        {"texts": len(dataset)},
+        "texts packed into full blocks",
+    )
     return packed
 
 
-def causal_lm_document_features(dataset: Dataset, tokenizer, *, block_size: int, packed: bool,
-                                text_column: str = "text") -> Dataset:
+def causal_lm_document_features(
+    dataset: Dataset, tokenizer, *, block_size: int, packed: bool, text_column: str = "text"
+) -> Dataset:
     """Causal LM rows that keep documents apart: one text per row (`packed=False`, padded per batch), or texts laid
     end to end in rows of exactly `block_size` tokens with positions restarting at each (`packed=True`).
 
@@ -592,7 +637,7 @@ def causal_lm_document_features(dataset: Dataset, tokenizer, *, block_size: int,
         return [row + eos if row[-1:] != eos else row for row in ids if row]
 
     def padded_rows(batch):
-        pieces = [text[i:i + block_size] for text in texts_of(batch) for i in range(0, len(text), block_size)]
+        pieces = [text[i : i + block_size] for text in texts_of(batch) for i in range(0, len(text), block_size)]
         pieces = [piece for piece in pieces if len(piece) > 1]  # a one-token piece has nothing to predict
         return {"input_ids": pieces, "labels": [[-100, *piece[1:]] for piece in pieces]}
 
@@ -609,15 +654,18 @@ def causal_lm_document_features(dataset: Dataset, tokenizer, *, block_size: int,
                 positions.append(position)
                 labels.append(stream[i] if position else -100)
                 position += 1
-            out["input_ids"].append(stream[row_start:row_start + block_size])
+            out["input_ids"].append(stream[row_start : row_start + block_size])
             out["position_ids"].append(positions)
             out["labels"].append(labels)
         return out
 
-    features = dataset.map(packed_rows if packed else padded_rows, batched=True,
-                           remove_columns=dataset.column_names)
-    _raise_if_empty(len(features), f"causal LM dataset (block_size={block_size})", {"texts": len(dataset)},
-                    "texts of at least two tokens" if not packed else "texts packed into full rows")
+    features = dataset.map(packed_rows if packed else padded_rows, batched=True, remove_columns=dataset.column_names)
+    _raise_if_empty(
+        len(features),
+        f"causal LM dataset (block_size={block_size})",
+        {"texts": len(dataset)},
+        "texts of at least two tokens" if not packed else "texts packed into full rows",
+    )
     return features
 
 
@@ -638,9 +686,11 @@ def masked_lm_features(dataset: Dataset, tokenizer, *, max_length: int, text_col
     """
     _check_columns(dataset, [text_column])
     return dataset.map(
-        lambda batch: tokenizer(batch[text_column], truncation=True, max_length=max_length,
-                                return_special_tokens_mask=True),
-        batched=True, remove_columns=dataset.column_names,
+        lambda batch: tokenizer(
+            batch[text_column], truncation=True, max_length=max_length, return_special_tokens_mask=True
+        ),
+        batched=True,
+        remove_columns=dataset.column_names,
     )
 
 

@@ -29,14 +29,18 @@ class GenerationSettings:
 
     @classmethod
     def from_args(cls, data_args, train_args) -> GenerationSettings:
-        return cls(batch_size=train_args.per_device_eval_batch_size, num_beams=train_args.generation_num_beams,
-                   max_new_tokens=train_args.generation_max_new_tokens or data_args.max_target_length,
-                   max_source_length=data_args.max_source_length)
+        return cls(
+            batch_size=train_args.per_device_eval_batch_size,
+            num_beams=train_args.generation_num_beams,
+            max_new_tokens=train_args.generation_max_new_tokens or data_args.max_target_length,
+            max_source_length=data_args.max_source_length,
+        )
 
 
 @torch.no_grad()
-def evaluate_loss(accelerator, model, dataloader, objective: Objective, *, seed: int = 0,
-                  max_batches: int | None = None) -> dict:
+def evaluate_loss(
+    accelerator, model, dataloader, objective: Objective, *, seed: int = 0, max_batches: int | None = None
+) -> dict:
     """Mean cross-entropy per target token over the dataloader (all processes) and its perplexity."""
     model.eval()
     totals = torch.zeros(2, dtype=torch.float64)  # (summed loss, target tokens)
@@ -55,14 +59,17 @@ def evaluate_loss(accelerator, model, dataloader, objective: Objective, *, seed:
             totals += torch.stack([rows.sum(), counts.sum()]).cpu()
     model.train()
     if totals[1] == 0:
-        raise ValueError("The evaluation split gave no target token (all labels are -100): there is no loss to "
-                         "report. For masked LM raise --mlm_probability or --max_length; otherwise check the data.")
+        raise ValueError(
+            "The evaluation split gave no target token (all labels are -100): there is no loss to "
+            "report. For masked LM raise --mlm_probability or --max_length; otherwise check the data."
+        )
     loss = (totals[0] / totals[1]).item()
     return {"loss": loss, "perplexity": math.exp(min(loss, 50.0))}
 
 
-def score_translations(accelerator, model, tokenizer, split, settings: GenerationSettings, *,
-                       limit: int | None = None) -> tuple[dict, list[tuple[str, str, str]]]:
+def score_translations(
+    accelerator, model, tokenizer, split, settings: GenerationSettings, *, limit: int | None = None
+) -> tuple[dict, list[tuple[str, str, str]]]:
     """BLEU / chrF of the model's translations of the first `limit` rows of `split` (all by default), and the
     (source, reference, translation) triples."""
     rows = split.select(range(min(limit or len(split), len(split))))
@@ -80,13 +87,19 @@ def translate(accelerator, model, tokenizer, sources: list[str], settings: Gener
     mine = sorted(range(rank, len(sources), world), key=lambda i: -len(sources[i]))
     results = []
     for start in range(0, len(mine), settings.batch_size):
-        indices = mine[start:start + settings.batch_size]
-        inputs = tokenizer([sources[i] for i in indices], return_tensors="pt", padding=True, truncation=True,
-                           max_length=settings.max_source_length).to(accelerator.device)
+        indices = mine[start : start + settings.batch_size]
+        inputs = tokenizer(
+            [sources[i] for i in indices],
+            return_tensors="pt",
+            padding=True,
+            truncation=True,
+            max_length=settings.max_source_length,
+        ).to(accelerator.device)
         inputs.pop("token_type_ids", None)
         with accelerator.autocast():
-            output = model.generate(**inputs, num_beams=settings.num_beams, max_new_tokens=settings.max_new_tokens,
-                                    do_sample=False)
+            output = model.generate(
+                **inputs, num_beams=settings.num_beams, max_new_tokens=settings.max_new_tokens, do_sample=False
+            )
         texts = tokenizer.batch_decode(output, skip_special_tokens=True)
         results += [(i, text.strip()) for i, text in zip(indices, texts, strict=True)]
     model.train()

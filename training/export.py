@@ -33,6 +33,7 @@ EXPLORER = "attention.html"
 
 # ---------------------------------------------------------------------------------------------------- plots
 
+
 def plot_losses(metrics: list[dict], path: str | Path) -> Path:
     """Train loss (every logging step) and validation loss (every evaluation) against the optimizer step."""
     train = [(m["step"], m["train/loss"]) for m in metrics if "train/loss" in m]
@@ -56,6 +57,7 @@ def plot_losses(metrics: list[dict], path: str | Path) -> Path:
 
 # ----------------------------------------------------------------------------------------------- the export
 
+
 @dataclass(frozen=True)
 class ExportFigures:
     """What the export shows beside the model: the loss plot, and a text whose attention it draws."""
@@ -64,8 +66,9 @@ class ExportFigures:
     heatmap_text: str | None = None  # the source of a test translation: cross-attention heatmap and explorer
 
 
-def export_model(model, tokenizer, directory: str | Path, *, objective: Objective, card: dict,
-                 figures: ExportFigures | None = None) -> Path:
+def export_model(
+    model, tokenizer, directory: str | Path, *, objective: Objective, card: dict, figures: ExportFigures | None = None
+) -> Path:
     """Save the trained model as a self-contained Hugging Face folder with its model card (main process only).
 
     The folder is written beside `directory` (`<name>.partial`) and swapped in only when complete, so a crash at
@@ -91,8 +94,9 @@ def _export_siblings(final: Path) -> tuple[Path, Path]:
     return final.with_name(final.name + ".partial"), final.with_name(final.name + ".previous")
 
 
-def _write_export(model, tokenizer, directory: Path, *, objective: Objective, card: dict,
-                  figures: ExportFigures) -> None:
+def _write_export(
+    model, tokenizer, directory: Path, *, objective: Objective, card: dict, figures: ExportFigures
+) -> None:
     if objective.custom_pipeline:
         save_translation_pipeline(model, tokenizer, directory)
     else:
@@ -103,8 +107,9 @@ def _write_export(model, tokenizer, directory: Path, *, objective: Objective, ca
     attention_figures = ""
     # cross-attention, which only encoder-decoders have, drawn by our visualisations of our models
     if objective.encoder_decoder and figures.heatmap_text and _is_ours(model):
-        attention_figures = _draw_attention(model, tokenizer, directory, figures.heatmap_text,
-                                            title=card.get("model_name") or type(model).__name__)
+        attention_figures = _draw_attention(
+            model, tokenizer, directory, figures.heatmap_text, title=card.get("model_name") or type(model).__name__
+        )
     (directory / "README.md").write_text(render_card({**card, "extra_figures": attention_figures}))
 
 
@@ -117,17 +122,21 @@ def _draw_attention(model, tokenizer, directory: Path, text: str, *, title: str)
     from hf_attention.explorer import explore
     from hf_attention.visualize import plot_attention
 
-    plot_attention(model, tokenizer, text, kind="cross", head="mean", path=directory / HEATMAP,
-                   truncate=True)  # a long sample: its first tokens, not a refusal
+    plot_attention(
+        model, tokenizer, text, kind="cross", head="mean", path=directory / HEATMAP, truncate=True
+    )  # a long sample: its first tokens, not a refusal
     plt.close("all")
     # Every layer and head of the same sample in one page: one greedy translation and one forward pass.
     explore(model, tokenizer, text, path=directory / EXPLORER, truncate=True, title=title)
-    return (f"![cross-attention, last layer, mean over heads]({HEATMAP})\n\n"
-            f"Every layer and head of this example: [attention explorer]({EXPLORER}) (open the file in a "
-            "browser; it needs no network).\n")
+    return (
+        f"![cross-attention, last layer, mean over heads]({HEATMAP})\n\n"
+        f"Every layer and head of this example: [attention explorer]({EXPLORER}) (open the file in a "
+        "browser; it needs no network).\n"
+    )
 
 
 # ------------------------------------------------------------------------------------------------ the card
+
 
 @dataclass(frozen=True)
 class RunReport:
@@ -147,9 +156,10 @@ class RunReport:
 def card_metadata(objective: Objective, report: RunReport) -> dict:
     """The YAML front matter of the card (Hub model-card metadata, with a model-index of the results)."""
     metrics, datasets = report.results, report.datasets
-    splits = {"test": {k.removeprefix("test_"): v for k, v in metrics.items() if not k.startswith("validation_")},
-              "validation": {k.removeprefix("validation_"): v for k, v in metrics.items()
-                             if k.startswith("validation_")}}
+    splits = {
+        "test": {k.removeprefix("test_"): v for k, v in metrics.items() if not k.startswith("validation_")},
+        "validation": {k.removeprefix("validation_"): v for k, v in metrics.items() if k.startswith("validation_")},
+    }
     return {
         "language": report.language,
         "license": report.license,
@@ -158,15 +168,23 @@ def card_metadata(objective: Objective, report: RunReport) -> dict:
         "tags": ["hf-attention", objective.name.replace("_", "-"), "from-scratch"],
         "datasets": datasets,
         "metrics": sorted(name for name in splits["test"] if name in ("bleu", "chrf", "perplexity")),
-        "model-index": [{
-            "name": report.model_name,
-            "results": [{
-                "task": {"type": objective.pipeline_task, "name": objective.task_name},
-                "dataset": {"type": datasets[0], "name": datasets[0], "split": split},
-                "metrics": [{"type": name, "value": float(value), "name": f"{split} {name}"}
-                            for name, value in sorted(values.items())],
-            } for split, values in splits.items() if values],
-        }],
+        "model-index": [
+            {
+                "name": report.model_name,
+                "results": [
+                    {
+                        "task": {"type": objective.pipeline_task, "name": objective.task_name},
+                        "dataset": {"type": datasets[0], "name": datasets[0], "split": split},
+                        "metrics": [
+                            {"type": name, "value": float(value), "name": f"{split} {name}"}
+                            for name, value in sorted(values.items())
+                        ],
+                    }
+                    for split, values in splits.items()
+                    if values
+                ],
+            }
+        ],
     }
 
 
@@ -181,9 +199,11 @@ def card_fields(objective: Objective, model, report: RunReport) -> dict:
     """Everything the template needs, from what the run knows."""
     config, ours = model.config, _is_ours(model)
     n_params = sum(p.numel() for p in model.parameters())
-    limitations = ("Trained for minutes on a CPU from a small corpus: it knows the vocabulary and style of its "
-                   "training data only, makes frequent errors on anything else, and was not checked for bias or "
-                   "harmful output. Do not use it for decisions about people or in production.")
+    limitations = (
+        "Trained for minutes on a CPU from a small corpus: it knows the vocabulary and style of its "
+        "training data only, makes frequent errors on anything else, and was not checked for bias or "
+        "harmful output. Do not use it for decisions about people or in production."
+    )
     return {
         "metadata": card_metadata(objective, report),
         "model_name": report.model_name,
@@ -195,7 +215,7 @@ def card_fields(objective: Objective, model, report: RunReport) -> dict:
         "usage": _usage(objective, report.model_name, ours=ours),
         "training_data": report.data_description,
         "training_procedure": f"AdamW with linear warmup and cosine decay, token-normalised cross-entropy, "
-                              f"Accelerate. {report.timing}",
+        f"Accelerate. {report.timing}",
         "hyperparameters": "\n".join(f"| {k} | {_cell(v)} |" for k, v in report.hyperparameters.items()),
         "evaluation": _evaluation(report.results, report.samples),
         "limitations": " ".join(filter(None, (limitations, objective.card.limitations))),
@@ -205,22 +225,34 @@ def card_fields(objective: Objective, model, report: RunReport) -> dict:
 def _usage(objective: Objective, model_name: str, *, ours: bool) -> str:
     """The card's code snippet: the model in its pipeline."""
     trust = ", trust_remote_code=True" if ours and objective.custom_pipeline else ""
-    return "\n".join([
-        "from transformers import pipeline",
-        *(["import hf_attention  # or trust_remote_code=True without the package"] if ours else []),
-        f'pipe = pipeline("{objective.pipeline_task}", model="{model_name}"{trust})',
-        f'print(pipe("{objective.card.example}"))',
-    ])
+    return "\n".join(
+        [
+            "from transformers import pipeline",
+            *(["import hf_attention  # or trust_remote_code=True without the package"] if ours else []),
+            f'pipe = pipeline("{objective.pipeline_task}", model="{model_name}"{trust})',
+            f'print(pipe("{objective.card.example}"))',
+        ]
+    )
 
 
 def _evaluation(results: dict, samples: list[tuple[str, str, str]]) -> str:
     """The card's evaluation section: the metrics table, and the sample translations if there are any."""
-    lines = ["Measured at the end of training on the validation split (used only to watch the run) and on the "
-             "held-out test split (never seen in training or model selection).", "",
-             "| metric | value |", "|---|---|", *(f"| {k} | {v:.4g} |" for k, v in results.items())]
+    lines = [
+        "Measured at the end of training on the validation split (used only to watch the run) and on the "
+        "held-out test split (never seen in training or model selection).",
+        "",
+        "| metric | value |",
+        "|---|---|",
+        *(f"| {k} | {v:.4g} |" for k, v in results.items()),
+    ]
     if samples:
-        lines += ["", "Sample translations (test split, generated by this model):", "",
-                  "| source | reference | model |", "|---|---|---|"]
+        lines += [
+            "",
+            "Sample translations (test split, generated by this model):",
+            "",
+            "| source | reference | model |",
+            "|---|---|---|",
+        ]
         lines += [f"| {_cell(s)} | {_cell(r)} | {_cell(h)} |" for s, r, h in samples]
     return "\n".join(lines)
 
@@ -231,11 +263,16 @@ def _cell(value) -> str:
 
 # ---------------------------------------------------------------------------------------------------- upload
 
+
 def push_to_hub(directory: str | Path, repo_id: str, *, private: bool = False, api: HfApi | None = None) -> str:
     """Upload the export folder to the Hub model repo `repo_id` (created if missing); returns the repo id."""
     api = api or HfApi()
     repo = api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
     repo_id = getattr(repo, "repo_id", repo_id)
-    api.upload_folder(repo_id=repo_id, folder_path=str(directory), repo_type="model",
-                      commit_message="Upload model trained with hf-attention training.train")
+    api.upload_folder(
+        repo_id=repo_id,
+        folder_path=str(directory),
+        repo_type="model",
+        commit_message="Upload model trained with hf-attention training.train",
+    )
     return repo_id

@@ -84,10 +84,23 @@ LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 # Small from-scratch models: what `model_config` entries override.
 DEFAULT_MODEL_CONFIGS = {
-    "language_id": {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 256,
-                    "norm_position": "pre", "hidden_dropout_prob": 0.1, "classifier_pooling": "mean"},
-    "translation": {"hidden_size": 128, "encoder_layers": 2, "decoder_layers": 2, "num_attention_heads": 4,
-                    "intermediate_size": 512, "hidden_dropout_prob": 0.1},
+    "language_id": {
+        "hidden_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 256,
+        "norm_position": "pre",
+        "hidden_dropout_prob": 0.1,
+        "classifier_pooling": "mean",
+    },
+    "translation": {
+        "hidden_size": 128,
+        "encoder_layers": 2,
+        "decoder_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 512,
+        "hidden_dropout_prob": 0.1,
+    },
 }
 
 
@@ -100,12 +113,17 @@ class FinetuneArguments:
         default=None, metadata={"help": "An hf_attention checkpoint folder to start from; None: a new small model."}
     )
     model_config: str | None = field(
-        default=None, metadata={"help": "JSON object of model-config fields for a new model (over the YAML "
-                                        "model_config mapping and the built-in small defaults)."}
+        default=None,
+        metadata={
+            "help": "JSON object of model-config fields for a new model (over the YAML "
+            "model_config mapping and the built-in small defaults)."
+        },
     )
     vocab_size: int = field(default=4000, metadata={"help": "BPE vocabulary when a tokenizer is trained here."})
-    languages: str = field(default=",".join(DEFAULT_LANGUAGES),
-                           metadata={"help": "language_id: comma-separated gettext language codes (label order)."})
+    languages: str = field(
+        default=",".join(DEFAULT_LANGUAGES),
+        metadata={"help": "language_id: comma-separated gettext language codes (label order)."},
+    )
     max_per_language: int | None = field(default=3000, metadata={"help": "language_id: strings per language."})
     min_chars: int = field(default=10, metadata={"help": "language_id: shortest string kept."})
     max_chars: int = field(default=200, metadata={"help": "Longest string (or source/target) kept, in characters."})
@@ -116,8 +134,10 @@ class FinetuneArguments:
     max_target_length: int = field(default=40, metadata={"help": "translation: longest target in tokens."})
     split_salt: str = field(
         default="finetune",
-        metadata={"help": "Salt of the hash split. Not empty: language_id_corpus samples max_per_language strings by "
-                          "the unsalted hash, so an unsalted split would put every sampled string in train."},
+        metadata={
+            "help": "Salt of the hash split. Not empty: language_id_corpus samples max_per_language strings by "
+            "the unsalted hash, so an unsalted split would put every sampled string in train."
+        },
     )
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training rows."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Keep the first N validation rows."})
@@ -132,22 +152,35 @@ class FinetuneArguments:
             raise ValueError(f"task={self.task!r} is not supported; allowed values are {', '.join(map(repr, TASKS))}.")
         codes = {lang.strip() for lang in self.languages.split(",") if lang.strip()}
         if self.task == "language_id" and len(codes) < 2:
-            raise ValueError(f"--languages={self.languages!r}: language identification needs at least two language "
-                             "codes (a one-class classifier is always right), e.g. 'de,fr,es'.")
+            raise ValueError(
+                f"--languages={self.languages!r}: language identification needs at least two language "
+                "codes (a one-class classifier is always right), e.g. 'de,fr,es'."
+            )
         if self.lora:
             parse_lora(self.lora)
         if self.model_name_or_path:
             check_checkpoint_folder(self.model_name_or_path, "--model_name_or_path")
-        check_fields(self, {
-            "vocab_size": at_least(1), "max_per_language": at_least(1, optional=True), "min_chars": at_least(0),
-            "max_chars": at_least(1), "max_catalogs": at_least(1, optional=True), "max_length": at_least(3),
-            "max_source_length": at_least(1), "max_target_length": at_least(2),
-            "max_train_samples": at_least(1, optional=True), "max_eval_samples": at_least(1, optional=True),
-            "max_test_samples": at_least(1, optional=True), "num_threads": at_least(1, optional=True),
-        })
+        check_fields(
+            self,
+            {
+                "vocab_size": at_least(1),
+                "max_per_language": at_least(1, optional=True),
+                "min_chars": at_least(0),
+                "max_chars": at_least(1),
+                "max_catalogs": at_least(1, optional=True),
+                "max_length": at_least(3),
+                "max_source_length": at_least(1),
+                "max_target_length": at_least(2),
+                "max_train_samples": at_least(1, optional=True),
+                "max_eval_samples": at_least(1, optional=True),
+                "max_test_samples": at_least(1, optional=True),
+                "num_threads": at_least(1, optional=True),
+            },
+        )
 
 
 # ------------------------------------------------------------------------------------------------ arguments
+
 
 def parse_args(argv: list[str] | None = None):
     """`--config file.yaml` (optional) + command-line overrides → (FinetuneArguments, (Seq2Seq)TrainingArguments,
@@ -161,18 +194,27 @@ def parse_args(argv: list[str] | None = None):
     if "--task" in config.argv and config.argv.index("--task") + 1 < len(config.argv):
         task = config.argv[config.argv.index("--task") + 1]
     args_class = Seq2SeqTrainingArguments if task == "translation" else TrainingArguments
-    defaults = {"output_dir": f"runs/finetune_{task}", "use_cpu": not torch.cuda.is_available(),
-                "report_to": "none", "save_strategy": "no"}
+    defaults = {
+        "output_dir": f"runs/finetune_{task}",
+        "use_cpu": not torch.cuda.is_available(),
+        "report_to": "none",
+        "save_strategy": "no",
+    }
     ft_args, training_args = parse_into((FinetuneArguments, args_class), config, defaults=defaults)
     return ft_args, training_args, with_model_config_flag(config.model_config, ft_args.model_config)
 
 
 def parse_lora(spec: str) -> dict:
     """'r=8,alpha=16,dropout=0.05,targets=q_proj+v_proj' → LoraConfig keyword arguments."""
-    names = {"r": ("r", int), "alpha": ("lora_alpha", float), "lora_alpha": ("lora_alpha", float),
-             "dropout": ("lora_dropout", float), "lora_dropout": ("lora_dropout", float),
-             "targets": ("target_modules", lambda v: v.split("+")),
-             "target_modules": ("target_modules", lambda v: v.split("+"))}
+    names = {
+        "r": ("r", int),
+        "alpha": ("lora_alpha", float),
+        "lora_alpha": ("lora_alpha", float),
+        "dropout": ("lora_dropout", float),
+        "lora_dropout": ("lora_dropout", float),
+        "targets": ("target_modules", lambda v: v.split("+")),
+        "target_modules": ("target_modules", lambda v: v.split("+")),
+    }
     kwargs = {"r": 8, "lora_alpha": 16.0, "lora_dropout": 0.05, "target_modules": list(LORA_TARGETS)}
     for item in filter(None, (part.strip() for part in spec.split(","))):
         key, _, value = item.partition("=")
@@ -183,16 +225,24 @@ def parse_lora(spec: str) -> dict:
             kwargs[name] = convert(value)
         except ValueError as error:
             raise ValueError(f"Bad --lora item {item!r}: {key} must be {_LORA_ALLOWED[name]}.") from error
-    checks = {"r": kwargs["r"] >= 1, "lora_alpha": kwargs["lora_alpha"] > 0,
-              "lora_dropout": 0 <= kwargs["lora_dropout"] < 1, "target_modules": all(kwargs["target_modules"])}
+    checks = {
+        "r": kwargs["r"] >= 1,
+        "lora_alpha": kwargs["lora_alpha"] > 0,
+        "lora_dropout": 0 <= kwargs["lora_dropout"] < 1,
+        "target_modules": all(kwargs["target_modules"]),
+    }
     for name, ok in checks.items():
         if not ok:
             raise ValueError(f"Bad --lora value {name}={kwargs[name]!r}: it must be {_LORA_ALLOWED[name]}.")
     return kwargs
 
 
-_LORA_ALLOWED = {"r": "a whole number >= 1", "lora_alpha": "a number > 0", "lora_dropout": "a number in [0, 1)",
-                 "target_modules": "module names joined by '+', e.g. q_proj+v_proj"}
+_LORA_ALLOWED = {
+    "r": "a whole number >= 1",
+    "lora_alpha": "a number > 0",
+    "lora_dropout": "a number in [0, 1)",
+    "target_modules": "module names joined by '+', e.g. q_proj+v_proj",
+}
 
 
 def apply_lora(model, spec: str, *, task: str):
@@ -209,10 +259,12 @@ def apply_lora(model, spec: str, *, task: str):
 
 # ---------------------------------------------------------------------------------------------- components
 
+
 def load_or_train_tokenizer(model_name_or_path: str | None, texts, *, vocab_size: int, kind: str, max_length: int):
     """The tokenizer saved in the checkpoint folder, or a byte-level BPE trained on `texts`."""
-    if model_name_or_path and any((Path(model_name_or_path) / name).is_file()
-                                  for name in ("tokenizer.json", "tokenizer_config.json")):
+    if model_name_or_path and any(
+        (Path(model_name_or_path) / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")
+    ):
         return AutoTokenizer.from_pretrained(model_name_or_path)
     return train_tokenizer(texts, vocab_size, kind=kind, model_max_length=max_length)
 
@@ -221,7 +273,9 @@ def language_id_data(ft_args: FinetuneArguments):
     """The language-identification splits (train / validation / test) and the label names."""
     corpus = language_id_corpus(
         [lang.strip() for lang in ft_args.languages.split(",") if lang.strip()],
-        min_chars=ft_args.min_chars, max_chars=ft_args.max_chars, max_per_language=ft_args.max_per_language,
+        min_chars=ft_args.min_chars,
+        max_chars=ft_args.max_chars,
+        max_per_language=ft_args.max_per_language,
         max_catalogs=ft_args.max_catalogs,
     )
     splits = _cap(split_dataset(corpus, key="text", salt=ft_args.split_salt), ft_args)
@@ -229,8 +283,11 @@ def language_id_data(ft_args: FinetuneArguments):
 
 
 def _cap(splits, ft_args: FinetuneArguments):
-    caps = {"train": ft_args.max_train_samples, "validation": ft_args.max_eval_samples,
-            "test": ft_args.max_test_samples}
+    caps = {
+        "train": ft_args.max_train_samples,
+        "validation": ft_args.max_eval_samples,
+        "test": ft_args.max_test_samples,
+    }
     for name, cap in caps.items():
         if name in splits and cap is not None:
             # Shuffle before capping: language_id rows are grouped by label.
@@ -240,16 +297,27 @@ def _cap(splits, ft_args: FinetuneArguments):
 
 def build_classifier(ft_args: FinetuneArguments, model_config: dict, tokenizer, labels: list[str]):
     """AutoModelForSequenceClassification from the checkpoint folder, or a new small encoder."""
-    label_kwargs = {"num_labels": len(labels), "id2label": dict(enumerate(labels)),
-                    "label2id": {name: i for i, name in enumerate(labels)}}
+    label_kwargs = {
+        "num_labels": len(labels),
+        "id2label": dict(enumerate(labels)),
+        "label2id": {name: i for i, name in enumerate(labels)},
+    }
     if ft_args.model_name_or_path:
         model = AutoModelForSequenceClassification.from_pretrained(ft_args.model_name_or_path, **label_kwargs)
     else:
-        fields_ = {**DEFAULT_MODEL_CONFIGS["language_id"], "max_position_embeddings": ft_args.max_length,
-                   **model_config}
-        config = HFAttentionEncoderConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
-                                          bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                                          **fields_, **label_kwargs)
+        fields_ = {
+            **DEFAULT_MODEL_CONFIGS["language_id"],
+            "max_position_embeddings": ft_args.max_length,
+            **model_config,
+        }
+        config = HFAttentionEncoderConfig(
+            vocab_size=len(tokenizer),
+            pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            **fields_,
+            **label_kwargs,
+        )
         model = AutoModelForSequenceClassification.from_config(config)
     _fit_vocabulary(model, tokenizer)
     return model
@@ -261,11 +329,19 @@ def build_seq2seq(ft_args: FinetuneArguments, model_config: dict, tokenizer):
         model = AutoModelForSeq2SeqLM.from_pretrained(ft_args.model_name_or_path)
     else:
         longest = max(ft_args.max_source_length, ft_args.max_target_length)
-        fields_ = {**DEFAULT_MODEL_CONFIGS["translation"], "max_position_embeddings": max(64, 2 * longest),
-                   **model_config}
-        config = HFAttentionSeq2SeqConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
-                                          bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                                          decoder_start_token_id=tokenizer.bos_token_id, **fields_)
+        fields_ = {
+            **DEFAULT_MODEL_CONFIGS["translation"],
+            "max_position_embeddings": max(64, 2 * longest),
+            **model_config,
+        }
+        config = HFAttentionSeq2SeqConfig(
+            vocab_size=len(tokenizer),
+            pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            decoder_start_token_id=tokenizer.bos_token_id,
+            **fields_,
+        )
         model = AutoModelForSeq2SeqLM.from_config(config)
     _fit_vocabulary(model, tokenizer)
     model.generation_config.max_length = ft_args.max_target_length + 1
@@ -275,8 +351,11 @@ def build_seq2seq(ft_args: FinetuneArguments, model_config: dict, tokenizer):
 def _fit_vocabulary(model, tokenizer) -> None:
     """Resize the embeddings when a tokenizer trained here is larger than the checkpoint's vocabulary."""
     if len(tokenizer) > model.get_input_embeddings().num_embeddings:
-        logger.warning("Tokenizer has %d tokens, the model %d embeddings: resizing.", len(tokenizer),
-                       model.get_input_embeddings().num_embeddings)
+        logger.warning(
+            "Tokenizer has %d tokens, the model %d embeddings: resizing.",
+            len(tokenizer),
+            model.get_input_embeddings().num_embeddings,
+        )
         model.resize_token_embeddings(len(tokenizer))
 
 
@@ -306,25 +385,42 @@ def translation_metrics(tokenizer):
         labels = np.where(np.asarray(labels) < 0, tokenizer.pad_token_id, labels)
         hypotheses = [t.strip() for t in tokenizer.batch_decode(predictions, skip_special_tokens=True)]
         references = [t.strip() for t in tokenizer.batch_decode(labels, skip_special_tokens=True)]
-        return {"bleu": sacrebleu.corpus_bleu(hypotheses, [references]).score,
-                "chrf": sacrebleu.corpus_chrf(hypotheses, [references]).score}
+        return {
+            "bleu": sacrebleu.corpus_bleu(hypotheses, [references]).score,
+            "chrf": sacrebleu.corpus_chrf(hypotheses, [references]).score,
+        }
 
     return compute
 
 
 # --------------------------------------------------------------------------------------------------- tasks
 
+
 def finetune_language_id(ft_args, training_args, model_config: dict) -> dict:
     """Fine-tune a language-identification classifier; returns the test metrics (and timings)."""
     splits, labels = language_id_data(ft_args)
-    tokenizer = load_or_train_tokenizer(ft_args.model_name_or_path, splits["train"]["text"],
-                                        vocab_size=ft_args.vocab_size, kind="masked", max_length=ft_args.max_length)
+    tokenizer = load_or_train_tokenizer(
+        ft_args.model_name_or_path,
+        splits["train"]["text"],
+        vocab_size=ft_args.vocab_size,
+        kind="masked",
+        max_length=ft_args.max_length,
+    )
     model = build_classifier(ft_args, model_config, tokenizer, labels)
-    features = splits.map(lambda batch: tokenizer(batch["text"], truncation=True, max_length=ft_args.max_length),
-                          batched=True, remove_columns=["text"])
-    job = FinetuneJob(trainer_class=Trainer, model=model, tokenizer=tokenizer, features=features,
-                      collator=DataCollatorWithPadding(tokenizer), compute_metrics=classification_metrics,
-                      extra={"labels": labels, "rows": {name: len(split) for name, split in splits.items()}})
+    features = splits.map(
+        lambda batch: tokenizer(batch["text"], truncation=True, max_length=ft_args.max_length),
+        batched=True,
+        remove_columns=["text"],
+    )
+    job = FinetuneJob(
+        trainer_class=Trainer,
+        model=model,
+        tokenizer=tokenizer,
+        features=features,
+        collator=DataCollatorWithPadding(tokenizer),
+        compute_metrics=classification_metrics,
+        extra={"labels": labels, "rows": {name: len(split) for name, split in splits.items()}},
+    )
     return _run(job, ft_args, training_args)
 
 
@@ -333,22 +429,38 @@ def finetune_translation(ft_args, training_args, model_config: dict) -> dict:
     corpus = translation_corpus(ft_args.target_lang, max_chars=ft_args.max_chars, max_catalogs=ft_args.max_catalogs)
     splits = _cap(split_dataset(corpus, key="source", salt=ft_args.split_salt), ft_args)
     texts = list(splits["train"]["source"]) + list(splits["train"]["target"])
-    tokenizer = load_or_train_tokenizer(ft_args.model_name_or_path, texts, vocab_size=ft_args.vocab_size,
-                                        kind="seq2seq", max_length=max(ft_args.max_source_length,
-                                                                       ft_args.max_target_length))
+    tokenizer = load_or_train_tokenizer(
+        ft_args.model_name_or_path,
+        texts,
+        vocab_size=ft_args.vocab_size,
+        kind="seq2seq",
+        max_length=max(ft_args.max_source_length, ft_args.max_target_length),
+    )
     model = build_seq2seq(ft_args, model_config, tokenizer)
-    features = type(splits)({
-        name: translation_features(split, tokenizer, max_source_length=ft_args.max_source_length,
-                                   max_target_length=ft_args.max_target_length)
-        for name, split in splits.items()})
+    features = type(splits)(
+        {
+            name: translation_features(
+                split,
+                tokenizer,
+                max_source_length=ft_args.max_source_length,
+                max_target_length=ft_args.max_target_length,
+            )
+            for name, split in splits.items()
+        }
+    )
     if training_args.generation_max_length is None:
         training_args.generation_max_length = ft_args.max_target_length + 1
     collator = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
     metrics = translation_metrics(tokenizer) if training_args.predict_with_generate else None
-    job = FinetuneJob(trainer_class=Seq2SeqTrainer, model=model, tokenizer=tokenizer, features=features,
-                      collator=collator, compute_metrics=metrics,
-                      extra={"target_lang": ft_args.target_lang,
-                             "rows": {name: len(split) for name, split in splits.items()}})
+    job = FinetuneJob(
+        trainer_class=Seq2SeqTrainer,
+        model=model,
+        tokenizer=tokenizer,
+        features=features,
+        collator=collator,
+        compute_metrics=metrics,
+        extra={"target_lang": ft_args.target_lang, "rows": {name: len(split) for name, split in splits.items()}},
+    )
     return _run(job, ft_args, training_args)
 
 
@@ -373,18 +485,27 @@ def _run(job: FinetuneJob, ft_args, training_args) -> dict:
         model.print_trainable_parameters()
     validation = features.get("validation")
     trainer = job.trainer_class(
-        model=model, args=training_args, data_collator=job.collator, train_dataset=features["train"],
+        model=model,
+        args=training_args,
+        data_collator=job.collator,
+        train_dataset=features["train"],
         eval_dataset=validation if validation is not None and len(validation) else None,
-        processing_class=tokenizer, compute_metrics=job.compute_metrics,
+        processing_class=tokenizer,
+        compute_metrics=job.compute_metrics,
     )
     start = time.perf_counter()
     train_result = trainer.train()
     train_seconds = time.perf_counter() - start
     test_metrics = trainer.evaluate(features["test"], metric_key_prefix="test")
-    results = {"task": ft_args.task, "train_seconds": round(train_seconds, 1),
-               "train_loss": train_result.training_loss, "global_step": train_result.global_step,
-               **test_metrics, **job.extra,
-               "loss_history": [row["loss"] for row in trainer.state.log_history if "loss" in row]}
+    results = {
+        "task": ft_args.task,
+        "train_seconds": round(train_seconds, 1),
+        "train_loss": train_result.training_loss,
+        "global_step": train_result.global_step,
+        **test_metrics,
+        **job.extra,
+        "loss_history": [row["loss"] for row in trainer.state.log_history if "loss" in row],
+    }
     if trainer.is_world_process_zero():
         save_model(trainer.model, tokenizer, training_args.output_dir, lora=bool(ft_args.lora))
         (Path(training_args.output_dir) / "results.json").write_text(json.dumps(results, indent=2) + "\n")

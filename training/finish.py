@@ -31,8 +31,12 @@ def finish(run: TrainingRun, *, train_seconds: float) -> dict:
         final = _export(run, model, results, samples, durations)
         _print_results(run, results, samples, final, durations)
     run.accelerator.wait_for_everyone()
-    return {**results, "steps": run.progress.step, "seconds": round(durations.total, 1),
-            "train_seconds": round(durations.train, 1)}
+    return {
+        **results,
+        "steps": run.progress.step,
+        "seconds": round(durations.total, 1),
+        "train_seconds": round(durations.train, 1),
+    }
 
 
 def _final_evaluation(run: TrainingRun, model) -> tuple[dict, list[tuple[str, str, str]]]:
@@ -42,36 +46,55 @@ def _final_evaluation(run: TrainingRun, model) -> tuple[dict, list[tuple[str, st
     validation = evaluate_loss(accelerator, model, run.loaders.eval, run.objective, seed=seed)
     run.logger.log(step, {f"eval/{k}": v for k, v in validation.items()})
     test = evaluate_loss(accelerator, model, run.loaders.test, run.objective, seed=seed)
-    results = {"validation_loss": round(validation["loss"], 4),
-               "validation_perplexity": round(validation["perplexity"], 2),
-               "test_loss": round(test["loss"], 4), "test_perplexity": round(test["perplexity"], 2)}
+    results = {
+        "validation_loss": round(validation["loss"], 4),
+        "validation_perplexity": round(validation["perplexity"], 2),
+        "test_loss": round(test["loss"], 4),
+        "test_perplexity": round(test["perplexity"], 2),
+    }
     samples = []
     if run.objective.scores_translations:
-        scores, triples = score_translations(accelerator, model, run.tokenizer, run.splits["test"],
-                                             GenerationSettings.from_args(run.args.data, run.args.train),
-                                             limit=run.args.train.bleu_samples)
+        scores, triples = score_translations(
+            accelerator,
+            model,
+            run.tokenizer,
+            run.splits["test"],
+            GenerationSettings.from_args(run.args.data, run.args.train),
+            limit=run.args.train.bleu_samples,
+        )
         results.update(scores)
         samples = triples[:5]
-    run.logger.log(step, {f"test/{k.removeprefix('test_')}": v for k, v in results.items()
-                          if not k.startswith("validation_")})
+    run.logger.log(
+        step, {f"test/{k.removeprefix('test_')}": v for k, v in results.items() if not k.startswith("validation_")}
+    )
     return results, samples
 
 
-def _export(run: TrainingRun, model, results: dict, samples: list[tuple[str, str, str]],
-            durations: Durations) -> Path:
+def _export(run: TrainingRun, model, results: dict, samples: list[tuple[str, str, str]], durations: Durations) -> Path:
     """The loss plot, then the model folder with its card (and the upload); returns the folder."""
     output_dir, train_args = run.output_dir, run.args.train
     plot = plot_losses(read_metrics(output_dir / METRICS_FILE), output_dir / LOSS_PLOT)
     unwrapped = run.accelerator.unwrap_model(model, keep_torch_compile=False)
     _set_generation_defaults(run, unwrapped)
     report = RunReport(
-        model_name=train_args.hub_model_id or output_dir.name, data_description=_describe_data(run),
+        model_name=train_args.hub_model_id or output_dir.name,
+        data_description=_describe_data(run),
         datasets=[run.args.data.dataset or run.objective.default_dataset],
-        language=run.objective.languages(run.args.data), license=train_args.license,
-        hyperparameters=_hyperparameters(run), results=results, samples=samples, timing=_timing(run, durations))
-    final = export_model(unwrapped, run.tokenizer, output_dir / "final", objective=run.objective,
-                         card=card_fields(run.objective, unwrapped, report),
-                         figures=ExportFigures(loss_plot=plot, heatmap_text=samples[0][0] if samples else None))
+        language=run.objective.languages(run.args.data),
+        license=train_args.license,
+        hyperparameters=_hyperparameters(run),
+        results=results,
+        samples=samples,
+        timing=_timing(run, durations),
+    )
+    final = export_model(
+        unwrapped,
+        run.tokenizer,
+        output_dir / "final",
+        objective=run.objective,
+        card=card_fields(run.objective, unwrapped, report),
+        figures=ExportFigures(loss_plot=plot, heatmap_text=samples[0][0] if samples else None),
+    )
     if train_args.push_to_hub:
         push_to_hub(final, train_args.hub_model_id, private=train_args.hub_private)
         run.accelerator.print(f"Uploaded {final} to https://huggingface.co/{train_args.hub_model_id}")
@@ -85,8 +108,9 @@ def _set_generation_defaults(run: TrainingRun, model) -> None:
         return
     config.pad_token_id, config.eos_token_id = run.tokenizer.pad_token_id, run.tokenizer.eos_token_id
     if run.objective.set_generation_defaults is not None:
-        run.objective.set_generation_defaults(config, model, run.tokenizer,
-                                              GenerationSettings.from_args(run.args.data, run.args.train))
+        run.objective.set_generation_defaults(
+            config, model, run.tokenizer, GenerationSettings.from_args(run.args.data, run.args.train)
+        )
 
 
 def _describe_data(run: TrainingRun) -> str:
@@ -96,35 +120,52 @@ def _describe_data(run: TrainingRun) -> str:
         source = f"`{data_args.dataset}`"
     else:
         source = run.objective.default_corpus_description.format(**asdict(data_args))
-    return (f"{source}. Split by a stable hash of the (source) text, so no string is in two splits: rows {sizes}. "
-            "A byte-level BPE tokenizer was trained on the training split.")
+    return (
+        f"{source}. Split by a stable hash of the (source) text, so no string is in two splits: rows {sizes}. "
+        "A byte-level BPE tokenizer was trained on the training split."
+    )
 
 
 def _hyperparameters(run: TrainingRun) -> dict:
     train_args = run.args.train
     return {
-        "objective": run.objective.name, "steps": run.progress.step, "processes": run.accelerator.num_processes,
-        "per-device batch": (f"≤{train_args.max_tokens_per_batch} tokens" if train_args.max_tokens_per_batch
-                             else train_args.per_device_train_batch_size),
+        "objective": run.objective.name,
+        "steps": run.progress.step,
+        "processes": run.accelerator.num_processes,
+        "per-device batch": (
+            f"≤{train_args.max_tokens_per_batch} tokens"
+            if train_args.max_tokens_per_batch
+            else train_args.per_device_train_batch_size
+        ),
         "gradient accumulation": train_args.gradient_accumulation_steps,
-        "learning rate": train_args.learning_rate, "warmup steps": train_args.warmup_steps,
-        "schedule": "linear warmup, cosine decay", "weight decay": train_args.weight_decay,
-        "AdamW betas": (train_args.adam_beta1, train_args.adam_beta2), "max grad norm": train_args.max_grad_norm,
-        "mixed precision": train_args.mixed_precision, "vocabulary": len(run.tokenizer),
-        "seed": train_args.seed, "model config": json.dumps(run.args.model_config, sort_keys=True) or "{}",
+        "learning rate": train_args.learning_rate,
+        "warmup steps": train_args.warmup_steps,
+        "schedule": "linear warmup, cosine decay",
+        "weight decay": train_args.weight_decay,
+        "AdamW betas": (train_args.adam_beta1, train_args.adam_beta2),
+        "max grad norm": train_args.max_grad_norm,
+        "mixed precision": train_args.mixed_precision,
+        "vocabulary": len(run.tokenizer),
+        "seed": train_args.seed,
+        "model config": json.dumps(run.args.model_config, sort_keys=True) or "{}",
     }
 
 
 def _timing(run: TrainingRun, durations: Durations) -> str:
-    return (f"{run.progress.step} steps on {run.accelerator.num_processes} process(es) "
-            f"({run.accelerator.device.type}); training took {durations.train / 60:.1f} min, the whole run "
-            f"(data, tokenizer, training, evaluation) {durations.total / 60:.1f} min.")
+    return (
+        f"{run.progress.step} steps on {run.accelerator.num_processes} process(es) "
+        f"({run.accelerator.device.type}); training took {durations.train / 60:.1f} min, the whole run "
+        f"(data, tokenizer, training, evaluation) {durations.total / 60:.1f} min."
+    )
 
 
-def _print_results(run: TrainingRun, results: dict, samples: list[tuple[str, str, str]], final: Path,
-                   durations: Durations) -> None:
+def _print_results(
+    run: TrainingRun, results: dict, samples: list[tuple[str, str, str]], final: Path, durations: Durations
+) -> None:
     report = ", ".join(f"{k} {v}" for k, v in results.items())
-    print(f"Finished {run.progress.step} steps in {durations.total / 60:.1f} min (training {durations.train:.0f}s). "
-          f"Results: {report}. Exported to {final}.")
+    print(
+        f"Finished {run.progress.step} steps in {durations.total / 60:.1f} min (training {durations.train:.0f}s). "
+        f"Results: {report}. Exported to {final}."
+    )
     for source, reference, hypothesis in samples:
         print(f"  EN:  {source}\n  REF: {reference}\n  OUT: {hypothesis}\n")

@@ -49,16 +49,24 @@ class StepLog:
 def train_loop(run: TrainingRun) -> float:
     """Optimizer steps from where the run is to `total_steps`; returns the seconds they took."""
     log = StepLog()
-    bar = tqdm(total=run.total_steps, initial=run.progress.step, desc="train", dynamic_ncols=True,
-               disable=run.args.train.disable_tqdm or not run.accelerator.is_local_main_process)
+    bar = tqdm(
+        total=run.total_steps,
+        initial=run.progress.step,
+        desc="train",
+        dynamic_ncols=True,
+        disable=run.args.train.disable_tqdm or not run.accelerator.is_local_main_process,
+    )
     started = time.time()
     run.model.train()
     while run.progress.step < run.total_steps:
         train_epoch(run, log, bar)
     bar.close()
     if log.skipped_windows:
-        warnings.warn(f"{log.skipped_windows} accumulation window(s) held no target token (e.g. no token was "
-                      "masked) and were skipped without an optimizer step.", stacklevel=2)
+        warnings.warn(
+            f"{log.skipped_windows} accumulation window(s) held no target token (e.g. no token was "
+            "masked) and were skipped without an optimizer step.",
+            stacklevel=2,
+        )
     return time.time() - started
 
 
@@ -77,8 +85,10 @@ def train_epoch(run: TrainingRun, log: StepLog, bar: tqdm) -> None:
             return
     # The epoch ran out (a trailing partial window is dropped).
     if progress.step == steps_before_epoch and log.skipped_windows:
-        raise ValueError(f"A whole epoch gave no target token to train on ({log.skipped_windows} windows "
-                         "skipped): raise --mlm_probability or --max_length, or use larger batches.")
+        raise ValueError(
+            f"A whole epoch gave no target token to train on ({log.skipped_windows} windows "
+            "skipped): raise --mlm_probability or --max_length, or use larger batches."
+        )
     progress.epoch += 1
     progress.batches_in_epoch = 0
 
@@ -86,8 +96,11 @@ def train_epoch(run: TrainingRun, log: StepLog, bar: tqdm) -> None:
 def _epoch_batches(run: TrainingRun) -> Iterable[dict]:
     """The training batches of the current epoch that the run has not consumed yet."""
     progress, loaders = run.progress, run.loaders
-    loader = (run.accelerator.skip_first_batches(loaders.train, progress.batches_in_epoch)
-              if progress.batches_in_epoch else loaders.train)
+    loader = (
+        run.accelerator.skip_first_batches(loaders.train, progress.batches_in_epoch)
+        if progress.batches_in_epoch
+        else loaders.train
+    )
     # Accelerate's loaders re-announce their own iteration count as the epoch when iterated: set both.
     loader.set_epoch(progress.epoch)
     loaders.sampler.set_epoch(progress.epoch)
@@ -133,7 +146,8 @@ def train_window(run: TrainingRun, window: list[dict]) -> Step | None:
         raise FloatingPointError(
             f"Step {run.progress.step + 1}: the training loss is {loss} and the gradient norm {grad_norm}; stopping "
             "before the optimizer applies them (checkpoints and the export keep the last finite weights). "
-            "Lower --learning_rate, keep --max_grad_norm on, or use --mixed_precision no.")
+            "Lower --learning_rate, keep --max_grad_norm on, or use --mixed_precision no."
+        )
     run.optimizer.step()
     run.scheduler.step()
     run.optimizer.zero_grad(set_to_none=True)
@@ -154,18 +168,26 @@ def _after_step(run: TrainingRun, step: Step, log: StepLog, bar: tqdm) -> None:
     if train_args.eval_steps and number % train_args.eval_steps == 0 and number < run.total_steps:
         _evaluate(run)
     if train_args.save_steps and number % train_args.save_steps == 0:
-        save_checkpoint(run.accelerator, run.output_dir, progress, scheduler=run.scheduler,
-                        keep=train_args.save_total_limit, sharded=run.sharded)
+        save_checkpoint(
+            run.accelerator,
+            run.output_dir,
+            progress,
+            scheduler=run.scheduler,
+            keep=train_args.save_total_limit,
+            sharded=run.sharded,
+        )
 
 
 def _record_training(run: TrainingRun, log: StepLog, grad_norm: float | None) -> None:
     """The training record of the steps since the last one (the gradient norm is the last step's)."""
     progress = run.progress
     elapsed = time.time() - log.since
-    values = {"train/loss": sum(log.losses) / len(log.losses),
-              "train/lr": run.scheduler.get_last_lr()[0],
-              "train/tokens_per_second": log.tokens / elapsed,
-              "train/epoch": progress.epoch + progress.batches_in_epoch / max(len(run.loaders.train), 1)}
+    values = {
+        "train/loss": sum(log.losses) / len(log.losses),
+        "train/lr": run.scheduler.get_last_lr()[0],
+        "train/tokens_per_second": log.tokens / elapsed,
+        "train/epoch": progress.epoch + progress.batches_in_epoch / max(len(run.loaders.train), 1),
+    }
     if grad_norm is not None:
         values["train/grad_norm"] = grad_norm
     run.logger.log(progress.step, values)
@@ -175,13 +197,25 @@ def _record_training(run: TrainingRun, log: StepLog, grad_norm: float | None) ->
 def _evaluate(run: TrainingRun) -> None:
     """A periodic evaluation: the validation loss (on at most `max_eval_batches`), and BLEU / chrF if asked for."""
     train_args = run.args.train
-    metrics = evaluate_loss(run.accelerator, run.model, run.loaders.eval, run.objective, seed=train_args.seed,
-                            max_batches=train_args.max_eval_batches)
+    metrics = evaluate_loss(
+        run.accelerator,
+        run.model,
+        run.loaders.eval,
+        run.objective,
+        seed=train_args.seed,
+        max_batches=train_args.max_eval_batches,
+    )
     if run.objective.scores_translations and train_args.eval_bleu_during_training:
         # generate() runs a different number of steps per process: not with a sharded model
         generator = plain_copy(run.model, run.model_class) if run.sharded else run.model
-        scores, _ = score_translations(run.accelerator, generator, run.tokenizer, run.splits["validation"],
-                                       GenerationSettings.from_args(run.args.data, train_args), limit=200)
+        scores, _ = score_translations(
+            run.accelerator,
+            generator,
+            run.tokenizer,
+            run.splits["validation"],
+            GenerationSettings.from_args(run.args.data, train_args),
+            limit=200,
+        )
         metrics.update(scores)
     run.logger.log(run.progress.step, {f"eval/{k}": v for k, v in metrics.items()})
     run.accelerator.print(f"step {run.progress.step}: " + ", ".join(f"eval {k} {v:.4g}" for k, v in metrics.items()))

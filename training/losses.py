@@ -53,8 +53,9 @@ def loss_takes_num_items(model) -> bool:
 def per_token_sum(objective: Objective, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Summed cross-entropy per row (B,), over the tokens whose target is not -100."""
     targets = target_labels(objective, labels).to(logits.device)
-    losses = nn.functional.cross_entropy(logits.float().transpose(1, 2), targets, ignore_index=-100,
-                                         reduction="none")  # (B, T)
+    losses = nn.functional.cross_entropy(
+        logits.float().transpose(1, 2), targets, ignore_index=-100, reduction="none"
+    )  # (B, T)
     return losses.sum(dim=1)
 
 

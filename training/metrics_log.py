@@ -51,8 +51,9 @@ def read_metrics(path: str | Path) -> list[dict]:
     path = Path(path)
     if not path.is_file():
         return []
-    lines = [(number, line) for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
-             if line.strip()]
+    lines = [
+        (number, line) for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1) if line.strip()
+    ]
     records = []
     for index, (number, line) in enumerate(lines):
         try:
@@ -61,10 +62,13 @@ def read_metrics(path: str | Path) -> list[dict]:
             if index == len(lines) - 1:
                 warnings.warn(f"{path}, line {number}: dropped a record torn by an interrupted write.", stacklevel=2)
                 break
-            raise ValueError(f"{path}, line {number}: not a JSON record ({error}). Remove or repair that line.") \
-                from error
+            raise ValueError(
+                f"{path}, line {number}: not a JSON record ({error}). Remove or repair that line."
+            ) from error
         if not isinstance(record, dict) or not isinstance(record.get("step"), int):
-            raise ValueError(f"{path}, line {number}: expected a JSON object with an integer \"step\", got "
-                             f"{line[:80]!r}. Remove or repair that line.")
+            raise ValueError(
+                f'{path}, line {number}: expected a JSON object with an integer "step", got '
+                f"{line[:80]!r}. Remove or repair that line."
+            )
         records.append(record)
     return records

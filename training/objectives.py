@@ -80,16 +80,18 @@ class Objective:
     # Our own pipeline class (transformers 5 has no translation pipeline): the export carries its code, and the
     # card's usage snippet loads it with trust_remote_code=True.
     custom_pipeline: bool
-    set_generation_defaults: Callable[[GenerationConfig, nn.Module, PreTrainedTokenizerBase,
-                                       GenerationSettings], None] | None
+    set_generation_defaults: (
+        Callable[[GenerationConfig, nn.Module, PreTrainedTokenizerBase, GenerationSettings], None] | None
+    )
     card: ModelCardText
 
     def languages(self, data_args: DataArguments) -> list[str]:
         """The languages of the text columns (model card): the source language, and the target language of pairs."""
-        return [data_args.source_lang, data_args.target_lang][:len(self.text_columns)]
+        return [data_args.source_lang, data_args.target_lang][: len(self.text_columns)]
 
 
 # ---------------------------------------------------------------------------------------------- the corpora
+
 
 def _text_corpus(data_args: DataArguments) -> Dataset:
     """One `text` column: the Python documentation, or the user's dataset."""
@@ -103,8 +105,9 @@ def _parallel_corpus(data_args: DataArguments) -> Dataset:
     """`source` / `target` pairs: the gettext catalogs, or the user's dataset (flat columns or a nested
     `translation` column)."""
     if data_args.dataset is None:
-        return data_lib.translation_corpus(data_args.target_lang, max_chars=data_args.max_chars,
-                                           max_catalogs=data_args.max_catalogs)
+        return data_lib.translation_corpus(
+            data_args.target_lang, max_chars=data_args.max_chars, max_catalogs=data_args.max_catalogs
+        )
     columns = {data_args.source_column: "source", data_args.target_column: "target"}
     dataset = _load_user(data_args)
     if "translation" in dataset.column_names and data_args.source_column not in dataset.column_names:
@@ -112,8 +115,9 @@ def _parallel_corpus(data_args: DataArguments) -> Dataset:
         columns = {"source": "source", "target": "target"}
     dataset = data_lib.select_columns(dataset, columns)
     for column in ("source", "target"):
-        dataset = data_lib.filter_texts(dataset, column=column, min_chars=data_args.min_chars,
-                                        max_chars=data_args.max_chars)
+        dataset = data_lib.filter_texts(
+            dataset, column=column, min_chars=data_args.min_chars, max_chars=data_args.max_chars
+        )
     return dataset
 
 
@@ -124,11 +128,13 @@ def _load_user(data_args: DataArguments) -> Dataset:
 
 # ------------------------------------------------------------------------------------ features and batches
 
+
 def _causal_lm_features(split: Dataset, tokenizer, data_args: DataArguments) -> Dataset:
     if data_args.causal_lm_layout == "blocks":
         return data_lib.causal_lm_features(split, tokenizer, block_size=data_args.block_size)
-    return data_lib.causal_lm_document_features(split, tokenizer, block_size=data_args.block_size,
-                                                packed=data_args.causal_lm_layout == "packed")
+    return data_lib.causal_lm_document_features(
+        split, tokenizer, block_size=data_args.block_size, packed=data_args.causal_lm_layout == "packed"
+    )
 
 
 def _masked_lm_features(split: Dataset, tokenizer, data_args: DataArguments) -> Dataset:
@@ -136,8 +142,9 @@ def _masked_lm_features(split: Dataset, tokenizer, data_args: DataArguments) -> 
 
 
 def _translation_features(split: Dataset, tokenizer, data_args: DataArguments) -> Dataset:
-    return data_lib.translation_features(split, tokenizer, max_source_length=data_args.max_source_length,
-                                         max_target_length=data_args.max_target_length)
+    return data_lib.translation_features(
+        split, tokenizer, max_source_length=data_args.max_source_length, max_target_length=data_args.max_target_length
+    )
 
 
 def _causal_lm_collator(tokenizer, model, data_args: DataArguments):
@@ -157,6 +164,7 @@ def _translation_collator(tokenizer, model, data_args: DataArguments):
 
 # --------------------------------------------------------------------------------------- generation defaults
 
+
 def _causal_lm_generation(config, model, tokenizer, generation: GenerationSettings) -> None:
     config.bos_token_id = tokenizer.bos_token_id
     config.max_new_tokens = 50
@@ -172,68 +180,114 @@ def _translation_generation(config, model, tokenizer, generation: GenerationSett
 # ------------------------------------------------------------------------------------------- the objectives
 
 # The corpus of both language-model objectives.
-_PYTHON_DOCS = {"default_dataset": "python-docs", "load_corpus": _text_corpus, "text_columns": ("text",),
-                "default_corpus_description": "Paragraphs of the Python documentation topics shipped with CPython "
-                                              "(`pydoc_data.topics`)"}
+_PYTHON_DOCS = {
+    "default_dataset": "python-docs",
+    "load_corpus": _text_corpus,
+    "text_columns": ("text",),
+    "default_corpus_description": "Paragraphs of the Python documentation topics shipped with CPython "
+    "(`pydoc_data.topics`)",
+}
 
-OBJECTIVES = {objective.name: objective for objective in (
-    Objective(
-        name="causal_lm", our_model_type="hf_attention_decoder", auto_class=AutoModelForCausalLM,
-        architecture="a decoder-only", example_model_types=("gpt2", "llama"), encoder_decoder=False, **_PYTHON_DOCS,
-        tokenizer_kind="causal", tokenizer_max_length=lambda data_args: data_args.block_size,
-        featurize=_causal_lm_features, make_collator=_causal_lm_collator, predicts_next_token=True,
-        scores_translations=False, pipeline_task="text-generation", task_name="Text generation",
-        custom_pipeline=False, set_generation_defaults=_causal_lm_generation,
-        card=ModelCardText(
-            example="The with statement",
-            intended_use="Continuing English technical prose in the style of the Python documentation; a small "
-                         "research / teaching model, not a general-purpose assistant."),
-    ),
-    Objective(
-        name="masked_lm", our_model_type="hf_attention_encoder", auto_class=AutoModelForMaskedLM,
-        architecture="an encoder", example_model_types=("bert", "roberta"), encoder_decoder=None, **_PYTHON_DOCS,
-        tokenizer_kind="masked", tokenizer_max_length=lambda data_args: data_args.max_length,
-        featurize=_masked_lm_features, make_collator=_masked_lm_collator, predicts_next_token=False,
-        scores_translations=False, pipeline_task="fill-mask", task_name="Fill mask",
-        custom_pipeline=False, set_generation_defaults=None,  # encoders do not generate
-        card=ModelCardText(
-            example="The <mask> statement is used to wrap a block.",
-            intended_use="Filling masked words in English technical prose and as a small encoder to fine-tune "
-                         "(e.g. with `AutoModelForSequenceClassification`); research / teaching."),
-    ),
-    Objective(
-        name="translation", our_model_type="hf_attention_seq2seq", auto_class=AutoModelForSeq2SeqLM,
-        architecture="an encoder-decoder", example_model_types=("bart", "marian"), encoder_decoder=True,
-        default_dataset="gettext-catalogs",
-        default_corpus_description=(
-            "English → `{target_lang}` user-interface strings from the gettext catalogs installed on the training "
-            "machine (`/usr/share/locale/<lang>/LC_MESSAGES/*.mo`, the kind of data in the OPUS GNOME/KDE/Ubuntu "
-            "corpora): single-line, not format-only, translated, de-duplicated pairs of at most {max_chars} "
-            "characters"),
-        load_corpus=_parallel_corpus, text_columns=("source", "target"), tokenizer_kind="seq2seq",
-        tokenizer_max_length=lambda data_args: max(data_args.max_source_length, data_args.max_target_length),
-        featurize=_translation_features, make_collator=_translation_collator, predicts_next_token=False,
-        scores_translations=True, pipeline_task="translation", task_name="Translation",
-        custom_pipeline=True, set_generation_defaults=_translation_generation,
-        card=ModelCardText(
-            example="Open the file",
-            intended_use="Translating short English user-interface strings (menu items, buttons, messages) into the "
-                         "target language; a small research / teaching model for comparing attention designs.",
-            limitations="UI strings are short and often lack context, so ambiguous words (\"Open\", \"Close\") "
-                        "are translated by frequency; long sentences are outside the training distribution."),
-    ),
-)}
+OBJECTIVES = {
+    objective.name: objective
+    for objective in (
+        Objective(
+            name="causal_lm",
+            our_model_type="hf_attention_decoder",
+            auto_class=AutoModelForCausalLM,
+            architecture="a decoder-only",
+            example_model_types=("gpt2", "llama"),
+            encoder_decoder=False,
+            **_PYTHON_DOCS,
+            tokenizer_kind="causal",
+            tokenizer_max_length=lambda data_args: data_args.block_size,
+            featurize=_causal_lm_features,
+            make_collator=_causal_lm_collator,
+            predicts_next_token=True,
+            scores_translations=False,
+            pipeline_task="text-generation",
+            task_name="Text generation",
+            custom_pipeline=False,
+            set_generation_defaults=_causal_lm_generation,
+            card=ModelCardText(
+                example="The with statement",
+                intended_use="Continuing English technical prose in the style of the Python documentation; a small "
+                "research / teaching model, not a general-purpose assistant.",
+            ),
+        ),
+        Objective(
+            name="masked_lm",
+            our_model_type="hf_attention_encoder",
+            auto_class=AutoModelForMaskedLM,
+            architecture="an encoder",
+            example_model_types=("bert", "roberta"),
+            encoder_decoder=None,
+            **_PYTHON_DOCS,
+            tokenizer_kind="masked",
+            tokenizer_max_length=lambda data_args: data_args.max_length,
+            featurize=_masked_lm_features,
+            make_collator=_masked_lm_collator,
+            predicts_next_token=False,
+            scores_translations=False,
+            pipeline_task="fill-mask",
+            task_name="Fill mask",
+            custom_pipeline=False,
+            set_generation_defaults=None,  # encoders do not generate
+            card=ModelCardText(
+                example="The <mask> statement is used to wrap a block.",
+                intended_use="Filling masked words in English technical prose and as a small encoder to fine-tune "
+                "(e.g. with `AutoModelForSequenceClassification`); research / teaching.",
+            ),
+        ),
+        Objective(
+            name="translation",
+            our_model_type="hf_attention_seq2seq",
+            auto_class=AutoModelForSeq2SeqLM,
+            architecture="an encoder-decoder",
+            example_model_types=("bart", "marian"),
+            encoder_decoder=True,
+            default_dataset="gettext-catalogs",
+            default_corpus_description=(
+                "English → `{target_lang}` user-interface strings from the gettext catalogs installed on the training "
+                "machine (`/usr/share/locale/<lang>/LC_MESSAGES/*.mo`, the kind of data in the OPUS GNOME/KDE/Ubuntu "
+                "corpora): single-line, not format-only, translated, de-duplicated pairs of at most {max_chars} "
+                "characters"
+            ),
+            load_corpus=_parallel_corpus,
+            text_columns=("source", "target"),
+            tokenizer_kind="seq2seq",
+            tokenizer_max_length=lambda data_args: max(data_args.max_source_length, data_args.max_target_length),
+            featurize=_translation_features,
+            make_collator=_translation_collator,
+            predicts_next_token=False,
+            scores_translations=True,
+            pipeline_task="translation",
+            task_name="Translation",
+            custom_pipeline=True,
+            set_generation_defaults=_translation_generation,
+            card=ModelCardText(
+                example="Open the file",
+                intended_use="Translating short English user-interface strings (menu items, buttons, messages) into "
+                "the target language; a small research / teaching model for comparing attention designs.",
+                limitations='UI strings are short and often lack context, so ambiguous words ("Open", "Close") '
+                "are translated by frequency; long sentences are outside the training distribution.",
+            ),
+        ),
+    )
+}
 
 
 def objective_for(name: str) -> Objective:
     """The record of objective `name`, or a ValueError naming the allowed values."""
     if name not in OBJECTIVES:
-        raise ValueError(f"objective={name!r} is not supported; allowed values are "
-                         f"{', '.join(map(repr, OBJECTIVES))}.")
+        raise ValueError(
+            f"objective={name!r} is not supported; allowed values are {', '.join(map(repr, OBJECTIVES))}."
+        )
     return OBJECTIVES[name]
 
 
 # --------------------------------------------------------------------------------------------------- model
+
 
 def check_model_type(objective: Objective, model_type: str | None) -> str:
     """The model type to build for `objective`, or a ValueError if that architecture cannot train it.
@@ -255,8 +309,9 @@ def check_model_type(objective: Objective, model_type: str | None) -> str:
     is_encoder_decoder = bool(getattr(config_class(), "is_encoder_decoder", False))
     if objective.encoder_decoder is not None and is_encoder_decoder != objective.encoder_decoder:
         what = "is an encoder-decoder" if is_encoder_decoder else "is not"
-        raise ValueError(f"objective {objective.name!r} needs {objective.architecture} config; "
-                         f"model_type={model_type!r} {what}.")
+        raise ValueError(
+            f"objective {objective.name!r} needs {objective.architecture} config; model_type={model_type!r} {what}."
+        )
     return model_type
 
 
@@ -270,10 +325,16 @@ def check_model_config(model_type: str, model_config: dict) -> None:
     known |= {f.name for f in dataclasses.fields(config_class)} if dataclasses.is_dataclass(config_class) else set()
     unknown = sorted(set(model_config) - known)
     if unknown:
-        hints = [f"{key!r} (did you mean {', '.join(map(repr, close))}?)" if (close := difflib.get_close_matches(
-            key, sorted(known), n=2)) else repr(key) for key in unknown]
-        raise ValueError(f"model_config has keys that {config_class.__name__} does not know: {', '.join(hints)}. "
-                         f"Model-config fields are the arguments of {config_class.__name__}.")
+        hints = [
+            f"{key!r} (did you mean {', '.join(map(repr, close))}?)"
+            if (close := difflib.get_close_matches(key, sorted(known), n=2))
+            else repr(key)
+            for key in unknown
+        ]
+        raise ValueError(
+            f"model_config has keys that {config_class.__name__} does not know: {', '.join(hints)}. "
+            f"Model-config fields are the arguments of {config_class.__name__}."
+        )
     try:  # the config's own checks (types, ranges, combinations), before the data and tokenizer are made
         AutoConfig.for_model(model_type, **model_config)
     except (TypeError, ValueError) as error:
@@ -286,8 +347,12 @@ def build_model(objective: Objective, model_type: str, model_config: dict, token
     The special-token ids come from the tokenizer (<pad>=0, <s>=1, </s>=2), so BART, GPT-2, BERT and ours agree.
     """
     fields = dict(model_config)
-    fields.update(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
-                  bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    fields.update(
+        vocab_size=len(tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
     if objective.encoder_decoder:  # the decoder starts from <s>
         fields.setdefault("decoder_start_token_id", tokenizer.bos_token_id)
         if model_type != objective.our_model_type:
@@ -301,11 +366,15 @@ def build_model(objective: Objective, model_type: str, model_config: dict, token
 
 # ---------------------------------------------------------------------------------------------------- data
 
+
 def split_corpus(objective: Objective, corpus: Dataset, data_args: DataArguments) -> DatasetDict:
     """Deterministic train / validation / test split by a hash of the (source) text, then the size caps."""
     splits = data_lib.split_dataset(corpus, key=objective.text_columns[0])
-    caps = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples,
-            "test": data_args.max_test_samples}
+    caps = {
+        "train": data_args.max_train_samples,
+        "validation": data_args.max_eval_samples,
+        "test": data_args.max_test_samples,
+    }
     for name, cap in caps.items():
         if name not in splits or len(splits[name]) == 0:
             raise ValueError(f"The {name} split is empty ({len(corpus)} rows in the corpus); use more data.")
@@ -314,10 +383,13 @@ def split_corpus(objective: Objective, corpus: Dataset, data_args: DataArguments
     return splits
 
 
-def make_tokenizer(objective: Objective, train_split: Dataset, model_args: ModelArguments,
-                   data_args: DataArguments):
+def make_tokenizer(objective: Objective, train_split: Dataset, model_args: ModelArguments, data_args: DataArguments):
     """A tokenizer trained on every text column of the training split (one shared vocabulary for translation)."""
     texts = list(chain.from_iterable(train_split[column] for column in objective.text_columns))
-    return train_tokenizer(texts, model_args.vocab_size, kind=objective.tokenizer_kind,
-                           min_frequency=model_args.tokenizer_min_frequency,
-                           model_max_length=objective.tokenizer_max_length(data_args))
+    return train_tokenizer(
+        texts,
+        model_args.vocab_size,
+        kind=objective.tokenizer_kind,
+        min_frequency=model_args.tokenizer_min_frequency,
+        model_max_length=objective.tokenizer_max_length(data_args),
+    )

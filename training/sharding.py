@@ -42,13 +42,19 @@ def cpu_fsdp_requested(use_cuda: bool) -> bool:
 def check_cpu_fsdp_settings() -> None:
     """Refuse FSDP settings that would not take effect on a CPU, naming each."""
     if _env("FSDP_VERSION", "1") != "2":
-        raise ValueError(f"fsdp_version={_env('FSDP_VERSION', '1')} in the accelerate config: sharded training on "
-                         "CPUs uses FSDP2 (torch's fully_shard); set fsdp_version: 2.")
-    for variable, field in (("FSDP_OFFLOAD_PARAMS", "fsdp_offload_params"),
-                            ("FSDP_ACTIVATION_CHECKPOINTING", "fsdp_activation_checkpointing")):
+        raise ValueError(
+            f"fsdp_version={_env('FSDP_VERSION', '1')} in the accelerate config: sharded training on "
+            "CPUs uses FSDP2 (torch's fully_shard); set fsdp_version: 2."
+        )
+    for variable, field in (
+        ("FSDP_OFFLOAD_PARAMS", "fsdp_offload_params"),
+        ("FSDP_ACTIVATION_CHECKPOINTING", "fsdp_activation_checkpointing"),
+    ):
         if _env(variable, "false").lower() == "true":
-            raise ValueError(f"{field}: true in the accelerate config is not supported for sharded training on CPUs "
-                             "(it would be ignored); set it to false.")
+            raise ValueError(
+                f"{field}: true in the accelerate config is not supported for sharded training on CPUs "
+                "(it would be ignored); set it to false."
+            )
 
 
 def shard(model: torch.nn.Module) -> torch.nn.Module:
@@ -56,13 +62,18 @@ def shard(model: torch.nn.Module) -> torch.nn.Module:
     then the root (embeddings, tied lm_head, final norm), so a tied embedding stays in one unit."""
     from torch.distributed.fsdp import fully_shard
 
-    names = {name.strip() for name in _env("FSDP_TRANSFORMER_CLS_TO_WRAP", "EncoderLayer,DecoderLayer").split(",")
-             if name.strip()}
+    names = {
+        name.strip()
+        for name in _env("FSDP_TRANSFORMER_CLS_TO_WRAP", "EncoderLayer,DecoderLayer").split(",")
+        if name.strip()
+    }
     reshard = _env("FSDP_RESHARD_AFTER_FORWARD", "true").lower() == "true"
     layers = [module for module in model.modules() if type(module).__name__ in names]
     if not layers:
-        raise ValueError(f"fsdp_transformer_layer_cls_to_wrap names {sorted(names)}, but {type(model).__name__} has "
-                         "no module of those classes: name its layer classes (ours: EncoderLayer,DecoderLayer).")
+        raise ValueError(
+            f"fsdp_transformer_layer_cls_to_wrap names {sorted(names)}, but {type(model).__name__} has "
+            "no module of those classes: name its layer classes (ours: EncoderLayer,DecoderLayer)."
+        )
     for layer in layers:
         fully_shard(layer, reshard_after_forward=reshard)
     fully_shard(model, reshard_after_forward=reshard)
@@ -103,8 +114,14 @@ def save_sharded_state(directory, model, optimizer, *, is_main_process: bool, ra
             seen.add(tensor.data_ptr())
         save_file(tensors, os.path.join(directory, "model.safetensors"))
         torch.save(optimizer_state, os.path.join(directory, "optimizer.bin"))
-    torch.save({"random_state": random.getstate(), "numpy_random_seed": np.random.get_state(),
-                "torch_manual_seed": torch.get_rng_state()}, os.path.join(directory, RNG_FILE.format(rank=rank)))
+    torch.save(
+        {
+            "random_state": random.getstate(),
+            "numpy_random_seed": np.random.get_state(),
+            "torch_manual_seed": torch.get_rng_state(),
+        },
+        os.path.join(directory, RNG_FILE.format(rank=rank)),
+    )
 
 
 def load_sharded_state(directory, model, optimizer, *, is_main_process: bool, rank: int) -> None:
@@ -123,8 +140,10 @@ def load_sharded_state(directory, model, optimizer, *, is_main_process: bool, ra
     set_optimizer_state_dict(model, optimizer, optimizer_state, options=options)
     rng_file = os.path.join(directory, RNG_FILE.format(rank=rank))
     if not os.path.isfile(rng_file):
-        raise ValueError(f"{rng_file} is missing: the checkpoint was written by fewer processes; resume it with as "
-                         "many processes as wrote it.")
+        raise ValueError(
+            f"{rng_file} is missing: the checkpoint was written by fewer processes; resume it with as "
+            "many processes as wrote it."
+        )
     states = load_plain_data(rng_file)
     random.setstate(states["random_state"])
     np.random.set_state(states["numpy_random_seed"])

@@ -71,7 +71,10 @@ def train_tokenizer(
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=specials, initial_alphabet=alphabet,
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=specials,
+        initial_alphabet=alphabet,
         show_progress=False,
     )
     tokenizer.train_from_iterator(texts, trainer=trainer)
@@ -85,7 +88,11 @@ def train_tokenizer(
         [processors.ByteLevel(trim_offsets=True), _template(kind, tokenizer)]
     )
     wrapped = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, pad_token=PAD, bos_token=BOS, eos_token=EOS, unk_token=UNK,
+        tokenizer_object=tokenizer,
+        pad_token=PAD,
+        bos_token=BOS,
+        eos_token=EOS,
+        unk_token=UNK,
         mask_token=MASK if kind == "masked" else None,
         padding_side="left" if kind == "causal" else "right",
         model_max_length=model_max_length if model_max_length is not None else int(1e30),

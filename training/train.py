@@ -54,8 +54,17 @@ from training.objectives import (
 from training.run_state import RunArguments, TrainingRun
 from training.sharding import check_cpu_fsdp_settings, cpu_fsdp_requested, shard
 
-RUN_FILES = ("checkpoints", "final", "final.partial", "final.previous", "tokenizer", "tensorboard", METRICS_FILE,
-             "run_config.json", "loss_curve.png")
+RUN_FILES = (
+    "checkpoints",
+    "final",
+    "final.partial",
+    "final.previous",
+    "tokenizer",
+    "tensorboard",
+    METRICS_FILE,
+    "run_config.json",
+    "loss_curve.png",
+)
 
 
 @dataclass(frozen=True)
@@ -72,8 +81,9 @@ class RunSetup:
     started: float  # time.time() when the run began
 
 
-def run(model_args: ModelArguments, data_args: DataArguments, train_args: TrainArguments,
-        model_config: dict | None = None) -> dict:
+def run(
+    model_args: ModelArguments, data_args: DataArguments, train_args: TrainArguments, model_config: dict | None = None
+) -> dict:
     """Train, evaluate and export; returns the final metrics (also printed and written to the model card)."""
     setup = configure(RunArguments(model_args, data_args, train_args, model_config or {}))
     splits, tokenizer, features = load_data(setup)
@@ -85,6 +95,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, train_args: TrainA
 
 # ------------------------------------------------------------------------------------------ 1. configure
 
+
 def configure(args: RunArguments) -> RunSetup:
     """Check every input (before data is read or a step is taken), then make the accelerator."""
     started = time.time()
@@ -94,24 +105,37 @@ def configure(args: RunArguments) -> RunSetup:
     sharding = cpu_fsdp_requested(torch.cuda.is_available())
     if sharding:
         check_cpu_fsdp_settings()
-    resume_path = (resolve_checkpoint(train_args.resume_from_checkpoint, train_args.output_dir)
-                   if train_args.resume_from_checkpoint else None)
+    resume_path = (
+        resolve_checkpoint(train_args.resume_from_checkpoint, train_args.output_dir)
+        if train_args.resume_from_checkpoint
+        else None
+    )
     output_dir = prepare_output_dir(train_args, resuming=resume_path is not None)
     accelerator = make_accelerator(train_args)
     if train_args.disable_tqdm:
         datasets.disable_progress_bars()
     if train_args.num_threads:
         torch.set_num_threads(train_args.num_threads)
-    return RunSetup(args=args, objective=objective, model_type=model_type, accelerator=accelerator,
-                    output_dir=output_dir, resume_path=resume_path, sharding=sharding, started=started)
+    return RunSetup(
+        args=args,
+        objective=objective,
+        model_type=model_type,
+        accelerator=accelerator,
+        output_dir=output_dir,
+        resume_path=resume_path,
+        sharding=sharding,
+        started=started,
+    )
 
 
 def prepare_output_dir(train_args: TrainArguments, resuming: bool) -> Path:
     """Refuse to mix two runs in one folder; with --overwrite_output_dir remove the previous run's files."""
     output_dir = Path(train_args.output_dir)
     if output_dir.exists() and not output_dir.is_dir():
-        raise ValueError(f"--output_dir={str(output_dir)!r} is a file; it must be a folder (new or empty, or holding "
-                         "a run of this script).")
+        raise ValueError(
+            f"--output_dir={str(output_dir)!r} is a file; it must be a folder (new or empty, or holding "
+            "a run of this script)."
+        )
     if output_dir.is_dir() and any(output_dir.iterdir()) and not resuming and not train_args.overwrite_output_dir:
         names = ", ".join(sorted(p.name for p in output_dir.iterdir())[:5])
         raise ValueError(
@@ -129,8 +153,11 @@ def resolve_mixed_precision(requested: str, use_cuda: bool) -> str:
             return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
         return "bf16" if cpu_has_fast_bf16() else "no"
     if requested == "bf16" and not use_cuda and not cpu_has_fast_bf16():
-        warnings.warn("mixed_precision='bf16' on a CPU without native bf16 matmuls (no AVX512-BF16/AMX): bf16 "
-                      "autocast is many times slower than fp32 here; use --mixed_precision auto or no.", stacklevel=2)
+        warnings.warn(
+            "mixed_precision='bf16' on a CPU without native bf16 matmuls (no AVX512-BF16/AMX): bf16 "
+            "autocast is many times slower than fp32 here; use --mixed_precision auto or no.",
+            stacklevel=2,
+        )
     return requested
 
 
@@ -138,19 +165,25 @@ def make_accelerator(train_args: TrainArguments) -> Accelerator:
     """One Accelerator per run. CPU-only machines opt into CPU so 2 launched processes form one DDP group."""
     AcceleratorState._reset_state()  # another run earlier in this Python process (tests) must not leak settings
     GradientState._reset_state()
-    plugin = GradientAccumulationPlugin(num_steps=train_args.gradient_accumulation_steps,
-                                        sync_with_dataloader=False)  # windows are whole: see `loop.train_window`
+    plugin = GradientAccumulationPlugin(
+        num_steps=train_args.gradient_accumulation_steps, sync_with_dataloader=False
+    )  # windows are whole: see `loop.train_window`
     # --torch_compile: Accelerate compiles the model in `prepare`; exports and generation use the unwrapped eager
     # module. Resume a compiled run with the same flag (resume is tested for eager runs only).
     dynamo = TorchDynamoPlugin(backend="inductor") if train_args.torch_compile else None
     use_cuda = torch.cuda.is_available()
     # Resolved in place, so that run_config.json and the model card record the precision that really ran.
     train_args.mixed_precision = resolve_mixed_precision(train_args.mixed_precision, use_cuda)
-    return Accelerator(cpu=not use_cuda, mixed_precision=train_args.mixed_precision,
-                       gradient_accumulation_plugin=plugin, dynamo_plugin=dynamo)
+    return Accelerator(
+        cpu=not use_cuda,
+        mixed_precision=train_args.mixed_precision,
+        gradient_accumulation_plugin=plugin,
+        dynamo_plugin=dynamo,
+    )
 
 
 # ------------------------------------------------------------------------------------------------ 2. data
+
 
 def load_data(setup: RunSetup) -> tuple[DatasetDict, PreTrainedTokenizerBase, dict[str, Dataset]]:
     """The corpus split into train / validation / test, the tokenizer, and the token ids of every split."""
@@ -171,9 +204,17 @@ def start_output_dir(setup: RunSetup) -> None:
     if args.train.overwrite_output_dir and setup.resume_path is None:
         clear_previous_run(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    (output_dir / "run_config.json").write_text(json.dumps(
-        {"model": asdict(args.model), "data": asdict(args.data), "train": asdict(args.train),
-         "model_config": args.model_config}, indent=2))
+    (output_dir / "run_config.json").write_text(
+        json.dumps(
+            {
+                "model": asdict(args.model),
+                "data": asdict(args.data),
+                "train": asdict(args.train),
+                "model_config": args.model_config,
+            },
+            indent=2,
+        )
+    )
 
 
 def clear_previous_run(output_dir: Path) -> None:
@@ -197,8 +238,10 @@ def load_tokenizer(setup: RunSetup, train_split: Dataset) -> PreTrainedTokenizer
 
 # ----------------------------------------------------------------------------------------------- 3. model
 
-def set_up_training(setup: RunSetup, splits: DatasetDict, tokenizer: PreTrainedTokenizerBase,
-                    features: dict[str, Dataset]) -> TrainingRun:
+
+def set_up_training(
+    setup: RunSetup, splits: DatasetDict, tokenizer: PreTrainedTokenizerBase, features: dict[str, Dataset]
+) -> TrainingRun:
     """The model, loaders, optimizer and schedule, ready for the processes, and where the run starts."""
     args, accelerator = setup.args, setup.accelerator
     set_seed(args.train.seed)  # the same initial weights whatever the data step consumed
@@ -212,16 +255,34 @@ def set_up_training(setup: RunSetup, splits: DatasetDict, tokenizer: PreTrainedT
     progress = Progress()
     if setup.resume_path is not None:
         progress = load_checkpoint(accelerator, setup.resume_path, scheduler=scheduler, sharded=sharded)
-        accelerator.print(f"Resumed from {setup.resume_path} at step {progress.step} (epoch {progress.epoch}, "
-                          f"{progress.batches_in_epoch} batches into it).")
-    logger = MetricsLogger(setup.output_dir, enabled=accelerator.is_main_process,
-                           tensorboard=args.train.report_to == "tensorboard",
-                           resume_step=progress.step if setup.resume_path is not None else None)
+        accelerator.print(
+            f"Resumed from {setup.resume_path} at step {progress.step} (epoch {progress.epoch}, "
+            f"{progress.batches_in_epoch} batches into it)."
+        )
+    logger = MetricsLogger(
+        setup.output_dir,
+        enabled=accelerator.is_main_process,
+        tensorboard=args.train.report_to == "tensorboard",
+        resume_step=progress.step if setup.resume_path is not None else None,
+    )
     training = TrainingRun(
-        args=args, objective=setup.objective, accelerator=accelerator, output_dir=setup.output_dir,
-        started=setup.started, splits=splits, tokenizer=tokenizer, model=model, model_class=model_class,
-        sharded=sharded, optimizer=optimizer, scheduler=scheduler, loaders=loaders, total_steps=total_steps,
-        progress=progress, logger=logger)
+        args=args,
+        objective=setup.objective,
+        accelerator=accelerator,
+        output_dir=setup.output_dir,
+        started=setup.started,
+        splits=splits,
+        tokenizer=tokenizer,
+        model=model,
+        model_class=model_class,
+        sharded=sharded,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        loaders=loaders,
+        total_steps=total_steps,
+        progress=progress,
+        logger=logger,
+    )
     print_summary(training, rows=len(features["train"]))
     return training
 
@@ -237,8 +298,9 @@ def distribute(setup: RunSetup, model, loaders: Loaders):
     batches = (loaders.train, loaders.eval, loaders.test)
     if setup.sharding:
         optimizer, *batches = accelerator.prepare(optimizer, *batches)
-        accelerator.print(f"Sharded the model with FSDP2 (fully_shard) over {accelerator.num_processes} CPU "
-                          "processes.")
+        accelerator.print(
+            f"Sharded the model with FSDP2 (fully_shard) over {accelerator.num_processes} CPU processes."
+        )
         sharded = (model, optimizer.optimizer)
     else:
         model, optimizer, *batches = accelerator.prepare(model, optimizer, *batches)
@@ -258,8 +320,13 @@ def make_optimizer(model, train_args: TrainArguments, device_type: str = "cpu") 
         if parameter.requires_grad:
             (decay if parameter.dim() >= 2 else no_decay).append(parameter)
     groups = [{"params": decay, "weight_decay": train_args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=train_args.learning_rate, betas=(train_args.adam_beta1, train_args.adam_beta2),
-                             eps=train_args.adam_epsilon, fused=device_type in ("cpu", "cuda"))
+    return torch.optim.AdamW(
+        groups,
+        lr=train_args.learning_rate,
+        betas=(train_args.adam_beta1, train_args.adam_beta2),
+        eps=train_args.adam_epsilon,
+        fused=device_type in ("cpu", "cuda"),
+    )
 
 
 def count_steps(train_args: TrainArguments, batches_per_epoch: int) -> int:
@@ -267,10 +334,15 @@ def count_steps(train_args: TrainArguments, batches_per_epoch: int) -> int:
     ga = train_args.gradient_accumulation_steps
     windows_per_epoch = batches_per_epoch // ga
     if windows_per_epoch == 0:
-        raise ValueError(f"The training split gives {batches_per_epoch} batches per process, fewer than "
-                         f"gradient_accumulation_steps={ga}; use more data or smaller batches.")
-    return (train_args.max_steps if train_args.max_steps > 0
-            else math.ceil(train_args.num_train_epochs * windows_per_epoch))
+        raise ValueError(
+            f"The training split gives {batches_per_epoch} batches per process, fewer than "
+            f"gradient_accumulation_steps={ga}; use more data or smaller batches."
+        )
+    return (
+        train_args.max_steps
+        if train_args.max_steps > 0
+        else math.ceil(train_args.num_train_epochs * windows_per_epoch)
+    )
 
 
 def print_summary(training: TrainingRun, *, rows: int) -> None:
@@ -280,7 +352,8 @@ def print_summary(training: TrainingRun, *, rows: int) -> None:
     accelerator.print(
         f"{training.objective.name}: {type(core).__name__} ({n_params / 1e6:.2f}M parameters), {rows} training "
         f"rows, {len(training.loaders.train)} batches per process per epoch, {accelerator.num_processes} "
-        f"process(es), {training.total_steps} steps; data and tokenizer took {time.time() - training.started:.1f}s.")
+        f"process(es), {training.total_steps} steps; data and tokenizer took {time.time() - training.started:.1f}s."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -147,10 +147,12 @@ print(f"self included: w = {w_naive.item():.3f} after {EPOCHS} steps and still g
 # ## How good is each?
 
 # %%
-rows = [("average pooling", f"{report['mse_average']:.4f}"),
-        ("NW, fixed width sigma = 1", f"{report['mse_fixed_kernel']:.4f}"),
-        (f"NW, learned width sigma = {report['sigma_learned']:.3f} (leave-one-out)", f"{report['mse_learned']:.4f}"),
-        (f"NW, learned with self included (w = {report['w_naive']:.2f})", f"{report['mse_naive']:.4f}")]
+rows = [
+    ("average pooling", f"{report['mse_average']:.4f}"),
+    ("NW, fixed width sigma = 1", f"{report['mse_fixed_kernel']:.4f}"),
+    (f"NW, learned width sigma = {report['sigma_learned']:.3f} (leave-one-out)", f"{report['mse_learned']:.4f}"),
+    (f"NW, learned with self included (w = {report['w_naive']:.2f})", f"{report['mse_naive']:.4f}"),
+]
 print(table(rows, ("estimator", "test MSE")))
 
 # %% [markdown]
@@ -167,14 +169,25 @@ axis.plot(x_test, y_truth, "k-", lw=2, label="truth f(x)")
 axis.plot(x_train, y_train, "o", color="0.6", ms=4, label="noisy training samples")
 axis.plot(x_test, y_average, "--", label=f"average pooling (MSE {report['mse_average']:.3f})")
 axis.plot(x_test, y_fixed, label=f"NW, sigma = 1 (MSE {report['mse_fixed_kernel']:.3f})")
-axis.plot(x_test, y_learned,
-          label=f"NW, learned sigma = {report['sigma_learned']:.2f} (MSE {report['mse_learned']:.3f})")
+axis.plot(
+    x_test, y_learned, label=f"NW, learned sigma = {report['sigma_learned']:.2f} (MSE {report['mse_learned']:.3f})"
+)
 axis.set_xlabel("x")
 axis.set_ylabel("y")
 axis.set_title("Attention pooling as regression")
 axis.legend(fontsize=8)
-save_figure(figure, args.figures, "01_fits", x_test=x_test, y_truth=y_truth, x_train=x_train, y_train=y_train,
-            y_average=y_average, y_fixed=y_fixed, y_learned=y_learned)
+save_figure(
+    figure,
+    args.figures,
+    "01_fits",
+    x_test=x_test,
+    y_truth=y_truth,
+    x_train=x_train,
+    y_train=y_train,
+    y_average=y_average,
+    y_fixed=y_fixed,
+    y_learned=y_learned,
+)
 
 # %% [markdown]
 # ## The attention weights: a test × train heatmap
@@ -186,8 +199,10 @@ save_figure(figure, args.figures, "01_fits", x_test=x_test, y_truth=y_truth, x_t
 
 # %%
 figure, axes = plt.subplots(1, 2, figsize=(10, 4.5), sharey=True)
-for axis, weights, title in ((axes[0], weights_fixed, "fixed width sigma = 1"),
-                             (axes[1], weights_learned, f"learned width sigma = {report['sigma_learned']:.2f}")):
+for axis, weights, title in (
+    (axes[0], weights_fixed, "fixed width sigma = 1"),
+    (axes[1], weights_learned, f"learned width sigma = {report['sigma_learned']:.2f}"),
+):
     image = axis.imshow(weights, cmap="Reds", aspect="auto", interpolation="nearest")
     axis.set_xlabel("training inputs (keys), sorted")
     axis.set_title(title)
@@ -215,15 +230,23 @@ axes[0].set_ylabel("K(x - x_i)")
 axes[0].set_title("Kernel shapes")
 axes[0].legend()
 for index in probe.tolist():
-    line, = axes[1].plot(x_train, weights_learned[index], "o-", ms=3, label=f"x = {x_test[index]:.1f}, learned")
+    (line,) = axes[1].plot(x_train, weights_learned[index], "o-", ms=3, label=f"x = {x_test[index]:.1f}, learned")
     axes[1].plot(x_train, weights_fixed[index], ":", color=line.get_color(), label=f"x = {x_test[index]:.1f}, sigma 1")
 axes[1].set_xlabel("training input x_i (key)")
 axes[1].set_ylabel("attention weight")
 axes[1].set_title("Weights of three queries")
 axes[1].legend(fontsize=7)
-save_figure(figure, args.figures, "01_kernels", distance=distance, kernel_fixed=kernel_fixed,
-            kernel_learned=kernel_learned, probe=x_test[probe], probe_weights_learned=weights_learned[probe],
-            probe_weights_fixed=weights_fixed[probe])
+save_figure(
+    figure,
+    args.figures,
+    "01_kernels",
+    distance=distance,
+    kernel_fixed=kernel_fixed,
+    kernel_learned=kernel_learned,
+    probe=x_test[probe],
+    probe_weights_learned=weights_learned[probe],
+    probe_weights_fixed=weights_fixed[probe],
+)
 
 # %% [markdown]
 # ## Training curves
@@ -246,8 +269,15 @@ axes[1].set_xlabel("SGD step")
 axes[1].set_ylabel("test MSE vs f")
 axes[1].set_title("Test error")
 axes[1].legend()
-save_figure(figure, args.figures, "01_loss", losses=losses, losses_naive=losses_naive, test_curve=test_curve,
-            test_curve_naive=test_curve_naive)
+save_figure(
+    figure,
+    args.figures,
+    "01_loss",
+    losses=losses,
+    losses_naive=losses_naive,
+    test_curve=test_curve,
+    test_curve_naive=test_curve_naive,
+)
 
 # %% [markdown]
 # ## The same regression with hf-attention's attention layer
@@ -264,8 +294,16 @@ save_figure(figure, args.figures, "01_loss", losses=losses, losses_naive=losses_
 
 # %%
 score, scaling = make_score("gaussian", num_heads=1, head_dim=1)  # what attention_score="gaussian" builds
-layer = MultiHeadAttention(hidden_size=2, num_heads=1, num_kv_heads=1, head_dim=1, bias=False,
-                           is_cross_attention=True, score=score, scaling=scaling).eval()
+layer = MultiHeadAttention(
+    hidden_size=2,
+    num_heads=1,
+    num_kv_heads=1,
+    head_dim=1,
+    bias=False,
+    is_cross_attention=True,
+    score=score,
+    scaling=scaling,
+).eval()
 with torch.no_grad():
     layer.q_proj.weight.copy_(torch.tensor([[1.0, 0.0]]))  # q = x
     layer.k_proj.weight.copy_(torch.tensor([[1.0, 0.0]]))  # k = x_i
@@ -281,8 +319,9 @@ def library_regression(log_width: float, dtype=torch.float32) -> tuple[torch.Ten
     layer.to(dtype)
     with torch.no_grad():
         score.log_width.fill_(log_width)
-        output, weights = layer(queries.to(dtype), key_value_states=keys_values.to(dtype),
-                                attention_function=eager_attention_forward)
+        output, weights = layer(
+            queries.to(dtype), key_value_states=keys_values.to(dtype), attention_function=eager_attention_forward
+        )
     layer.float()
     return output[0, :, 0], weights[0, 0]
 
@@ -291,19 +330,21 @@ def largest_difference(dtype) -> float:
     """Library vs the hand-written formula (both in `dtype`), over predictions and weights, both widths."""
     difference = 0.0
     for w in (torch.ones(1), w_learned):
-        reference, reference_weights = nw_learned(x_test.to(dtype), x_train.to(dtype), y_train.to(dtype),
-                                                  w.to(dtype))
+        reference, reference_weights = nw_learned(x_test.to(dtype), x_train.to(dtype), y_train.to(dtype), w.to(dtype))
         prediction, weights = library_regression(-2 * torch.log(w.double()).item(), dtype)
-        difference = max(difference, (prediction - reference).abs().max().item(),
-                         (weights - reference_weights).abs().max().item())
+        difference = max(
+            difference, (prediction - reference).abs().max().item(), (weights - reference_weights).abs().max().item()
+        )
     return difference
 
 
 report["library_vs_formula_max_abs_float64"] = largest_difference(torch.float64)
 report["library_vs_formula_max_abs_float32"] = largest_difference(torch.float32)
-print(f"largest difference, library vs hand-written formula: "
-      f"{report['library_vs_formula_max_abs_float64']:.1e} in float64, "
-      f"{report['library_vs_formula_max_abs_float32']:.1e} in float32")
+print(
+    f"largest difference, library vs hand-written formula: "
+    f"{report['library_vs_formula_max_abs_float64']:.1e} in float64, "
+    f"{report['library_vs_formula_max_abs_float32']:.1e} in float32"
+)
 
 # %% [markdown]
 # Same numbers, different arithmetic. The library computes the squared distance as
@@ -325,8 +366,9 @@ with torch.no_grad():
     score.log_width.zero_()
 optimizer = torch.optim.SGD([score.log_width], lr=0.5)
 for _ in range(EPOCHS):
-    output, _ = layer(training_queries, key_value_states=keys_values, attention_mask=mask,
-                      attention_function=eager_attention_forward)
+    output, _ = layer(
+        training_queries, key_value_states=keys_values, attention_mask=mask, attention_function=eager_attention_forward
+    )
     loss = ((output[0, :, 0] - y_train) ** 2).mean()
     optimizer.zero_grad()
     loss.backward()
@@ -334,8 +376,10 @@ for _ in range(EPOCHS):
 w_library = torch.exp(-score.log_width.detach() / 2).item()
 report["w_library_trained"] = w_library
 report["loss_library_trained"] = loss.item()
-print(f"w learned through GaussianScore: {w_library:.3f} (leave-one-out loss {loss.item():.5f}); "
-      f"by hand: {w_learned.item():.3f} (loss {losses[-1]:.5f})")
+print(
+    f"w learned through GaussianScore: {w_library:.3f} (leave-one-out loss {loss.item():.5f}); "
+    f"by hand: {w_learned.item():.3f} (loss {losses[-1]:.5f})"
+)
 
 # %% [markdown]
 # ## Where the library differs from the classic code, on purpose

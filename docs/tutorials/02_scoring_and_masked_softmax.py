@@ -45,6 +45,7 @@ torch.manual_seed(0)
 # `score` module (None means "dot product times `scaling`"), whether it `is_causal`, and whether it is
 # `training` (for dropout). Here a plain namespace stands in for that layer.
 
+
 # %%
 def attend(score, query, key, value, mask=None, scaling=1.0):
     """hf-attention's eager backend on (B, H, T, D) tensors; returns output (B, T, H, Dv) and weights (B, H, T, S)."""
@@ -137,8 +138,9 @@ def library_masked_softmax(x, mask):
     """The eager backend's masking and softmax applied to the given scores x (B, T, S): its score module returns x."""
     batch, queries, keys_ = x.shape
     empty = x.new_zeros(batch, 1, max(queries, keys_), 1)
-    _, weights = attend(lambda query, key: x[:, None], empty[:, :, :queries], empty[:, :, :keys_],
-                        empty[:, :, :keys_], mask)
+    _, weights = attend(
+        lambda query, key: x[:, None], empty[:, :, :queries], empty[:, :, :keys_], empty[:, :, :keys_], mask
+    )
     return weights[:, 0]
 
 
@@ -153,7 +155,8 @@ print("valid lengths [2, 3]:\n", library_1)
 print("valid lengths [[1, 3], [2, 4]]:\n", library_2)
 report["masked_softmax_max_abs_vs_classic"] = max(
     (library_1 - d2l_masked_softmax(scores, per_sequence)).abs().max().item(),
-    (library_2 - d2l_masked_softmax(scores, per_query)).abs().max().item())
+    (library_2 - d2l_masked_softmax(scores, per_query)).abs().max().item(),
+)
 
 # %% [markdown]
 # Where some key is valid, the two agree to float rounding. They differ, on purpose, where **no key is valid**:
@@ -181,10 +184,12 @@ report["library_float16_empty_row"] = library_half[0, 0].float()
 # %%
 figure, axes = plt.subplots(1, 4, figsize=(13, 2.8))
 sequences = ["sequence 0", "sequence 1"]
-panels = ((weights_additive[:, 0, 0], "additive, valid lengths [2, 6]", sequences),
-          (weights_dot[:, 0, 0], "scaled dot, valid lengths [2, 6]", sequences),
-          (library_2.reshape(4, 4), "library, lengths [[1, 3], [2, 4]]", ["s0 q0", "s0 q1", "s1 q0", "s1 q1"]),
-          (torch.stack([classic_zero[0, 0], library_zero[0, 0]]), "valid length 0", ["classic", "library"]))
+panels = (
+    (weights_additive[:, 0, 0], "additive, valid lengths [2, 6]", sequences),
+    (weights_dot[:, 0, 0], "scaled dot, valid lengths [2, 6]", sequences),
+    (library_2.reshape(4, 4), "library, lengths [[1, 3], [2, 4]]", ["s0 q0", "s0 q1", "s1 q0", "s1 q1"]),
+    (torch.stack([classic_zero[0, 0], library_zero[0, 0]]), "valid length 0", ["classic", "library"]),
+)
 for axis, (weights, title, rows) in zip(axes, panels, strict=True):
     image = axis.imshow(weights.detach(), cmap="Blues", vmin=0, vmax=1, aspect="auto")
     axis.set_title(title, fontsize=9)
@@ -192,9 +197,16 @@ for axis, (weights, title, rows) in zip(axes, panels, strict=True):
     axis.set_xticks(range(weights.shape[1]))
     axis.set_yticks(range(len(rows)), rows, fontsize=8)
 figure.colorbar(image, ax=axes, shrink=0.8)
-save_figure(figure, args.figures, "02_masked_softmax", additive=weights_additive[:, 0, 0].detach(),
-            dot=weights_dot[:, 0, 0], per_query=library_2, classic_empty=classic_zero[0, 0],
-            library_empty=library_zero[0, 0])
+save_figure(
+    figure,
+    args.figures,
+    "02_masked_softmax",
+    additive=weights_additive[:, 0, 0].detach(),
+    dot=weights_dot[:, 0, 0],
+    per_query=library_2,
+    classic_empty=classic_zero[0, 0],
+    library_empty=library_zero[0, 0],
+)
 
 # %% [markdown]
 # ## Why divide by $\sqrt d$?
@@ -232,10 +244,23 @@ for d in widths:
         row[f"jacobian_{name}"] = jacobian.flatten(-2).norm(dim=-1).mean().item()
     measured.append(row)
 
-print(table([(r["d"], f"{r['var_unscaled']:.1f}", f"{r['var_scaled']:.3f}", f"{r['entropy_dot']:.2f}",
-              f"{r['entropy_scaled_dot']:.2f}", f"{r['jacobian_dot']:.3f}", f"{r['jacobian_scaled_dot']:.3f}")
-             for r in measured],
-            ("d", "Var(q.k)", "Var(q.k/sqrt d)", "entropy dot", "entropy scaled", "|J| dot", "|J| scaled")))
+print(
+    table(
+        [
+            (
+                r["d"],
+                f"{r['var_unscaled']:.1f}",
+                f"{r['var_scaled']:.3f}",
+                f"{r['entropy_dot']:.2f}",
+                f"{r['entropy_scaled_dot']:.2f}",
+                f"{r['jacobian_dot']:.3f}",
+                f"{r['jacobian_scaled_dot']:.3f}",
+            )
+            for r in measured
+        ],
+        ("d", "Var(q.k)", "Var(q.k/sqrt d)", "entropy dot", "entropy scaled", "|J| dot", "|J| scaled"),
+    )
+)
 report["variance"] = measured
 report["ln_keys"] = math.log(n_keys)
 
@@ -267,12 +292,18 @@ axes[1].legend()
 axes[2].set_xlabel("width d")
 axes[2].set_title("Size of the softmax Jacobian")
 axes[2].legend()
-save_figure(figure, args.figures, "02_scaling", d=d_values,
-            var_unscaled=[r["var_unscaled"] for r in measured], var_scaled=[r["var_scaled"] for r in measured],
-            entropy_dot=[r["entropy_dot"] for r in measured],
-            entropy_scaled=[r["entropy_scaled_dot"] for r in measured],
-            jacobian_dot=[r["jacobian_dot"] for r in measured],
-            jacobian_scaled=[r["jacobian_scaled_dot"] for r in measured])
+save_figure(
+    figure,
+    args.figures,
+    "02_scaling",
+    d=d_values,
+    var_unscaled=[r["var_unscaled"] for r in measured],
+    var_scaled=[r["var_scaled"] for r in measured],
+    entropy_dot=[r["entropy_dot"] for r in measured],
+    entropy_scaled=[r["entropy_scaled_dot"] for r in measured],
+    jacobian_dot=[r["jacobian_dot"] for r in measured],
+    jacobian_scaled=[r["jacobian_scaled_dot"] for r in measured],
+)
 
 # %% [markdown]
 # ## Summary

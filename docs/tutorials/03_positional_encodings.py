@@ -82,8 +82,12 @@ save_figure(figure, args.figures, "03_sinusoidal", table=table_pe)
 # %%
 bits = ((positions[:, None] >> torch.arange(6)[None, :]) & 1).float()  # (LENGTH, 6), lowest bit first
 for p in range(8):
-    print(p, "".join(str(int(b)) for b in bits[p].flip(0)), "  PE columns 0, 2, 4:",
-          " ".join(f"{table_pe[p, c]:+.2f}" for c in (0, 2, 4)))
+    print(
+        p,
+        "".join(str(int(b)) for b in bits[p].flip(0)),
+        "  PE columns 0, 2, 4:",
+        " ".join(f"{table_pe[p, c]:+.2f}" for c in (0, 2, 4)),
+    )
 figure, axes = plt.subplots(1, 2, figsize=(10, 3.8), gridspec_kw={"width_ratios": [1, 2]})
 axes[0].imshow(bits, cmap="Greys", aspect="auto", interpolation="nearest")
 axes[0].set_xlabel("bit (lowest first)")
@@ -107,6 +111,7 @@ save_figure(figure, args.figures, "03_binary", bits=bits, sines=table_pe[:, 0::2
 # layer can learn to "look $k$ positions back" the same way at every position. Checked on the library's table for
 # positions 0 … 199 and offsets 1, 5, 20:
 
+
 # %%
 def rotation_for_offset(offset: int, width: int) -> torch.Tensor:
     """The block-diagonal M_k built from the table's own frequencies, angles offset · ω_i."""
@@ -114,7 +119,7 @@ def rotation_for_offset(offset: int, width: int) -> torch.Tensor:
     matrix = torch.zeros(width, width, dtype=torch.float64)
     for i, omega in enumerate(frequencies):
         c, s = torch.cos(offset * omega), torch.sin(offset * omega)
-        matrix[2 * i:2 * i + 2, 2 * i:2 * i + 2] = torch.stack([torch.stack([c, s]), torch.stack([-s, c])])
+        matrix[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.stack([torch.stack([c, s]), torch.stack([-s, c])])
     return matrix
 
 
@@ -122,7 +127,7 @@ long_table = SinusoidalPositionalEmbedding(embedding_dim=WIDTH)(torch.arange(220
 offset_errors = {}
 for offset in (1, 5, 20):
     rotated = long_table[:200] @ rotation_for_offset(offset, WIDTH).T  # rows: M_k PE(p)
-    offset_errors[offset] = (rotated - long_table[offset:offset + 200]).abs().max().item()
+    offset_errors[offset] = (rotated - long_table[offset : offset + 200]).abs().max().item()
     print(f"offset {offset:2d}: max |M_k PE(p) - PE(p+k)| over p < 200 = {offset_errors[offset]:.1e}")
 report["rotation_max_error"] = max(offset_errors.values())
 
@@ -163,8 +168,10 @@ rotary_scores = rotated_q @ rotated_k.T  # (query position, key position)
 shift = 7
 shift_error = (rotary_scores[shift:, shift:] - rotary_scores[:-shift, :-shift]).abs().max().item()
 report["rotary_shift_relative_error"] = shift_error / rotary_scores.abs().max().item()
-print(f"rotary: score(i + {shift}, j + {shift}) vs score(i, j): max difference {shift_error:.1e}, "
-      f"{report['rotary_shift_relative_error']:.1e} of the largest score")
+print(
+    f"rotary: score(i + {shift}, j + {shift}) vs score(i, j): max difference {shift_error:.1e}, "
+    f"{report['rotary_shift_relative_error']:.1e} of the largest score"
+)
 
 alibi = ALiBiBias(num_heads=4)(ids, ids)[0]  # (heads, LENGTH, LENGTH)
 report["alibi_slopes"] = alibi_slopes(4)
@@ -172,18 +179,29 @@ key_minus_query = positions[None, :] - positions[:, None]
 buckets = relative_position_bucket(key_minus_query, bidirectional=True, num_buckets=32, max_distance=128)
 
 figure, axes = plt.subplots(1, 5, figsize=(19, 3.8))
-panels = ((sinusoidal_gram, "sinusoidal: PE(i)·PE(j)"), (learned_gram, "learned (untrained): P_i·P_j"),
-          (rotary_scores, "rotary: q·k of fixed vectors"),
-          (alibi[0], f"ALiBi bias, head 0 (m = {alibi_slopes(4)[0]})"),
-          (buckets.float(), "T5 bucket of j - i"))
+panels = (
+    (sinusoidal_gram, "sinusoidal: PE(i)·PE(j)"),
+    (learned_gram, "learned (untrained): P_i·P_j"),
+    (rotary_scores, "rotary: q·k of fixed vectors"),
+    (alibi[0], f"ALiBi bias, head 0 (m = {alibi_slopes(4)[0]})"),
+    (buckets.float(), "T5 bucket of j - i"),
+)
 for axis, (matrix, title) in zip(axes, panels, strict=True):
     image = axis.imshow(matrix, cmap="viridis", aspect="equal", interpolation="nearest")
     axis.set_title(title, fontsize=9)
     axis.set_xlabel("key position j")
     figure.colorbar(image, ax=axis, shrink=0.75)
 axes[0].set_ylabel("query position i")
-save_figure(figure, args.figures, "03_schemes", sinusoidal=sinusoidal_gram, learned=learned_gram,
-            rotary=rotary_scores, alibi=alibi, buckets=buckets)
+save_figure(
+    figure,
+    args.figures,
+    "03_schemes",
+    sinusoidal=sinusoidal_gram,
+    learned=learned_gram,
+    rotary=rotary_scores,
+    alibi=alibi,
+    buckets=buckets,
+)
 
 # %% [markdown]
 # ### Distance profiles
@@ -205,10 +223,12 @@ axes[0].legend(fontsize=8)
 axes[1].step(distance, t5_buckets, where="mid")
 axes[1].set_xlabel("key position - query position")
 axes[1].set_title("T5 bucket (bidirectional, 32 buckets, max distance 128)")
-save_figure(figure, args.figures, "03_distance_profiles", distance=distance, alibi=alibi_profile,
-            t5_buckets=t5_buckets)
-report["t5_buckets_at"] = {str(d): int(t5_buckets[d + 160])
-                           for d in (-160, -128, -20, -8, -7, -1, 0, 1, 7, 8, 20, 128, 160)}
+save_figure(
+    figure, args.figures, "03_distance_profiles", distance=distance, alibi=alibi_profile, t5_buckets=t5_buckets
+)
+report["t5_buckets_at"] = {
+    str(d): int(t5_buckets[d + 160]) for d in (-160, -128, -20, -8, -7, -1, 0, 1, 7, 8, 20, 128, 160)
+}
 
 # %% [markdown]
 # The learned table ends where it ends: past `max_position_embeddings` hf-attention refuses the input with an
@@ -241,10 +261,17 @@ rows = []
 differences = {}
 for scheme in ("none", "sinusoidal", "learned", "rotary", "alibi", "relative"):
     torch.manual_seed(1)
-    config = hf_attention.HFAttentionEncoderConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2,
-                                                   num_attention_heads=4, intermediate_size=64,
-                                                   position_encoding=scheme, hidden_dropout_prob=0.0,
-                                                   max_position_embeddings=64, initializer_range=0.2)
+    config = hf_attention.HFAttentionEncoderConfig(
+        vocab_size=99,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        position_encoding=scheme,
+        hidden_dropout_prob=0.0,
+        max_position_embeddings=64,
+        initializer_range=0.2,
+    )
     model = hf_attention.HFAttentionEncoderModel(config).eval()
     with torch.no_grad():
         original = model(tokens).last_hidden_state[0]

@@ -63,8 +63,9 @@ def heatmap(axis, weights, rows, columns, title, vmax=None):
 T = 8
 causal = causal_mask(T, T, 0, torch.device("cpu"))[0, 0]  # (8, 8)
 right_padded = padding_mask(torch.tensor([[1, 1, 1, 1, 1, 0, 0, 0]]))[0, 0].expand(T, T)  # 5 real tokens
-left_padded_decoder = combine(causal_mask(T, T, 0, torch.device("cpu")),
-                              padding_mask(torch.tensor([[0, 0, 0, 1, 1, 1, 1, 1]])))[0, 0]
+left_padded_decoder = combine(
+    causal_mask(T, T, 0, torch.device("cpu")), padding_mask(torch.tensor([[0, 0, 0, 1, 1, 1, 1, 1]]))
+)[0, 0]
 cached = causal_mask(2, 6, 4, torch.device("cpu"))[0, 0]  # 2 new queries after 4 cached tokens
 report["causal_allowed"] = int(causal.sum())
 report["cached_keys_seen"] = cached.sum(-1)
@@ -72,16 +73,26 @@ print(f"causal {T}×{T}: {int(causal.sum())} allowed pairs = T(T+1)/2 = {T * (T 
 print(f"cache of 4 + 2 new queries: the new queries see {cached.sum(-1).tolist()} keys")
 
 figure, axes = plt.subplots(1, 4, figsize=(14, 3.4), gridspec_kw={"width_ratios": [1, 1, 1, 0.8]})
-for axis, mask, title in ((axes[0], causal, "causal"), (axes[1], right_padded, "padding (5 real keys of 8)"),
-                          (axes[2], left_padded_decoder, "causal AND left padding"),
-                          (axes[3], cached, "causal with a cache (past 4)")):
+for axis, mask, title in (
+    (axes[0], causal, "causal"),
+    (axes[1], right_padded, "padding (5 real keys of 8)"),
+    (axes[2], left_padded_decoder, "causal AND left padding"),
+    (axes[3], cached, "causal with a cache (past 4)"),
+):
     axis.imshow(mask, cmap="Greys", vmin=0, vmax=1, interpolation="nearest")
     axis.set_title(title, fontsize=9)
     axis.set_xlabel("keys")
 axes[0].set_ylabel("queries")
 axes[3].set_yticks([0, 1], ["position 4", "position 5"], fontsize=8)
-save_figure(figure, args.figures, "04_masks", causal=causal, padding=right_padded, causal_padding=left_padded_decoder,
-            cached=cached)
+save_figure(
+    figure,
+    args.figures,
+    "04_masks",
+    causal=causal,
+    padding=right_padded,
+    causal_padding=left_padded_decoder,
+    cached=cached,
+)
 
 # %% [markdown]
 # ## The model
@@ -95,8 +106,10 @@ save_figure(figure, args.figures, "04_masks", causal=causal, padding=right_padde
 model, tokenizer, origin = load_translation_model(args)
 config = model.config
 report["model_origin"] = origin
-print(f"{config.encoder_layers} encoder + {config.decoder_layers} decoder layers, {config.num_attention_heads} heads, "
-      f"hidden size {config.hidden_size}, positions: {config.position_encoding}")
+print(
+    f"{config.encoder_layers} encoder + {config.decoder_layers} decoder layers, {config.num_attention_heads} heads, "
+    f"hidden size {config.hidden_size}, positions: {config.position_encoding}"
+)
 
 # %% [markdown]
 # ## What the padding mask does inside the model
@@ -117,9 +130,12 @@ weights_short = torch.stack(batched.attentions)[:, 0]  # (layers, heads, S, S) o
 report["pad_key_weight_max"] = weights_short[..., :n_real, n_real:].abs().max().item()
 report["real_row_sum_error"] = (weights_short[..., :n_real, :].sum(-1) - 1).abs().max().item()
 report["padding_invariance_max_abs"] = (
-    batched.last_hidden_state[0, :n_real] - single.last_hidden_state[0]).abs().max().item()
-print(f"largest weight on a pad key: {report['pad_key_weight_max']}; rows of real queries sum to 1 within "
-      f"{report['real_row_sum_error']:.1e}; output alone vs in the batch: {report['padding_invariance_max_abs']:.1e}")
+    (batched.last_hidden_state[0, :n_real] - single.last_hidden_state[0]).abs().max().item()
+)
+print(
+    f"largest weight on a pad key: {report['pad_key_weight_max']}; rows of real queries sum to 1 within "
+    f"{report['real_row_sum_error']:.1e}; output alone vs in the batch: {report['padding_invariance_max_abs']:.1e}"
+)
 
 # %% [markdown]
 # The pad positions of the short sentence still have rows of their own below (as queries they attend to the real
@@ -130,12 +146,18 @@ print(f"largest weight on a pad key: {report['pad_key_weight_max']}; rows of rea
 # %%
 labels_batch = token_labels(tokenizer, batch["input_ids"][0].tolist())
 figure, axes = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
-image = heatmap(axes[0], single.attentions[0][0].mean(0), token_labels(tokenizer, alone["input_ids"][0].tolist()),
-                token_labels(tokenizer, alone["input_ids"][0].tolist()), f"'{short}' alone (layer 0, mean of heads)")
+image = heatmap(
+    axes[0],
+    single.attentions[0][0].mean(0),
+    token_labels(tokenizer, alone["input_ids"][0].tolist()),
+    token_labels(tokenizer, alone["input_ids"][0].tolist()),
+    f"'{short}' alone (layer 0, mean of heads)",
+)
 heatmap(axes[1], weights_short[0].mean(0), labels_batch, labels_batch, f"'{short}' in a padded batch")
 figure.colorbar(image, ax=axes, shrink=0.8)
-save_figure(figure, args.figures, "04_padding", alone=single.attentions[0][0].mean(0),
-            batched=weights_short[0].mean(0))
+save_figure(
+    figure, args.figures, "04_padding", alone=single.attentions[0][0].mean(0), batched=weights_short[0].mean(0)
+)
 
 # %% [markdown]
 # ## Multi-head attention, taken apart
@@ -152,14 +174,21 @@ with torch.no_grad():
     x = model.get_encoder()(**alone, output_hidden_states=True).hidden_states[0]  # the input of layer 0, (1, S, E)
     layer_output, layer_weights = attention(x, attention_function=eager_attention_forward)
     S = x.shape[1]
-    q, k, v = (proj(x).view(1, S, H, D).transpose(1, 2) for proj in (attention.q_proj, attention.k_proj,
-                                                                        attention.v_proj))  # (1, H, S, D) each
-    heads = [eager_attention_forward(attention, q[:, h:h + 1], k[:, h:h + 1], v[:, h:h + 1], None,
-                                     scaling=attention.scaling)[0] for h in range(H)]  # H × (1, S, 1, D)
+    q, k, v = (
+        proj(x).view(1, S, H, D).transpose(1, 2) for proj in (attention.q_proj, attention.k_proj, attention.v_proj)
+    )  # (1, H, S, D) each
+    heads = [
+        eager_attention_forward(
+            attention, q[:, h : h + 1], k[:, h : h + 1], v[:, h : h + 1], None, scaling=attention.scaling
+        )[0]
+        for h in range(H)
+    ]  # H × (1, S, 1, D)
     glued = attention.o_proj(torch.cat(heads, dim=2).reshape(1, S, H * D))
 report["heads_side_by_side_max_abs"] = (glued - layer_output).abs().max().item()
-print(f"{H} heads of width {D}: layer output vs heads run one by one and concatenated: "
-      f"{report['heads_side_by_side_max_abs']:.1e}")
+print(
+    f"{H} heads of width {D}: layer output vs heads run one by one and concatenated: "
+    f"{report['heads_side_by_side_max_abs']:.1e}"
+)
 
 # %% [markdown]
 # Why several small heads instead of one big one? Each head has its own projections, so each can match queries and
@@ -181,10 +210,16 @@ upper = torch.triu(torch.ones(len(dec_rows), len(dec_rows), dtype=torch.bool), d
 report["decoder_future_weight_max"] = max(w[:, upper].abs().max().item() for w in decoder_layers)
 print(f"largest decoder self-attention weight on a future token: {report['decoder_future_weight_max']}")
 
-figure, axes = plt.subplots(len(encoder_layers) + len(decoder_layers), H, layout="constrained",
-                            figsize=(2.8 * H, 2.8 * (len(encoder_layers) + len(decoder_layers))), squeeze=False)
-grid = [("encoder", i, w, enc_rows, enc_columns) for i, w in enumerate(encoder_layers)] + \
-       [("decoder", i, w, dec_rows, dec_columns) for i, w in enumerate(decoder_layers)]
+figure, axes = plt.subplots(
+    len(encoder_layers) + len(decoder_layers),
+    H,
+    layout="constrained",
+    figsize=(2.8 * H, 2.8 * (len(encoder_layers) + len(decoder_layers))),
+    squeeze=False,
+)
+grid = [("encoder", i, w, enc_rows, enc_columns) for i, w in enumerate(encoder_layers)] + [
+    ("decoder", i, w, dec_rows, dec_columns) for i, w in enumerate(decoder_layers)
+]
 for row, (name, index, weights, rows, columns) in enumerate(grid):
     for head in range(H):
         heatmap(axes[row, head], weights[head], rows, columns, f"{name} layer {index}, head {head}")
@@ -211,21 +246,32 @@ for text in sentences:
     print(f"{text!r} → {tokenizer.decode(generated[0], skip_special_tokens=True)!r}")
 
 n_layers = len(cross[0][1])
-figure, axes = plt.subplots(len(cross), n_layers, figsize=(3.4 * n_layers + 1, 3.0 * len(cross)), squeeze=False,
-                            layout="constrained")
+figure, axes = plt.subplots(
+    len(cross), n_layers, figsize=(3.4 * n_layers + 1, 3.0 * len(cross)), squeeze=False, layout="constrained"
+)
 for row, (text, layers, rows, columns) in enumerate(cross):
     for index, weights in enumerate(layers):
-        heatmap(axes[row, index], weights.mean(0), rows, columns,
-                f"decoder layer {index}, mean of heads" if row == 0 else "", vmax=1)
+        heatmap(
+            axes[row, index],
+            weights.mean(0),
+            rows,
+            columns,
+            f"decoder layer {index}, mean of heads" if row == 0 else "",
+            vmax=1,
+        )
     axes[row, 0].set_ylabel(repr(text), fontsize=9)
-save_figure(figure, args.figures, "04_cross_attention",
-            **{f"sentence{i}_layer{j}": w.mean(0) for i, (_, layers, _, _) in enumerate(cross)
-               for j, w in enumerate(layers)})
+save_figure(
+    figure,
+    args.figures,
+    "04_cross_attention",
+    **{f"sentence{i}_layer{j}": w.mean(0) for i, (_, layers, _, _) in enumerate(cross) for j, w in enumerate(layers)},
+)
 
 # %% [markdown]
 # How sharp is that alignment? The entropy of a row, divided by $\ln S$ (S source tokens), is 1 for a uniform
 # row and 0 for a row that looks at one token. Compare the trained model with a freshly initialised one of the same
 # shape, whose attention is close to uniform (its scores are all near 0).
+
 
 # %%
 def mean_normalised_entropy(layers) -> float:
@@ -237,14 +283,18 @@ def mean_normalised_entropy(layers) -> float:
 untrained = hf_attention.HFAttentionForSeq2SeqLM(config).eval()
 trained_entropy = sum(mean_normalised_entropy(layers) for _, layers, _, _ in cross) / len(cross)
 untrained_entropy = sum(
-    mean_normalised_entropy(attention_weights(untrained, tokenizer, text, kind="cross",
-                                              target=" ".join(rows[1:]))[0])
-    for text, _, rows, _ in cross) / len(cross)
+    mean_normalised_entropy(attention_weights(untrained, tokenizer, text, kind="cross", target=" ".join(rows[1:]))[0])
+    for text, _, rows, _ in cross
+) / len(cross)
 report["cross_row_sum_error"] = max((w.sum(-1) - 1).abs().max().item() for _, layers, _, _ in cross for w in layers)
 report["cross_entropy_trained"] = trained_entropy
 report["cross_entropy_untrained"] = untrained_entropy
-print(table([("trained", f"{trained_entropy:.3f}"), ("freshly initialised", f"{untrained_entropy:.3f}")],
-            ("cross-attention", "mean entropy / ln S")))
+print(
+    table(
+        [("trained", f"{trained_entropy:.3f}"), ("freshly initialised", f"{untrained_entropy:.3f}")],
+        ("cross-attention", "mean entropy / ln S"),
+    )
+)
 
 # %% [markdown]
 # Training has made the cross-attention markedly sharper than the uniform look of a fresh model; how sharp depends

@@ -62,9 +62,21 @@ lengths_table = [16, 64, 256, 512, 1024, 4096]
 costs = []
 for n in lengths_table:
     costs.append({"n": n, "self_attention": 2 * n * n * d, "recurrent": n * d * d, "convolution_k3": 3 * n * d * d})
-print(table([(c["n"], f"{c['self_attention']:.2e}", f"{c['recurrent']:.2e}", f"{c['convolution_k3']:.2e}",
-              f"{c['self_attention'] / c['recurrent']:.2f}") for c in costs],
-            ("n", "self-attention 2n²d", "recurrent n d²", "convolution 3n d²", "attention / recurrent")))
+print(
+    table(
+        [
+            (
+                c["n"],
+                f"{c['self_attention']:.2e}",
+                f"{c['recurrent']:.2e}",
+                f"{c['convolution_k3']:.2e}",
+                f"{c['self_attention'] / c['recurrent']:.2f}",
+            )
+            for c in costs
+        ],
+        ("n", "self-attention 2n²d", "recurrent n d²", "convolution 3n d²", "attention / recurrent"),
+    )
+)
 report["cost_ratio_attention_over_recurrent"] = {str(c["n"]): c["self_attention"] / c["recurrent"] for c in costs}
 
 # %% [markdown]
@@ -120,16 +132,27 @@ class SelfAttention(torch.nn.Module):
         return self.attention(h, attention_function=eager_attention_forward)[0]
 
 
-path = {"convolution_k3": layers_needed(lambda i: Convolution(1)),
-        "dilated_convolution_k3": layers_needed(lambda i: Convolution(2**i)),
-        "self_attention": layers_needed(lambda i: SelfAttention()),
-        "recurrent_steps": n - 1}
-print(table([("convolution, k = 3", path["convolution_k3"], f"n-1 = {n - 1} (one position further per layer)"),
-             ("dilated convolution, k = 3", path["dilated_convolution_k3"],
-              f"smallest L with 2^L - 1 >= n-1: {math.ceil(math.log2(n))}"),
-             ("self-attention", path["self_attention"], "1"),
-             ("RNN", f"1 layer, {path['recurrent_steps']} steps", "n-1 sequential steps")],
-            ("layer", f"layers for position 0 to reach position {n - 1}", "expected")))
+path = {
+    "convolution_k3": layers_needed(lambda i: Convolution(1)),
+    "dilated_convolution_k3": layers_needed(lambda i: Convolution(2**i)),
+    "self_attention": layers_needed(lambda i: SelfAttention()),
+    "recurrent_steps": n - 1,
+}
+print(
+    table(
+        [
+            ("convolution, k = 3", path["convolution_k3"], f"n-1 = {n - 1} (one position further per layer)"),
+            (
+                "dilated convolution, k = 3",
+                path["dilated_convolution_k3"],
+                f"smallest L with 2^L - 1 >= n-1: {math.ceil(math.log2(n))}",
+            ),
+            ("self-attention", path["self_attention"], "1"),
+            ("RNN", f"1 layer, {path['recurrent_steps']} steps", "n-1 sequential steps"),
+        ],
+        ("layer", f"layers for position 0 to reach position {n - 1}", "expected"),
+    )
+)
 report["path_length"] = path
 
 # %% [markdown]
@@ -152,6 +175,7 @@ report["path_length"] = path
 # of several runs) and the peak memory the call adds (the process's peak resident memory, reset before the call
 # through `/proc/self/clear_refs`, with glibc told to return large blocks to the system at once). They compute the
 # same result, which is checked too.
+
 
 # %%
 def peak_memory_tools():
@@ -208,10 +232,23 @@ for length in lengths:
     row["max_abs_difference"] = (outputs["eager"] - outputs["sdpa"]).abs().max().item()
     row["weights_MiB"] = heads * length * length * 4 / 2**20  # one float32 (heads, n, n) tensor
     measured.append(row)
-print(table([(r["n"], f"{r['eager_ms']:.1f}", f"{r['sdpa_ms']:.1f}", f"{r.get('eager_MiB', float('nan')):.1f}",
-              f"{r.get('sdpa_MiB', float('nan')):.1f}", f"{r['weights_MiB']:.1f}", f"{r['max_abs_difference']:.1e}")
-             for r in measured],
-            ("n", "eager ms", "sdpa ms", "eager MiB", "sdpa MiB", "n×n weights MiB", "max |eager - sdpa|")))
+print(
+    table(
+        [
+            (
+                r["n"],
+                f"{r['eager_ms']:.1f}",
+                f"{r['sdpa_ms']:.1f}",
+                f"{r.get('eager_MiB', float('nan')):.1f}",
+                f"{r.get('sdpa_MiB', float('nan')):.1f}",
+                f"{r['weights_MiB']:.1f}",
+                f"{r['max_abs_difference']:.1e}",
+            )
+            for r in measured
+        ],
+        ("n", "eager ms", "sdpa ms", "eager MiB", "sdpa MiB", "n×n weights MiB", "max |eager - sdpa|"),
+    )
+)
 report["measured"] = measured
 report["memory_measured"] = memory is not None
 
@@ -240,10 +277,16 @@ axes[1].set_xlabel("sequence length n")
 axes[1].set_ylabel("MiB added at the peak")
 axes[1].set_title("Memory of one attention call")
 axes[1].legend()
-save_figure(figure, args.figures, "05_attention_cost", n=n_values, eager_ms=[r["eager_ms"] for r in measured],
-            sdpa_ms=[r["sdpa_ms"] for r in measured],
-            eager_MiB=[r.get("eager_MiB", float("nan")) for r in measured],
-            sdpa_MiB=[r.get("sdpa_MiB", float("nan")) for r in measured])
+save_figure(
+    figure,
+    args.figures,
+    "05_attention_cost",
+    n=n_values,
+    eager_ms=[r["eager_ms"] for r in measured],
+    sdpa_ms=[r["sdpa_ms"] for r in measured],
+    eager_MiB=[r.get("eager_MiB", float("nan")) for r in measured],
+    sdpa_MiB=[r.get("sdpa_MiB", float("nan")) for r in measured],
+)
 
 # %% [markdown]
 # ## The same effect in a whole model
@@ -262,8 +305,12 @@ where = f"{machine['cpu_model']}, {machine['cpus']} CPUs, torch {machine['torch'
 rows = benchmark["length"]
 variants = sorted({r["variant"] for r in rows}, key=["sdpa", "eager", "sdpa+checkpointing"].index)
 print(f"benchmarks/results/full.json: {where}")
-print(table([(r["variant"], r["seq"], f"{r['us_per_token']:.0f}", f"{r['peak_bytes'] / 2**20:.0f}") for r in rows],
-            ("variant", "sequence length", "µs per token", "peak MiB")))
+print(
+    table(
+        [(r["variant"], r["seq"], f"{r['us_per_token']:.0f}", f"{r['peak_bytes'] / 2**20:.0f}") for r in rows],
+        ("variant", "sequence length", "µs per token", "peak MiB"),
+    )
+)
 figure, axes = plt.subplots(1, 2, figsize=(11, 4))
 series = {}
 for variant in variants:
@@ -277,29 +324,45 @@ for axis in axes:
     axis.set_xlabel("sequence length (4096 tokens per step)")
     axis.legend()
 figure.suptitle(f"Benchmark of the whole model, from benchmarks/results/full.json ({where})", fontsize=9)
-save_figure(figure, args.figures, "05_benchmark_length", **{
-    f"{variant}_{field}": [p[i] for p in points] for variant, points in series.items()
-    for i, field in enumerate(("seq", "us_per_token", "peak_MiB"))})
+save_figure(
+    figure,
+    args.figures,
+    "05_benchmark_length",
+    **{
+        f"{variant}_{field}": [p[i] for p in points]
+        for variant, points in series.items()
+        for i, field in enumerate(("seq", "us_per_token", "peak_MiB"))
+    },
+)
 by_length = {(r["variant"], r["seq"]): r for r in rows}
 longest = max(r["seq"] for r in rows)
 report["benchmark_machine"] = where
 report["benchmark_longest"] = longest
-report["benchmark_eager_over_sdpa_memory_at_longest"] = (by_length[("eager", longest)]["peak_bytes"]
-                                                         / by_length[("sdpa", longest)]["peak_bytes"])
-report["benchmark_eager_over_sdpa_time_at_longest"] = (by_length[("eager", longest)]["us_per_token"]
-                                                       / by_length[("sdpa", longest)]["us_per_token"])
-report["benchmark_sdpa_time_growth"] = (by_length[("sdpa", longest)]["us_per_token"]
-                                        / by_length[("sdpa", min(r["seq"] for r in rows))]["us_per_token"])
-report["benchmark_eager_time_growth"] = (by_length[("eager", longest)]["us_per_token"]
-                                         / by_length[("eager", min(r["seq"] for r in rows))]["us_per_token"])
+report["benchmark_eager_over_sdpa_memory_at_longest"] = (
+    by_length[("eager", longest)]["peak_bytes"] / by_length[("sdpa", longest)]["peak_bytes"]
+)
+report["benchmark_eager_over_sdpa_time_at_longest"] = (
+    by_length[("eager", longest)]["us_per_token"] / by_length[("sdpa", longest)]["us_per_token"]
+)
+report["benchmark_sdpa_time_growth"] = (
+    by_length[("sdpa", longest)]["us_per_token"] / by_length[("sdpa", min(r["seq"] for r in rows))]["us_per_token"]
+)
+report["benchmark_eager_time_growth"] = (
+    by_length[("eager", longest)]["us_per_token"] / by_length[("eager", min(r["seq"] for r in rows))]["us_per_token"]
+)
 checkpointed, plain = by_length[("sdpa+checkpointing", longest)], by_length[("sdpa", longest)]
-report["benchmark_checkpointing"] = {"memory_ratio": checkpointed["peak_bytes"] / plain["peak_bytes"],
-                                     "time_ratio": checkpointed["us_per_token"] / plain["us_per_token"]}
-report["benchmark_sdpa_memory_growth"] = plain["peak_bytes"] / by_length[("sdpa", min(r["seq"] for r in rows))][
-    "peak_bytes"]
-print(f"at {longest} tokens per sequence, eager / sdpa: memory "
-      f"{report['benchmark_eager_over_sdpa_memory_at_longest']:.1f}×, time per token "
-      f"{report['benchmark_eager_over_sdpa_time_at_longest']:.1f}×")
+report["benchmark_checkpointing"] = {
+    "memory_ratio": checkpointed["peak_bytes"] / plain["peak_bytes"],
+    "time_ratio": checkpointed["us_per_token"] / plain["us_per_token"],
+}
+report["benchmark_sdpa_memory_growth"] = (
+    plain["peak_bytes"] / by_length[("sdpa", min(r["seq"] for r in rows))]["peak_bytes"]
+)
+print(
+    f"at {longest} tokens per sequence, eager / sdpa: memory "
+    f"{report['benchmark_eager_over_sdpa_memory_at_longest']:.1f}×, time per token "
+    f"{report['benchmark_eager_over_sdpa_time_at_longest']:.1f}×"
+)
 
 # %% [markdown]
 # At 4096 tokens per sequence the eager model needs several times the memory of the SDPA one and takes several

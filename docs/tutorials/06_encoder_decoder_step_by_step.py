@@ -33,16 +33,19 @@ from tutorial_support import Report, add_model_flags, load_translation_model, pa
 from hf_attention.modeling_hf_attention import shift_tokens_right
 from hf_attention.visualize import token_labels
 
-args = parse_args("Teacher forcing and greedy decoding, token by token, with the cross-attention of each step.",
-                  add_model_flags)
+args = parse_args(
+    "Teacher forcing and greedy decoding, token by token, with the cross-attention of each step.", add_model_flags
+)
 report = Report(args)
 torch.manual_seed(0)
 model, tokenizer, origin = load_translation_model(args)
 report["model_origin"] = origin
 config = model.config
-print(f"start token {tokenizer.convert_ids_to_tokens(config.decoder_start_token_id)!r} "
-      f"(id {config.decoder_start_token_id}), end token {tokenizer.eos_token!r} (id {tokenizer.eos_token_id}), "
-      f"pad {tokenizer.pad_token!r} (id {tokenizer.pad_token_id})")
+print(
+    f"start token {tokenizer.convert_ids_to_tokens(config.decoder_start_token_id)!r} "
+    f"(id {config.decoder_start_token_id}), end token {tokenizer.eos_token!r} (id {tokenizer.eos_token_id}), "
+    f"pad {tokenizer.pad_token!r} (id {tokenizer.pad_token_id})"
+)
 
 # %% [markdown]
 # ## Teacher forcing: shift right
@@ -66,14 +69,21 @@ predicted = log_probs.argmax(-1)
 input_tokens = token_labels(tokenizer, decoder_inputs[0].tolist(), mathtext=False)
 label_tokens = token_labels(tokenizer, labels[0].tolist(), mathtext=False)
 predicted_tokens = token_labels(tokenizer, predicted.tolist(), mathtext=False)
-print(table([(t, input_tokens[t], label_tokens[t], f"{label_log_probs[t].exp():.3f}", predicted_tokens[t])
-             for t in range(labels.shape[1])],
-            ("t", "decoder input", "label (to predict)", "p(label)", "model's top guess")))
+print(
+    table(
+        [
+            (t, input_tokens[t], label_tokens[t], f"{label_log_probs[t].exp():.3f}", predicted_tokens[t])
+            for t in range(labels.shape[1])
+        ],
+        ("t", "decoder input", "label (to predict)", "p(label)", "model's top guess"),
+    )
+)
 loss_by_hand = -label_log_probs.mean()
 report["teacher_forcing_loss_by_hand"] = loss_by_hand.item()
 report["teacher_forcing_loss_library"] = loss_library.item()
 report["decoder_inputs_are_shifted_labels"] = bool(
-    (decoder_inputs[0, 1:] == labels[0, :-1]).all() and decoder_inputs[0, 0] == config.decoder_start_token_id)
+    (decoder_inputs[0, 1:] == labels[0, :-1]).all() and decoder_inputs[0, 0] == config.decoder_start_token_id
+)
 print(f"cross-entropy by hand {loss_by_hand.item():.5f}, model(..., labels=labels).loss {loss_library.item():.5f}")
 
 # %% [markdown]
@@ -96,15 +106,24 @@ steps = []
 with torch.no_grad():
     encoder_outputs = model.get_encoder()(**encoded)  # the encoder runs once
     for _ in range(max_new_tokens):
-        step = model(encoder_outputs=encoder_outputs, attention_mask=encoded["attention_mask"],
-                     decoder_input_ids=prefix, output_attentions=True, use_cache=False)
+        step = model(
+            encoder_outputs=encoder_outputs,
+            attention_mask=encoded["attention_mask"],
+            decoder_input_ids=prefix,
+            output_attentions=True,
+            use_cache=False,
+        )
         probabilities = step.logits[0, -1].softmax(-1)
         top = probabilities.topk(3)
         chosen = int(top.indices[0])
-        steps.append({"token": chosen, "probability": top.values[0].item(),
-                      "alternatives": [(int(i), p.item()) for i, p in zip(top.indices[1:], top.values[1:],
-                                                                          strict=True)],
-                      "cross_attention": torch.stack([w[0, :, -1].mean(0) for w in step.cross_attentions])})  # (L, S)
+        steps.append(
+            {
+                "token": chosen,
+                "probability": top.values[0].item(),
+                "alternatives": [(int(i), p.item()) for i, p in zip(top.indices[1:], top.values[1:], strict=True)],
+                "cross_attention": torch.stack([w[0, :, -1].mean(0) for w in step.cross_attentions]),
+            }
+        )  # (L, S)
         prefix = torch.cat([prefix, torch.tensor([[chosen]])], dim=1)
         if chosen == tokenizer.eos_token_id:
             break
@@ -113,8 +132,9 @@ rows = []
 for t, s in enumerate(steps):
     looked_at = " / ".join(source_tokens[int(i)] for i in s["cross_attention"].argmax(-1))
     others = ", ".join(f"{token_labels(tokenizer, [i], mathtext=False)[0]} {p:.2f}" for i, p in s["alternatives"])
-    rows.append((t + 1, token_labels(tokenizer, [s["token"]], mathtext=False)[0], f"{s['probability']:.2f}", others,
-                 looked_at))
+    rows.append(
+        (t + 1, token_labels(tokenizer, [s["token"]], mathtext=False)[0], f"{s['probability']:.2f}", others, looked_at)
+    )
 print(table(rows, ("step", "writes", "p", "next best", "most attended source token, layer 0 / 1 / ...")))
 translation = tokenizer.decode(prefix[0], skip_special_tokens=True)
 print(f"{source!r} → {translation!r}")
@@ -142,23 +162,35 @@ print("generate():", generated[0].tolist())
 
 # %%
 with torch.no_grad():
-    full = model(encoder_outputs=encoder_outputs, attention_mask=encoded["attention_mask"],
-                 decoder_input_ids=prefix[:, :-1], output_attentions=True,
-                 use_cache=False)
+    full = model(
+        encoder_outputs=encoder_outputs,
+        attention_mask=encoded["attention_mask"],
+        decoder_input_ids=prefix[:, :-1],
+        output_attentions=True,
+        use_cache=False,
+    )
 rows_full = torch.stack([w[0].mean(0) for w in full.cross_attentions])  # (layers, steps, source)
 rows_loop = torch.stack([s["cross_attention"] for s in steps], dim=1)  # (layers, steps, source)
 report["step_vs_parallel_cross_attention_max_abs"] = (rows_full - rows_loop).abs().max().item()
-print(f"cross-attention rows, loop vs one parallel pass: max difference "
-      f"{report['step_vs_parallel_cross_attention_max_abs']:.1e}")
+print(
+    f"cross-attention rows, loop vs one parallel pass: max difference "
+    f"{report['step_vs_parallel_cross_attention_max_abs']:.1e}"
+)
 
 # %%
 written_tokens = [token_labels(tokenizer, [s["token"]], mathtext=False)[0] for s in steps]
 n_layers = rows_loop.shape[0]
-figure, axes = plt.subplots(1, n_layers + 1, figsize=(4.2 * n_layers + 3, 0.35 * len(steps) + 2.5),
-                            gridspec_kw={"width_ratios": [3] * n_layers + [2]}, layout="constrained")
+figure, axes = plt.subplots(
+    1,
+    n_layers + 1,
+    figsize=(4.2 * n_layers + 3, 0.35 * len(steps) + 2.5),
+    gridspec_kw={"width_ratios": [3] * n_layers + [2]},
+    layout="constrained",
+)
 for layer in range(n_layers):
-    image = axes[layer].imshow(rows_loop[layer], cmap="viridis", vmin=0, vmax=1, aspect="auto",
-                               interpolation="nearest")
+    image = axes[layer].imshow(
+        rows_loop[layer], cmap="viridis", vmin=0, vmax=1, aspect="auto", interpolation="nearest"
+    )
     axes[layer].set_xticks(range(len(source_tokens)), source_tokens, rotation=90)
     axes[layer].set_yticks(range(len(steps)), [f"{t + 1}: {w}" for t, w in enumerate(written_tokens)])
     axes[layer].set_xlabel("source tokens")
@@ -171,8 +203,14 @@ axes[-1].invert_yaxis()
 axes[-1].set_xlim(0, 1)
 axes[-1].set_xlabel("probability of the chosen token")
 axes[-1].set_title("Confidence", fontsize=9)
-save_figure(figure, args.figures, "06_greedy_steps", cross_attention=rows_loop,
-            probabilities=[s["probability"] for s in steps], tokens=[s["token"] for s in steps])
+save_figure(
+    figure,
+    args.figures,
+    "06_greedy_steps",
+    cross_attention=rows_loop,
+    probabilities=[s["probability"] for s in steps],
+    tokens=[s["token"] for s in steps],
+)
 
 # %% [markdown]
 # ## What changes with a cache
@@ -185,19 +223,34 @@ save_figure(figure, args.figures, "06_greedy_steps", cross_attention=rows_loop,
 
 # %%
 with torch.no_grad():
-    cached = model(encoder_outputs=encoder_outputs, attention_mask=encoded["attention_mask"],
-                   decoder_input_ids=prefix[:, :1], use_cache=True)
+    cached = model(
+        encoder_outputs=encoder_outputs,
+        attention_mask=encoded["attention_mask"],
+        decoder_input_ids=prefix[:, :1],
+        use_cache=True,
+    )
     cache, logits_cached = cached.past_key_values, [cached.logits[0, -1]]
     for t in range(1, prefix.shape[1] - 1):
-        cached = model(encoder_outputs=encoder_outputs, attention_mask=encoded["attention_mask"],
-                       decoder_input_ids=prefix[:, t:t + 1], past_key_values=cache, use_cache=True)
+        cached = model(
+            encoder_outputs=encoder_outputs,
+            attention_mask=encoded["attention_mask"],
+            decoder_input_ids=prefix[:, t : t + 1],
+            past_key_values=cache,
+            use_cache=True,
+        )
         cache = cached.past_key_values
         logits_cached.append(cached.logits[0, -1])
-    logits_parallel = model(encoder_outputs=encoder_outputs, attention_mask=encoded["attention_mask"],
-                            decoder_input_ids=prefix[:, :-1], use_cache=False).logits[0]
+    logits_parallel = model(
+        encoder_outputs=encoder_outputs,
+        attention_mask=encoded["attention_mask"],
+        decoder_input_ids=prefix[:, :-1],
+        use_cache=False,
+    ).logits[0]
 report["cached_vs_parallel_logits_max_abs"] = (torch.stack(logits_cached) - logits_parallel).abs().max().item()
-print(f"logits, one token at a time with a cache vs one parallel pass: max difference "
-      f"{report['cached_vs_parallel_logits_max_abs']:.1e}")
+print(
+    f"logits, one token at a time with a cache vs one parallel pass: max difference "
+    f"{report['cached_vs_parallel_logits_max_abs']:.1e}"
+)
 report["translation"] = translation
 report["steps"] = len(steps)
 report["ended_with_eos"] = bool(steps and steps[-1]["token"] == tokenizer.eos_token_id)

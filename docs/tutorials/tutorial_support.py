@@ -108,27 +108,79 @@ TUTORIAL_RUN = ROOT / "outputs" / "tutorial_en_de"  # where the tutorials train 
 # The tutorials' own run: the main job's data (English → German UI strings of the machine's gettext catalogs) and
 # recipe, with a smaller model, vocabulary and budget so that it trains in about a minute on 2 idle CPU cores. It
 # reaches a test BLEU of about 10 on short strings: a weak translator, but its attention is already structured.
-TUTORIAL_TRAINING = ["--max_steps", "400", "--warmup_steps", "50", "--learning_rate", "2e-3", "--vocab_size", "2000",
-                     "--max_chars", "40", "--max_source_length", "16", "--max_target_length", "20",
-                     "--eval_steps", "0", "--save_steps", "0", "--bleu_samples", "100",
-                     "--model_config", '{"hidden_size": 128, "intermediate_size": 512, "encoder_layers": 2, '
-                                       '"decoder_layers": 2}']
+TUTORIAL_TRAINING = [
+    "--max_steps",
+    "400",
+    "--warmup_steps",
+    "50",
+    "--learning_rate",
+    "2e-3",
+    "--vocab_size",
+    "2000",
+    "--max_chars",
+    "40",
+    "--max_source_length",
+    "16",
+    "--max_target_length",
+    "20",
+    "--eval_steps",
+    "0",
+    "--save_steps",
+    "0",
+    "--bleu_samples",
+    "100",
+    "--model_config",
+    '{"hidden_size": 128, "intermediate_size": 512, "encoder_layers": 2, "decoder_layers": 2}',
+]
 # --quick: seconds, for the tests: a tiny model on a slice of the data; its output is not meant to be good.
-QUICK_TRAINING = ["--max_steps", "150", "--warmup_steps", "20", "--learning_rate", "3e-3", "--vocab_size", "600",
-                  "--max_chars", "30", "--max_source_length", "12", "--max_target_length", "16",
-                  "--max_train_samples", "4000", "--max_eval_samples", "200", "--max_test_samples", "200",
-                  "--eval_steps", "0", "--save_steps", "0", "--bleu_samples", "20",
-                  "--model_config", '{"hidden_size": 64, "intermediate_size": 128, "encoder_layers": 2, '
-                                    '"decoder_layers": 2, "num_attention_heads": 4}']
+QUICK_TRAINING = [
+    "--max_steps",
+    "150",
+    "--warmup_steps",
+    "20",
+    "--learning_rate",
+    "3e-3",
+    "--vocab_size",
+    "600",
+    "--max_chars",
+    "30",
+    "--max_source_length",
+    "12",
+    "--max_target_length",
+    "16",
+    "--max_train_samples",
+    "4000",
+    "--max_eval_samples",
+    "200",
+    "--max_test_samples",
+    "200",
+    "--eval_steps",
+    "0",
+    "--save_steps",
+    "0",
+    "--bleu_samples",
+    "20",
+    "--model_config",
+    '{"hidden_size": 64, "intermediate_size": 128, "encoder_layers": 2, '
+    '"decoder_layers": 2, "num_attention_heads": 4}',
+]
 
 
 def add_model_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", type=Path, default=None,
-                        help="an English→German hf-attention checkpoint (default: the main job's export if it exists, "
-                             "else a short training run of the tutorial's own)")
-    parser.add_argument("--work-dir", type=Path, default=None,
-                        help=f"where the tutorial's own run is trained or reused (default: {TUTORIAL_RUN}, with "
-                             "--quick: that name + '_quick')")
+    parser.add_argument(
+        "--model",
+        type=Path,
+        default=None,
+        help="an English→German hf-attention checkpoint (default: the main job's export if it exists, "
+        "else a short training run of the tutorial's own)",
+    )
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        default=None,
+        help=f"where the tutorial's own run is trained or reused (default: {TUTORIAL_RUN}, with "
+        "--quick: that name + '_quick')",
+    )
 
 
 def translation_checkpoint(args: argparse.Namespace) -> tuple[Path, str]:
@@ -144,14 +196,30 @@ def translation_checkpoint(args: argparse.Namespace) -> tuple[Path, str]:
     run = args.work_dir or (TUTORIAL_RUN.with_name(TUTORIAL_RUN.name + "_quick") if args.quick else TUTORIAL_RUN)
     final = run / "final"
     flags = QUICK_TRAINING if args.quick else TUTORIAL_TRAINING
-    command = [sys.executable, "-m", "training.train", "--config", "training/configs/translation_en_de.yaml",
-               "--output_dir", str(run), "--overwrite_output_dir", "true", "--report_to", "none",
-               "--disable_tqdm", "true", *flags]
+    command = [
+        sys.executable,
+        "-m",
+        "training.train",
+        "--config",
+        "training/configs/translation_en_de.yaml",
+        "--output_dir",
+        str(run),
+        "--overwrite_output_dir",
+        "true",
+        "--report_to",
+        "none",
+        "--disable_tqdm",
+        "true",
+        *flags,
+    ]
     if (final / "config.json").is_file():
         return final, f"a short run this tutorial trained earlier ({final}); delete that folder to train again"
-    print("The main job's model (outputs/translation_en_de/final) is not here, so this tutorial trains a short run "
-          "of its own first:\n  " + " ".join(command if "--model_config" not in command else
-                                            command[:-1] + [repr(command[-1])]), flush=True)
+    print(
+        "The main job's model (outputs/translation_en_de/final) is not here, so this tutorial trains a short run "
+        "of its own first:\n  "
+        + " ".join(command if "--model_config" not in command else command[:-1] + [repr(command[-1])]),
+        flush=True,
+    )
     started = time.time()
     subprocess.run(command, cwd=ROOT, check=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
     return final, f"a short run trained just now by this tutorial in {time.time() - started:.0f} s ({final})"
