@@ -27,7 +27,7 @@ import argparse
 import html
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -129,46 +129,172 @@ def explore(
             range, a text or target longer than the model's positions or the caps (`HeatmapTooLarge`), or a page
             over `MAX_PAGE_WEIGHTS` numbers.
     """
-    if not (isinstance(max_tokens, int) and not isinstance(max_tokens, bool) and 1 <= max_tokens <= MAX_TOKENS_LIMIT):
-        raise ValueError(f"max_tokens={max_tokens!r} is out of range: 1 … {MAX_TOKENS_LIMIT} tokens per axis.")
-    if not (isinstance(max_new_tokens, int) and not isinstance(max_new_tokens, bool) and max_new_tokens >= 1):
-        raise ValueError(f"max_new_tokens={max_new_tokens!r} must be a positive integer.")
-    if path is not None:
-        path = output_path(path)
-    if not isinstance(text, str) or not text.strip():
+    request = _checked_request(
+        model,
+        _Request(
+            text=text,
+            target=target,
+            kind=kind,
+            layer=layer,
+            head=head,
+            path=path,
+            max_new_tokens=max_new_tokens,
+            max_tokens=max_tokens,
+            truncate=truncate,
+            title=title,
+            is_seq2seq=bool(getattr(model.config, "is_encoder_decoder", False)),
+        ),
+    )
+    limits = _token_limits(model.config, request)
+    model.eval()
+    tokens = _tokenize(model, tokenizer, request, limits)  # each sequence checked against the caps once known
+    _check_page_size(model.config, request, tokens)
+    with torch.no_grad():
+        outputs = _forward_with_attentions(model, tokens.inputs)
+    weights = _collect_weights(outputs, request)
+    layer_index, head_index = _initial_view(weights, request)
+    labels = _labels(tokenizer, request, tokens)
+    page = _render(request, weights, labels, layer=layer_index, head=head_index)
+    if request.path is not None:
+        request.path.parent.mkdir(parents=True, exist_ok=True)
+        request.path.write_text(page, encoding="utf-8")
+    return AttentionPage(
+        page, request.path, weights, labels.queries, labels.keys, request.kind, layer_index, head_index
+    )
+
+
+def output_path(path: str | os.PathLike) -> Path:
+    """The file a page given `path` is written to (see `paths.output_file`); a ValueError when it cannot be."""
+    return output_file(path, default_name=DEFAULT_FILE_NAME, suffixes=(".html", ".htm"), what="an HTML page")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The steps of explore, in the order it takes them. Each check fires as early as it can: the arguments before the
+# tokenizer runs, each sequence's length as soon as it is known, the page's size before the forward pass.
+
+
+@dataclass(frozen=True)
+class _Request:
+    """The arguments of one `explore` call. `_checked_request` returns them checked, with `kind` and `head` filled
+    in (never None), `path` the file to write (a Path, or None) and `title` the page's heading."""
+
+    text: str
+    target: str | None
+    kind: str | None
+    layer: int | None
+    head: int | str | None
+    path: str | os.PathLike | None
+    max_new_tokens: int
+    max_tokens: int
+    truncate: bool
+    title: str | None
+    is_seq2seq: bool
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The kinds of attention the model has."""
+        return KINDS if self.is_seq2seq else ("self",)
+
+    @property
+    def titles(self) -> dict[str, str]:
+        """kind → its name on the page."""
+        return SEQ2SEQ_TITLES if self.is_seq2seq else TITLES
+
+
+@dataclass(frozen=True)
+class _TokenLimits:
+    """How long the text and target may be."""
+
+    max_new_tokens: int  # of a generated target, lowered to what the caps keep
+    positions: int | None  # the model's positions, when bounded
+    truncation: dict  # the tokenizer's truncation arguments: empty unless truncate
+
+
+@dataclass(frozen=True)
+class _Tokens:
+    """The token ids the page is about, and the model inputs made of them."""
+
+    source: list[int]  # the text's
+    sequence: list[int] | None  # encoder-decoder models: the start token, then the target (given or generated)
+    inputs: dict  # for the forward pass; decoder_input_ids are `decoder_inputs`
+
+    @property
+    def decoder_inputs(self) -> list[int]:
+        """The decoder rows: the sequence without its last token, which no row needs as input."""
+        return self.sequence[:-1] if len(self.sequence) > 1 else self.sequence
+
+
+@dataclass(frozen=True)
+class _Labels:
+    """The page's text besides the weights."""
+
+    queries: dict[str, list[str]]  # kind → row labels
+    keys: dict[str, list[str]]  # kind → column labels
+    writes: dict[str, list[str]]  # kind → the token each decoder row writes (empty for models without a decoder)
+    target: str | None  # the target line: given, or decoded from the generated tokens
+
+
+def _checked_request(model, request: _Request) -> _Request:
+    """`request` checked against the model, before the tokenizer runs, with its defaults filled in."""
+    if not (_is_int(request.max_tokens) and 1 <= request.max_tokens <= MAX_TOKENS_LIMIT):
+        raise ValueError(f"max_tokens={request.max_tokens!r} is out of range: 1 … {MAX_TOKENS_LIMIT} tokens per axis.")
+    if not (_is_int(request.max_new_tokens) and request.max_new_tokens >= 1):
+        raise ValueError(f"max_new_tokens={request.max_new_tokens!r} must be a positive integer.")
+    path = output_path(request.path) if request.path is not None else None
+    if not isinstance(request.text, str) or not request.text.strip():
         raise ValueError("The text is empty: there are no tokens to show attention between.")
-    config = model.config
-    is_seq2seq = bool(getattr(config, "is_encoder_decoder", False))
-    kinds = KINDS if is_seq2seq else ("self",)
-    kind = kind if kind is not None else ("cross" if is_seq2seq else "self")
+    kind = _checked_kind(model, request)
+    head = _checked_view(model.config, request, kind)
+    return replace(request, kind=kind, head=head, path=path, title=request.title or type(model).__name__)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _checked_kind(model, request: _Request) -> str:
+    """The kind the page opens on, after checking it and the target against the model."""
+    kind = request.kind if request.kind is not None else ("cross" if request.is_seq2seq else "self")
     if kind not in KINDS:
         raise ValueError(f"kind={kind!r} is not supported; allowed values are {', '.join(map(repr, KINDS))}.")
-    if kind not in kinds:
+    if kind not in request.kinds:
         raise ValueError(
             f"kind={kind!r} needs an encoder-decoder model; {type(model).__name__} has only "
             "self-attention, use kind='self'."
         )
-    if target is not None and not is_seq2seq:
+    target = request.target
+    if target is not None and not request.is_seq2seq:
         raise ValueError(
             f"target={target!r}: {type(model).__name__} is not an encoder-decoder model, so it has no "
             "target side; leave the target out (the text is all it reads)."
         )
     if target is not None and (not isinstance(target, str) or not target.strip()):
         raise ValueError("The target text is empty: pass a target with tokens, or None to generate one.")
-    if not (head is None or head == "mean" or (isinstance(head, int) and not isinstance(head, bool))):
+    return kind
+
+
+def _checked_view(config, request: _Request, kind: str) -> int | str:
+    """The head the page opens on ("mean" for None), after checking it and the layer against the config when it
+    names its layers and heads (the forward pass's weights are checked again)."""
+    head, layer = request.head, request.layer
+    if not (head is None or head == "mean" or _is_int(head)):
         raise ValueError(f"head={head!r} is not supported; pass a head index or 'mean' (the average over heads).")
     head = "mean" if head is None else head
-    if layer is not None and (not isinstance(layer, int) or isinstance(layer, bool)):
+    if layer is not None and not _is_int(layer):
         raise ValueError(f"layer={layer!r} must be a layer index (an integer).")
-    num_heads = _num_heads(config)
-    layers_before = _num_layers(config, kind)
-    if layers_before is not None and layer is not None:
-        _check_index("layer", layer, layers_before, f"{SEQ2SEQ_TITLES[kind] if is_seq2seq else TITLES[kind]} layers")
+    num_layers, num_heads = _num_layers(config, kind), _num_heads(config)
+    if num_layers is not None and layer is not None:
+        _check_index("layer", layer, num_layers, f"{request.titles[kind]} layers")
     if num_heads is not None and isinstance(head, int):
         _check_index("head", head, num_heads, "heads per layer")
+    return head
 
-    if is_seq2seq and target is None and max_new_tokens > max_tokens:  # the decoder rows: start + generated[:-1]
-        if not truncate:
+
+def _token_limits(config, request: _Request) -> _TokenLimits:
+    """The caps on the text and target: `max_tokens`, the model's positions, and what `truncate` keeps."""
+    max_new_tokens, max_tokens = request.max_new_tokens, request.max_tokens
+    if request.is_seq2seq and request.target is None and max_new_tokens > max_tokens:  # rows: start + generated[:-1]
+        if not request.truncate:
             raise HeatmapTooLarge(
                 f"max_new_tokens={max_new_tokens} could generate a target longer than max_tokens={max_tokens} per "
                 "axis; lower max_new_tokens, pass truncate=True, or pass the target.",
@@ -178,87 +304,94 @@ def explore(
         max_new_tokens = max_tokens
     positions = _position_limit(config)
     longest = max_tokens if positions is None else min(max_tokens, positions)  # what truncation keeps
-    if truncate:
-        max_new_tokens = min(max_new_tokens, longest)
-    limit = {"truncation": True, "max_length": longest} if truncate else {}
-    model.eval()
+    if not request.truncate:
+        return _TokenLimits(max_new_tokens, positions, {})
+    return _TokenLimits(min(max_new_tokens, longest), positions, {"truncation": True, "max_length": longest})
+
+
+def _tokenize(model, tokenizer, request: _Request, limits: _TokenLimits) -> _Tokens:
+    """The text's tokens and, for an encoder-decoder model, the target's (given, or generated greedily), each
+    checked against the caps as soon as it is known."""
     device = next(model.parameters()).device
-    encoded = tokenizer(text, return_tensors="pt", **limit).to(device)
+    encoded = tokenizer(request.text, return_tensors="pt", **limits.truncation).to(device)
     source = encoded["input_ids"][0].tolist()
     if not source:
-        raise ValueError(f"The text {text!r} has no tokens: there are no tokens to show attention between.")
-    _check_length("text", len(source), max_tokens)
-    _check_positions("text", len(source), positions)
+        raise ValueError(f"The text {request.text!r} has no tokens: there are no tokens to show attention between.")
+    _check_length("text", len(source), request.max_tokens)
+    _check_positions("text", len(source), limits.positions)
     inputs = {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
-    sequence = None
-    if is_seq2seq:
-        with torch.no_grad():
-            sequence = _target_sequence(model, tokenizer, inputs, target, max_new_tokens, limit)[0].tolist()
-        decoder_inputs = sequence[:-1] if len(sequence) > 1 else sequence
-        _check_length("target", len(decoder_inputs), max_tokens)
-        _check_positions("target", len(decoder_inputs), positions)
-        inputs["decoder_input_ids"] = torch.tensor([decoder_inputs], device=device)
-    if layers_before is not None and num_heads is not None:
-        target_length = inputs["decoder_input_ids"].shape[1] if is_seq2seq else 0
-        _check_page_size(config, len(source), target_length, is_seq2seq, num_heads)
-
+    if not request.is_seq2seq:
+        return _Tokens(source, None, inputs)
     with torch.no_grad():
-        outputs = _forward_with_attentions(model, inputs)
-    names = {
-        "self": "encoder_attentions" if is_seq2seq else "attentions",
-        "decoder": "decoder_attentions",
-        "cross": "cross_attentions",
-    }
-    weights = {k: torch.stack([w[0] for w in getattr(outputs, names[k])]).float().cpu().numpy() for k in kinds}
-    total = sum(w.size for w in weights.values())
+        sequence = _target_sequence(model, tokenizer, inputs, request.target, limits.max_new_tokens, limits.truncation)
+    tokens = _Tokens(source, sequence[0].tolist(), inputs)
+    _check_length("target", len(tokens.decoder_inputs), request.max_tokens)
+    _check_positions("target", len(tokens.decoder_inputs), limits.positions)
+    return replace(
+        tokens, inputs={**inputs, "decoder_input_ids": torch.tensor([tokens.decoder_inputs], device=device)}
+    )
+
+
+def _check_page_size(config, request: _Request, tokens: _Tokens) -> None:
+    """Refuse, before the forward pass, a page over MAX_PAGE_WEIGHTS numbers (when the config names its layers and
+    heads; `_collect_weights` checks the weights returned in any case)."""
+    heads = _num_heads(config)
+    if _num_layers(config, request.kind) is None or heads is None:
+        return
+    source = len(tokens.source)
+    if request.is_seq2seq:
+        target = len(tokens.decoder_inputs)
+        encoder, decoder = _num_layers(config, "self"), _num_layers(config, "cross")
+        _check_page_total(heads * (encoder * source * source + decoder * (target * target + target * source)))
+    else:
+        _check_page_total(heads * _num_layers(config, "self") * source * source)
+
+
+def _check_page_total(total: int) -> None:
     if total > MAX_PAGE_WEIGHTS:
         raise ValueError(
             f"The page would hold {total:,} attention weights, more than {MAX_PAGE_WEIGHTS:,}; "
             "pass a shorter text (or target), or a lower max_tokens with truncate."
         )
-    layer_index = _check_index(
-        "layer",
-        -1 if layer is None else layer,
-        weights[kind].shape[0],
-        f"{(SEQ2SEQ_TITLES if is_seq2seq else TITLES)[kind]} layers",
+
+
+def _collect_weights(outputs, request: _Request) -> dict[str, np.ndarray]:
+    """kind → (layers, heads, queries, keys) float32 array, from the forward pass's outputs."""
+    names = {
+        "self": "encoder_attentions" if request.is_seq2seq else "attentions",
+        "decoder": "decoder_attentions",
+        "cross": "cross_attentions",
+    }
+    weights = {k: torch.stack([w[0] for w in getattr(outputs, names[k])]).float().cpu().numpy() for k in request.kinds}
+    _check_page_total(sum(w.size for w in weights.values()))
+    return weights
+
+
+def _initial_view(weights: dict[str, np.ndarray], request: _Request) -> tuple[int, int | str]:
+    """The layer (non-negative) and head (non-negative, or "mean") the page opens on, checked against `weights`."""
+    layers, heads = weights[request.kind].shape[:2]
+    layer = _check_index(
+        "layer", -1 if request.layer is None else request.layer, layers, f"{request.titles[request.kind]} layers"
     )
-    if isinstance(head, int):
-        head = _check_index("head", head, weights[kind].shape[1], "heads per layer")
+    head = _check_index("head", request.head, heads, "heads per layer") if isinstance(request.head, int) else "mean"
+    return layer, head
 
-    source_labels = token_labels(tokenizer, source, mathtext=False)
-    queries, keys = {"self": source_labels}, {"self": source_labels}
-    outputs_after = {}
-    if is_seq2seq:
-        decoder_labels = token_labels(tokenizer, inputs["decoder_input_ids"][0].tolist(), mathtext=False)
-        written = token_labels(tokenizer, sequence[1:], mathtext=False) if len(sequence) > 1 else []
-        queries.update(decoder=decoder_labels, cross=decoder_labels)
-        keys.update(decoder=decoder_labels, cross=source_labels)
-        outputs_after = {"decoder": written, "cross": written}
-    page = _render(
-        weights,
-        queries,
-        keys,
-        outputs_after,
-        kind=kind,
-        layer=layer_index,
-        head=head,
-        is_seq2seq=is_seq2seq,
-        title=title or type(model).__name__,
-        text=text,
-        target=target
-        if target is not None
-        else (tokenizer.decode(sequence[1:], skip_special_tokens=True) if is_seq2seq else None),
-        generated=is_seq2seq and target is None,
+
+def _labels(tokenizer, request: _Request, tokens: _Tokens) -> _Labels:
+    """Row and column labels of every kind, and for the decoder rows the token each one writes."""
+    source = token_labels(tokenizer, tokens.source, mathtext=False)
+    if not request.is_seq2seq:
+        return _Labels({"self": source}, {"self": source}, {}, None)
+    decoder = token_labels(tokenizer, tokens.decoder_inputs, mathtext=False)
+    written = tokens.sequence[1:]
+    writes = token_labels(tokenizer, written, mathtext=False) if written else []
+    target = request.target if request.target is not None else tokenizer.decode(written, skip_special_tokens=True)
+    return _Labels(
+        {"self": source, "decoder": decoder, "cross": decoder},
+        {"self": source, "decoder": decoder, "cross": source},
+        {"decoder": writes, "cross": writes},
+        target,
     )
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(page, encoding="utf-8")
-    return AttentionPage(page, path, weights, queries, keys, kind, layer_index, head)
-
-
-def output_path(path: str | os.PathLike) -> Path:
-    """The file a page given `path` is written to (see `paths.output_file`); a ValueError when it cannot be."""
-    return output_file(path, default_name=DEFAULT_FILE_NAME, suffixes=(".html", ".htm"), what="an HTML page")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -300,66 +433,40 @@ def _check_positions(what: str, length: int, limit: int | None) -> None:
         )
 
 
-def _check_page_size(config, source: int, target: int, is_seq2seq: bool, heads: int) -> None:
-    """Refuse, before the forward pass, a page over MAX_PAGE_WEIGHTS numbers."""
-    if is_seq2seq:
-        encoder, decoder = _num_layers(config, "self"), _num_layers(config, "cross")
-        total = heads * (encoder * source * source + decoder * (target * target + target * source))
-    else:
-        total = heads * _num_layers(config, "self") * source * source
-    if total > MAX_PAGE_WEIGHTS:
-        raise ValueError(
-            f"The page would hold {total:,} attention weights, more than {MAX_PAGE_WEIGHTS:,}; "
-            "pass a shorter text (or target), or a lower max_tokens with truncate."
-        )
-
-
 # ---------------------------------------------------------------------------------------------------------------------
 # The page
 
 
-def _render(
-    weights: dict[str, np.ndarray],
-    queries: dict,
-    keys: dict,
-    outputs_after: dict,
-    *,
-    kind: str,
-    layer: int,
-    head: int | str,
-    is_seq2seq: bool,
-    title: str,
-    text: str,
-    target: str | None,
-    generated: bool,
-) -> str:
-    titles = SEQ2SEQ_TITLES if is_seq2seq else TITLES
+def _render(request: _Request, weights: dict[str, np.ndarray], labels: _Labels, *, layer: int, head: int | str) -> str:
+    is_seq2seq = request.is_seq2seq
     order = [k for k in ("cross", "decoder", "self") if k in weights] if is_seq2seq else ["self"]
     data = {
-        "title": title,
-        "text": text,
-        "target": target,
-        "generated": generated,
+        "title": request.title,
+        "text": request.text,
+        "target": labels.target,
+        "generated": is_seq2seq and request.target is None,
         "order": order,
         "kinds": {
             k: {
-                "title": titles[k],
+                "title": request.titles[k],
                 "rows": "target tokens (decoder inputs)" if k != "self" and is_seq2seq else "tokens (queries)",
                 "columns": "source tokens (keys)"
                 if k == "cross"
                 else ("target tokens (keys)" if k == "decoder" else "tokens (keys)"),
-                "queries": queries[k],
-                "keys": keys[k],
-                "writes": outputs_after.get(k),
+                "queries": labels.queries[k],
+                "keys": labels.keys[k],
+                "writes": labels.writes.get(k),
                 "weights": np.round(weights[k].astype(np.float64), DECIMALS).tolist(),
             }
             for k in order
         },
-        "initial": {"kind": kind, "layer": layer, "head": head},
+        "initial": {"kind": request.kind, "layer": layer, "head": head},
     }
     # "<" escaped so that no token can close the <script> element; the JSON is otherwise unchanged.
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
-    return _TEMPLATE.replace("__TITLE__", html.escape(f"Attention explorer: {title}")).replace("__DATA__", payload)
+    return _TEMPLATE.replace("__TITLE__", html.escape(f"Attention explorer: {request.title}")).replace(
+        "__DATA__", payload
+    )
 
 
 _TEMPLATE = """<!DOCTYPE html>
