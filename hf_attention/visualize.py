@@ -31,6 +31,7 @@ This module is outside the remote-code closure (it uses matplotlib).
 """
 
 import argparse
+import functools
 import math
 import os
 from collections.abc import Callable
@@ -133,11 +134,6 @@ def plot_attention(
     if path is not None:
         path = output_path(path)
     panels = 1 if head is not None else _num_heads(model.config)
-
-    def check_size(queries: int, keys: int) -> None:  # before the forward pass
-        if panels is not None:
-            _check_figure_size(panels, queries, keys)
-
     layers, query_tokens, key_tokens = _attention_weights(
         model,
         tokenizer,
@@ -147,10 +143,22 @@ def plot_attention(
         max_new_tokens=max_new_tokens,
         max_tokens=max_tokens,
         truncate=truncate,
-        before_forward=check_size,
+        # The figure's size, checked before the forward pass when the number of panels is known from the config.
+        before_forward=functools.partial(_check_figure_size, panels) if panels is not None else None,
     )
     layer_index = _check_index("layer", layer if layer is not None else -1, len(layers))
-    weights = layers[layer_index]  # (H, Q, K)
+    plotted = _plotted_heads(layers[layer_index], head)
+    _check_figure_size(len(plotted) if plotted.ndim == 3 else 1, len(query_tokens), len(key_tokens))
+    figure = _draw(plotted, query_tokens, key_tokens, kind=kind, layer=layer_index, head=head)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        figure.savefig(path, dpi=DPI)
+    return AttentionMap(plotted, query_tokens, key_tokens, layer_index, head, kind, figure, path)
+
+
+def _plotted_heads(weights: torch.Tensor, head: int | str | None) -> np.ndarray:
+    """What is drawn of one layer's (H, Q, K) weights: every head (head None), their mean (Q, K), or one head's
+    (Q, K)."""
     if head is None:
         plotted = weights
     elif head == "mean":
@@ -159,13 +167,7 @@ def plot_attention(
         plotted = weights[_check_index("head", head, weights.shape[0])]  # (Q, K)
     else:
         raise ValueError(f"head={head!r} is not supported; pass a head index, 'mean' or None (every head).")
-    plotted = plotted.float().numpy()
-    _check_figure_size(len(plotted) if plotted.ndim == 3 else 1, len(query_tokens), len(key_tokens))
-    figure = _draw(plotted, query_tokens, key_tokens, kind=kind, layer=layer_index, head=head)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        figure.savefig(path, dpi=DPI)
-    return AttentionMap(plotted, query_tokens, key_tokens, layer_index, head, kind, figure, path)
+    return plotted.float().numpy()
 
 
 def explore(model, tokenizer, text: str, **options):
