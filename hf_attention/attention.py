@@ -184,6 +184,12 @@ def fused_linear(projections: tuple[nn.Linear, ...], states: Tensor) -> Tensor:
     return nn.functional.linear(states, weight, bias)
 
 
+def stack_weights(projections: tuple[nn.Linear, ...]) -> tuple[Tensor, Tensor | None]:
+    """The weights (and biases) of several nn.Linear stacked into one, detached: for inference-only products."""
+    bias = None if projections[0].bias is None else torch.cat([p.bias.detach() for p in projections])
+    return torch.cat([p.weight.detach() for p in projections]), bias
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention (Vaswani 2017 §3.2.2) for self-attention (keys from the same sequence) and
     cross-attention (keys from the encoder output), with grouped-query heads (Ainslie et al. 2023).
@@ -239,11 +245,14 @@ class MultiHeadAttention(nn.Module):
         self.o_proj = nn.Linear(num_heads * head_dim, hidden_size, bias=bias)
         self._stacked: tuple[Tensor, Tensor | None] | None = None  # set while generate() runs
 
+    def stackable_projections(self) -> tuple[nn.Linear, ...]:
+        """The projections of the same input that generate() may run as one product (hf_attention.decoding): q, k
+        and v of self-attention (cross-attention projects its keys and values once per generation)."""
+        return () if self.is_cross_attention else (self.q_proj, self.k_proj, self.v_proj)
+
     def stack_projections(self) -> None:
         """Keep q/k/v weights stacked for one-product projections without gradients (see hf_attention.decoding)."""
-        projections = (self.q_proj, self.k_proj, self.v_proj)
-        bias = None if self.q_proj.bias is None else torch.cat([p.bias.detach() for p in projections])
-        self._stacked = (torch.cat([p.weight.detach() for p in projections]), bias)
+        self._stacked = stack_weights(self.stackable_projections())
 
     def unstack_projections(self) -> None:
         self._stacked = None

@@ -1,13 +1,16 @@
-"""One product for the q, k and v projections while `generate()` runs.
+"""One product for the q, k and v projections of self-attention while `generate()` runs.
 
 A decoding step projects one token per sequence: each of the three (E → H·D) products is a small matrix-vector
 product, and on CPU the fixed cost of a call (dispatch, output allocation) is a large share of it. Stacking the three
-weights into one (3·H·D, E) matrix turns three calls into one. The weights cannot change while `generate()` runs, so
-the stacked copy is made when generation starts and dropped when it ends: nothing is cached across calls that an
-in-place weight update (an optimizer step, `param.data.copy_`, a merged LoRA adapter) could leave stale.
+weights into one (3·H·D, E) matrix turns three calls into one. (A gated feed-forward network's gate and up
+projections were tried too: there the wider product and its strided halves cost more than the saved call.)
+
+The weights cannot change while `generate()` runs, so the stacked copy is made when generation starts and dropped
+when it ends: nothing is cached across calls that an in-place weight update (an optimizer step,
+`param.data.copy_`, a merged LoRA adapter) could leave stale.
 
 The results are the same to the bit: each output element is still one dot product over E, and the CPU kernels
-compute it in the same order whatever the number of output columns (checked for fp32, bf16 and fp16 by the tests).
+compute it in the same order whatever the number of output columns (checked in fp32 and bf16 by the tests).
 Only plain `nn.Linear` projections without hooks on CPU are stacked (a PEFT adapter, a quantized layer or a forward
 hook must see its own call), and only up to `MAX_STACKED_ELEMENTS` per layer, so that a large model does not pay
 memory for a saving that its larger products make negligible.
@@ -22,33 +25,34 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
-from .attention import MultiHeadAttention
-
-# 3·H·D·E above this (12.6M, i.e. E = 2048 with H·D = E) is not stacked: the products dominate the call cost there.
+# Stacked weights above this many elements (12.6M: q/k/v at E = 2048) are not made: products that large dominate the
+# cost of a call, and a large model should not pay memory for a negligible saving.
 MAX_STACKED_ELEMENTS = 3 * 2048 * 2048
 
 _lock = threading.Lock()
 
 
-def _stackable(attention: MultiHeadAttention) -> bool:
-    projections = (attention.q_proj, attention.k_proj, attention.v_proj)
-    if attention.is_cross_attention or any(type(p) is not nn.Linear for p in projections):
+def _stackable(module: nn.Module) -> bool:
+    """Whether `module` offers projections to stack, and they are plain hook-free CPU nn.Linear of one dtype."""
+    offer = getattr(module, "stackable_projections", None)
+    projections = offer() if offer is not None else ()
+    if not projections or any(type(p) is not nn.Linear for p in projections):
         return False
     if any(p._forward_hooks or p._forward_pre_hooks for p in projections):
         return False
     weights = [p.weight for p in projections]
-    biases = [p.bias for p in projections]
     if any(type(w.data) is not torch.Tensor or w.device.type != "cpu" or w.dtype != weights[0].dtype for w in weights):
         return False
-    if (biases[0] is None) != (biases[1] is None) or (biases[0] is None) != (biases[2] is None):
+    if len({p.bias is None for p in projections}) != 1:
         return False
     return sum(w.numel() for w in weights) <= MAX_STACKED_ELEMENTS
 
 
 @contextlib.contextmanager
 def stacked_projections(model: nn.Module) -> Iterator[None]:
-    """Within the block, every eligible self-attention of `model` projects q, k and v with one stacked product
-    when gradients are off. Re-entrant and thread-safe: the stacked weights live while any caller is inside."""
+    """Within the block, every eligible module of `model` (one offering `stackable_projections`: self-attention)
+    runs those projections as one stacked product when gradients are off. Re-entrant and thread-safe: the stacked
+    weights live while any caller is inside."""
     global_hooks = nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks
     with _lock:
         depth = getattr(model, "_stacked_projection_depth", 0)
@@ -56,7 +60,7 @@ def stacked_projections(model: nn.Module) -> Iterator[None]:
         if depth == 0 and not global_hooks:
             with torch.no_grad():
                 for module in model.modules():
-                    if isinstance(module, MultiHeadAttention) and _stackable(module):
+                    if _stackable(module):
                         module.stack_projections()
     try:
         yield
@@ -65,5 +69,5 @@ def stacked_projections(model: nn.Module) -> Iterator[None]:
             model._stacked_projection_depth -= 1
             if model._stacked_projection_depth == 0:
                 for module in model.modules():
-                    if isinstance(module, MultiHeadAttention):
+                    if getattr(module, "_stacked", None) is not None:
                         module.unstack_projections()

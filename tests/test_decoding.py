@@ -10,10 +10,9 @@ from conftest import build, left_pad
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from hf_attention import HFAttentionForCausalLM, HFAttentionForSeq2SeqLM, decoding
-from hf_attention.attention import MultiHeadAttention
 
 GENERATIVE = [
-    (HFAttentionForCausalLM, "decoder", {"position_encoding": "rotary"}),
+    (HFAttentionForCausalLM, "decoder", {"position_encoding": "rotary", "hidden_act": "swiglu"}),
     (HFAttentionForCausalLM, "decoder", {"attention_bias": True, "position_encoding": "learned"}),
     (HFAttentionForSeq2SeqLM, "seq2seq", {"attention_bias": True}),
 ]
@@ -50,7 +49,9 @@ def _generate(model, options, dtype=torch.float32):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("options", OPTIONS, ids=["greedy", "beam", "sample"])
-@pytest.mark.parametrize(("model_class", "family", "overrides"), GENERATIVE, ids=["rotary", "biases", "seq2seq"])
+@pytest.mark.parametrize(
+    ("model_class", "family", "overrides"), GENERATIVE, ids=["rotary-swiglu", "biases", "seq2seq"]
+)
 def test_stacked_projections_change_nothing(model_class, family, overrides, options, dtype, monkeypatch):
     model = build(model_class, family, **overrides)
     stacked = _generate(model, options, dtype)
@@ -60,9 +61,11 @@ def test_stacked_projections_change_nothing(model_class, family, overrides, opti
     assert all(torch.equal(a, b) for a, b in zip(stacked.scores, separate.scores, strict=True))
 
 
-def test_one_product_instead_of_three_and_nothing_kept_afterwards():
-    model = build(HFAttentionForCausalLM, "decoder")
-    attentions = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+@pytest.mark.parametrize("hidden_act", ["gelu", "swiglu"])
+def test_one_product_instead_of_three_and_nothing_kept_afterwards(hidden_act):
+    """q/k/v: three products → one (a gated feed-forward keeps its two)."""
+    saved_per_layer = 2
+    model = build(HFAttentionForCausalLM, "decoder", hidden_act=hidden_act)
     counts = {}
     for name, limit in (("stacked", decoding.MAX_STACKED_ELEMENTS), ("separate", 0)):
         decoding.MAX_STACKED_ELEMENTS, saved = limit, decoding.MAX_STACKED_ELEMENTS
@@ -73,8 +76,8 @@ def test_one_product_instead_of_three_and_nothing_kept_afterwards():
             decoding.MAX_STACKED_ELEMENTS = saved
         counts[name] = mode.counts["mm"] + mode.counts["addmm"]
     layers, calls = model.config.num_hidden_layers, 4  # the prompt and three decoding steps
-    assert counts["separate"] - counts["stacked"] == 2 * layers * calls
-    assert all(m._stacked is None for m in attentions)  # the stacked copies were dropped
+    assert counts["separate"] - counts["stacked"] == saved_per_layer * layers * calls
+    assert all(m._stacked is None for m in model.modules() if hasattr(m, "stack_projections"))  # copies dropped
     assert model._stacked_projection_depth == 0
 
 
