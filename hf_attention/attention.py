@@ -100,6 +100,20 @@ def sdpa_attention_forward(
     folded into a float mask with −inf where attention is not allowed, which the kernel turns into zero rows.
     Arguments as in `eager_attention_forward`; returns (B, T, H, D) and None.
     """
+    if (
+        attention_mask is None
+        and position_bias is None
+        and query.shape[2] == 1
+        and query.shape[1] == key.shape[1]
+        and query.dtype == torch.float32
+        and not torch.is_autocast_enabled(query.device.type)
+    ):
+        # The plain decoding step (one new token, no mask, no bias, no grouped heads, fp32): what the general path
+        # below would do, without its bookkeeping.
+        output = nn.functional.scaled_dot_product_attention(
+            query, key, value, dropout_p=dropout if module.training else 0.0, scale=scaling
+        )
+        return output.transpose(1, 2).contiguous(), None
     if position_bias is not None and torch.compiler.is_exporting():
         # torch.export's decomposition of the kernel with a float bias mask does not survive ONNX translation (NaN
         # rows, a failing reshape); the written-out path computes the same attention and exports cleanly.
@@ -257,12 +271,16 @@ class MultiHeadAttention(nn.Module):
     def unstack_projections(self) -> None:
         self._stacked = None
 
-    def _project_stacked(self, states: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def _project_stacked(self, states: Tensor, rotary: tuple[Tensor, Tensor] | None) -> tuple[Tensor, Tensor, Tensor]:
+        """q, k, v from the stacked product; with rotary tables, q and k are rotated together (one elementwise
+        pass over their H + K heads instead of two: the same values)."""
         batch, length, _ = states.shape
-        weight, bias = self._stacked
-        sizes = (self.q_proj.out_features, self.k_proj.out_features, self.v_proj.out_features)
-        parts = nn.functional.linear(states, weight, bias).split(sizes, -1)
-        return tuple(part.view(batch, length, -1, self.head_dim).transpose(1, 2) for part in parts)
+        heads = nn.functional.linear(states, *self._stacked).view(batch, length, -1, self.head_dim).transpose(1, 2)
+        query_and_key = heads[:, : self.num_heads + self.num_kv_heads]  # (B, H + K, T, D)
+        if rotary is not None:
+            query_and_key = apply_rotary(query_and_key, *rotary)
+        query, key = query_and_key.split((self.num_heads, self.num_kv_heads), dim=1)
+        return query, key, heads[:, self.num_heads + self.num_kv_heads :]
 
     def _project_heads(self, proj: nn.Linear, states: Tensor, heads: int) -> Tensor:
         batch, length, _ = states.shape
@@ -336,17 +354,19 @@ class MultiHeadAttention(nn.Module):
             query = self._project_heads(self.q_proj, hidden_states, self.num_heads)  # (B, H, T, D)
             key, value = self._cross_keys_values(key_value_states, past_key_values)
         else:
-            if self._fuse_projections(hidden_states):
-                query, key, value = self._project_fused((self.q_proj, self.k_proj, self.v_proj), hidden_states)
-            elif not torch.compiler.is_compiling() and self._stacked is not None and not torch.is_grad_enabled():
-                query, key, value = self._project_stacked(hidden_states)  # generate(): one product, same values
+            if not torch.compiler.is_compiling() and self._stacked is not None and not torch.is_grad_enabled():
+                # generate(): one product (rotary applied inside), the same values as the separate path below
+                query, key, value = self._project_stacked(hidden_states, position_embeddings)
             else:
-                query = self._project_heads(self.q_proj, hidden_states, self.num_heads)  # (B, H, T, D)
-                key = self._project_heads(self.k_proj, hidden_states, self.num_kv_heads)  # (B, K, T, D)
-                value = self._project_heads(self.v_proj, hidden_states, self.num_kv_heads)  # (B, K, T, D)
-            if position_embeddings is not None:
-                cos, sin = position_embeddings
-                query, key = apply_rotary(query, cos, sin), apply_rotary(key, cos, sin)
+                if self._fuse_projections(hidden_states):
+                    query, key, value = self._project_fused((self.q_proj, self.k_proj, self.v_proj), hidden_states)
+                else:
+                    query = self._project_heads(self.q_proj, hidden_states, self.num_heads)  # (B, H, T, D)
+                    key = self._project_heads(self.k_proj, hidden_states, self.num_kv_heads)  # (B, K, T, D)
+                    value = self._project_heads(self.v_proj, hidden_states, self.num_kv_heads)  # (B, K, T, D)
+                if position_embeddings is not None:
+                    cos, sin = position_embeddings
+                    query, key = apply_rotary(query, cos, sin), apply_rotary(key, cos, sin)
             if past_key_values is not None:
                 cache = past_key_values
                 if isinstance(cache, EncoderDecoderCache):
