@@ -17,6 +17,7 @@ config validates `position_encoding` against the registry, so this file imports 
 anyway) and transformers' init functions.
 """
 
+import contextlib
 import math
 
 import torch
@@ -189,7 +190,10 @@ class RotaryEmbedding(PositionalEncoding):
         """(B, T) positions → (cos, sin), each (B, T, D), computed in float32 then cast to `dtype`."""
         device = position_ids.device
         inverse_frequencies = self.inverse_frequencies(device)
-        with torch.autocast(device_type=device.type, enabled=False):
+        # float32 angles even under autocast (entered only then: a context per call is a measurable share of a
+        # one-token decoding step)
+        autocast = torch.is_autocast_enabled(device.type)
+        with torch.autocast(device_type=device.type, enabled=False) if autocast else contextlib.nullcontext():
             angles = position_ids.float()[..., None] * inverse_frequencies  # (B, T, D/2)
             angles = torch.cat((angles, angles), dim=-1)  # (B, T, D)
             return angles.cos().to(dtype), angles.sin().to(dtype)
