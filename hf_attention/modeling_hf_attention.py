@@ -39,6 +39,7 @@ from .configuration_hf_attention import (
     HFAttentionSeq2SeqConfig,
 )
 from .decoding import stacked_projections
+from .kv_cache import use_generation_layers
 from .layers import (
     GATED_ACTIVATIONS,
     NORMS,
@@ -954,6 +955,23 @@ class _KeepPaddingMaskForGeneration:
             return super().generate(*args, **kwargs)
 
     generate.__signature__ = inspect.signature(GenerationMixin.generate)  # for tools that read generate()'s options
+
+    def _prepare_cache_for_generation(self, generation_config, model_kwargs, *args, **kwargs):
+        """transformers' cache for this call; on CPU, the dynamic cache it makes gets layers that copy less (identical
+        values; see hf_attention.kv_cache). A cache the caller passed is left as it is."""
+        result = super()._prepare_cache_for_generation(generation_config, model_kwargs, *args, **kwargs)
+        cache = model_kwargs.get("past_key_values")
+        if (
+            cache is not None
+            and not getattr(cache, "_is_user_defined", False)
+            and generation_config.cache_implementation in (None, "dynamic")
+            and not generation_config.is_assistant
+            and self.device.type == "cpu"
+        ):
+            use_generation_layers(
+                cache, num_beams=generation_config.num_beams or 1, capacity_hint=generation_config.max_length or 0
+            )
+        return result
 
     def _prepare_model_inputs(self, inputs=None, bos_token_id=None, model_kwargs=None):
         inputs, input_name, model_kwargs = super()._prepare_model_inputs(inputs, bos_token_id, model_kwargs)

@@ -1,0 +1,159 @@
+"""Key/value cache layers that `generate()` uses in place of transformers' `DynamicLayer` on CPU.
+
+transformers' dynamic cache stores each layer's keys and values as (B, K, L, D) tensors and grows them by
+concatenation: every new token copies all L cached positions, so a generation of N tokens copies O(N²) positions per
+layer, and under beam search each step copies them once more to reorder the beams. Two layers here keep the same
+values with less copying:
+
+- `GrowingKVLayer` (self-attention, generation without beams): keys and values live at the front of buffers with room
+  to spare, and a new token is written in place, like appending to a Python list; `keys`/`values` are views of the
+  first L positions, holding exactly what `DynamicLayer` would hold.
+- `BeamSharedCrossLayer` (cross-attention under beam search): every beam of a sequence attends to the same encoder
+  output, so the cached encoder keys/values of the beams of one sequence are the same rows, and reordering beams
+  within a sequence changes nothing. The layer checks this (once per cached tensor: the rows of each sequence's beams
+  are compared) and then skips the copy.
+
+Both are `DynamicLayer` subclasses and fall back to its behaviour whenever their assumption does not hold (the keys
+were replaced by a reorder, a batch selection or a crop elsewhere, the dtype changes, gradients are recorded, a
+reorder moves a row to another sequence). Measured on CPU only; other devices keep transformers' layers.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, EncoderDecoderCache
+
+
+class GrowingKVLayer(DynamicLayer):
+    """A `DynamicLayer` whose new tokens are written into spare capacity instead of concatenated.
+
+    Args:
+        capacity_hint: The longest the cache is expected to get (the generation's `max_length`); buffers double as
+            they fill but are not made longer than this while it suffices.
+    """
+
+    def __init__(self, capacity_hint: int = 0):
+        super().__init__()
+        self.capacity_hint = capacity_hint
+        self._buffers: tuple[Tensor, Tensor] | None = None
+
+    def _views_of_buffers(self) -> bool:
+        """Whether `keys`/`values` are still the front of our buffers (a crop keeps them so; a reorder, a batch
+        selection or a reset replaces them with new tensors)."""
+        if self._buffers is None or self.keys is None or self.values is None:
+            return False
+        return all(
+            t.data_ptr() == b.data_ptr() and t.stride() == b.stride() and t.shape[:-2] == b.shape[:-2]
+            for t, b in zip((self.keys, self.values), self._buffers, strict=True)
+        )
+
+    def _fits(self, key_states: Tensor, value_states: Tensor, length: int) -> bool:
+        """Whether the new states can be written beside the cached ones without changing what `torch.cat` gives."""
+        if torch.is_grad_enabled() and (key_states.requires_grad or value_states.requires_grad):
+            return False  # an in-place write would break autograd's record of earlier steps
+        if length == 0:
+            return True
+        return all(
+            new.dtype == old.dtype
+            and new.device == old.device
+            and new.shape[:-2] == old.shape[:-2]
+            and new.shape[-1] == old.shape[-1]
+            for new, old in ((key_states, self.keys), (value_states, self.values))
+        )
+
+    def _allocate(self, key_states: Tensor, value_states: Tensor, length: int, new_length: int) -> None:
+        """Fresh buffers holding the cached positions, with room to grow (double, bounded by the hint when it fits)."""
+        capacity = 2 * new_length
+        if self.capacity_hint >= new_length:
+            capacity = min(capacity, self.capacity_hint)
+        buffers = tuple(
+            states.new_empty((*states.shape[:-2], capacity, states.shape[-1])) for states in (key_states, value_states)
+        )
+        if length:
+            buffers[0][..., :length, :].copy_(self.keys)
+            buffers[1][..., :length, :].copy_(self.values)
+        self._buffers = buffers
+
+    def update(self, key_states: Tensor, value_states: Tensor, *args, **kwargs) -> tuple[Tensor, Tensor]:
+        """Append (B, K, T, D) keys and values; returns the whole cache, (B, K, L + T, D) each, like DynamicLayer."""
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        length = self.get_seq_length()
+        if not self._fits(key_states, value_states, length):
+            self._buffers = None
+            return super().update(key_states, value_states, *args, **kwargs)
+        new_length = length + key_states.shape[-2]
+        if not self._views_of_buffers() or new_length > self._buffers[0].shape[-2]:
+            self._allocate(key_states, value_states, length, new_length)
+        keys, values = self._buffers
+        keys[..., length:new_length, :].copy_(key_states)
+        values[..., length:new_length, :].copy_(value_states)
+        self.keys, self.values = keys[..., :new_length, :], values[..., :new_length, :]
+        return self.keys, self.values
+
+    def reset(self) -> None:
+        self._buffers = None
+        super().reset()
+
+
+class BeamSharedCrossLayer(DynamicLayer):
+    """A cross-attention `DynamicLayer` whose beam reorders are skipped when they cannot change it.
+
+    Under beam search the batch holds `num_beams` consecutive rows per sequence, all attending to that sequence's
+    encoder output, and a reorder only moves rows among the beams of one sequence. When the cached rows of each
+    sequence's beams are equal, such a reorder is the identity, so it is skipped.
+
+    Args:
+        num_beams: Rows per sequence.
+    """
+
+    def __init__(self, num_beams: int):
+        super().__init__()
+        self.num_beams = num_beams
+        self._checked: tuple[Tensor, Tensor] | None = None  # the cached tensors last compared
+        self._rows_shared = False
+
+    def _beams_share_rows(self) -> bool:
+        """Whether each sequence's beams hold equal keys and values (compared once per cached tensor)."""
+        if self._checked is None or self._checked[0] is not self.keys or self._checked[1] is not self.values:
+            beams = self.num_beams
+            self._rows_shared = all(
+                torch.equal(grouped, grouped[:, :1].expand_as(grouped))
+                for grouped in (t.unflatten(0, (t.shape[0] // beams, beams)) for t in (self.keys, self.values))
+            )
+            self._checked = (self.keys, self.values)
+        return self._rows_shared
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        """Reorder the rows by `beam_idx`, unless every row stays within its sequence, whose rows are all equal."""
+        if self.get_seq_length() > 0 and self.num_beams > 1 and self.keys.shape[0] % self.num_beams == 0:
+            rows = torch.arange(self.keys.shape[0], device=beam_idx.device)
+            stays_in_sequence = torch.equal(beam_idx // self.num_beams, rows // self.num_beams)
+            if stays_in_sequence and self._beams_share_rows():
+                return
+        super().reorder_cache(beam_idx)
+
+
+def use_generation_layers(cache: Cache | None, *, num_beams: int, capacity_hint: int) -> None:
+    """Swap the fresh, empty `DynamicLayer`s of a CPU cache that `generate()` just made for the layers above:
+    `GrowingKVLayer` for self-attention without beams, `BeamSharedCrossLayer` for cross-attention with beams."""
+    if isinstance(cache, EncoderDecoderCache):
+        self_attention, cross_attention = cache.self_attention_cache, cache.cross_attention_cache
+    else:
+        self_attention, cross_attention = cache, None
+    if num_beams == 1:
+        _replace_layers(self_attention, lambda: GrowingKVLayer(capacity_hint))
+    elif cross_attention is not None:
+        _replace_layers(cross_attention, lambda: BeamSharedCrossLayer(num_beams))
+
+
+def _replace_layers(cache: Cache | None, make_layer) -> None:
+    """Replace the plain, empty layers of a plain DynamicCache (nothing offloaded) with `make_layer()`."""
+    if type(cache) is not DynamicCache or cache.offloading:
+        return
+    if any(type(layer) is not DynamicLayer or layer.is_initialized for layer in cache.layers):
+        return
+    cache.layers = [make_layer() for _ in cache.layers]
+    if cache.layer_class_to_replicate is DynamicLayer:
+        cache.layer_class_to_replicate = make_layer

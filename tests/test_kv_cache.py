@@ -1,0 +1,205 @@
+"""generate()'s cache layers on CPU (hf_attention.kv_cache): appends in place, skipped no-op beam reorders of the
+cross-attention cache; the same tokens and scores to the bit as transformers' own layers, and transformers'
+behaviour wherever their assumptions do not hold."""
+
+import pytest
+import torch
+from conftest import build, left_pad
+from transformers.cache_utils import DynamicCache, DynamicLayer, EncoderDecoderCache
+
+from hf_attention import HFAttentionForCausalLM, HFAttentionForSeq2SeqLM
+from hf_attention.kv_cache import BeamSharedCrossLayer, GrowingKVLayer
+
+GENERATIVE = [
+    (HFAttentionForCausalLM, "decoder", {"position_encoding": "rotary", "hidden_act": "swiglu"}),  # grouped heads
+    (HFAttentionForCausalLM, "decoder", {"position_encoding": "alibi", "attn_implementation": "eager"}),
+    (HFAttentionForSeq2SeqLM, "seq2seq", {"attention_bias": True}),
+    (HFAttentionForSeq2SeqLM, "seq2seq", {"position_encoding": "relative", "norm_type": "rmsnorm"}),
+]
+OPTIONS = [
+    {"do_sample": False},
+    {"do_sample": False, "num_beams": 3},
+    {"do_sample": True, "top_k": 20},
+]
+
+
+def _plain_cache(model):
+    """A cache passed by the caller: generate() leaves its transformers layers alone."""
+    if model.config.is_encoder_decoder:
+        return EncoderDecoderCache(DynamicCache(), DynamicCache())
+    return DynamicCache()
+
+
+def _generate(model, options, dtype=torch.float32, **kwargs):
+    ids, mask = left_pad([[5, 6, 7, 8, 9], [10, 11, 12]])
+    torch.manual_seed(3)
+    return model.to(dtype).generate(
+        ids,
+        attention_mask=mask,
+        max_new_tokens=7,
+        min_new_tokens=7,
+        output_scores=True,
+        return_dict_in_generate=True,
+        **options,
+        **kwargs,
+    )
+
+
+def _layers(cache):
+    if isinstance(cache, EncoderDecoderCache):
+        return cache.self_attention_cache.layers, cache.cross_attention_cache.layers
+    return cache.layers, []
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("options", OPTIONS, ids=["greedy", "beam", "sample"])
+@pytest.mark.parametrize(
+    ("model_class", "family", "overrides"), GENERATIVE, ids=["rotary-gqa", "alibi-eager", "seq2seq", "t5-buckets"]
+)
+def test_generation_layers_change_nothing(model_class, family, overrides, options, dtype):
+    model = build(model_class, family, **overrides)
+    ours = _generate(model, options, dtype)
+    plain = _generate(model, options, dtype, past_key_values=_plain_cache(model))
+    assert torch.equal(ours.sequences, plain.sequences)
+    assert all(torch.equal(a, b) for a, b in zip(ours.scores, plain.scores, strict=True))
+    self_layers, cross_layers = _layers(ours.past_key_values)
+    plain_self, plain_cross = _layers(plain.past_key_values)
+    beams = options.get("num_beams", 1) > 1
+    assert all(type(layer) is (DynamicLayer if beams else GrowingKVLayer) for layer in self_layers)
+    assert all(type(layer) is (BeamSharedCrossLayer if beams else DynamicLayer) for layer in cross_layers)
+    for a, b in zip(self_layers + cross_layers, plain_self + plain_cross, strict=True):  # the cache itself, too
+        assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+
+
+def test_a_cache_the_caller_passes_keeps_its_layers():
+    model = build(HFAttentionForCausalLM, "decoder")
+    cache = DynamicCache()
+    _generate(model, {"do_sample": False}, past_key_values=cache)
+    assert cache.layers and all(type(layer) is DynamicLayer for layer in cache.layers)
+
+
+def test_continuing_from_the_returned_cache_matches_transformers_layers():
+    """The cache generate() returns keeps working: a second turn appends to it."""
+    model = build(HFAttentionForCausalLM, "decoder", position_encoding="rotary")
+    results = []
+    for cache in (None, DynamicCache()):
+        first = model.generate(
+            torch.tensor([[5, 6, 7]]),
+            max_new_tokens=4,
+            do_sample=False,
+            return_dict_in_generate=True,
+            past_key_values=cache,
+        )
+        more = torch.cat([first.sequences, torch.tensor([[9, 10]])], dim=1)
+        second = model.generate(
+            more,
+            past_key_values=first.past_key_values,
+            max_new_tokens=4,
+            do_sample=False,
+            output_scores=True,
+            return_dict_in_generate=True,
+        )
+        results.append(second)
+    assert torch.equal(results[0].sequences, results[1].sequences)
+    assert all(torch.equal(a, b) for a, b in zip(results[0].scores, results[1].scores, strict=True))
+
+
+def test_assisted_generation_crops_and_matches():
+    """Assisted decoding crops the cache after rejected draft tokens; the in-place layer must rewrite those slots."""
+    model = build(HFAttentionForCausalLM, "decoder", position_encoding="rotary")
+    torch.manual_seed(1)
+    assistant = build(HFAttentionForCausalLM, "decoder", position_encoding="rotary")  # other weights: drafts rejected
+    prompt = torch.tensor([[5, 6, 7, 8]])
+    expected = model.generate(prompt, max_new_tokens=12, do_sample=False)
+    assisted = model.generate(prompt, max_new_tokens=12, do_sample=False, assistant_model=assistant)
+    assert torch.equal(assisted, expected)
+
+
+def _states(batch=2, heads=2, length=3, dim=4, dtype=torch.float32):
+    return torch.randn(batch, heads, length, dim, dtype=dtype), torch.randn(batch, heads, length, dim, dtype=dtype)
+
+
+def _same_as_dynamic(operations):
+    """The same operations on a GrowingKVLayer and a DynamicLayer: keys and values agree after each of them."""
+    ours, reference = GrowingKVLayer(capacity_hint=8), DynamicLayer()
+    for operation in operations:
+        for layer in (ours, reference):
+            operation(layer)
+        assert torch.equal(ours.keys, reference.keys) and torch.equal(ours.values, reference.values)
+    return ours
+
+
+def test_growing_layer_appends_in_place_and_follows_dynamic_layer_everywhere():
+    steps = [_states(length=3)] + [_states(length=1) for _ in range(9)]  # grows past the hint of 8
+    appends = [lambda layer, s=s: layer.update(*s) for s in steps]
+    layer = _same_as_dynamic(appends[:2])
+    buffer = layer._buffers[0]
+    layer.update(*_states(length=1))
+    assert layer._buffers[0] is buffer and layer.keys.data_ptr() == buffer.data_ptr()  # written in place
+    assert buffer.shape[-2] == 6  # twice the first three positions
+    for _ in range(3):
+        layer.update(*_states(length=1))
+    assert layer._buffers[0].shape[-2] == 8  # doubling again, bounded by the hint
+    _same_as_dynamic(
+        appends[:4]
+        + [lambda layer: layer.crop(-2)]  # a view of the buffer: later appends overwrite the dropped slots
+        + appends[4:6]
+        + [lambda layer: layer.reorder_cache(torch.tensor([1, 0]))]  # new tensors: copied into fresh buffers
+        + appends[6:8]
+        + [lambda layer: layer.batch_repeat_interleave(2)]
+        + [lambda layer: layer.batch_select_indices(torch.tensor([0, 3]))]
+        + appends[8:]
+    )
+
+
+def test_growing_layer_grows_past_its_hint_and_survives_a_reset():
+    layer = GrowingKVLayer(capacity_hint=4)
+    for _ in range(3):
+        layer.update(*_states(length=3))
+    assert layer.get_seq_length() == 9 and layer._buffers[0].shape[-2] >= 9
+    layer.reset()
+    assert layer.get_seq_length() == 0 and layer._buffers is None
+    keys, values = _states(length=2)
+    assert torch.equal(layer.update(keys, values)[0], keys)
+
+
+def test_growing_layer_falls_back_to_concatenation_when_it_cannot_write_in_place():
+    layer = GrowingKVLayer()
+    layer.update(*_states())
+    keys, values = _states(dtype=torch.float64)  # torch.cat promotes; a write into float32 buffers would round
+    reference = DynamicLayer()
+    reference.update(*[t.clone() for t in (layer.keys, layer.values)])
+    assert torch.equal(layer.update(keys, values)[0], reference.update(keys, values)[0])
+    assert layer.keys.dtype == torch.float64 and layer._buffers is None
+    recorded = GrowingKVLayer()
+    recorded.update(*_states())
+    keys = torch.randn(2, 2, 1, 4, requires_grad=True)
+    out, _ = recorded.update(keys, torch.randn(2, 2, 1, 4))
+    out.sum().backward()  # concatenated, so autograd reaches the new keys
+    assert torch.equal(keys.grad, torch.ones_like(keys))
+
+
+def _cross_layer(keys, values, beams):
+    layer = BeamSharedCrossLayer(beams)
+    layer.update(keys, values)
+    return layer
+
+
+def test_cross_layer_skips_reorders_among_equal_beams_only():
+    beams, sequences = 3, 2
+    keys = torch.randn(sequences, 2, 5, 4).repeat_interleave(beams, dim=0)  # as generate() expands encoder outputs
+    values = torch.randn(sequences, 2, 5, 4).repeat_interleave(beams, dim=0)
+    layer = _cross_layer(keys, values, beams)
+    stored = layer.keys
+    within = torch.tensor([2, 2, 0, 3, 5, 4])
+    layer.reorder_cache(within)
+    assert layer.keys is stored  # skipped: the same values index_select would give
+    assert torch.equal(layer.keys, keys.index_select(0, within))
+    across = torch.tensor([3, 1, 2, 0, 4, 5])  # rows move to another sequence: a real reorder
+    layer.reorder_cache(across)
+    assert torch.equal(layer.keys, keys.index_select(0, across)) and layer.keys is not stored
+    differing = keys.clone()
+    differing[1] += 1  # beams of the first sequence no longer equal
+    layer = _cross_layer(differing, values, beams)
+    layer.reorder_cache(within)
+    assert torch.equal(layer.keys, differing.index_select(0, within))
