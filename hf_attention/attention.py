@@ -354,7 +354,7 @@ class MultiHeadAttention(nn.Module):
             query = self._project_heads(self.q_proj, hidden_states, self.num_heads)  # (B, H, T, D)
             key, value = self._cross_keys_values(key_value_states, past_key_values)
         else:
-            if not torch.compiler.is_compiling() and self._stacked is not None and not torch.is_grad_enabled():
+            if self._stacked is not None and not torch.is_grad_enabled():
                 # generate(): one product (rotary applied inside), the same values as the separate path below
                 query, key, value = self._project_stacked(hidden_states, position_embeddings)
             else:
