@@ -71,7 +71,10 @@ class RMSNorm(nn.Module):
             and (x.requires_grad or self.weight.requires_grad)
         ):
             return _RMSNormFunction.apply(x, self.weight, self.eps)
-        # torch's fused kernel computes exactly x·rsqrt(mean(x²) + ε) (bit-identical to the three-op form here).
+        # torch's kernel computes exactly x·rsqrt(mean(x²) + ε) (bit-identical to the three-op form above); in fp32
+        # it also applies the gain (the same products as `weight * normed`, one op fewer per call).
+        if fp32:
+            return nn.functional.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
         normed = nn.functional.rms_norm(x.float(), (x.shape[-1],), eps=self.eps)
         return self.weight * normed.to(x.dtype)
 
