@@ -8,13 +8,16 @@ values with less copying:
 - `GrowingKVLayer` (self-attention, generation without beams): keys and values live at the front of buffers with room
   to spare, and a new token is written in place, like appending to a Python list; `keys`/`values` are views of the
   first L positions, holding exactly what `DynamicLayer` would hold.
+- `BeamReorderedLayer` (self-attention under beam search): a beam reorder is not applied when beam search asks for it
+  but by the next append, which gathers the cached rows straight into the grown tensor: one copy per step instead of
+  two (`DynamicLayer` copies the cache once to reorder it and once more to concatenate the new token).
 - `BeamSharedCrossLayer` (cross-attention under beam search): every beam of a sequence attends to the same encoder
   output, so the cached encoder keys/values of the beams of one sequence are the same rows, and reordering beams
   within a sequence changes nothing. The layer checks this (once per cached tensor: the rows of each sequence's beams
   are compared) and then skips the copy.
 
-Both are `DynamicLayer` subclasses and fall back to its behaviour whenever their assumption does not hold (the keys
-were replaced by a reorder, a batch selection or a crop elsewhere, the dtype changes, gradients are recorded, a
+All three are `DynamicLayer` subclasses and fall back to its behaviour whenever their assumption does not hold (the
+keys were replaced by a reorder, a batch selection or a crop elsewhere, the dtype changes, gradients are recorded, a
 reorder moves a row to another sequence). Measured on CPU only; other devices keep transformers' layers.
 """
 
@@ -50,17 +53,9 @@ class GrowingKVLayer(DynamicLayer):
 
     def _fits(self, key_states: Tensor, value_states: Tensor, length: int) -> bool:
         """Whether the new states can be written beside the cached ones without changing what `torch.cat` gives."""
-        if torch.is_grad_enabled() and (key_states.requires_grad or value_states.requires_grad):
-            return False  # an in-place write would break autograd's record of earlier steps
-        if length == 0:
-            return True
-        return all(
-            new.dtype == old.dtype
-            and new.device == old.device
-            and new.shape[:-2] == old.shape[:-2]
-            and new.shape[-1] == old.shape[-1]
-            for new, old in ((key_states, self.keys), (value_states, self.values))
-        )
+        if length:
+            return _appendable((self.keys, self.values), (key_states, value_states))
+        return not _recording_gradients(key_states, value_states)
 
     def _allocate(self, key_states: Tensor, value_states: Tensor, length: int, new_length: int) -> None:
         """Fresh buffers holding the cached positions, with room to grow (double, bounded by the hint when it fits)."""
@@ -95,6 +90,97 @@ class GrowingKVLayer(DynamicLayer):
     def reset(self) -> None:
         self._buffers = None
         super().reset()
+
+
+class BeamReorderedLayer(DynamicLayer):
+    """A self-attention `DynamicLayer` for beam search: reorders are deferred to the next append and done by it.
+
+    Beam search reorders the cache after every step and then appends the next token's keys and values. Here the
+    reorder only records the row order (composing several), and the append writes the reordered rows and the new ones
+    into one new tensor, laid out as `torch.cat` lays it out. Reading `keys` or `values` in between applies the
+    pending reorder first, so every reader sees what a `DynamicLayer` would hold.
+    """
+
+    def __init__(self):
+        self._pending: Tensor | None = None  # row order to apply to _keys/_values (set before the base assigns keys)
+        self._keys: Tensor | None = None
+        self._values: Tensor | None = None
+        super().__init__()
+
+    def _apply_pending_reorder(self) -> None:
+        order, self._pending = self._pending, None
+        self._keys, self._values = self._keys.index_select(0, order), self._values.index_select(0, order)
+
+    @property
+    def keys(self) -> Tensor | None:
+        if self._pending is not None:
+            self._apply_pending_reorder()
+        return self._keys
+
+    @keys.setter
+    def keys(self, tensor: Tensor | None) -> None:
+        if self._pending is not None:
+            self._apply_pending_reorder()  # the reorder still applies to the values
+        self._keys = tensor
+
+    @property
+    def values(self) -> Tensor | None:
+        if self._pending is not None:
+            self._apply_pending_reorder()
+        return self._values
+
+    @values.setter
+    def values(self, tensor: Tensor | None) -> None:
+        if self._pending is not None:
+            self._apply_pending_reorder()
+        self._values = tensor
+
+    def get_seq_length(self) -> int:
+        """Cached positions (a pending reorder does not change them)."""
+        if not self.is_initialized or self._keys is None or self._keys.numel() == 0:
+            return 0
+        return self._keys.shape[-2]
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        """Record the new row order; the next `update` (or read) applies it."""
+        if self.get_seq_length() == 0:
+            return
+        order = beam_idx.to(self._keys.device)
+        self._pending = order if self._pending is None else self._pending.index_select(0, order)
+
+    def update(self, key_states: Tensor, value_states: Tensor, *args, **kwargs) -> tuple[Tensor, Tensor]:
+        """`DynamicLayer.update`, with a pending reorder gathered into the result (the same tensor, one copy fewer)."""
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        cached = (self._keys, self._values)
+        if self._pending is None or not _appendable(cached, (key_states, value_states)):
+            return super().update(key_states, value_states, *args, **kwargs)
+        order, self._pending = self._pending, None
+        grown = []
+        for old, new in zip(cached, (key_states, value_states), strict=True):
+            length = old.shape[-2]
+            result = old.new_empty((*old.shape[:-2], length + new.shape[-2], old.shape[-1]))
+            torch.index_select(old, 0, order, out=result[..., :length, :])
+            result[..., length:, :].copy_(new)
+            grown.append(result)
+        self._keys, self._values = grown
+        return self._keys, self._values
+
+
+def _appendable(cached: tuple[Tensor, Tensor], new: tuple[Tensor, Tensor]) -> bool:
+    """Whether `new` states can be written beside `cached` ones into one tensor exactly as `torch.cat` would make it:
+    cached positions exist, same rows, dtype and device, and no gradient is being recorded (writes into a slice
+    would break autograd's record)."""
+    if any(old is None or old.numel() == 0 for old in cached) or _recording_gradients(*cached, *new):
+        return False
+    return all(
+        n.dtype == o.dtype and n.device == o.device and n.shape[:-2] == o.shape[:-2] and n.shape[-1] == o.shape[-1]
+        for o, n in zip(cached, new, strict=True)
+    )
+
+
+def _recording_gradients(*tensors: Tensor) -> bool:
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 
 class BeamSharedCrossLayer(DynamicLayer):
@@ -137,14 +223,17 @@ class BeamSharedCrossLayer(DynamicLayer):
 
 def use_generation_layers(cache: Cache | None, *, num_beams: int, capacity_hint: int) -> None:
     """Swap the fresh, empty `DynamicLayer`s of a CPU cache that `generate()` just made for the layers above:
-    `GrowingKVLayer` for self-attention without beams, `BeamSharedCrossLayer` for cross-attention with beams."""
+    `GrowingKVLayer` for self-attention without beams; with beams, `BeamReorderedLayer` for self-attention and
+    `BeamSharedCrossLayer` for cross-attention."""
     if isinstance(cache, EncoderDecoderCache):
         self_attention, cross_attention = cache.self_attention_cache, cache.cross_attention_cache
     else:
         self_attention, cross_attention = cache, None
     if num_beams == 1:
         _replace_layers(self_attention, lambda: GrowingKVLayer(capacity_hint))
-    elif cross_attention is not None:
+        return
+    _replace_layers(self_attention, BeamReorderedLayer)
+    if cross_attention is not None:
         _replace_layers(cross_attention, lambda: BeamSharedCrossLayer(num_beams))
 
 

@@ -1,6 +1,6 @@
-"""generate()'s cache layers on CPU (hf_attention.kv_cache): appends in place, skipped no-op beam reorders of the
-cross-attention cache; the same tokens and scores to the bit as transformers' own layers, and transformers'
-behaviour wherever their assumptions do not hold."""
+"""generate()'s cache layers on CPU (hf_attention.kv_cache): appends in place, beam reorders done by the next
+append, no-op beam reorders of the cross-attention cache skipped; the same tokens and scores to the bit as
+transformers' own layers, and transformers' behaviour wherever their assumptions do not hold."""
 
 import pytest
 import torch
@@ -8,7 +8,7 @@ from conftest import build, left_pad
 from transformers.cache_utils import DynamicCache, DynamicLayer, EncoderDecoderCache
 
 from hf_attention import HFAttentionForCausalLM, HFAttentionForSeq2SeqLM
-from hf_attention.kv_cache import BeamSharedCrossLayer, GrowingKVLayer
+from hf_attention.kv_cache import BeamReorderedLayer, BeamSharedCrossLayer, GrowingKVLayer
 
 GENERATIVE = [
     (HFAttentionForCausalLM, "decoder", {"position_encoding": "rotary", "hidden_act": "swiglu"}),  # grouped heads
@@ -65,7 +65,7 @@ def test_generation_layers_change_nothing(model_class, family, overrides, option
     self_layers, cross_layers = _layers(ours.past_key_values)
     plain_self, plain_cross = _layers(plain.past_key_values)
     beams = options.get("num_beams", 1) > 1
-    assert all(type(layer) is (DynamicLayer if beams else GrowingKVLayer) for layer in self_layers)
+    assert all(type(layer) is (BeamReorderedLayer if beams else GrowingKVLayer) for layer in self_layers)
     assert all(type(layer) is (BeamSharedCrossLayer if beams else DynamicLayer) for layer in cross_layers)
     for a, b in zip(self_layers + cross_layers, plain_self + plain_cross, strict=True):  # the cache itself, too
         assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
@@ -203,3 +203,63 @@ def test_cross_layer_skips_reorders_among_equal_beams_only():
     layer = _cross_layer(differing, values, beams)
     layer.reorder_cache(within)
     assert torch.equal(layer.keys, differing.index_select(0, within))
+
+
+def _same_as_dynamic_beams(operations):
+    """The same operations on a BeamReorderedLayer and a DynamicLayer: keys and values agree after each of them."""
+    ours, reference = BeamReorderedLayer(), DynamicLayer()
+    for operation in operations:
+        results = [operation(layer) for layer in (ours, reference)]
+        if results[0] is not None:  # an update returns the whole cache
+            assert all(torch.equal(a, b) for a, b in zip(*results, strict=True))
+        assert ours.get_seq_length() == reference.get_seq_length()
+        assert torch.equal(ours.keys, reference.keys) and torch.equal(ours.values, reference.values)
+    return ours
+
+
+def test_beam_layer_applies_reorders_with_the_next_append():
+    steps = [_states(batch=4, length=3)] + [_states(batch=4, length=1) for _ in range(6)]
+    appends = [lambda layer, s=s: layer.update(*s) for s in steps]
+    reorders = [
+        lambda layer, order=order: layer.reorder_cache(torch.tensor(order))
+        for order in ([1, 1, 0, 3], [3, 2, 2, 0], [0, 0, 0, 1])
+    ]
+    _same_as_dynamic_beams(
+        appends[:2]
+        + [reorders[0]]
+        + appends[2:3]
+        + [reorders[1], reorders[2]]
+        + appends[3:4]  # two reorders before an append: composed
+        + [reorders[0], lambda layer: layer.crop(-1)]
+        + appends[4:5]  # a crop reads (and so applies) the reorder
+        + [reorders[1], lambda layer: layer.batch_select_indices(torch.tensor([0, 1, 2, 3]))]
+        + appends[5:]
+    )
+    layer = BeamReorderedLayer()
+    layer.update(*steps[0])
+    layer.reorder_cache(torch.tensor([2, 2, 1, 0]))
+    assert layer._pending is not None and layer.get_seq_length() == 3  # nothing copied yet
+    layer.update(*steps[1])
+    assert layer._pending is None and layer.keys.is_contiguous()  # laid out as torch.cat lays it out
+
+
+def test_beam_layer_falls_back_to_dynamic_layer():
+    layer = BeamReorderedLayer()
+    layer.update(*_states(batch=2))
+    layer.reorder_cache(torch.tensor([1, 1]))
+    reorder_then_cat = torch.cat(
+        [layer._keys.index_select(0, torch.tensor([1, 1])).double(), torch.ones(2, 2, 1, 4, dtype=torch.float64)],
+        dim=-2,
+    )
+    keys, _ = layer.update(torch.ones(2, 2, 1, 4, dtype=torch.float64), torch.ones(2, 2, 1, 4, dtype=torch.float64))
+    assert torch.equal(keys, reorder_then_cat)  # another dtype: reorder applied, then concatenated (promoted)
+    recorded = BeamReorderedLayer()
+    recorded.update(*_states(batch=2))
+    recorded.reorder_cache(torch.tensor([1, 0]))
+    new_keys = torch.randn(2, 2, 1, 4, requires_grad=True)
+    out, _ = recorded.update(new_keys, torch.randn(2, 2, 1, 4))
+    out.sum().backward()
+    assert torch.equal(new_keys.grad, torch.ones_like(new_keys))
+    recorded.reorder_cache(torch.tensor([0, 0]))
+    recorded.reset()
+    assert recorded.get_seq_length() == 0 and recorded._pending is None
