@@ -261,8 +261,9 @@ class MultiHeadAttention(nn.Module):
 
     def stackable_projections(self) -> tuple[nn.Linear, ...]:
         """The projections of the same input that generate() may run as one product (hf_attention.decoding): q, k
-        and v of self-attention (cross-attention projects its keys and values once per generation)."""
-        return () if self.is_cross_attention else (self.q_proj, self.k_proj, self.v_proj)
+        and v of causal self-attention, which runs once per new token (an encoder's runs once per generation, and
+        cross-attention projects its keys and values once per generation)."""
+        return (self.q_proj, self.k_proj, self.v_proj) if self.is_causal and not self.is_cross_attention else ()
 
     def stack_projections(self) -> None:
         """Keep q/k/v weights stacked for one-product projections without gradients (see hf_attention.decoding)."""

@@ -1,4 +1,4 @@
-"""One product for the q, k and v projections of self-attention while `generate()` runs.
+"""One product for the q, k and v projections of causal self-attention while `generate()` runs.
 
 A decoding step projects one token per sequence: each of the three (E → H·D) products is a small matrix-vector
 product, and on CPU the fixed cost of a call (dispatch, output allocation) is a large share of it. Stacking the three
@@ -50,7 +50,7 @@ def _stackable(module: nn.Module) -> bool:
 
 @contextlib.contextmanager
 def stacked_projections(model: nn.Module) -> Iterator[None]:
-    """Within the block, every eligible module of `model` (one offering `stackable_projections`: self-attention)
+    """Within the block, every eligible module of `model` (one offering `stackable_projections`: causal self-attention)
     runs those projections as one stacked product when gradients are off. Re-entrant and thread-safe: the stacked
     weights live while any caller is inside."""
     global_hooks = nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks
