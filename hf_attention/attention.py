@@ -258,6 +258,7 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(kv_input_size, num_kv_heads * head_dim, bias=bias)
         self.o_proj = nn.Linear(num_heads * head_dim, hidden_size, bias=bias)
         self._stacked: tuple[Tensor, Tensor | None] | None = None  # set while generate() runs
+        self._stacked_is_exact: dict[int, bool] = {}  # rows → whether the stacked product gives the separate bits
 
     def stackable_projections(self) -> tuple[nn.Linear, ...]:
         """The projections of the same input that generate() may run as one product (hf_attention.decoding): q, k
@@ -268,9 +269,32 @@ class MultiHeadAttention(nn.Module):
     def stack_projections(self) -> None:
         """Keep q/k/v weights stacked for one-product projections without gradients (see hf_attention.decoding)."""
         self._stacked = stack_weights(self.stackable_projections())
+        self._stacked_is_exact = {}
 
     def unstack_projections(self) -> None:
         self._stacked = None
+        self._stacked_is_exact = {}
+
+    def _use_stacked(self, states: Tensor) -> bool:
+        """Whether this step projects q/k/v with the stacked product: one new token per row, no gradients, and the
+        stacked product known to give the same bits as the separate ones for this many rows.
+
+        The wider product is not always exact: a BLAS picks its kernel and blocking by matrix shape, and for some
+        shapes the sum over E runs in another order in the wider product (seen with MKL in float32: E = 128 with 4
+        rows; E = 384 with grouped heads and 4 rows). So the first step with a given number of rows in each
+        generate() call computes both and compares them; later steps use the stacked product only if they agreed.
+        A compiled step (torch.compile) uses it without the check: inductor chooses its own kernels there."""
+        if self._stacked is None or states.shape[1] != 1 or torch.is_grad_enabled():
+            return False
+        if torch.compiler.is_compiling():
+            return True
+        rows = states.shape[0]
+        exact = self._stacked_is_exact.get(rows)
+        if exact is None:
+            stacked = nn.functional.linear(states, *self._stacked)
+            separate = torch.cat([proj(states) for proj in self.stackable_projections()], dim=-1)
+            exact = self._stacked_is_exact[rows] = torch.equal(stacked, separate)
+        return exact
 
     def _project_stacked(self, states: Tensor, rotary: tuple[Tensor, Tensor] | None) -> tuple[Tensor, Tensor, Tensor]:
         """q, k, v from the stacked product; with rotary tables, q and k are rotated together (one elementwise
@@ -355,7 +379,7 @@ class MultiHeadAttention(nn.Module):
             query = self._project_heads(self.q_proj, hidden_states, self.num_heads)  # (B, H, T, D)
             key, value = self._cross_keys_values(key_value_states, past_key_values)
         else:
-            if self._stacked is not None and not torch.is_grad_enabled():
+            if self._use_stacked(hidden_states):
                 # generate(): one product (rotary applied inside), the same values as the separate path below
                 query, key, value = self._project_stacked(hidden_states, position_embeddings)
             else:

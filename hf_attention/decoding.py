@@ -9,11 +9,13 @@ The weights cannot change while `generate()` runs, so the stacked copy is made w
 when it ends: nothing is cached across calls that an in-place weight update (an optimizer step,
 `param.data.copy_`, a merged LoRA adapter) could leave stale.
 
-The results are the same to the bit: each output element is still one dot product over E, and the CPU kernels
-compute it in the same order whatever the number of output columns (checked in fp32 and bf16 by the tests).
-Only plain `nn.Linear` projections without hooks on CPU are stacked (a PEFT adapter, a quantized layer or a forward
-hook must see its own call), and only up to `MAX_STACKED_ELEMENTS` per layer, so that a large model does not pay
-memory for a saving that its larger products make negligible.
+The results are the same to the bit. Each output element is still one dot product over E, but a BLAS picks its
+kernel by matrix shape, and for some shapes the wider product sums in another order (MKL, float32: E = 128 with 4
+rows). So the stacked product is only used for one-token steps, and in each generate() call the first step with a
+given number of rows computes both ways and compares them (`MultiHeadAttention._use_stacked`): a shape where they
+differ keeps the three products. Only plain `nn.Linear` projections without hooks on CPU are stacked (a PEFT
+adapter, a quantized layer or a forward hook must see its own call), and only up to `MAX_STACKED_ELEMENTS` per layer,
+so that a large model does not pay memory for a saving that its larger products make negligible.
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ _lock = threading.Lock()
 
 def _stackable(module: nn.Module) -> bool:
     """Whether `module` offers projections to stack, and they are plain hook-free CPU nn.Linear of one dtype."""
-    offer = getattr(module, "stackable_projections", None)
-    projections = offer() if offer is not None else ()
+    # looked up on the class: a missing attribute on the instance goes through nn.Module.__getattr__, which raises
+    # (slow) for every module of the model
+    offer = getattr(type(module), "stackable_projections", None)
+    projections = offer(module) if offer is not None else ()
     if not projections or any(type(p) is not nn.Linear for p in projections):
         return False
     if any(p._forward_hooks or p._forward_pre_hooks for p in projections):
@@ -57,17 +61,19 @@ def stacked_projections(model: nn.Module) -> Iterator[None]:
     with _lock:
         depth = getattr(model, "_stacked_projection_depth", 0)
         model._stacked_projection_depth = depth + 1
-        if depth == 0 and not global_hooks:
+        if depth == 0:
+            model._stacked_modules = (
+                [] if global_hooks else [module for module in model.modules() if _stackable(module)]
+            )
             with torch.no_grad():
-                for module in model.modules():
-                    if _stackable(module):
-                        module.stack_projections()
+                for module in model._stacked_modules:
+                    module.stack_projections()
     try:
         yield
     finally:
         with _lock:
             model._stacked_projection_depth -= 1
             if model._stacked_projection_depth == 0:
-                for module in model.modules():
-                    if getattr(module, "_stacked", None) is not None:
-                        module.unstack_projections()
+                for module in model._stacked_modules:
+                    module.unstack_projections()
+                model._stacked_modules = []

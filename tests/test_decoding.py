@@ -9,7 +9,7 @@ import torch
 from conftest import build, left_pad
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from hf_attention import HFAttentionForCausalLM, HFAttentionForSeq2SeqLM, decoding
+from hf_attention import HFAttentionForCausalLM, HFAttentionForSeq2SeqLM, attention, decoding
 
 GENERATIVE = [
     (HFAttentionForCausalLM, "decoder", {"position_encoding": "rotary", "hidden_act": "swiglu"}),
@@ -61,24 +61,73 @@ def test_stacked_projections_change_nothing(model_class, family, overrides, opti
     assert all(torch.equal(a, b) for a, b in zip(stacked.scores, separate.scores, strict=True))
 
 
+def _count_products(model, prompt, new_tokens, *, stack: bool):
+    saved = decoding.MAX_STACKED_ELEMENTS
+    decoding.MAX_STACKED_ELEMENTS = saved if stack else 0
+    try:
+        with _CountMatmuls() as mode:
+            model.generate(prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
+    finally:
+        decoding.MAX_STACKED_ELEMENTS = saved
+    return mode.counts["mm"] + mode.counts["addmm"]
+
+
 @pytest.mark.parametrize("hidden_act", ["gelu", "swiglu"])
 def test_one_product_instead_of_three_and_nothing_kept_afterwards(hidden_act):
-    """q/k/v: three products → one (a gated feed-forward keeps its two)."""
-    saved_per_layer = 2
+    """q/k/v: three products → one on one-token steps, after one step that computes both ways and compares them
+    (the prompt keeps three products; a gated feed-forward keeps its two)."""
     model = build(HFAttentionForCausalLM, "decoder", hidden_act=hidden_act)
-    counts = {}
-    for name, limit in (("stacked", decoding.MAX_STACKED_ELEMENTS), ("separate", 0)):
-        decoding.MAX_STACKED_ELEMENTS, saved = limit, decoding.MAX_STACKED_ELEMENTS
+    prompt, steps = torch.tensor([[5, 6, 7]]), 3  # the prompt and three one-token steps
+    separate = _count_products(model, prompt, steps + 1, stack=False)
+    stacked = _count_products(model, prompt, steps + 1, stack=True)
+    attention = [layer.self_attn for layer in model.model.decoder.layers]
+    assert all(m._stacked is None and not m._stacked_is_exact for m in attention)  # copies and checks dropped
+    assert model._stacked_projection_depth == 0
+    # the check runs inside the call: see what it found by stacking again for one step of one row
+    with decoding.stacked_projections(model), torch.no_grad():
+        exact = [m._use_stacked(torch.randn(1, 1, model.config.hidden_size)) for m in attention]
+    # first step: the check's 1 stacked + 3 separate, then the step's own product (1 if exact, else 3 again);
+    # each later step: 1 stacked if exact, else 3 separate
+    extra_per_layer = [(4 + 1 - 3) - (steps - 1) * 2 if ok else 1 for ok in exact]
+    assert stacked - separate == sum(extra_per_layer)
+
+
+def test_a_stacked_product_that_differs_is_never_used(monkeypatch):
+    """Where the stacked product does not give the separate products' bits, generate() keeps the three products:
+    here the stacked weights are made to differ in their last bits, and the result is still the separate one."""
+    model = build(HFAttentionForCausalLM, "decoder", position_encoding="rotary")
+    expected = _generate(model, {"do_sample": False, "num_beams": 2})
+    exact_stack = attention.stack_weights
+
+    def perturbed(projections):
+        weight, bias = exact_stack(projections)
+        return torch.nextafter(weight, torch.full_like(weight, torch.inf)), bias
+
+    monkeypatch.setattr(attention, "stack_weights", perturbed)
+    observed = _generate(model, {"do_sample": False, "num_beams": 2})
+    assert torch.equal(observed.sequences, expected.sequences)
+    assert all(torch.equal(a, b) for a, b in zip(observed.scores, expected.scores, strict=True))
+
+
+@pytest.mark.parametrize("rows", [1, 2, 4, 8])
+def test_stacking_is_exact_where_a_blas_sums_the_wider_product_differently(rows):
+    """E = 128 with 4 rows is a shape where MKL's float32 kernels give the stacked product other last bits than the
+    separate ones; generate() must still give the separate products' scores for every row count."""
+    model = build(HFAttentionForCausalLM, "decoder", hidden_size=128, intermediate_size=512, num_attention_heads=4)
+    torch.manual_seed(0)
+    ids = torch.randint(5, 90, (rows, 6))
+
+    def scores(stack):
+        saved = decoding.MAX_STACKED_ELEMENTS
+        decoding.MAX_STACKED_ELEMENTS = saved if stack else 0
         try:
-            with _CountMatmuls() as mode:
-                model.generate(torch.tensor([[5, 6, 7]]), max_new_tokens=4, min_new_tokens=4, do_sample=False)
+            return model.generate(
+                ids, max_new_tokens=5, do_sample=False, output_scores=True, return_dict_in_generate=True
+            ).scores
         finally:
             decoding.MAX_STACKED_ELEMENTS = saved
-        counts[name] = mode.counts["mm"] + mode.counts["addmm"]
-    layers, calls = model.config.num_hidden_layers, 4  # the prompt and three decoding steps
-    assert counts["separate"] - counts["stacked"] == saved_per_layer * layers * calls
-    assert all(m._stacked is None for m in model.modules() if hasattr(m, "stack_projections"))  # copies dropped
-    assert model._stacked_projection_depth == 0
+
+    assert all(torch.equal(a, b) for a, b in zip(scores(True), scores(False), strict=True))
 
 
 def test_a_hooked_projection_is_called_as_itself():
