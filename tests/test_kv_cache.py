@@ -7,7 +7,7 @@ import torch
 from conftest import build, left_pad
 from transformers.cache_utils import DynamicCache, DynamicLayer, EncoderDecoderCache
 
-from hf_attention import HFAttentionForCausalLM, HFAttentionForSeq2SeqLM
+from hf_attention import HFAttentionForCausalLM, HFAttentionForSeq2SeqLM, kv_cache
 from hf_attention.kv_cache import BeamReorderedLayer, BeamSharedCrossLayer, GrowingKVLayer
 
 GENERATIVE = [
@@ -51,12 +51,22 @@ def _layers(cache):
     return cache.layers, []
 
 
+@pytest.fixture(params=["in-place", "concatenated-while-small"])
+def in_place_min_bytes(request, monkeypatch):
+    """Run with in-place appends and deferred beam reorders from the first token (the test models' caches are far
+    below the default sizes at which the layers switch from transformers' way to theirs), and with the defaults."""
+    if request.param == "in-place":
+        monkeypatch.setattr(kv_cache, "IN_PLACE_MIN_BYTES", 0)
+        monkeypatch.setattr(kv_cache, "DEFERRED_REORDER_MIN_BYTES", 0)
+    return kv_cache.IN_PLACE_MIN_BYTES
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("options", OPTIONS, ids=["greedy", "beam", "sample"])
 @pytest.mark.parametrize(
     ("model_class", "family", "overrides"), GENERATIVE, ids=["rotary-gqa", "alibi-eager", "seq2seq", "t5-buckets"]
 )
-def test_generation_layers_change_nothing(model_class, family, overrides, options, dtype):
+def test_generation_layers_change_nothing(model_class, family, overrides, options, dtype, in_place_min_bytes):
     model = build(model_class, family, **overrides)
     ours = _generate(model, options, dtype)
     plain = _generate(model, options, dtype, past_key_values=_plain_cache(model))
@@ -69,6 +79,8 @@ def test_generation_layers_change_nothing(model_class, family, overrides, option
     assert all(type(layer) is (BeamSharedCrossLayer if beams else DynamicLayer) for layer in cross_layers)
     for a, b in zip(self_layers + cross_layers, plain_self + plain_cross, strict=True):  # the cache itself, too
         assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+    if not beams:  # appended in place exactly when asked to
+        assert all((layer._buffers is not None) == (in_place_min_bytes == 0) for layer in self_layers)
 
 
 def test_a_cache_the_caller_passes_keeps_its_layers():
@@ -121,7 +133,7 @@ def _states(batch=2, heads=2, length=3, dim=4, dtype=torch.float32):
 
 def _same_as_dynamic(operations):
     """The same operations on a GrowingKVLayer and a DynamicLayer: keys and values agree after each of them."""
-    ours, reference = GrowingKVLayer(capacity_hint=8), DynamicLayer()
+    ours, reference = GrowingKVLayer(capacity_hint=8, min_bytes=0), DynamicLayer()
     for operation in operations:
         for layer in (ours, reference):
             operation(layer)
@@ -153,7 +165,7 @@ def test_growing_layer_appends_in_place_and_follows_dynamic_layer_everywhere():
 
 
 def test_growing_layer_grows_past_its_hint_and_survives_a_reset():
-    layer = GrowingKVLayer(capacity_hint=4)
+    layer = GrowingKVLayer(capacity_hint=4, min_bytes=0)
     for _ in range(3):
         layer.update(*_states(length=3))
     assert layer.get_seq_length() == 9 and layer._buffers[0].shape[-2] >= 9
@@ -164,19 +176,31 @@ def test_growing_layer_grows_past_its_hint_and_survives_a_reset():
 
 
 def test_growing_layer_falls_back_to_concatenation_when_it_cannot_write_in_place():
-    layer = GrowingKVLayer()
+    layer = GrowingKVLayer(min_bytes=0)
     layer.update(*_states())
     keys, values = _states(dtype=torch.float64)  # torch.cat promotes; a write into float32 buffers would round
     reference = DynamicLayer()
     reference.update(*[t.clone() for t in (layer.keys, layer.values)])
     assert torch.equal(layer.update(keys, values)[0], reference.update(keys, values)[0])
     assert layer.keys.dtype == torch.float64 and layer._buffers is None
-    recorded = GrowingKVLayer()
+    recorded = GrowingKVLayer(min_bytes=0)
     recorded.update(*_states())
     keys = torch.randn(2, 2, 1, 4, requires_grad=True)
     out, _ = recorded.update(keys, torch.randn(2, 2, 1, 4))
     out.sum().backward()  # concatenated, so autograd reaches the new keys
     assert torch.equal(keys.grad, torch.ones_like(keys))
+
+
+def test_growing_layer_concatenates_while_small_then_appends_in_place():
+    """Below `min_bytes` per cached tensor appends go through torch.cat (cheaper there); past it, into buffers."""
+    row_bytes = 2 * 2 * 4 * 4  # (B=2, K=2, one position, D=4) float32
+    layer, reference = GrowingKVLayer(capacity_hint=16, min_bytes=5 * row_bytes), DynamicLayer()
+    for step in range(8):
+        states = _states(length=3 if step == 0 else 1)
+        for target in (layer, reference):
+            target.update(*states)
+        assert torch.equal(layer.keys, reference.keys) and torch.equal(layer.values, reference.values)
+        assert (layer._buffers is not None) == (layer.get_seq_length() >= 5)
 
 
 def _cross_layer(keys, values, beams):
@@ -207,7 +231,7 @@ def test_cross_layer_skips_reorders_among_equal_beams_only():
 
 def _same_as_dynamic_beams(operations):
     """The same operations on a BeamReorderedLayer and a DynamicLayer: keys and values agree after each of them."""
-    ours, reference = BeamReorderedLayer(), DynamicLayer()
+    ours, reference = BeamReorderedLayer(min_bytes=0), DynamicLayer()
     for operation in operations:
         results = [operation(layer) for layer in (ours, reference)]
         if results[0] is not None:  # an update returns the whole cache
@@ -235,7 +259,7 @@ def test_beam_layer_applies_reorders_with_the_next_append():
         + [reorders[1], lambda layer: layer.batch_select_indices(torch.tensor([0, 1, 2, 3]))]
         + appends[5:]
     )
-    layer = BeamReorderedLayer()
+    layer = BeamReorderedLayer(min_bytes=0)
     layer.update(*steps[0])
     layer.reorder_cache(torch.tensor([2, 2, 1, 0]))
     assert layer._pending is not None and layer.get_seq_length() == 3  # nothing copied yet
@@ -243,8 +267,21 @@ def test_beam_layer_applies_reorders_with_the_next_append():
     assert layer._pending is None and layer.keys.is_contiguous()  # laid out as torch.cat lays it out
 
 
+def test_beam_layer_reorders_a_small_cache_at_once():
+    """Below `min_bytes` per cached tensor a reorder is applied when asked, as DynamicLayer does; past it, deferred."""
+    row_bytes = 2 * 4 * 4  # (K=2, one position, D=4) float32 of one row
+    layer, reference = BeamReorderedLayer(min_bytes=4 * 5 * row_bytes), DynamicLayer()  # 4 rows × 5 positions
+    for step in range(5):
+        states = _states(batch=4, length=3 if step == 0 else 1)
+        for target in (layer, reference):
+            target.update(*states)
+            target.reorder_cache(torch.tensor([3, 0, 0, 2]))
+        assert (layer._pending is not None) == (layer.get_seq_length() >= 5)
+        assert torch.equal(layer.keys, reference.keys) and torch.equal(layer.values, reference.values)
+
+
 def test_beam_layer_falls_back_to_dynamic_layer():
-    layer = BeamReorderedLayer()
+    layer = BeamReorderedLayer(min_bytes=0)
     layer.update(*_states(batch=2))
     layer.reorder_cache(torch.tensor([1, 1]))
     reorder_then_cat = torch.cat(
@@ -253,7 +290,7 @@ def test_beam_layer_falls_back_to_dynamic_layer():
     )
     keys, _ = layer.update(torch.ones(2, 2, 1, 4, dtype=torch.float64), torch.ones(2, 2, 1, 4, dtype=torch.float64))
     assert torch.equal(keys, reorder_then_cat)  # another dtype: reorder applied, then concatenated (promoted)
-    recorded = BeamReorderedLayer()
+    recorded = BeamReorderedLayer(min_bytes=0)
     recorded.update(*_states(batch=2))
     recorded.reorder_cache(torch.tensor([1, 0]))
     new_keys = torch.randn(2, 2, 1, 4, requires_grad=True)
