@@ -71,6 +71,12 @@ class GrowingKVLayer(DynamicLayer):
             for t, b in zip((self.keys, self.values), self._buffers, strict=True)
         )
 
+    def _fits(self, key_states: Tensor, value_states: Tensor, length: int) -> bool:
+        """Whether the new states can be written beside the cached ones without changing what `torch.cat` gives."""
+        if length:
+            return _appendable((self.keys, self.values), (key_states, value_states))
+        return not _recording_gradients(key_states, value_states)
+
     def _allocate(self, key_states: Tensor, value_states: Tensor, length: int, new_length: int) -> None:
         """Fresh buffers holding the cached positions, with room to grow (double, bounded by the hint when it fits)."""
         capacity = 2 * new_length
@@ -93,15 +99,9 @@ class GrowingKVLayer(DynamicLayer):
         new_length = length + added
         in_buffers = self._views_of_buffers()
         # (bytes of the grown keys) < min_bytes, as T · (bytes of the grown keys) < T · min_bytes: no division by T
-        if not in_buffers and key_states.numel() * key_states.element_size() * new_length < self.min_bytes * added:
-            return super().update(key_states, value_states, *args, **kwargs)
-        fits = (
-            _appendable((self.keys, self.values), (key_states, value_states))
-            if length
-            else not (_recording_gradients(key_states, value_states))
-        )
-        if not fits:
-            self._buffers = None
+        small = key_states.numel() * key_states.element_size() * new_length < self.min_bytes * added
+        if (small and not in_buffers) or not self._fits(key_states, value_states, length):
+            self._buffers = None  # (buffers the keys no longer live in are not kept)
             return super().update(key_states, value_states, *args, **kwargs)
         if not in_buffers or new_length > self._buffers[0].shape[-2]:
             self._allocate(key_states, value_states, length, new_length)
