@@ -956,10 +956,15 @@ class _KeepPaddingMaskForGeneration:
 
     generate.__signature__ = inspect.signature(GenerationMixin.generate)  # for tools that read generate()'s options
 
-    def _prepare_cache_for_generation(self, generation_config, model_kwargs, *args, **kwargs):
+    def _prepare_cache_for_generation(
+        self, generation_config, model_kwargs, generation_mode, batch_size: int, max_cache_length: int
+    ):
         """transformers' cache for this call; on CPU, the dynamic cache it makes gets layers that copy less (identical
-        values; see hf_attention.kv_cache). A cache the caller passed is left as it is."""
-        result = super()._prepare_cache_for_generation(generation_config, model_kwargs, *args, **kwargs)
+        values; see hf_attention.kv_cache) when its tensors grow large enough for that to pay. A cache the caller
+        passed is left as it is."""
+        result = super()._prepare_cache_for_generation(
+            generation_config, model_kwargs, generation_mode, batch_size, max_cache_length
+        )
         cache = model_kwargs.get("past_key_values")
         if (
             cache is not None
@@ -968,8 +973,13 @@ class _KeepPaddingMaskForGeneration:
             and not generation_config.is_assistant
             and self.device.type == "cpu"
         ):
+            num_beams = generation_config.num_beams or 1
+            # one layer's keys at the longest this generation can get: (batch · beams, K, max_cache_length, D)
+            config = self.config
+            rows = batch_size * num_beams
+            largest = rows * config.num_key_value_heads * max_cache_length * config.head_dim * self.dtype.itemsize
             use_generation_layers(
-                cache, num_beams=generation_config.num_beams or 1, capacity_hint=generation_config.max_length or 0
+                cache, num_beams=num_beams, capacity_hint=generation_config.max_length or 0, largest_bytes=largest
             )
         return result
 

@@ -75,12 +75,32 @@ def test_generation_layers_change_nothing(model_class, family, overrides, option
     self_layers, cross_layers = _layers(ours.past_key_values)
     plain_self, plain_cross = _layers(plain.past_key_values)
     beams = options.get("num_beams", 1) > 1
-    assert all(type(layer) is (BeamReorderedLayer if beams else GrowingKVLayer) for layer in self_layers)
+    # the test models' caches stay far below the default sizes: self-attention then keeps transformers' layer
+    swapped = BeamReorderedLayer if beams else GrowingKVLayer
+    assert all(type(layer) is (swapped if in_place_min_bytes == 0 else DynamicLayer) for layer in self_layers)
     assert all(type(layer) is (BeamSharedCrossLayer if beams else DynamicLayer) for layer in cross_layers)
     for a, b in zip(self_layers + cross_layers, plain_self + plain_cross, strict=True):  # the cache itself, too
         assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
-    if not beams:  # appended in place exactly when asked to
-        assert all((layer._buffers is not None) == (in_place_min_bytes == 0) for layer in self_layers)
+    if not beams and in_place_min_bytes == 0:  # appended in place from the first token
+        assert all(layer._buffers is not None for layer in self_layers)
+
+
+@pytest.mark.parametrize(("num_beams", "threshold"), [(1, "IN_PLACE_MIN_BYTES"), (3, "DEFERRED_REORDER_MIN_BYTES")])
+def test_self_attention_layers_are_swapped_only_for_caches_that_reach_their_size(monkeypatch, num_beams, threshold):
+    """A generation whose cached keys never reach the size from which a layer pays keeps transformers' layer."""
+    model = build(HFAttentionForCausalLM, "decoder", position_encoding="rotary", num_key_value_heads=2)
+    config = model.config
+    rows = 2 * num_beams  # the two prompts of `_generate`, 5 positions long after padding, 7 new tokens
+    longest = 5 + 7 - 1  # positions cached at most: the last token is never fed back
+    row_bytes = rows * config.num_key_value_heads * config.head_dim * 4  # float32
+    expected_layer = BeamReorderedLayer if num_beams > 1 else GrowingKVLayer
+    options = {"do_sample": False, "num_beams": num_beams}
+    for size, layer_type in ((longest * row_bytes, expected_layer), (longest * row_bytes + 1, DynamicLayer)):
+        monkeypatch.setattr(kv_cache, threshold, size)
+        result = _generate(model, options)
+        assert all(type(layer) is layer_type for layer in result.past_key_values.layers), (size, layer_type)
+        plain = _generate(model, options, past_key_values=_plain_cache(model))
+        assert torch.equal(result.sequences, plain.sequences)
 
 
 def test_a_cache_the_caller_passes_keeps_its_layers():
