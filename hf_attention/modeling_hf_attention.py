@@ -38,7 +38,7 @@ from .configuration_hf_attention import (
     HFAttentionEncoderConfig,
     HFAttentionSeq2SeqConfig,
 )
-from .decoding import stacked_projections
+from .decoding import blocked_vocabulary_projection, stacked_projections
 from .kv_cache import use_generation_layers
 from .layers import (
     GATED_ACTIVATIONS,
@@ -212,9 +212,14 @@ class HFAttentionPreTrainedModel(PreTrainedModel):
         super().tie_weights(*args, **kwargs)
         self._freeze_lm_head_bias()
 
+    # While generate() runs: the vocabulary projection computed in blocks (hf_attention.decoding), or None
+    vocabulary_projection = None
+
     def vocabulary_logits(self, hidden: Tensor) -> Tensor:
         """Last hidden states (B, T, E) → logits (B, T, V) through the configured output head."""
-        return self.lm_head(self._lm_head_input(hidden))
+        hidden = self._lm_head_input(hidden)
+        blocked = self.vocabulary_projection
+        return self.lm_head(hidden) if blocked is None else blocked(hidden)
 
     def vocabulary_logits_and_loss(
         self, hidden: Tensor, labels: Tensor | None, num_items_in_batch: Tensor | int | None = None
@@ -939,7 +944,8 @@ class HFAttentionDecoderModel(_OneStackModel, HFAttentionDecoderPreTrainedModel)
 
 class _KeepPaddingMaskForGeneration:
     """Mixin for generative heads: hand the 2D padding mask to the model unchanged, also with static caches,
-    refuse an empty batch with a clear error, and stack the q/k/v projections while generating.
+    refuse an empty batch with a clear error, and while generating stack the q/k/v projections and compute the
+    vocabulary projection in blocks.
 
     `generate()` otherwise turns it into a 4D mask for compilable caches; the stack needs the 2D mask to count
     real tokens (positions under left padding, ALiBi and relative-bucket distances) and builds its masks itself.
@@ -949,9 +955,9 @@ class _KeepPaddingMaskForGeneration:
         return attention_mask
 
     def generate(self, *args, **kwargs):
-        """`GenerationMixin.generate`, with q/k/v projected by one stacked product per layer (identical results;
-        see hf_attention.decoding)."""
-        with stacked_projections(self):
+        """`GenerationMixin.generate`, with q/k/v projected by one stacked product per layer and the vocabulary
+        projection of a few rows computed in blocks (identical results; see hf_attention.decoding)."""
+        with stacked_projections(self), blocked_vocabulary_projection(self):
             return super().generate(*args, **kwargs)
 
     generate.__signature__ = inspect.signature(GenerationMixin.generate)  # for tools that read generate()'s options

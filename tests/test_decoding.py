@@ -1,5 +1,6 @@
-"""generate() projects q, k and v with one stacked product per layer: same tokens and scores to the bit, no weights
-kept after it returns, and never for a projection that someone else must see called."""
+"""generate() projects q, k and v with one stacked product per layer, and computes the vocabulary projection of a few
+rows in blocks: same tokens and scores to the bit, nothing kept after it returns, and never for a projection that
+someone else must see called."""
 
 import threading
 from collections import Counter
@@ -172,3 +173,110 @@ def test_concurrent_generations_match_sequential_ones():
         thread.join()
     assert all(torch.equal(a, b) for a, b in zip(results, expected, strict=True))
     assert model._stacked_projection_depth == 0
+
+
+# Blocked vocabulary projection. The test models' heads (99 × 32) are far below the default block size, so the tests
+# shrink the blocks to 16 vocabulary rows (7 blocks, the last one partial).
+SMALL_BLOCKS = 16 * 32 * 4
+
+
+def _generate_rows(model, options, rows=5):
+    """Five prompts (left-padded): 5 rows without beams, 10 with 2 beams; both inside `decoding.BLOCKED_ROWS`."""
+    ids, mask = left_pad([[5 + i, 6, 7, 8, 9][: 5 - i % 3] for i in range(rows)])
+    torch.manual_seed(3)
+    return model.generate(
+        ids,
+        attention_mask=mask,
+        max_new_tokens=6,
+        min_new_tokens=6,
+        output_scores=True,
+        return_dict_in_generate=True,
+        **options,
+    )
+
+
+def _spy_blocked(monkeypatch):
+    calls = []
+    blocked = decoding.BlockedProjection.blocked
+
+    def spy(self, x):
+        calls.append(x.shape[:-1].numel())
+        return blocked(self, x)
+
+    monkeypatch.setattr(decoding.BlockedProjection, "blocked", spy)
+    return calls
+
+
+@pytest.mark.parametrize("options", [{"do_sample": False}, {"do_sample": False, "num_beams": 2}, {"do_sample": True}])
+@pytest.mark.parametrize(
+    ("model_class", "family", "overrides"),
+    GENERATIVE + [(HFAttentionForSeq2SeqLM, "seq2seq", {"lm_head_bias": True})],
+    ids=["rotary-swiglu", "biases", "seq2seq", "seq2seq-head-bias"],
+)
+def test_blocked_vocabulary_projection_changes_nothing(model_class, family, overrides, options, monkeypatch):
+    model = build(model_class, family, **overrides)
+    monkeypatch.setattr(decoding, "VOCABULARY_BLOCK_BYTES", SMALL_BLOCKS)
+    calls = _spy_blocked(monkeypatch)
+    blocked = _generate_rows(model, options)
+    assert calls and all(rows in decoding.BLOCKED_ROWS for rows in calls)  # the blocked product did run
+    monkeypatch.setattr(decoding, "BLOCKED_ROWS", range(0))  # no row count is blocked: one product per step
+    plain = _generate_rows(model, options)
+    assert torch.equal(blocked.sequences, plain.sequences)
+    assert all(torch.equal(a, b) for a, b in zip(blocked.scores, plain.scores, strict=True))
+    assert model.vocabulary_projection is None and model._blocked_projection_depth == 0  # dropped afterwards
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("rows", [1, 3, 4, 7, 11, 12])
+def test_a_blocked_projection_returns_the_linear_layers_bits(rows, bias, monkeypatch):
+    """On every call, whatever the row count: the blocked product where it was found exact, `linear` elsewhere."""
+    monkeypatch.setattr(decoding, "VOCABULARY_BLOCK_BYTES", 5 * 24 * 4)  # blocks of 5 output features, 1 partial
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(24, 23, bias=bias)
+    projection = decoding.BlockedProjection(linear)
+    x = torch.randn(rows, 1, 24)
+    with torch.no_grad():
+        expected = linear(x)
+        assert torch.allclose(projection.blocked(x), expected, rtol=1e-6, atol=1e-6)  # the same products
+        for _ in range(3):  # the checking call, then the verdict's
+            assert torch.equal(projection(x), expected)
+    assert list(projection._is_exact) == ([rows] if rows in decoding.BLOCKED_ROWS else [])
+
+
+def test_a_blocked_product_that_differs_is_never_used(monkeypatch):
+    """Where the blocked product does not give the plain product's bits, generate() keeps the plain product: here the
+    blocked one is made to differ in its last bits, and the scores are still the plain ones."""
+    model = build(HFAttentionForCausalLM, "decoder", position_encoding="rotary")
+    monkeypatch.setattr(decoding, "VOCABULARY_BLOCK_BYTES", SMALL_BLOCKS)
+    monkeypatch.setattr(decoding, "BLOCKED_ROWS", range(0))
+    expected = _generate_rows(model, {"do_sample": False})
+    monkeypatch.setattr(decoding, "BLOCKED_ROWS", range(4, 12))
+    exact = decoding.BlockedProjection.blocked
+    calls = []
+
+    def perturbed(self, x):
+        calls.append(1)
+        result = exact(self, x)
+        return torch.nextafter(result, torch.full_like(result, torch.inf))
+
+    monkeypatch.setattr(decoding.BlockedProjection, "blocked", perturbed)
+    observed = _generate_rows(model, {"do_sample": False})
+    assert len(calls) == 1  # computed once, for the check, and never again in that call
+    assert torch.equal(observed.sequences, expected.sequences)
+    assert all(torch.equal(a, b) for a, b in zip(observed.scores, expected.scores, strict=True))
+
+
+def test_the_vocabulary_projection_is_left_alone_when_it_must_be_seen_or_was_not_measured(monkeypatch):
+    """No blocks for a hooked head (a hook must see its call), bfloat16 weights (not measured) or a head smaller than
+    two blocks (the default block size with the test model)."""
+    calls = _spy_blocked(monkeypatch)
+    small = build(HFAttentionForCausalLM, "decoder")
+    _generate_rows(small, {"do_sample": False})  # default blocks: 99 × 32 float32 is far below two
+    monkeypatch.setattr(decoding, "VOCABULARY_BLOCK_BYTES", SMALL_BLOCKS)
+    _generate_rows(small.to(torch.bfloat16), {"do_sample": False})
+    hooked = build(HFAttentionForCausalLM, "decoder")
+    seen = []
+    hooked.lm_head.register_forward_hook(lambda *_: seen.append(1))
+    _generate_rows(hooked, {"do_sample": False})
+    assert not calls
+    assert len(seen) == 6  # the prompt and five one-token steps, each through the hooked head
