@@ -11,10 +11,10 @@ make negligible.
 
 **The vocabulary projection in blocks of output features** (`BlockedProjection`). The LM head of a decoding step
 multiplies a few rows (one per sequence or beam) by a (V, E) matrix of several MiB. With 4 to 11 rows, MKL's product
-streams the whole matrix from memory once per 3 rows (measured on CPU: 4-6 rows take twice as long as 1-3 rows, 7-9
-rows three times); cut into blocks of `VOCABULARY_BLOCK_BYTES` of weights, each block is still in the core's cache
-for the later passes (a (4, 256) × (256, 8000) product: 284 → 228 µs; (8, 512) × (512, 32000): 3.6 → 2.6 ms). Each
-output element is still one dot product over E, computed by the same kernel.
+streams the whole matrix from memory once per 3 rows (measured on an Intel Xeon: 4-6 rows take twice as long as 1-3
+rows, 7-9 rows three times); cut into blocks of `VOCABULARY_BLOCK_BYTES` of weights, each block is still in the
+core's cache for the later passes (a (4, 256) × (256, 8000) product: 284 → 228 µs; (8, 512) × (512, 32000):
+3.6 → 2.6 ms). Each output element is still one dot product over E, computed by the same kernel.
 
 The weights cannot change while `generate()` runs, so the stacked copy is made when generation starts and dropped
 when it ends: nothing is cached across calls that an in-place weight update (an optimizer step,
