@@ -311,7 +311,9 @@ def decode_profile_lines(results: dict) -> list[str]:
         "tokens; ms per step, medians over the decoding steps but the first and the last). Outside parts = the "
         "model's forward minus its timed parts (masks, positions, glue); generate step = from one forward call's "
         "start to the next one's; GenerationMixin = generate step minus model forward (logits processors, "
-        f"stopping criteria, input preparation, cache bookkeeping).{t5_note}",
+        "stopping criteria, input preparation, cache bookkeeping). The hooks that time the LM head make ours "
+        "run its plain product (a hooked module keeps its own call), so the blocked vocabulary projection of 4-11 "
+        f"rows is not in these figures; the generation table above includes it.{t5_note}",
         "",
     ]
     lines += _table(
