@@ -70,30 +70,44 @@ def _stackable(module: nn.Module) -> bool:
 
 
 @contextlib.contextmanager
-def stacked_projections(model: nn.Module) -> Iterator[None]:
-    """Within the block, every eligible module of `model` (one offering `stackable_projections`: causal self-attention)
-    runs those projections as one stacked product when gradients are off. Re-entrant and thread-safe: the stacked
-    weights live while any caller is inside."""
-    global_hooks = nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks
+def _while_inside(model: nn.Module, depth_name: str, start, stop) -> Iterator[None]:
+    """`start()` when the first caller enters, `stop()` when the last one leaves: re-entrant (a nested generate())
+    and thread-safe (several threads generating with one model), the depth kept on the model as `depth_name`."""
     with _lock:
-        depth = getattr(model, "_stacked_projection_depth", 0)
-        model._stacked_projection_depth = depth + 1
+        depth = getattr(model, depth_name, 0)
+        setattr(model, depth_name, depth + 1)
         if depth == 0:
-            model._stacked_modules = (
-                [] if global_hooks else [module for module in model.modules() if _stackable(module)]
-            )
-            with torch.no_grad():
-                for module in model._stacked_modules:
-                    module.stack_projections()
+            start()
     try:
         yield
     finally:
         with _lock:
-            model._stacked_projection_depth -= 1
-            if model._stacked_projection_depth == 0:
-                for module in model._stacked_modules:
-                    module.unstack_projections()
-                model._stacked_modules = []
+            setattr(model, depth_name, getattr(model, depth_name) - 1)
+            if getattr(model, depth_name) == 0:
+                stop()
+
+
+def _global_hooks() -> bool:
+    return bool(nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks)
+
+
+def stacked_projections(model: nn.Module) -> contextlib.AbstractContextManager:
+    """Within the block, every eligible module of `model` (one offering `stackable_projections`: causal self-attention)
+    runs those projections as one stacked product when gradients are off. Re-entrant and thread-safe: the stacked
+    weights live while any caller is inside."""
+
+    def start() -> None:
+        model._stacked_modules = [] if _global_hooks() else [m for m in model.modules() if _stackable(m)]
+        with torch.no_grad():
+            for module in model._stacked_modules:
+                module.stack_projections()
+
+    def stop() -> None:
+        for module in model._stacked_modules:
+            module.unstack_projections()
+        model._stacked_modules = []
+
+    return _while_inside(model, "_stacked_projection_depth", start, stop)
 
 
 class BlockedProjection:
@@ -149,22 +163,16 @@ def _blockable(linear: nn.Module) -> bool:
     return weight.numel() * weight.element_size() >= 2 * VOCABULARY_BLOCK_BYTES
 
 
-@contextlib.contextmanager
-def blocked_vocabulary_projection(model: nn.Module) -> Iterator[None]:
+def blocked_vocabulary_projection(model: nn.Module) -> contextlib.AbstractContextManager:
     """Within the block, `model`'s vocabulary projection (`model.lm_head`) runs as a `BlockedProjection` when it is
     eligible: `model.vocabulary_projection` is that object, or None. Re-entrant and thread-safe, as
     `stacked_projections`."""
-    global_hooks = nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks
-    with _lock:
-        depth = getattr(model, "_blocked_projection_depth", 0)
-        model._blocked_projection_depth = depth + 1
-        if depth == 0:
-            head = getattr(model, "lm_head", None)
-            model.vocabulary_projection = None if global_hooks or not _blockable(head) else BlockedProjection(head)
-    try:
-        yield
-    finally:
-        with _lock:
-            model._blocked_projection_depth -= 1
-            if model._blocked_projection_depth == 0:
-                model.vocabulary_projection = None
+
+    def start() -> None:
+        head = getattr(model, "lm_head", None)
+        model.vocabulary_projection = None if _global_hooks() or not _blockable(head) else BlockedProjection(head)
+
+    def stop() -> None:
+        model.vocabulary_projection = None
+
+    return _while_inside(model, "_blocked_projection_depth", start, stop)

@@ -34,8 +34,13 @@ class _CountMatmuls(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _generate(model, options, dtype=torch.float32):
-    ids, mask = left_pad([[5, 6, 7, 8, 9], [10, 11, 12]])
+TWO_PROMPTS = [[5, 6, 7, 8, 9], [10, 11, 12]]
+# 5 rows without beams, 10 with 2 beams: both inside `decoding.BLOCKED_ROWS`
+FIVE_PROMPTS = [[5 + i, 6, 7, 8, 9][: 5 - i % 3] for i in range(5)]
+
+
+def _generate(model, options, dtype=torch.float32, prompts=TWO_PROMPTS):
+    ids, mask = left_pad(prompts)
     torch.manual_seed(3)
     return model.to(dtype).generate(
         ids,
@@ -180,21 +185,6 @@ def test_concurrent_generations_match_sequential_ones():
 SMALL_BLOCKS = 16 * 32 * 4
 
 
-def _generate_rows(model, options, rows=5):
-    """Five prompts (left-padded): 5 rows without beams, 10 with 2 beams; both inside `decoding.BLOCKED_ROWS`."""
-    ids, mask = left_pad([[5 + i, 6, 7, 8, 9][: 5 - i % 3] for i in range(rows)])
-    torch.manual_seed(3)
-    return model.generate(
-        ids,
-        attention_mask=mask,
-        max_new_tokens=6,
-        min_new_tokens=6,
-        output_scores=True,
-        return_dict_in_generate=True,
-        **options,
-    )
-
-
 def _spy_blocked(monkeypatch):
     calls = []
     blocked = decoding.BlockedProjection.blocked
@@ -217,10 +207,10 @@ def test_blocked_vocabulary_projection_changes_nothing(model_class, family, over
     model = build(model_class, family, **overrides)
     monkeypatch.setattr(decoding, "VOCABULARY_BLOCK_BYTES", SMALL_BLOCKS)
     calls = _spy_blocked(monkeypatch)
-    blocked = _generate_rows(model, options)
+    blocked = _generate(model, options, prompts=FIVE_PROMPTS)
     assert calls and all(rows in decoding.BLOCKED_ROWS for rows in calls)  # the blocked product did run
     monkeypatch.setattr(decoding, "BLOCKED_ROWS", range(0))  # no row count is blocked: one product per step
-    plain = _generate_rows(model, options)
+    plain = _generate(model, options, prompts=FIVE_PROMPTS)
     assert torch.equal(blocked.sequences, plain.sequences)
     assert all(torch.equal(a, b) for a, b in zip(blocked.scores, plain.scores, strict=True))
     assert model.vocabulary_projection is None and model._blocked_projection_depth == 0  # dropped afterwards
@@ -249,7 +239,7 @@ def test_a_blocked_product_that_differs_is_never_used(monkeypatch):
     model = build(HFAttentionForCausalLM, "decoder", position_encoding="rotary")
     monkeypatch.setattr(decoding, "VOCABULARY_BLOCK_BYTES", SMALL_BLOCKS)
     monkeypatch.setattr(decoding, "BLOCKED_ROWS", range(0))
-    expected = _generate_rows(model, {"do_sample": False})
+    expected = _generate(model, {"do_sample": False}, prompts=FIVE_PROMPTS)
     monkeypatch.setattr(decoding, "BLOCKED_ROWS", range(4, 12))
     exact = decoding.BlockedProjection.blocked
     calls = []
@@ -260,7 +250,7 @@ def test_a_blocked_product_that_differs_is_never_used(monkeypatch):
         return torch.nextafter(result, torch.full_like(result, torch.inf))
 
     monkeypatch.setattr(decoding.BlockedProjection, "blocked", perturbed)
-    observed = _generate_rows(model, {"do_sample": False})
+    observed = _generate(model, {"do_sample": False}, prompts=FIVE_PROMPTS)
     assert len(calls) == 1  # computed once, for the check, and never again in that call
     assert torch.equal(observed.sequences, expected.sequences)
     assert all(torch.equal(a, b) for a, b in zip(observed.scores, expected.scores, strict=True))
@@ -271,12 +261,12 @@ def test_the_vocabulary_projection_is_left_alone_when_it_must_be_seen_or_was_not
     two blocks (the default block size with the test model)."""
     calls = _spy_blocked(monkeypatch)
     small = build(HFAttentionForCausalLM, "decoder")
-    _generate_rows(small, {"do_sample": False})  # default blocks: 99 × 32 float32 is far below two
+    _generate(small, {"do_sample": False}, prompts=FIVE_PROMPTS)  # default blocks: 99 × 32 float32 is far below two
     monkeypatch.setattr(decoding, "VOCABULARY_BLOCK_BYTES", SMALL_BLOCKS)
-    _generate_rows(small.to(torch.bfloat16), {"do_sample": False})
+    _generate(small, {"do_sample": False}, torch.bfloat16, FIVE_PROMPTS)
     hooked = build(HFAttentionForCausalLM, "decoder")
     seen = []
     hooked.lm_head.register_forward_hook(lambda *_: seen.append(1))
-    _generate_rows(hooked, {"do_sample": False})
+    _generate(hooked, {"do_sample": False}, prompts=FIVE_PROMPTS)
     assert not calls
     assert len(seen) == 6  # the prompt and five one-token steps, each through the hooked head
