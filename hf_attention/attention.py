@@ -10,12 +10,22 @@ registered in `transformers.AttentionInterface` can be plugged in by name.
 
 import contextlib
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
 from transformers.cache_utils import Cache, EncoderDecoderCache
+from transformers.masking_utils import (
+    ALL_MASK_ATTENTION_FUNCTIONS,
+    eager_mask,
+    flash_attention_mask,
+    flex_attention_mask,
+    sdpa_mask,
+)
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+from .cache_argument import is_paged
+from .flex import flex_attention_forward
 from .masks import causal_mask
 from .positional import apply_rotary
 from .scores import AdditiveScore, GaussianScore, make_score  # noqa: F401 (importable from here, as before scores.py)
@@ -170,20 +180,63 @@ def sdpa_attention_forward(
     return output.transpose(1, 2).contiguous().to(output_dtype), None
 
 
-# Our two backends; any other name is looked up in HF's global attention-function registry.
-ATTENTION_BACKENDS: dict[str, Callable] = {"eager": eager_attention_forward, "sdpa": sdpa_attention_forward}
+class AttentionBackend(NamedTuple):
+    """An attention function and the form of mask it takes.
+
+    mask_format: "bool" ((B|1, 1, T, S), True = attend), "additive" (0 where allowed, the dtype's minimum elsewhere),
+        "block" (a FlexAttention BlockMask), or None (the function gets no mask: it attends to everything it is
+        given, as a serving stack's own attention does).
+    implicit_causal: The function applies a causal stack's mask itself when nothing else restricts the keys (it
+        reads `module.is_causal`, as SDPA's causal flag), so the stack may pass no mask then.
+    """
+
+    function: Callable
+    mask_format: str | None
+    implicit_causal: bool = False
+
+
+# Our backends. "paged|eager" is the name continuous batching gives eager attention (its masks are the same).
+ATTENTION_BACKENDS: dict[str, AttentionBackend] = {
+    "eager": AttentionBackend(eager_attention_forward, "bool"),
+    "paged|eager": AttentionBackend(eager_attention_forward, "bool"),
+    "sdpa": AttentionBackend(sdpa_attention_forward, "bool", implicit_causal=True),
+    "flex_attention": AttentionBackend(flex_attention_forward, "block"),
+}
+
+# The mask builders transformers registers in its AttentionMaskInterface, by the form of mask they make: a function
+# registered with one of them gets its masks from the stack in that form, as it would from transformers' models.
+_MASK_FORMATS = ((sdpa_mask, "bool", True), (eager_mask, "additive", False), (flex_attention_mask, "block", False))
+
+
+def get_attention_backend(name: str) -> AttentionBackend:
+    """The backend for an `attn_implementation` name: ours, or a function registered with
+    `transformers.AttentionInterface.register(name, fn)`, whose mask form follows the mask builder registered under
+    the same name with `transformers.AttentionMaskInterface` (none registered: no mask, as in transformers)."""
+    if name in ATTENTION_BACKENDS:
+        return ATTENTION_BACKENDS[name]
+    if name not in ALL_ATTENTION_FUNCTIONS:
+        raise ValueError(
+            f"attn_implementation={name!r} is not available; use 'eager', 'sdpa', 'flex_attention' or a name "
+            "registered with transformers.AttentionInterface.register()."
+        )
+    function = ALL_ATTENTION_FUNCTIONS[name]
+    if name not in ALL_MASK_ATTENTION_FUNCTIONS:
+        return AttentionBackend(function, None)
+    builder = ALL_MASK_ATTENTION_FUNCTIONS[name]
+    for known, mask_format, implicit_causal in _MASK_FORMATS:
+        if builder is known:
+            return AttentionBackend(function, mask_format, implicit_causal)
+    if builder is flash_attention_mask:
+        raise ValueError(
+            f"attn_implementation={name!r} takes flash attention's masks; hf-attention models add position biases "
+            "and custom scores that flash kernels cannot take: use 'sdpa', 'eager' or 'flex_attention'."
+        )
+    return AttentionBackend(function, "bool")  # a mask builder of the user's own: our boolean masks
 
 
 def get_attention_function(name: str) -> Callable:
     """Backend function for an `attn_implementation` name."""
-    if name in ATTENTION_BACKENDS:
-        return ATTENTION_BACKENDS[name]
-    if name in ALL_ATTENTION_FUNCTIONS:
-        return ALL_ATTENTION_FUNCTIONS[name]
-    raise ValueError(
-        f"attn_implementation={name!r} is not available; use 'eager', 'sdpa' or a name registered with "
-        "transformers.AttentionInterface.register()."
-    )
+    return get_attention_backend(name).function
 
 
 # Fewer (batch × length) rows than this: the q/k/v projections run separately even in training (the fused product's
@@ -356,7 +409,7 @@ class MultiHeadAttention(nn.Module):
         key_value_states: Tensor | None = None,
         position_embeddings: tuple[Tensor, Tensor] | None = None,
         position_bias: Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         attention_function: Callable | None = sdpa_attention_forward,
         **kwargs,
     ) -> tuple[Tensor, Tensor | None]:
@@ -364,12 +417,16 @@ class MultiHeadAttention(nn.Module):
 
         Args:
             hidden_states: (B, T, E) queries' stream.
-            attention_mask: (B|1, 1, T, S) bool mask (True = attend) or None.
+            attention_mask: The mask in the form the backend takes ((B|1, 1, T, S) bool, True = attend, for ours),
+                or None.
             key_value_states: Encoder output for cross-attention.
             position_embeddings: Rotary (cos, sin), each (B, 1, T, D) (or (B, T, D)); rotates q and k before caching.
             position_bias: (B|1, H, T, S) additive score bias.
-            past_key_values: An HF Cache (self-attention) or EncoderDecoderCache (either kind of layer).
+            cache: An HF Cache (self-attention), an EncoderDecoderCache (either kind of layer), or continuous
+                batching's paged cache.
             attention_function: A backend with HF's attention-function signature.
+            **kwargs: Passed on to the attention function (and to a paged cache's update), as transformers' models
+                do: how serving stacks and continuous batching hand their own state to attention.
 
         Returns:
             (B, T, E) output and the (B, H, T, S) weights when the backend computes them.
@@ -377,7 +434,7 @@ class MultiHeadAttention(nn.Module):
         batch, length, _ = hidden_states.shape
         if self.is_cross_attention:
             query = self._project_heads(self.q_proj, hidden_states, self.num_heads)  # (B, H, T, D)
-            key, value = self._cross_keys_values(key_value_states, past_key_values)
+            key, value = self._cross_keys_values(key_value_states, cache)
         else:
             if self._use_stacked(hidden_states):
                 # generate(): one product (rotary applied inside), the same values as the separate path below
@@ -392,11 +449,8 @@ class MultiHeadAttention(nn.Module):
                 if position_embeddings is not None:
                     cos, sin = position_embeddings
                     query, key = apply_rotary(query, cos, sin), apply_rotary(key, cos, sin)
-            if past_key_values is not None:
-                cache = past_key_values
-                if isinstance(cache, EncoderDecoderCache):
-                    cache = cache.self_attention_cache
-                key, value = cache.update(key, value, self.layer_idx)  # (B, K, past + T, D)
+            if cache is not None:
+                key, value = self._cached_keys_values(cache, key, value, kwargs)  # (B, K, past + T, D)
         attention_function = attention_function or sdpa_attention_forward  # layers pass None for "default"
         output, weights = attention_function(
             self,
@@ -411,3 +465,14 @@ class MultiHeadAttention(nn.Module):
         )  # (B, T, H, D)
         output = output.reshape(batch, length, self.num_heads * self.head_dim)  # (B, T, H·D)
         return self.o_proj(output), weights
+
+    def _cached_keys_values(self, cache, key: Tensor, value: Tensor, kwargs: dict) -> tuple[Tensor, Tensor]:
+        """Append this step's keys and values to the self-attention cache; returns every cached key and value.
+
+        A paged cache (continuous batching) reads the batch layout from `kwargs` (this call's own copy, which it
+        updates in place with what the attention function needs), as in transformers' models."""
+        if is_paged(cache):
+            return cache.update(key, value, self.layer_idx, kwargs)
+        if isinstance(cache, EncoderDecoderCache):
+            cache = cache.self_attention_cache
+        return cache.update(key, value, self.layer_idx)

@@ -211,7 +211,7 @@ class HFAttentionConfigBase(PretrainedConfig):
             (T5 with tied embeddings: the mirror of `scale_embeddings` on the way out). Default False.
     """
 
-    keys_to_ignore_at_inference = ["past_key_values"]
+    keys_to_ignore_at_inference = ["cache", "past_key_values"]  # the cache's name from transformers 5.24, and before
     # The stacks this family builds: True = bidirectional (encoder), False = causal (decoder). The positional scheme
     # checks the config for each (T5's relative buckets need a different minimum in each direction).
     _stack_directions = (True, False)
@@ -365,8 +365,9 @@ class HFAttentionConfigBase(PretrainedConfig):
 
     def check_attention_implementation(self, implementation: str) -> None:
         """Raise ValueError when the attention score cannot run on the backend `implementation`: fused kernels such
-        as SDPA compute q·k themselves, so a score that is not a dot product needs the eager backend."""
-        if implementation != "eager" and not SCORES[self.attention_score].dot_product:
+        as SDPA compute q·k themselves, so a score that is not a dot product needs the eager backend ("paged|eager"
+        is the name continuous batching gives it)."""
+        if implementation not in ("eager", "paged|eager") and not SCORES[self.attention_score].dot_product:
             raise ValueError(
                 f"attention_score={self.attention_score!r} needs attn_implementation='eager' (got "
                 f"{implementation!r}): fused kernels such as SDPA only compute dot-product scores "

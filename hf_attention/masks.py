@@ -7,6 +7,8 @@ form (`to_additive`); fused kernels take the boolean mask directly. A query row 
 query in a left-padded batch, an empty source) must give zeros and never NaN: the backends handle that.
 """
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
@@ -108,3 +110,49 @@ def check_attention_mask(attention_mask: Tensor | None, batch_size: int, length:
             f"{name} has shape {tuple(attention_mask.shape)}, expected (batch, length) = ({batch_size}, {length}): "
             "one 0/1 entry per token, cached tokens included."
         )
+
+
+@dataclass(frozen=True)
+class MaskParts:
+    """What decides which keys each query of a stack may attend to, before it is drawn in the form a backend takes:
+    a boolean tensor (`boolean`), or a flex-attention block mask built from the same parts (hf_attention.flex).
+
+    Args:
+        query_length: T, the new tokens of this call.
+        key_length: S, cached + new tokens (or the source length for cross-attention).
+        past: Cached positions before the first query (the causal offset).
+        causal: Query i sees keys j <= past + i.
+        key_padding: (B, S) 0/1 or bool, 1 = a real key; None when no key is padding.
+        documents: (B, T) document index of each token of packed rows (T = S), or None.
+        ready: A (B|1, 1|H, T, S) boolean mask given by the caller (causality included), used as it is.
+    """
+
+    query_length: int
+    key_length: int
+    past: int | Tensor = 0
+    causal: bool = False
+    key_padding: Tensor | None = None
+    documents: Tensor | None = None
+    ready: Tensor | None = None
+
+    def restricts_only_causally(self) -> bool:
+        """True when nothing but causality (if any) limits the keys, with no cache offset that a kernel's own causal
+        flag would misplace: one query over the whole past, or as many queries as keys."""
+        if self.ready is not None or self.key_padding is not None or self.documents is not None:
+            return False
+        plain = isinstance(self.past, int) and self.key_length == self.past + self.query_length
+        return plain and (self.query_length == self.key_length or self.query_length == 1)
+
+    def boolean(self, device: torch.device, *, implicit_causal: bool) -> Tensor | None:
+        """(B|1, 1, T, S) bool mask, or None when every key is allowed (`implicit_causal`: the backend applies a
+        causal stack's mask itself when nothing else restricts, as SDPA's causal flag does)."""
+        if self.ready is not None:
+            return self.ready
+        if implicit_causal and self.restricts_only_causally():
+            return None
+        keys = None if self.key_padding is None else padding_mask(self.key_padding)
+        if self.documents is not None:
+            keys = combine(keys, same_document_mask(self.documents))
+        if not self.causal:
+            return keys
+        return combine(causal_mask(self.query_length, self.key_length, self.past, device), keys)

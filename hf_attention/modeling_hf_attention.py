@@ -31,7 +31,8 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils import ModelOutput
 
-from .attention import MultiHeadAttention, get_attention_function
+from .attention import MultiHeadAttention, get_attention_backend
+from .cache_argument import CACHE_FIELD, cache_from_arguments, cache_of, is_paged, with_cache
 from .configuration_hf_attention import (
     HFAttentionConfigBase,
     HFAttentionDecoderConfig,
@@ -39,6 +40,7 @@ from .configuration_hf_attention import (
     HFAttentionSeq2SeqConfig,
 )
 from .decoding import blocked_vocabulary_projection, stacked_projections
+from .flex import block_mask
 from .kv_cache import use_generation_layers
 from .layers import (
     GATED_ACTIVATIONS,
@@ -52,14 +54,12 @@ from .layers import (
 )
 from .losses import check_labels, linear_cross_entropy, token_cross_entropy
 from .masks import (
-    causal_mask,
+    MaskParts,
     check_attention_mask,
-    combine,
     fit_to_length,
     has_padding,
     packed_documents,
-    padding_mask,
-    same_document_mask,
+    to_additive,
 )
 from .positional import NO_POSITIONAL_ENCODING, POSITIONAL_ENCODINGS, PositionalEncoding
 from .scores import ScoreModule, make_score
@@ -154,7 +154,8 @@ class HFAttentionPreTrainedModel(PreTrainedModel):
     base_model_prefix = "model"
     supports_gradient_checkpointing = True
     _no_split_modules = ["EncoderLayer", "DecoderLayer"]
-    _skip_keys_device_placement = ["past_key_values"]
+    _skip_keys_device_placement = ["cache", "past_key_values"]  # the cache's name from transformers 5.24, and before
+    _supports_flex_attn = True
     _supports_sdpa = True
     _supports_attention_backend = True
     _can_compile_fullgraph = True
@@ -241,9 +242,7 @@ class HFAttentionPreTrainedModel(PreTrainedModel):
     def save_pretrained(self, save_directory, *args, **kwargs):
         """Save weights (safetensors), config and this package's code, with an `auto_map` naming every Auto class
         of the family, so that `trust_remote_code=True` loads the folder where hf_attention is not installed."""
-        family = AUTO_CLASSES.get(self.config.model_type, {})
-        auto_map = {"AutoConfig": f"configuration_hf_attention.{type(self.config).__name__}"}
-        auto_map.update({auto: f"modeling_hf_attention.{cls.__name__}" for auto, cls in family.items()})
+        auto_map = auto_map_of(self.config.model_type, type(self.config))
         self.config.auto_map = {**auto_map, **(getattr(self.config, "auto_map", None) or {})}
         return super().save_pretrained(save_directory, *args, **kwargs)
 
@@ -410,24 +409,27 @@ class TransformerStack(nn.Module):
         inputs_embeds: Tensor | None = None,
         encoder_hidden_states: Tensor | None = None,
         encoder_attention_mask: Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
         return_dict: bool = True,
+        **kwargs,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
         """Run the stack over (B, T) new tokens (after `past` cached ones): embed → positions → masks → layers.
 
-        `attention_mask` is a (B, past + T) 0/1 padding mask, or a ready (B, 1, T, S) boolean mask (True = attend;
-        causality included). Position ids default to the number of real tokens before each token, which keeps
-        every positional scheme right under left padding and caching.
+        `attention_mask` is a (B, past + T) 0/1 padding mask, or a ready (B, 1, T, S) mask (boolean, True = attend,
+        or additive, 0 = attend; causality included). Position ids default to the number of real tokens before each
+        token, which keeps every positional scheme right under left padding and caching. Other keyword arguments
+        reach the attention function of every layer (and a paged cache), as in transformers' models.
         """
         batch, length = self.check_inputs(input_ids, inputs_embeds, token_type_ids)
         if length == 0:
             # generate() would otherwise fail later with an IndexError on the empty logits.
             raise ValueError("The input is empty (0 tokens); pass at least one token, e.g. the bos token as a prompt.")
-        past, key_length = _cache_lengths(past_key_values, length)
+        self._check_attention_kwargs(kwargs, cache, encoder_hidden_states)
         ready_mask = attention_mask if attention_mask is not None and attention_mask.dim() == 4 else None
         padding = None if ready_mask is not None else attention_mask  # (B, past + T) 0/1, or None
+        past, key_length = _cache_lengths(cache, length, ready_mask)
         checking = not torch.compiler.is_compiling()
         if checking:
             self._check_masks(
@@ -440,37 +442,66 @@ class TransformerStack(nn.Module):
                 past=int(past),
                 key_length=key_length,
             )
-        first_call = past_key_values is None or (isinstance(past, int) and past == 0)
+        first_call = cache is None or (isinstance(past, int) and past == 0)
         hidden = self.embed(input_ids, inputs_embeds, token_type_ids, first_call=first_call)  # (B, T, E)
         documents = None
-        if position_ids is not None and attention_mask is None and past_key_values is None:
+        if position_ids is not None and attention_mask is None and cache is None:
             documents = self._packed_documents(position_ids, batch, checking)
         position_ids, key_positions = self._positions(padding, position_ids, length, key_length, past)
+        if is_paged(cache) and key_positions is not None:
+            key_positions = _paged_key_positions(kwargs.get("cu_seq_lens_k"), key_length)
         hidden = self._add_positions_and_normalize(hidden, position_ids)
-        attention_name = "eager" if output_attentions else self.config._attn_implementation
-        if ready_mask is not None:
-            self_mask = ready_mask if ready_mask.dtype == torch.bool else ready_mask == 0
-        else:
-            self_mask = self._self_attention_mask(
-                padding, documents, length, key_length, past, attention_name, checking
-            )
+        backend = get_attention_backend("eager" if output_attentions else self.config._attn_implementation)
+        parts = self._self_attention_parts(padding, ready_mask, documents, length, key_length, past, checking)
         layer_inputs = {
-            "attention_mask": self_mask,
-            "past_key_values": past_key_values,
-            "attention_function": get_attention_function(attention_name),
-            **self._position_signals(position_ids, key_positions, hidden.dtype),
+            "attention_mask": _render_mask(parts, backend, batch, hidden),
+            "cache": cache,
+            "attention_function": backend.function,
+            **self._position_signals(position_ids, key_positions, hidden.dtype, backend, batch),
         }
         if self.is_decoder:
             layer_inputs["encoder_hidden_states"] = encoder_hidden_states
-            layer_inputs["encoder_attention_mask"] = self._cross_attention_mask(encoder_attention_mask, checking)
+            layer_inputs["encoder_attention_mask"] = self._cross_attention_mask(
+                encoder_attention_mask, encoder_hidden_states, length, backend, hidden, checking
+            )
         return self._run_layers(
             hidden,
-            layer_inputs,
-            past_key_values,
+            {**layer_inputs, **kwargs},
+            cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
             has_cross_attention=encoder_hidden_states is not None,
         )
+
+    # What the stack itself passes to layers, attention modules and attention functions: not for a caller's kwargs.
+    _SET_BY_THE_STACK = frozenset(
+        {
+            "attention_function",
+            "position_embeddings",
+            "position_bias",
+            "key_value_states",
+            "scaling",
+            "dropout",
+            "encoder_hidden_states",
+            "encoder_attention_mask",
+        }
+    )
+
+    def _check_attention_kwargs(self, kwargs: dict, cache, encoder_hidden_states: Tensor | None) -> None:
+        """Extra keyword arguments go to the attention functions; refuse those that would clash with what the stack
+        passes itself, and a paged cache where it cannot be used."""
+        clashing = sorted(self._SET_BY_THE_STACK & kwargs.keys())
+        if clashing:
+            raise TypeError(
+                f"forward() got {', '.join(clashing)}: {'these are' if len(clashing) > 1 else 'this is'} computed "
+                "by the model itself and passed to its attention layers; remove it from the call."
+            )
+        if is_paged(cache) and (encoder_hidden_states is not None or not self.is_decoder):
+            raise ValueError(
+                "Continuous batching (generate_batch, transformers serve) holds decoder-only self-attention in its "
+                "paged cache; this stack is an encoder or attends to an encoder (the encoder-decoder family). "
+                "Use generate() for encoder-decoder models."
+            )
 
     def _check_masks(
         self,
@@ -502,28 +533,48 @@ class TransformerStack(nn.Module):
             hidden = self.embedding_norm(hidden)
         return maybe_dropout(self.dropout, hidden)
 
-    def _position_signals(self, position_ids: Tensor, key_positions: Tensor | None, dtype: torch.dtype) -> dict:
-        """What the attention layers receive of the positions: rotary (cos, sin) tables or an additive score bias."""
+    def _position_signals(
+        self, position_ids: Tensor, key_positions: Tensor | None, dtype: torch.dtype, backend, batch: int
+    ) -> dict:
+        """What the attention layers receive of the positions: rotary (cos, sin) tables or an additive score bias (a
+        (B|1, H, T, S) tensor, or for FlexAttention a score modification computing it from the positions)."""
         kind = getattr(self.position, "kind", None)
         rotary = bias = None
         if kind == "rotary":
             cos, sin = self.position(position_ids, dtype)
             rotary = cos[:, None], sin[:, None]  # (B, 1, T, D): broadcast over heads, shared by every layer
+        elif kind == "bias" and backend.mask_format == "block":
+            bias = self.position.score_mod(position_ids, key_positions, batch)
         elif kind == "bias":
             bias = self.position(position_ids, key_positions).to(dtype)  # (B|1, H, T, S)
         return {"position_embeddings": rotary, "position_bias": bias}
 
-    def _cross_attention_mask(self, encoder_attention_mask: Tensor | None, checking: bool) -> Tensor | None:
-        """(B, 1, 1, S) key mask over the encoder output, or None when no source token is padding."""
-        if encoder_attention_mask is None or (checking and not has_padding(encoder_attention_mask)):
+    def _cross_attention_mask(
+        self,
+        encoder_attention_mask: Tensor | None,
+        encoder_hidden_states: Tensor | None,
+        length: int,
+        backend,
+        hidden: Tensor,
+        checking: bool,
+    ):
+        """The mask over the encoder output in the backend's form ((B, 1, 1, S) for boolean masks), or None when no
+        source token is padding."""
+        if encoder_hidden_states is None:
             return None
-        return padding_mask(encoder_attention_mask)
+        padded = encoder_attention_mask is not None and (not checking or has_padding(encoder_attention_mask))
+        parts = MaskParts(
+            query_length=length,
+            key_length=encoder_hidden_states.shape[1],
+            key_padding=encoder_attention_mask if padded else None,
+        )
+        return _render_mask(parts, backend, hidden.shape[0], hidden)
 
     def _run_layers(
         self,
         hidden: Tensor,
         layer_inputs: dict,
-        past_key_values: Cache | None,
+        cache: Cache | None,
         *,
         output_attentions: bool,
         output_hidden_states: bool,
@@ -544,9 +595,10 @@ class TransformerStack(nn.Module):
             hidden = self.norm(hidden)
         if output_hidden_states:
             all_hidden.append(hidden)
-        return BaseModelOutputWithPastAndCrossAttentions(
+        return with_cache(
+            BaseModelOutputWithPastAndCrossAttentions,
+            cache,
             last_hidden_state=hidden,
-            past_key_values=past_key_values,
             hidden_states=tuple(all_hidden) if output_hidden_states else None,
             attentions=tuple(self_weights) if output_attentions else None,
             cross_attentions=tuple(cross_weights) if output_attentions and cross_weights else None,
@@ -603,37 +655,64 @@ class TransformerStack(nn.Module):
             position_ids = real_before[:, -length:]  # (B, T)
         return position_ids, fit_to_length(real_before, key_length) if needs_keys else None
 
-    def _self_attention_mask(
+    def _self_attention_parts(
         self,
-        attention_mask: Tensor | None,
+        padding: Tensor | None,
+        ready_mask: Tensor | None,
         documents: Tensor | None,
         length: int,
         key_length: int,
         past,
-        attention_name: str,
         checking: bool,
-    ) -> Tensor | None:
-        """(B|1, 1, T, S) bool mask for self-attention, or None when the backend needs none.
+    ) -> MaskParts:
+        """What limits self-attention: causality (decoders), padding, packed documents, or a caller's ready mask.
 
-        A causal stack without padding under SDPA passes None: the kernel's causal flag (T = S) or no mask at all
-        (one new token sees the whole past) is exact and faster. Everything else gets an explicit mask; packed
-        texts (`documents`) attend within their own text only.
+        A causal stack without padding needs no mask under SDPA: the kernel's causal flag (T = S) or no mask at all
+        (one new token sees the whole past) is exact and faster (`MaskParts.boolean`). Packed texts (`documents`)
+        attend within their own text only.
         """
-        padded = attention_mask is not None and (not checking or has_padding(attention_mask))
-        keys = padding_mask(fit_to_length(attention_mask, key_length)) if padded else None
-        if documents is not None:
-            keys = combine(keys, same_document_mask(documents))
-        if not self.is_decoder:
-            return keys
-        plain_cache = isinstance(past, int) and key_length == past + length
-        if keys is None and attention_name != "eager" and plain_cache and (length == key_length or length == 1):
-            return None
-        return combine(causal_mask(length, key_length, past, self.embed_tokens.weight.device), keys)
+        if ready_mask is not None:
+            ready = ready_mask if ready_mask.dtype == torch.bool else ready_mask == 0
+            return MaskParts(query_length=length, key_length=key_length, ready=ready)
+        padded = padding is not None and (not checking or has_padding(padding))
+        return MaskParts(
+            query_length=length,
+            key_length=key_length,
+            past=past,
+            causal=self.is_decoder,
+            key_padding=fit_to_length(padding, key_length) if padded else None,
+            documents=documents,
+        )
 
 
-def _cache_lengths(past_key_values: Cache | None, length: int) -> tuple:
-    """(tokens already in the self-attention cache, key length of this call): (0, T) without a cache."""
-    cache = past_key_values
+def _render_mask(parts: MaskParts, backend, batch: int, hidden: Tensor):
+    """`parts` drawn in the form `backend` takes: a boolean tensor, an additive one, a flex block mask, or None."""
+    if backend.mask_format is None:
+        return None
+    if backend.mask_format == "block":
+        return block_mask(parts, batch=batch, device=hidden.device)
+    mask = parts.boolean(hidden.device, implicit_causal=backend.implicit_causal)
+    if mask is None or backend.mask_format == "bool":
+        return mask
+    return to_additive(mask, hidden.dtype)
+
+
+def _paged_key_positions(cumulative_key_lengths, key_length: int) -> Tensor:
+    """(1, S) position of each key of a paged batch within its own request: continuous batching lays the requests'
+    cached and new keys end to end, request r at [cu[r], cu[r + 1])."""
+    if isinstance(cumulative_key_lengths, dict):  # one entry per kind of layer; ours are all full attention
+        cumulative_key_lengths = next(iter(cumulative_key_lengths.values()))
+    bounds = cumulative_key_lengths.long()
+    keys = torch.arange(key_length, device=bounds.device)
+    request = torch.searchsorted(bounds[1:], keys, right=True).clamp(max=bounds.numel() - 2)
+    return (keys - bounds[request])[None]
+
+
+def _cache_lengths(cache: Cache | None, length: int, ready_mask: Tensor | None) -> tuple:
+    """(tokens already in the self-attention cache, key length of this call): (0, T) without a cache. A paged cache
+    (continuous batching) holds many requests; its keys are those its ready mask covers."""
+    if is_paged(cache):
+        return 0, length if ready_mask is None else ready_mask.shape[-1]
     if isinstance(cache, EncoderDecoderCache):
         cache = cache.self_attention_cache
     if cache is None:
@@ -730,6 +809,7 @@ class HFAttentionEncoderModel(_OneStackModel, HFAttentionEncoderPreTrainedModel)
             inputs_embeds=inputs_embeds,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
+            **kwargs,
         )
         output = BaseModelOutput(
             last_hidden_state=stack.last_hidden_state, hidden_states=stack.hidden_states, attentions=stack.attentions
@@ -774,6 +854,7 @@ class _EncoderHead(HFAttentionEncoderPreTrainedModel):
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
             return_dict=True,
+            **kwargs,
         )
         output = self._head_output(
             encoded, labels=labels, attention_mask=attention_mask, num_items_in_batch=kwargs.get("num_items_in_batch")
@@ -912,7 +993,7 @@ class HFAttentionDecoderModel(_OneStackModel, HFAttentionDecoderPreTrainedModel)
         input_ids: Tensor | None = None,
         attention_mask: Tensor | None = None,
         position_ids: Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: Tensor | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
@@ -920,25 +1001,35 @@ class HFAttentionDecoderModel(_OneStackModel, HFAttentionDecoderPreTrainedModel)
         return_dict: bool | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPastAndCrossAttentions | tuple:
-        """(B, T) new ids (+ a cache of earlier ones) → (B, T, E); `attention_mask` covers cached + new tokens."""
+        """(B, T) new ids (+ a cache of earlier ones) → (B, T, E); `attention_mask` covers cached + new tokens.
+
+        `cache` is the KV cache, created when `use_cache` and none is given; its name before transformers 5.24,
+        `past_key_values=`, is accepted too. Other keyword arguments reach every attention function."""
         output_attentions, output_hidden_states, return_dict = _options(
             self.config, output_attentions, output_hidden_states, return_dict
         )
+        cache = cache_from_arguments(cache, kwargs.pop("past_key_values", None))
         if use_cache is None:
             use_cache = self.config.use_cache and not self.training
-        if use_cache and past_key_values is None:
-            past_key_values = DynamicCache(config=self.config)
-        output = self.decoder(
+        if use_cache and cache is None:
+            cache = DynamicCache(config=self.config)
+        stack = self.decoder(
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
             inputs_embeds=inputs_embeds,
-            past_key_values=past_key_values,
+            cache=cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
+            **kwargs,
         )
-        if not use_cache:
-            output.past_key_values = None
+        output = with_cache(
+            BaseModelOutputWithPastAndCrossAttentions,
+            cache if use_cache else None,
+            last_hidden_state=stack.last_hidden_state,
+            hidden_states=stack.hidden_states,
+            attentions=stack.attentions,
+        )
         return output if return_dict else output.to_tuple()
 
 
@@ -971,7 +1062,7 @@ class _KeepPaddingMaskForGeneration:
         result = super()._prepare_cache_for_generation(
             generation_config, model_kwargs, generation_mode, batch_size, max_cache_length
         )
-        cache = model_kwargs.get("past_key_values")
+        cache = model_kwargs.get(CACHE_FIELD)
         if (
             cache is not None
             and not getattr(cache, "_is_user_defined", False)
@@ -1033,7 +1124,7 @@ class HFAttentionForCausalLM(_KeepPaddingMaskForGeneration, HFAttentionDecoderPr
         input_ids: Tensor | None = None,
         attention_mask: Tensor | None = None,
         position_ids: Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: Tensor | None = None,
         labels: Tensor | None = None,
         use_cache: bool | None = None,
@@ -1043,8 +1134,12 @@ class HFAttentionForCausalLM(_KeepPaddingMaskForGeneration, HFAttentionDecoderPr
         return_dict: bool | None = None,
         **kwargs,
     ) -> CausalLMOutputWithCrossAttentions | tuple:
-        """Logits (B, T, V). `labels` (B, T) are the inputs themselves: the loss predicts token t+1 from ≤ t."""
+        """Logits (B, T, V). `labels` (B, T) are the inputs themselves: the loss predicts token t+1 from ≤ t.
+
+        `cache` (or its name before transformers 5.24, `past_key_values`) as in HFAttentionDecoderModel; other
+        keyword arguments reach every attention function."""
         return_dict = self.config.return_dict if return_dict is None else return_dict
+        cache = cache_from_arguments(cache, kwargs.pop("past_key_values", None))
         if labels is not None:
             shape = _label_shape(input_ids, 2, logits_to_keep) or _label_shape(inputs_embeds, 3, logits_to_keep)
             check_labels(labels, shape, self.config.vocab_size, "vocab_size", per="input token")
@@ -1052,22 +1147,24 @@ class HFAttentionForCausalLM(_KeepPaddingMaskForGeneration, HFAttentionDecoderPr
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
-            past_key_values=past_key_values,
+            cache=cache,
             inputs_embeds=inputs_embeds,
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
             return_dict=True,
+            **kwargs,
         )
         next_tokens = None
         if labels is not None:
             next_tokens = nn.functional.pad(labels, (0, 1), value=-100)[:, 1:]  # label of position t is token t+1
         hidden = outputs.last_hidden_state[:, _logit_slice(logits_to_keep)]
         logits, loss = self.vocabulary_logits_and_loss(hidden, next_tokens, kwargs.get("num_items_in_batch"))
-        output = CausalLMOutputWithCrossAttentions(
+        output = with_cache(
+            CausalLMOutputWithCrossAttentions,
+            cache_of(outputs),
             loss=loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
         )
@@ -1130,7 +1227,7 @@ class HFAttentionSeq2SeqModel(HFAttentionSeq2SeqPreTrainedModel):
         decoder_input_ids: Tensor | None = None,
         decoder_attention_mask: Tensor | None = None,
         encoder_outputs: BaseModelOutput | tuple | None = None,
-        past_key_values: EncoderDecoderCache | None = None,
+        cache: EncoderDecoderCache | None = None,
         inputs_embeds: Tensor | None = None,
         decoder_inputs_embeds: Tensor | None = None,
         decoder_position_ids: Tensor | None = None,
@@ -1140,7 +1237,12 @@ class HFAttentionSeq2SeqModel(HFAttentionSeq2SeqPreTrainedModel):
         return_dict: bool | None = None,
         **kwargs,
     ) -> Seq2SeqModelOutput | tuple:
-        """Source (B, S) and target-so-far (B, T) → decoder states (B, T, E); the encoder runs once per generation."""
+        """Source (B, S) and target-so-far (B, T) → decoder states (B, T, E); the encoder runs once per generation.
+
+        `cache` (or its name before transformers 5.24, `past_key_values`) holds the decoder's self-attention keys and
+        values and the encoder's projected keys and values; other keyword arguments reach every attention function.
+        """
+        cache = cache_from_arguments(cache, kwargs.pop("past_key_values", None))
         if decoder_input_ids is None and decoder_inputs_embeds is None:
             raise ValueError(
                 "The decoder got no input: pass decoder_input_ids or decoder_inputs_embeds (at least the "
@@ -1157,13 +1259,14 @@ class HFAttentionSeq2SeqModel(HFAttentionSeq2SeqPreTrainedModel):
                 inputs_embeds=inputs_embeds,
                 output_attentions=output_attentions,
                 output_hidden_states=output_hidden_states,
+                **kwargs,
             )
         elif not isinstance(encoder_outputs, ModelOutput):
             encoder_outputs = BaseModelOutput(*encoder_outputs)
         if use_cache is None:
             use_cache = self.config.use_cache and not self.training
-        if use_cache and past_key_values is None:
-            past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
+        if use_cache and cache is None:
+            cache = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
         decoder = self.decoder(
             input_ids=decoder_input_ids,
             attention_mask=decoder_attention_mask,
@@ -1171,13 +1274,15 @@ class HFAttentionSeq2SeqModel(HFAttentionSeq2SeqPreTrainedModel):
             inputs_embeds=decoder_inputs_embeds,
             encoder_hidden_states=encoder_outputs[0],
             encoder_attention_mask=attention_mask,
-            past_key_values=past_key_values,
+            cache=cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
+            **kwargs,
         )
-        output = Seq2SeqModelOutput(
+        output = with_cache(
+            Seq2SeqModelOutput,
+            cache if use_cache else None,
             last_hidden_state=decoder.last_hidden_state,
-            past_key_values=past_key_values if use_cache else None,
             decoder_hidden_states=decoder.hidden_states,
             decoder_attentions=decoder.attentions,
             cross_attentions=decoder.cross_attentions,
@@ -1237,7 +1342,7 @@ class HFAttentionForSeq2SeqLM(_KeepPaddingMaskForGeneration, HFAttentionSeq2SeqP
         decoder_input_ids: Tensor | None = None,
         decoder_attention_mask: Tensor | None = None,
         encoder_outputs: BaseModelOutput | tuple | None = None,
-        past_key_values: EncoderDecoderCache | None = None,
+        cache: EncoderDecoderCache | None = None,
         inputs_embeds: Tensor | None = None,
         decoder_inputs_embeds: Tensor | None = None,
         decoder_position_ids: Tensor | None = None,
@@ -1250,8 +1355,9 @@ class HFAttentionForSeq2SeqLM(_KeepPaddingMaskForGeneration, HFAttentionSeq2SeqP
         **kwargs,
     ) -> Seq2SeqLMOutput | tuple:
         """Logits (B, T, V). With `labels` (B, T) and no decoder inputs, the decoder is teacher-forced on the labels
-        shifted right, and the loss predicts label t from labels < t."""
+        shifted right, and the loss predicts label t from labels < t. `cache` as in HFAttentionSeq2SeqModel."""
         return_dict = self.config.return_dict if return_dict is None else return_dict
+        cache = cache_from_arguments(cache, kwargs.pop("past_key_values", None))
         if labels is not None:
             teacher_forced = decoder_input_ids is None and decoder_inputs_embeds is None
             shape = (
@@ -1273,7 +1379,7 @@ class HFAttentionForSeq2SeqLM(_KeepPaddingMaskForGeneration, HFAttentionSeq2SeqP
             decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask,
             encoder_outputs=encoder_outputs,
-            past_key_values=past_key_values,
+            cache=cache,
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
             decoder_position_ids=decoder_position_ids,
@@ -1281,13 +1387,15 @@ class HFAttentionForSeq2SeqLM(_KeepPaddingMaskForGeneration, HFAttentionSeq2SeqP
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
             return_dict=True,
+            **kwargs,
         )
         hidden = outputs.last_hidden_state[:, _logit_slice(logits_to_keep)]
         logits, loss = self.vocabulary_logits_and_loss(hidden, labels, kwargs.get("num_items_in_batch"))  # (B, T, V)
-        output = Seq2SeqLMOutput(
+        output = with_cache(
+            Seq2SeqLMOutput,
+            cache_of(outputs),
             loss=loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
             decoder_hidden_states=outputs.decoder_hidden_states,
             decoder_attentions=outputs.decoder_attentions,
             cross_attentions=outputs.cross_attentions,
@@ -1315,6 +1423,17 @@ AUTO_CLASSES = {
         "AutoModelForSeq2SeqLM": HFAttentionForSeq2SeqLM,
     },
 }
+
+
+def auto_map_of(model_type: str, config_class: type | None = None) -> dict[str, str]:
+    """The `auto_map` of a checkpoint of `model_type`: its config class and every Auto class of its family →
+    "file.Class" (`config_class` defaults to the family's)."""
+    family = AUTO_CLASSES.get(model_type, {})
+    config_class = config_class or next(iter(family.values())).config_class
+    auto_map = {"AutoConfig": f"configuration_hf_attention.{config_class.__name__}"}
+    auto_map.update({auto: f"modeling_hf_attention.{cls.__name__}" for auto, cls in family.items()})
+    return auto_map
+
 
 # Saving any of these classes copies this package's closure next to the weights (remote code).
 for _family in AUTO_CLASSES.values():

@@ -64,6 +64,11 @@ class PositionalEncoding(nn.Module):
         """Initial values of the parameters this module holds directly (the models' `_init_weights` calls this);
         nn.Embedding children are initialised like every embedding, normal(0, std)."""
 
+    def score_mod(self, query_positions: Tensor, key_positions: Tensor, batch: int):
+        """A "bias" scheme's bias as a FlexAttention score modification: `(score, b, h, q, kv) -> score + bias`,
+        computed from the (B|1, T) and (B|1, S) positions instead of stored as a (B, H, T, S) tensor."""
+        raise NotImplementedError(f"{type(self).__name__} adds no bias to the scores.")
+
 
 class SinusoidalPositionalEmbedding(PositionalEncoding):
     """Fixed sinusoids of "Attention Is All You Need" §3.5: PE(p, 2i) = sin(p / 10000^(2i/E)), PE(p, 2i+1) = cos(…).
@@ -250,11 +255,24 @@ class ALiBiBias(PositionalEncoding):
     def from_config(cls, config, *, bidirectional: bool) -> "ALiBiBias":
         return cls(num_heads=config.num_attention_heads)
 
+    def slopes(self, device: torch.device) -> Tensor:
+        """(H,) float32 slopes m_h."""
+        return torch.tensor(alibi_slopes(self.num_heads), dtype=torch.float32, device=device)
+
     def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
         """(B, T) and (B, S) positions → (B, H, T, S) float32 bias."""
-        slopes = torch.tensor(alibi_slopes(self.num_heads), dtype=torch.float32, device=query_positions.device)
+        slopes = self.slopes(query_positions.device)
         distance = (query_positions[:, :, None] - key_positions[:, None, :]).abs().float()  # (B, T, S)
         return -slopes[None, :, None, None] * distance[:, None]  # (B, H, T, S)
+
+    def score_mod(self, query_positions: Tensor, key_positions: Tensor, batch: int):
+        slopes = self.slopes(query_positions.device)
+        queries, keys = query_positions.expand(batch, -1), key_positions.expand(batch, -1)  # (B, T), (B, S)
+
+        def alibi(score, b, h, q, kv):
+            return score - slopes[h] * (queries[b, q] - keys[b, kv]).abs().float()
+
+        return alibi
 
 
 def relative_position_bucket(
@@ -341,13 +359,28 @@ class RelativePositionBias(PositionalEncoding):
                 "spreads the rest on a log scale from there up to max_distance."
             )
 
+    def bucket(self, relative_position: Tensor) -> Tensor:
+        """Bucket indices of key − query distances."""
+        return relative_position_bucket(
+            relative_position,
+            bidirectional=self.bidirectional,
+            num_buckets=self.num_buckets,
+            max_distance=self.max_distance,
+        )
+
     def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
         """(B, T) and (B, S) positions → (B, H, T, S) bias."""
         relative = key_positions[:, None, :] - query_positions[:, :, None]  # (B, T, S)
-        buckets = relative_position_bucket(
-            relative, bidirectional=self.bidirectional, num_buckets=self.num_buckets, max_distance=self.max_distance
-        )
-        return self.relative_attention_bias(buckets).permute(0, 3, 1, 2)  # (B, H, T, S)
+        return self.relative_attention_bias(self.bucket(relative)).permute(0, 3, 1, 2)  # (B, H, T, S)
+
+    def score_mod(self, query_positions: Tensor, key_positions: Tensor, batch: int):
+        table = self.relative_attention_bias.weight  # (buckets, H)
+        queries, keys = query_positions.expand(batch, -1), key_positions.expand(batch, -1)  # (B, T), (B, S)
+
+        def relative_bias(score, b, h, q, kv):
+            return score + table[self.bucket(keys[b, kv] - queries[b, q]), h].to(score.dtype)
+
+        return relative_bias
 
 
 # name → class; the config accepts these names and NO_POSITIONAL_ENCODING (the first is its default). Adding a scheme

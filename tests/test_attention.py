@@ -385,8 +385,8 @@ def test_multi_head_cache_equals_full_sequence(backend):
     x = torch.randn(2, 6, 16)
     full, _ = attention(x, attention_function=BACKENDS[backend])
     cache = DynamicCache()
-    first, _ = attention(x[:, :4], past_key_values=cache, attention_function=BACKENDS[backend])
-    rest, _ = attention(x[:, 4:], past_key_values=cache, attention_function=BACKENDS[backend])  # 2 queries, 6 keys
+    first, _ = attention(x[:, :4], cache=cache, attention_function=BACKENDS[backend])
+    rest, _ = attention(x[:, 4:], cache=cache, attention_function=BACKENDS[backend])  # 2 queries, 6 keys
     torch.testing.assert_close(torch.cat([first, rest], dim=1), full, atol=1e-5, rtol=1e-5)
 
 

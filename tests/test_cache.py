@@ -12,11 +12,9 @@ ROWS = [[5, 17, 33, 8, 61, 12, 9, 40], [7, 21, 3, 77, 14], [90, 4, 52, 11, 23, 6
 
 def incremental_logits(model, ids, mask, prefill: int, cache):
     """Prefill `prefill` tokens, then feed the rest one at a time through `cache`; concatenated logits."""
-    pieces = [model(ids[:, :prefill], attention_mask=mask[:, :prefill], past_key_values=cache, use_cache=True).logits]
+    pieces = [model(ids[:, :prefill], attention_mask=mask[:, :prefill], cache=cache, use_cache=True).logits]
     for t in range(prefill, ids.shape[1]):
-        pieces.append(
-            model(ids[:, t : t + 1], attention_mask=mask[:, : t + 1], past_key_values=cache, use_cache=True).logits
-        )
+        pieces.append(model(ids[:, t : t + 1], attention_mask=mask[:, : t + 1], cache=cache, use_cache=True).logits)
     return torch.cat(pieces, dim=1)
 
 
@@ -58,7 +56,7 @@ def test_seq2seq_cached_logits_equal_uncached(position):
                 encoder_outputs=encoder_outputs,
                 attention_mask=src_mask,
                 decoder_input_ids=target[:, :2],
-                past_key_values=cache,
+                cache=cache,
                 use_cache=True,
             ).logits
         ]
@@ -68,7 +66,7 @@ def test_seq2seq_cached_logits_equal_uncached(position):
                     encoder_outputs=encoder_outputs,
                     attention_mask=src_mask,
                     decoder_input_ids=target[:, t : t + 1],
-                    past_key_values=cache,
+                    cache=cache,
                     use_cache=True,
                 ).logits
             )

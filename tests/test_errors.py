@@ -6,6 +6,7 @@ from conftest import build, tiny_config
 from transformers import AutoModelForCausalLM
 
 from hf_attention import HFAttentionEncoderModel, HFAttentionForCausalLM, HFAttentionForSeq2SeqLM
+from hf_attention.cache_argument import cache_of
 
 
 @pytest.mark.parametrize(
@@ -67,9 +68,9 @@ def test_token_ids_outside_vocabulary_in_a_cached_step(bad_id):
     """A decoding step (cache given) is not re-checked up front on CPU; the lookup's own failure is translated."""
     model = build(HFAttentionForCausalLM, "decoder").eval()
     with torch.no_grad():
-        cache = model(torch.tensor([[5, 6, 7]]), use_cache=True).past_key_values
+        cache = cache_of(model(torch.tensor([[5, 6, 7]]), use_cache=True))
         with pytest.raises(ValueError, match=rf"token id {bad_id}, outside the vocabulary \[0, 99\)"):
-            model(torch.tensor([[bad_id]]), past_key_values=cache, use_cache=True)
+            model(torch.tensor([[bad_id]]), cache=cache, use_cache=True)
 
 
 def test_sequence_longer_than_learned_positions():

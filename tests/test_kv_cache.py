@@ -8,6 +8,7 @@ from conftest import build, left_pad
 from transformers.cache_utils import DynamicCache, DynamicLayer, EncoderDecoderCache
 
 from hf_attention import HFAttentionForCausalLM, HFAttentionForSeq2SeqLM, kv_cache
+from hf_attention.cache_argument import CACHE_FIELD, cache_of
 from hf_attention.kv_cache import BeamReorderedLayer, BeamSharedCrossLayer, GrowingKVLayer
 
 GENERATIVE = [
@@ -69,11 +70,11 @@ def in_place_min_bytes(request, monkeypatch):
 def test_generation_layers_change_nothing(model_class, family, overrides, options, dtype, in_place_min_bytes):
     model = build(model_class, family, **overrides)
     ours = _generate(model, options, dtype)
-    plain = _generate(model, options, dtype, past_key_values=_plain_cache(model))
+    plain = _generate(model, options, dtype, **{CACHE_FIELD: _plain_cache(model)})
     assert torch.equal(ours.sequences, plain.sequences)
     assert all(torch.equal(a, b) for a, b in zip(ours.scores, plain.scores, strict=True))
-    self_layers, cross_layers = _layers(ours.past_key_values)
-    plain_self, plain_cross = _layers(plain.past_key_values)
+    self_layers, cross_layers = _layers(cache_of(ours))
+    plain_self, plain_cross = _layers(cache_of(plain))
     beams = options.get("num_beams", 1) > 1
     # the test models' caches stay far below the default sizes: self-attention then keeps transformers' layer
     swapped = BeamReorderedLayer if beams else GrowingKVLayer
@@ -98,15 +99,15 @@ def test_self_attention_layers_are_swapped_only_for_caches_that_reach_their_size
     for size, layer_type in ((longest * row_bytes, expected_layer), (longest * row_bytes + 1, DynamicLayer)):
         monkeypatch.setattr(kv_cache, threshold, size)
         result = _generate(model, options)
-        assert all(type(layer) is layer_type for layer in result.past_key_values.layers), (size, layer_type)
-        plain = _generate(model, options, past_key_values=_plain_cache(model))
+        assert all(type(layer) is layer_type for layer in cache_of(result).layers), (size, layer_type)
+        plain = _generate(model, options, **{CACHE_FIELD: _plain_cache(model)})
         assert torch.equal(result.sequences, plain.sequences)
 
 
 def test_a_cache_the_caller_passes_keeps_its_layers():
     model = build(HFAttentionForCausalLM, "decoder")
     cache = DynamicCache()
-    _generate(model, {"do_sample": False}, past_key_values=cache)
+    _generate(model, {"do_sample": False}, **{CACHE_FIELD: cache})
     assert cache.layers and all(type(layer) is DynamicLayer for layer in cache.layers)
 
 
@@ -120,12 +121,12 @@ def test_continuing_from_the_returned_cache_matches_transformers_layers():
             max_new_tokens=4,
             do_sample=False,
             return_dict_in_generate=True,
-            past_key_values=cache,
+            **{CACHE_FIELD: cache},
         )
         more = torch.cat([first.sequences, torch.tensor([[9, 10]])], dim=1)
         second = model.generate(
             more,
-            past_key_values=first.past_key_values,
+            **{CACHE_FIELD: cache_of(first)},
             max_new_tokens=4,
             do_sample=False,
             output_scores=True,

@@ -28,6 +28,7 @@
 
 # %%
 import torch
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from tutorial_support import Report, add_model_flags, load_translation_model, parse_args, plt, save_figure, table
 
 from hf_attention.modeling_hf_attention import shift_tokens_right
@@ -219,26 +220,22 @@ save_figure(
 # $T$-token output where $T$ would do. `generate()` instead keeps each
 # layer's keys and values (an `EncoderDecoderCache`: self-attention keys grow by one per step; cross-attention keys
 # and values are projected from the encoder output once) and feeds only the newest token. The causal mask of a
-# cached step is the offset-aware one of tutorial 04. The logits are the same up to float rounding:
+# cached step is the offset-aware one of tutorial 04. The cache is an object that every step fills in place (the
+# `cache` argument of `forward`, called `past_key_values` before transformers 5.24). The logits are the same up to
+# float rounding:
 
 # %%
+cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+logits_cached = []
 with torch.no_grad():
-    cached = model(
-        encoder_outputs=encoder_outputs,
-        attention_mask=encoded["attention_mask"],
-        decoder_input_ids=prefix[:, :1],
-        use_cache=True,
-    )
-    cache, logits_cached = cached.past_key_values, [cached.logits[0, -1]]
-    for t in range(1, prefix.shape[1] - 1):
+    for t in range(prefix.shape[1] - 1):
         cached = model(
             encoder_outputs=encoder_outputs,
             attention_mask=encoded["attention_mask"],
             decoder_input_ids=prefix[:, t : t + 1],
-            past_key_values=cache,
+            cache=cache,
             use_cache=True,
         )
-        cache = cached.past_key_values
         logits_cached.append(cached.logits[0, -1])
     logits_parallel = model(
         encoder_outputs=encoder_outputs,

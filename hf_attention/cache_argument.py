@@ -1,0 +1,60 @@
+"""The KV cache argument under its two names: `cache` (transformers ≥ 5.24) and `past_key_values` (before).
+
+transformers 5.24 renamed the cache that `generate()` passes to `forward` and that model outputs carry from
+`past_key_values` to `cache`. The code of a checkpoint runs on whatever release its user has installed, so the models
+take the cache under either name and return it under the name of the installed release, as transformers' own models
+do on each release:
+
+- `forward(..., cache=...)` is the argument; `past_key_values=` is still accepted (on ≥ 5.24 with the same one-time
+  deprecation warning as transformers' models); passing both is an error.
+- outputs are built with the field the installed output classes declare (`CACHE_FIELD`), so `generate()` finds the
+  cache for the next step on either release, without the renaming warning of ≥ 5.24.
+
+Continuous batching (`generate_batch`, `transformers serve`) hands the model a `PagedAttentionCache`, which is not a
+`Cache`: its `update` also needs the batch layout the scheduler passes as keyword arguments (`is_paged`).
+"""
+
+from dataclasses import fields
+
+from transformers.modeling_outputs import BaseModelOutputWithPast
+from transformers.utils import logging
+
+try:  # present in every release we support; guarded so that a future move only disables continuous batching
+    from transformers.generation.continuous_batching.cache import PagedAttentionCache
+except ImportError:  # pragma: no cover
+    PagedAttentionCache = None
+
+logger = logging.get_logger(__name__)
+
+# The name under which this release's model outputs (and generate()) carry the cache.
+CACHE_FIELD = "cache" if "cache" in {field.name for field in fields(BaseModelOutputWithPast)} else "past_key_values"
+RENAMED = CACHE_FIELD == "cache"
+
+
+def cache_from_arguments(cache, past_key_values):
+    """The cache a forward was given, under either name; ValueError when both names carry one."""
+    if past_key_values is None:
+        return cache
+    if cache is not None and cache is not past_key_values:
+        raise ValueError(
+            "Both `cache` and `past_key_values` were passed: they are two names of the same argument "
+            "(transformers 5.24 renamed past_key_values to cache); pass the cache once, as `cache`."
+        )
+    if RENAMED:
+        logger.warning_once("`past_key_values` is deprecated (transformers >= 5.24). Use `cache` instead.")
+    return past_key_values
+
+
+def with_cache(output_class: type, cache, **values):
+    """`output_class(**values)` with the cache under this release's field name."""
+    return output_class(**values, **{CACHE_FIELD: cache})
+
+
+def cache_of(output):
+    """The cache an output carries (None when it has none), on every release."""
+    return getattr(output, CACHE_FIELD, None)
+
+
+def is_paged(cache) -> bool:
+    """Whether `cache` is continuous batching's paged cache (one sequence of all requests' tokens, no batch axis)."""
+    return PagedAttentionCache is not None and isinstance(cache, PagedAttentionCache)

@@ -1,0 +1,169 @@
+"""The flex_attention backend: torch's FlexAttention with block masks and score modifications.
+
+Notation: B batch, T query length, S key length, H query heads, K key/value heads, D head dim.
+
+FlexAttention (torch.nn.attention.flex_attention) computes softmax(score_mod(q·k·scale) | mask) · v with two plain
+Python functions compiled into the kernel:
+- a `mask_mod(b, h, q, kv) -> bool` that says which keys a query sees; `create_block_mask` evaluates it per block of
+  128 × 128 positions, and blocks where it is False everywhere are never computed. Packed documents thus skip most of
+  the work at long lengths, where SDPA with an explicit (T, S) mask computes every score.
+- a `score_mod(score, b, h, q, kv) -> score` that changes a score: the distance biases of ALiBi and T5 are written as
+  functions of the two positions (`PositionalEncoding.score_mod`), so no (B, H, T, S) bias tensor is ever stored.
+
+The stack builds both from the same `MaskParts` and positions as the other backends' masks and biases, so every
+positional scheme, padding, causality, cross-attention and packed documents give the logits of SDPA and eager (to
+float rounding). On CPU, torch has no FlexAttention backward pass: training with this backend on CPU is refused with
+a clear error, and inference (forward, generate) works. The kernel is compiled by torch.compile on first use (seconds)
+and again for new shapes, so it pays for long inputs, not for short ones.
+"""
+
+import warnings
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+from .masks import MaskParts
+
+try:
+    from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
+except ImportError:  # pragma: no cover - torch without FlexAttention
+    BlockMask = create_block_mask = flex_attention = None
+
+# Compile the kernel (the point of FlexAttention). False runs torch's unfused reference implementation instead, which
+# stores the (B, H, T, S) scores: the same results without compile time, for debugging and quick tests.
+COMPILE = True
+# From this many (query, key) positions on, the block mask is built by a compiled function too (seconds of compiling
+# once per shape; below it, evaluating the mask function directly is cheap).
+COMPILED_BLOCK_MASK_MIN_POSITIONS = 2**20
+_compiled_flex_attention = None
+
+
+def _kernel(query_length: int) -> Callable:
+    """The FlexAttention to call: compiled for fixed shapes (one kernel per input shape), or the plain function.
+
+    Inside an already compiled graph the plain function is traced into it. A single query row (a decoding step) runs
+    the plain function too: its (B, H, 1, S) scores are small, and the compiled CPU kernel that torch generates for
+    a key length that changes at every step fails to build (torch 2.13: an undeclared `cur_kvSplitSize` in the C++
+    source), while a kernel per length would compile at every step.
+    """
+    global _compiled_flex_attention
+    if torch.compiler.is_compiling() or query_length == 1 or not COMPILE:
+        return _plain_flex_attention
+    if _compiled_flex_attention is None:
+        _compiled_flex_attention = torch.compile(flex_attention, dynamic=False)
+    return _compiled_flex_attention
+
+
+def _plain_flex_attention(*args, **kwargs) -> Tensor:
+    with warnings.catch_warnings():  # "...without torch.compile()...": intended here (see `_kernel`)
+        warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
+        return flex_attention(*args, **kwargs)
+
+
+def block_mask(parts: MaskParts, *, batch: int, device: torch.device) -> "BlockMask | None":
+    """The block mask of `parts` for a batch of `batch` rows, or None when every query sees every key."""
+    if parts.ready is not None:
+        ready = parts.ready.expand(batch, -1, -1, -1)  # (B, 1|H, T, S)
+        per_head = ready.shape[1] > 1
+
+        def mask_mod(b, h, q, kv):
+            return ready[b, h if per_head else 0, q, kv]
+
+        return _create(mask_mod, parts, batch, ready.shape[1] if per_head else None, device)
+    rows = batch if parts.key_padding is not None or parts.documents is not None else None
+    conditions = []
+    if parts.causal:
+        past = parts.past
+        conditions.append(lambda b, h, q, kv: kv <= q + past)
+    if parts.key_padding is not None:
+        keys = parts.key_padding.bool().expand(batch, -1)  # (B, S)
+        conditions.append(lambda b, h, q, kv: keys[b, kv])
+    if parts.documents is not None:
+        documents = parts.documents.expand(batch, -1)  # (B, T), T = S
+        conditions.append(lambda b, h, q, kv: documents[b, q] == documents[b, kv])
+    if not conditions:
+        return None
+
+    def mask_mod(b, h, q, kv):
+        allowed = conditions[0](b, h, q, kv)
+        for condition in conditions[1:]:
+            allowed = allowed & condition(b, h, q, kv)
+        return allowed
+
+    return _create(mask_mod, parts, rows, None, device)
+
+
+def _create(
+    mask_mod: Callable, parts: MaskParts, batch: int | None, heads: int | None, device: torch.device
+) -> "BlockMask":
+    """`create_block_mask` over (batch or broadcast, heads or broadcast, T, S); compiled for large masks, where
+    evaluating `mask_mod` position by position would store (T, S) intermediates (4096² int64 indices: 128 MiB)."""
+    compile_mask = COMPILE and parts.query_length * parts.key_length >= COMPILED_BLOCK_MASK_MIN_POSITIONS
+    return create_block_mask(
+        mask_mod,
+        B=batch,
+        H=heads,
+        Q_LEN=parts.query_length,
+        KV_LEN=parts.key_length,
+        device=device,
+        _compile=compile_mask,
+    )
+
+
+def dense_bias_score_mod(position_bias: Tensor, batch: int) -> Callable:
+    """A score_mod adding a (B|1, H, T, S) bias tensor (for a bias given as a tensor rather than as positions)."""
+    bias = position_bias.expand(batch, -1, -1, -1)
+
+    def score_mod(score, b, h, q, kv):
+        return score + bias[b, h, q, kv]
+
+    return score_mod
+
+
+def flex_attention_forward(
+    module: nn.Module,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: "BlockMask | None",
+    *,
+    scaling: float,
+    dropout: float = 0.0,
+    position_bias: Tensor | Callable | None = None,
+    **kwargs,
+) -> tuple[Tensor, None]:
+    """Attention through FlexAttention. Returns (B, T, H, D) and None.
+
+    Args:
+        attention_mask: A BlockMask, or None (every query sees every key).
+        position_bias: The positional score bias: as the stack passes it for this backend, a score modification
+            computing it from the positions (`PositionalEncoding.score_mod`); or a (B|1, H, T, S) tensor.
+        Others: as `eager_attention_forward`.
+    """
+    if dropout > 0.0:
+        raise ValueError(
+            "attn_implementation='flex_attention' has no attention dropout: set attention_dropout=0.0, call "
+            "model.eval(), or use 'sdpa' or 'eager' to train with it."
+        )
+    if query.device.type == "cpu" and torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value)):
+        raise ValueError(
+            f"attn_implementation='flex_attention' cannot train on CPU: torch {torch.__version__} has no "
+            "FlexAttention backward pass on CPU. Use it for inference (torch.no_grad(), generate()), or train with "
+            "'sdpa' or 'eager' and switch with model.set_attn_implementation('flex_attention') afterwards."
+        )
+    if getattr(module, "score", None) is not None:
+        raise ValueError("attn_implementation='flex_attention' computes dot-product scores only; use 'eager'.")
+    score_mod = position_bias
+    if isinstance(position_bias, Tensor):
+        score_mod = dense_bias_score_mod(position_bias.to(query.dtype), query.shape[0])
+    output = _kernel(query.shape[2])(
+        query,
+        key,
+        value,
+        score_mod=score_mod,
+        block_mask=attention_mask,
+        scale=scaling,
+        enable_gqa=query.shape[1] != key.shape[1],
+    )  # (B, H, T, D)
+    return output.transpose(1, 2).contiguous(), None

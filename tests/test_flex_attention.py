@@ -1,0 +1,101 @@
+"""attn_implementation="flex_attention": torch's FlexAttention with block masks (causal, padding, packed documents,
+cross-attention) and the position biases as score modifications gives the outputs of SDPA and eager.
+
+Most cases run torch's unfused FlexAttention (`flex.COMPILE = False`: the same mask_mod and score_mod, evaluated
+without compiling a kernel), so that the whole matrix fits in the suite; the compiled kernel runs in the slow cases."""
+
+import pytest
+import torch
+from conftest import POSITION_ENCODINGS, build, left_pad, right_pad
+
+from hf_attention import HFAttentionEncoderModel, HFAttentionForCausalLM, HFAttentionForSeq2SeqLM, flex
+
+FAMILIES = {
+    "encoder": (HFAttentionEncoderModel, "last_hidden_state"),
+    "decoder": (HFAttentionForCausalLM, "logits"),
+    "seq2seq": (HFAttentionForSeq2SeqLM, "logits"),
+}
+TOLERANCE = {"rtol": 0, "atol": 1e-5}
+
+
+@pytest.fixture
+def unfused(monkeypatch):
+    monkeypatch.setattr(flex, "COMPILE", False)
+
+
+def _inputs(family: str) -> dict:
+    rows = [[5, 17, 33, 8, 61, 12], [7, 21, 3]]
+    ids, mask = left_pad(rows) if family == "decoder" else right_pad(rows)
+    inputs = {"input_ids": ids, "attention_mask": mask}
+    if family == "seq2seq":
+        inputs["decoder_input_ids"] = torch.tensor([[1, 9, 4, 12], [1, 30, 2, 5]])
+    return inputs
+
+
+def _outputs(model, family: str, implementation: str) -> torch.Tensor:
+    model.set_attn_implementation(implementation)
+    inputs = _inputs(family)
+    with torch.no_grad():
+        output = model(**inputs)[FAMILIES[family][1]]
+    return output if family == "seq2seq" else output[inputs["attention_mask"].bool()]  # real positions
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("position", POSITION_ENCODINGS)
+def test_flex_gives_the_outputs_of_sdpa_and_eager(unfused, family, position):
+    model = build(FAMILIES[family][0], family, position_encoding=position)
+    flexed = _outputs(model, family, "flex_attention")
+    torch.testing.assert_close(flexed, _outputs(model, family, "sdpa"), **TOLERANCE)
+    torch.testing.assert_close(flexed, _outputs(model, family, "eager"), **TOLERANCE)
+
+
+@pytest.mark.parametrize("position", ["rotary", "alibi", "relative"])
+def test_flex_keeps_packed_documents_apart(unfused, position):
+    """Padding-free packing (positions restart, no mask): each text attends within itself, as if run alone."""
+    model = build(HFAttentionForCausalLM, "decoder", position_encoding=position, attn_implementation="flex_attention")
+    documents = [[5, 17, 33, 8], [7, 21, 3], [40, 41, 42, 43, 44]]
+    packed = torch.tensor([sum(documents, [])])
+    position_ids = torch.tensor([[p for d in documents for p in range(len(d))]])
+    with torch.no_grad():
+        together = model(packed, position_ids=position_ids, use_cache=False).logits[0]
+        alone = torch.cat([model(torch.tensor([d])).logits[0] for d in documents])
+    torch.testing.assert_close(together, alone, **TOLERANCE)
+
+
+@pytest.mark.parametrize("family", ["decoder", "seq2seq"])
+@pytest.mark.parametrize("position", ["rotary", "alibi", "relative"])
+def test_flex_generates_the_tokens_of_sdpa(unfused, family, position):
+    model = build(FAMILIES[family][0], family, position_encoding=position)
+    inputs = _inputs(family)
+    inputs.pop("decoder_input_ids", None)
+    for num_beams in (1, 2):
+        options = {"max_new_tokens": 6, "do_sample": False, "eos_token_id": None, "num_beams": num_beams}
+        model.set_attn_implementation("sdpa")
+        expected = model.generate(**inputs, **options)
+        model.set_attn_implementation("flex_attention")
+        assert torch.equal(model.generate(**inputs, **options), expected), num_beams
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("family", "position"), [("decoder", "alibi"), ("encoder", "relative"), ("seq2seq", "rotary")]
+)
+def test_the_compiled_kernel_gives_the_same_outputs(family, position):
+    model = build(FAMILIES[family][0], family, position_encoding=position)
+    torch.testing.assert_close(_outputs(model, family, "flex_attention"), _outputs(model, family, "sdpa"), **TOLERANCE)
+    if family != "encoder":
+        inputs = _inputs(family)
+        inputs.pop("decoder_input_ids", None)
+        options = {"max_new_tokens": 4, "do_sample": False, "eos_token_id": None}
+        flexed = model.generate(**inputs, **options)
+        model.set_attn_implementation("sdpa")
+        assert torch.equal(flexed, model.generate(**inputs, **options))
+
+
+def test_flex_refuses_to_train_on_cpu_and_non_dot_product_scores():
+    model = build(HFAttentionForCausalLM, "decoder", attn_implementation="flex_attention").train()
+    model.config.attention_dropout = 0.0
+    with pytest.raises(ValueError, match="cannot train on CPU: torch .* has no FlexAttention backward pass"):
+        model(torch.tensor([[5, 6, 7]]), labels=torch.tensor([[5, 6, 7]]))
+    with pytest.raises(ValueError, match="attention_score='additive' needs attn_implementation='eager'"):
+        build(HFAttentionForCausalLM, "decoder", attention_score="additive", attn_implementation="flex_attention")
