@@ -2,7 +2,7 @@
 
 import dataclasses
 
-SECTIONS = ("ceiling", "train", "forward", "generate", "decode_profile", "length", "memory")
+SECTIONS = ("ceiling", "train", "forward", "generate", "decode_profile", "length", "long_attention", "memory")
 
 
 @dataclasses.dataclass
@@ -43,6 +43,12 @@ class Plan:
     length_tokens: int = 4096
     length_rounds: int = 2
     length_variants: tuple = ("sdpa", "eager", "sdpa+checkpointing")
+    long_lengths: tuple = (4096, 8192, 16384)
+    long_cases: tuple = ("causal", "documents", "alibi")
+    long_documents: int = 16
+    long_layers: int = 2
+    long_rounds: int = 3
+    long_memory: bool = True  # peak memory per figure (a fresh process each, which compiles FlexAttention again)
     memory_families: tuple = ("gpt2", "llama")
     memory_vocabs: tuple = (8000, 32000, 128000)
     ceiling_size: int = 2048
@@ -69,6 +75,8 @@ PRESETS = {
         length_tokens=1024,
         length_rounds=2,
         length_variants=("sdpa", "eager"),
+        long_lengths=(2048, 4096),
+        long_rounds=2,
         memory_families=("llama",),
         memory_vocabs=(8000, 32000),
         ceiling_size=1024,
@@ -98,6 +106,11 @@ PRESETS = {
         length_tokens=64,
         length_rounds=1,
         length_variants=("sdpa", "eager"),
+        long_lengths=(64,),
+        long_documents=4,
+        long_layers=1,
+        long_rounds=1,
+        long_memory=False,
         memory_families=("llama",),
         memory_vocabs=(400,),
         ceiling_size=128,

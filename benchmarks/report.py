@@ -51,6 +51,7 @@ def markdown(results: dict) -> str:
         tables.generate_lines,
         tables.decode_profile_lines,
         tables.length_lines,
+        tables.long_attention_lines,
         tables.memory_lines,
     ):
         lines += section(results)

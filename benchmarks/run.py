@@ -14,12 +14,14 @@ generating, identical tokens) is ASSERTED before anything is timed. Sections, on
 - decode_profile: one cached decoding step broken into phases (embedding, each layer, norm, LM head, the model's
                   own glue, GenerationMixin's per-step work), aten ops per step, overhead over the FLOP floor;
 - length:         forward + backward time and peak memory per token at 128 … 4096 tokens per sequence;
+- long_attention: inference at 4k-16k tokens, SDPA against FlexAttention (causal, packed documents, ALiBi);
 - memory:         peak memory of a causal-LM training step, ours vs HF, at vocabularies of 8k, 32k and 128k.
 
 Method (`benchmarks.harness`): contenders are interleaved (A B, then B A, …) after warm-up; each row reports the
 median and min–max, and the speed-up is the median of per-round paired ratios (adjacent runs see the same machine
 load). FLOPs are counted analytically (`benchmarks.flops`); peak memory is measured in fresh processes
-(`benchmarks.peak_memory`). Results go to DIR/<preset>.json and DIR/<preset>.md; a full run of every section and
+(`benchmarks.peak_memory`). Results go to DIR/<preset>.json and DIR/<preset>.md (a run of some sections only, to
+DIR/<preset>-<sections>.json and .md, so that it never replaces a whole run's file); a full run of every section and
 family also renders docs/benchmarks.md (`benchmarks.report`).
 """
 
@@ -34,7 +36,7 @@ from pathlib import Path
 import torch
 from transformers.utils import logging as hf_logging
 
-from . import ceiling, decode_profile, forward, generate, length, memory, train
+from . import ceiling, decode_profile, forward, generate, length, long_attention, memory, train
 from .harness import Session
 from .machine import machine_info, native_bf16
 from .models import make_pair, training_batch
@@ -51,6 +53,7 @@ MEASURE = {
     "generate": generate.measure,
     "decode_profile": decode_profile.measure,
     "length": length.measure,
+    "long_attention": long_attention.measure,
     "memory": memory.measure,
 }
 NEEDS_CEILING = ("decode_profile",)  # its FLOP floor divides by the fp32 ceiling of the same run
@@ -143,12 +146,13 @@ def main(argv: list[str] | None = None) -> dict:
     results["elapsed_s"] = time.perf_counter() - started
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{plan.name}.json").write_text(json.dumps(results, indent=1))
-    (out / f"{plan.name}.md").write_text(markdown(results))
-    log(f"wrote {out / plan.name}.json and .md")
+    stem = plan.name if not args.sections else f"{plan.name}-{'-'.join(s for s in plan.sections if s != 'ceiling')}"
+    (out / f"{stem}.json").write_text(json.dumps(results, indent=1))
+    (out / f"{stem}.md").write_text(markdown(results))
+    log(f"wrote {out / stem}.json and .md")
     docs = args.docs or (DOCS_PAGE if plan.name == "full" and not (args.sections or args.families) else None)
     if docs:
-        write_docs_page(results, out / f"{plan.name}.json", docs)
+        write_docs_page(results, out / f"{stem}.json", docs)
         log(f"wrote {docs}")
     return results
 

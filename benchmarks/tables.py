@@ -26,6 +26,11 @@ def _ms(value: float | None) -> str:
     return DASH if value is None else f"{value:.2f}"
 
 
+def _ms_range(summary_: dict) -> str:
+    """Median (min–max) of a row's rounds in ms."""
+    return f"{summary_['median_s'] * 1e3:.0f} ({summary_['min_s'] * 1e3:.0f}–{summary_['max_s'] * 1e3:.0f})"
+
+
 def _mib(value: float | None) -> str:
     return DASH if value is None else f"{value / 2**20:.0f}"
 
@@ -256,6 +261,40 @@ def length_lines(results: dict) -> list[str]:
             ["variant", "seq × batch", "µs/token", "MFU", "MFU / MFU@first", "peak MiB", "peak / peak@first"], rows
         )
         + [f"Memory: {results['length'][0].get('memory_method', DASH)}.", ""]
+    )
+
+
+def long_attention_lines(results: dict) -> list[str]:
+    rows = []
+    for r in results.get("long_attention", []):
+        sdpa, flex = r["sdpa"], r["flex_attention"]
+        rows.append(
+            [
+                r["case"],
+                str(r["length"]),
+                _ms_range(sdpa),
+                _ms_range(flex),
+                f"{r['speedup_flex']:.2f}",
+                f"{r['compile_s']:.0f}",
+                _mib(sdpa.get("peak_bytes")),
+                _mib(flex.get("peak_bytes")),
+            ]
+        )
+    if not rows:
+        return []
+    plan = results["plan"]
+    return (
+        [
+            f"**Long inputs: SDPA against FlexAttention** (our Llama-architecture decoder, {plan['long_layers']} "
+            f"layers, inference at batch 1; `documents`: {plan['long_documents']} texts packed in one row, `alibi`: "
+            "ALiBi biases; compile time of FlexAttention's kernel not in the timed rounds):",
+            "",
+        ]
+        + _table(
+            ["input", "tokens", "sdpa ms", "flex ms", "sdpa / flex", "compile s", "sdpa peak MiB", "flex peak MiB"],
+            rows,
+        )
+        + [f"Memory: {results['long_attention'][0].get('memory_method', DASH)}.", ""]
     )
 
 

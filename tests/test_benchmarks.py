@@ -24,6 +24,7 @@ HEADINGS = (
     "Generation",
     "Greedy generation without a cache",
     "Sequence length",
+    "Long inputs: SDPA against FlexAttention",
     "Decode-step profile",
     "Per-step overhead",
     "Training memory by vocabulary",
@@ -51,6 +52,10 @@ def test_tiny_benchmark_writes_reports(tiny_run):
     assert all(r["parity_max_logit_diff"] <= PARITY_TOLERANCE for r in results["train"])
     assert all(r["ours"]["rounds"] == 1 and r["hf"]["rate"] > 0 for r in results["train"])
     assert {r["variant"] for r in results["length"]} == {"sdpa", "eager"}
+    assert {r["case"] for r in results["long_attention"]} == {"causal", "documents", "alibi"}
+    assert all(
+        r["parity_max_logit_diff"] <= 1e-4 and r["flex_attention"]["rate"] > 0 for r in results["long_attention"]
+    )
     assert {"avx512_bf16", "amx"} <= set(data["machine"]) or "cpu_model" not in data["machine"]
     for heading in HEADINGS:
         assert heading in markdown
@@ -130,6 +135,9 @@ def test_bf16_rows_run_on_request_whatever_the_cpu(tmp_path):
         ["--preset", "tiny", "--sections", "train", "--families", "gpt2", "--bf16-anyway", "--out", str(tmp_path)]
     )
     assert [r["dtype"] for r in results["train"]] == ["fp32", "bf16"] and results["notes"] == []
+    assert (tmp_path / "tiny-train.json").is_file() and not (
+        tmp_path / "tiny.json"
+    ).exists()  # a part never replaces the whole
 
 
 def test_parity_assertion_refuses_different_models():
