@@ -74,6 +74,9 @@ def long_forward(plan: Plan, case: str, backend: str, length: int) -> Callable[[
 def measure(plan: Plan, session: Session) -> list[dict]:
     rows = []
     for case in plan.long_cases:
+        # Each input kind starts from no compiled kernel, as in a process serving one model: the kernels of the other
+        # kinds would otherwise count towards torch.compile's limit of recompilations per function.
+        torch._dynamo.reset()
         for length in plan.long_lengths:
             calls = {backend: long_forward(plan, case, backend, length) for backend in BACKENDS}
             started = time.perf_counter()

@@ -112,7 +112,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
 
 def skip_slow_bf16(plan: Plan, args: argparse.Namespace) -> list[str]:
     """Drop the bf16 training rows on hardware without native bf16 (unless asked); the note saying so."""
-    if "bf16" not in plan.train_dtypes or native_bf16(args.device) or args.bf16_anyway:
+    if "train" not in plan.sections or "bf16" not in plan.train_dtypes or native_bf16(args.device) or args.bf16_anyway:
         return []
     plan.train_dtypes = tuple(dtype for dtype in plan.train_dtypes if dtype != "bf16")
     return [

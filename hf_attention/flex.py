@@ -36,19 +36,23 @@ COMPILE = True
 # From this many (query, key) positions on, the block mask is built by a compiled function too (seconds of compiling
 # once per shape; below it, evaluating the mask function directly is cheap).
 COMPILED_BLOCK_MASK_MIN_POSITIONS = 2**20
+# Fewest queries run by the compiled kernel (one block of FlexAttention's 128 × 128; see `_kernel`).
+COMPILED_MIN_QUERIES = 128
 _compiled_flex_attention = None
 
 
 def _kernel(query_length: int) -> Callable:
-    """The FlexAttention to call: compiled for fixed shapes (one kernel per input shape), or the plain function.
+    """The FlexAttention to call: the compiled kernel for at least one block of queries, else the plain function.
 
-    Inside an already compiled graph the plain function is traced into it. A single query row (a decoding step) runs
-    the plain function too: its (B, H, 1, S) scores are small, and the compiled CPU kernel that torch generates for
-    a key length that changes at every step fails to build (torch 2.13: an undeclared `cur_kvSplitSize` in the C++
-    source), while a kernel per length would compile at every step.
+    The kernel is compiled for each input shape it meets (dynamic-shape kernels for CPU fail to build in torch 2.13:
+    undeclared `cur_qSplitSize`/`cur_kvSplitSize` variables in the generated C++), up to torch.compile's limit of
+    recompilations per function (`torch._dynamo.config.recompile_limit`, 8 by default), after which further shapes
+    run the plain function. Fewer queries than a block (128), a decoding step among them, run the plain function: their
+    scores are at most a block's rows, and a kernel per step's key length would be compiled at every step. Inside an
+    already compiled graph the plain function is traced into it.
     """
     global _compiled_flex_attention
-    if torch.compiler.is_compiling() or query_length == 1 or not COMPILE:
+    if torch.compiler.is_compiling() or query_length < COMPILED_MIN_QUERIES or not COMPILE:
         return _plain_flex_attention
     if _compiled_flex_attention is None:
         _compiled_flex_attention = torch.compile(flex_attention, dynamic=False)
@@ -74,7 +78,8 @@ def block_mask(parts: MaskParts, *, batch: int, device: torch.device) -> "BlockM
     rows = batch if parts.key_padding is not None or parts.documents is not None else None
     conditions = []
     if parts.causal:
-        past = parts.past
+        # a tensor, not an int: a compiled kernel takes it as an input instead of being rebuilt for every cache length
+        past = torch.as_tensor(parts.past, device=device)
         conditions.append(lambda b, h, q, kv: kv <= q + past)
     if parts.key_padding is not None:
         keys = parts.key_padding.bool().expand(batch, -1)  # (B, S)

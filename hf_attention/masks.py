@@ -7,7 +7,7 @@ form (`to_additive`); fused kernels take the boolean mask directly. A query row 
 query in a left-padded batch, an empty source) must give zeros and never NaN: the backends handle that.
 """
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -112,8 +112,7 @@ def check_attention_mask(attention_mask: Tensor | None, batch_size: int, length:
         )
 
 
-@dataclass(frozen=True)
-class MaskParts:
+class MaskParts(NamedTuple):
     """What decides which keys each query of a stack may attend to, before it is drawn in the form a backend takes:
     a boolean tensor (`boolean`), or a flex-attention block mask built from the same parts (hf_attention.flex).
 

@@ -1023,13 +1023,15 @@ class HFAttentionDecoderModel(_OneStackModel, HFAttentionDecoderPreTrainedModel)
             output_hidden_states=output_hidden_states,
             **kwargs,
         )
-        output = with_cache(
-            BaseModelOutputWithPastAndCrossAttentions,
-            cache if use_cache else None,
-            last_hidden_state=stack.last_hidden_state,
-            hidden_states=stack.hidden_states,
-            attentions=stack.attentions,
-        )
+        output = stack
+        if not use_cache:  # a cache was used for this call only (a caller's cache with use_cache=False): not returned
+            output = with_cache(
+                BaseModelOutputWithPastAndCrossAttentions,
+                None,
+                last_hidden_state=stack.last_hidden_state,
+                hidden_states=stack.hidden_states,
+                attentions=stack.attentions,
+            )
         return output if return_dict else output.to_tuple()
 
 
