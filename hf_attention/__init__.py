@@ -19,6 +19,7 @@ from .configuration_hf_attention import (
 )
 from .modeling_hf_attention import (
     AUTO_CLASSES,
+    HFAttentionDecoderForSequenceClassification,
     HFAttentionDecoderModel,
     HFAttentionEncoderModel,
     HFAttentionForCausalLM,
@@ -53,6 +54,7 @@ register_pipelines()
 __all__ = [
     "HFAttentionConfigBase",
     "HFAttentionDecoderConfig",
+    "HFAttentionDecoderForSequenceClassification",
     "HFAttentionDecoderModel",
     "HFAttentionEncoderConfig",
     "HFAttentionEncoderModel",

@@ -7,6 +7,8 @@ copies the weights under our module names and returns the equivalent hf_attentio
 | reference class                        | hf_attention class        |
 |----------------------------------------|---------------------------|
 | GPT2LMHeadModel, LlamaForCausalLM      | HFAttentionForCausalLM    |
+| GPT2ForSequenceClassification,         | HFAttentionDecoderFor-    |
+| LlamaForSequenceClassification         | SequenceClassification    |
 | BertModel                              | HFAttentionEncoderModel   |
 | BertForMaskedLM                        | HFAttentionForMaskedLM    |
 | BartForConditionalGeneration,          | HFAttentionForSeq2SeqLM   |
@@ -38,8 +40,10 @@ from transformers import (
     BartForConditionalGeneration,
     BertForMaskedLM,
     BertModel,
+    GPT2ForSequenceClassification,
     GPT2LMHeadModel,
     LlamaForCausalLM,
+    LlamaForSequenceClassification,
     MarianMTModel,
     PreTrainedModel,
     T5ForConditionalGeneration,
@@ -51,6 +55,7 @@ from .configuration_hf_attention import (
     HFAttentionSeq2SeqConfig,
 )
 from .modeling_hf_attention import (
+    HFAttentionDecoderForSequenceClassification,
     HFAttentionEncoderModel,
     HFAttentionForCausalLM,
     HFAttentionForMaskedLM,
@@ -130,12 +135,28 @@ def _token_ids(config, **extra) -> dict:
     return {**{name: getattr(config, name, None) for name in names}, **extra}
 
 
+def _labels(config) -> dict:
+    """A classifier's labels and loss kind (num_labels follows from id2label)."""
+    return {"id2label": dict(config.id2label), "label2id": dict(config.label2id), "problem_type": config.problem_type}
+
+
+def _decoder_head(model: PreTrainedModel, w: _Weights, config: HFAttentionDecoderConfig, lm_head: str):
+    """The class and head weights of a decoder reference: an LM head (copied when untied) or a classifier `score`."""
+    if isinstance(model, (GPT2ForSequenceClassification, LlamaForSequenceClassification)):
+        w.copy("score", "score")
+        return HFAttentionDecoderForSequenceClassification
+    if not config.tie_word_embeddings:
+        w.copy("lm_head", lm_head)
+    return HFAttentionForCausalLM
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Decoders
 
 
-def _gpt2(model: GPT2LMHeadModel, w: _Weights):
+def _gpt2(model: GPT2LMHeadModel | GPT2ForSequenceClassification, w: _Weights):
     c = model.config
+    classifier = isinstance(model, GPT2ForSequenceClassification)
     if c.scale_attn_by_inverse_layer_idx:
         raise _unsupported("GPT-2 with scale_attn_by_inverse_layer_idx=True (scores scaled by 1/(layer+1))")
     if c.add_cross_attention:
@@ -161,6 +182,7 @@ def _gpt2(model: GPT2LMHeadModel, w: _Weights):
         initializer_range=c.initializer_range,
         tie_word_embeddings=_tied(w, "lm_head.weight", "transformer.wte.weight", c.tie_word_embeddings),
         **_token_ids(c),
+        **(_labels(c) if classifier else {}),
     )
     w.copy("model.decoder.embed_tokens", "transformer.wte")
     w.copy("model.decoder.position", "transformer.wpe")
@@ -180,13 +202,12 @@ def _gpt2(model: GPT2LMHeadModel, w: _Weights):
         w.copy(f"{dst}.self_attn_norm", f"{src}.ln_1")
         w.copy(f"{dst}.mlp_norm", f"{src}.ln_2")
     w.copy("model.decoder.norm", "transformer.ln_f")
-    if not config.tie_word_embeddings:
-        w.copy("lm_head", "lm_head")
-    return HFAttentionForCausalLM, config, {}
+    return _decoder_head(model, w, config, "lm_head"), config, {}
 
 
-def _llama(model: LlamaForCausalLM, w: _Weights):
+def _llama(model: LlamaForCausalLM | LlamaForSequenceClassification, w: _Weights):
     c = model.config
+    classifier = isinstance(model, LlamaForSequenceClassification)
     rope = dict(getattr(c, "rope_parameters", None) or {})
     if rope.get("rope_type", "default") != "default":
         raise _unsupported(f"Llama rope_parameters rope_type={rope['rope_type']!r} (only 'default' RoPE)")
@@ -216,6 +237,7 @@ def _llama(model: LlamaForCausalLM, w: _Weights):
         initializer_range=c.initializer_range,
         tie_word_embeddings=_tied(w, "lm_head.weight", "model.embed_tokens.weight", c.tie_word_embeddings),
         **_token_ids(c),
+        **(_labels(c) if classifier else {}),
     )
     w.copy("model.decoder.embed_tokens", "model.embed_tokens")
     for i in range(c.num_hidden_layers):
@@ -227,9 +249,7 @@ def _llama(model: LlamaForCausalLM, w: _Weights):
         w.copy(f"{dst}.self_attn_norm", f"{src}.input_layernorm")
         w.copy(f"{dst}.mlp_norm", f"{src}.post_attention_layernorm")
     w.copy("model.decoder.norm", "model.norm")
-    if not config.tie_word_embeddings:
-        w.copy("lm_head", "lm_head")
-    return HFAttentionForCausalLM, config, {}
+    return _decoder_head(model, w, config, "lm_head"), config, {}
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -451,7 +471,9 @@ def _t5(model: T5ForConditionalGeneration, w: _Weights):
 # Exact classes only: a subclass may change the forward pass in ways a weight copy cannot see.
 CONVERTERS: dict[type, Callable] = {
     GPT2LMHeadModel: _gpt2,
+    GPT2ForSequenceClassification: _gpt2,
     LlamaForCausalLM: _llama,
+    LlamaForSequenceClassification: _llama,
     BertModel: _bert,
     BertForMaskedLM: _bert,
     BartForConditionalGeneration: _bart,
@@ -464,8 +486,9 @@ def from_hf(model: PreTrainedModel) -> PreTrainedModel:
     """Build the hf_attention model equivalent to a Hugging Face reference model, with its weights.
 
     Args:
-        model: An instance of GPT2LMHeadModel, LlamaForCausalLM, BertModel, BertForMaskedLM,
-            BartForConditionalGeneration, MarianMTModel or T5ForConditionalGeneration.
+        model: An instance of GPT2LMHeadModel, LlamaForCausalLM, GPT2ForSequenceClassification,
+            LlamaForSequenceClassification, BertModel, BertForMaskedLM, BartForConditionalGeneration, MarianMTModel or
+            T5ForConditionalGeneration.
 
     Returns:
         The hf_attention model (same dtype, device, attention backend and generation config), in the reference's
@@ -520,13 +543,16 @@ _REFERENCE_CLASSES = {
     "marian": (MarianMTModel, MarianMTModel),
     "t5": (T5ForConditionalGeneration, T5ForConditionalGeneration),
 }
+# model_type → class for checkpoints saved as sequence classifiers
+_CLASSIFIER_CLASSES = {"gpt2": GPT2ForSequenceClassification, "llama": LlamaForSequenceClassification}
 
 
 def load_reference(source: str) -> PreTrainedModel:
     """Load a GPT-2, Llama, BERT, BART, Marian or T5 checkpoint (folder or Hub id) with the class `from_hf` takes.
 
     BERT checkpoints saved with an MLM head (`BertForMaskedLM`, `BertForPreTraining`) load as BertForMaskedLM,
-    others as BertModel.
+    others as BertModel; GPT-2 and Llama checkpoints saved as sequence classifiers load as their
+    ForSequenceClassification class.
     """
     config = AutoConfig.from_pretrained(source)
     if config.model_type not in _REFERENCE_CLASSES:
@@ -535,6 +561,8 @@ def load_reference(source: str) -> PreTrainedModel:
         )
     with_head, without_head = _REFERENCE_CLASSES[config.model_type]
     architectures = " ".join(config.architectures or [])
+    if "ForSequenceClassification" in architectures and config.model_type in _CLASSIFIER_CLASSES:
+        return _CLASSIFIER_CLASSES[config.model_type].from_pretrained(source, dtype="auto")
     has_head = config.model_type != "bert" or "MaskedLM" in architectures or "PreTraining" in architectures
     return (with_head if has_head else without_head).from_pretrained(source, dtype="auto")
 

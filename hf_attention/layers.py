@@ -252,15 +252,20 @@ class EncoderLayer(GradientCheckpointingLayer):
     def forward(
         self,
         hidden_states: Tensor,
+        position_bias: Tensor | None = None,
         *,
         attention_mask: Tensor | None = None,
         position_embeddings: tuple[Tensor, Tensor] | None = None,
-        position_bias: Tensor | None = None,
         cache=None,
         attention_function: Callable | None = None,
         **kwargs,
     ) -> tuple[Tensor, Tensor | None]:
-        """(B, T, E) → (B, T, E) and the self-attention weights (eager backend) or None."""
+        """(B, T, E) → (B, T, E) and the self-attention weights (eager backend) or None.
+
+        The inputs that may need gradients (the hidden states, a learned relative position bias) come positionally:
+        reentrant activation checkpointing (`use_reentrant=True`) recomputes the layer from its positional arguments
+        only, so a tensor with gradients passed by keyword would be backpropagated through twice.
+        """
         hidden_states, weights = self.residual(
             hidden_states,
             self.self_attn_norm,
@@ -296,17 +301,20 @@ class DecoderLayer(EncoderLayer):
     def forward(
         self,
         hidden_states: Tensor,
+        position_bias: Tensor | None = None,
+        encoder_hidden_states: Tensor | None = None,
         *,
         attention_mask: Tensor | None = None,
-        encoder_hidden_states: Tensor | None = None,
         encoder_attention_mask: Tensor | None = None,
         position_embeddings: tuple[Tensor, Tensor] | None = None,
-        position_bias: Tensor | None = None,
         cache=None,
         attention_function: Callable | None = None,
         **kwargs,
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """(B, T, E) → (B, T, E), self-attention weights and cross-attention weights (eager backend) or None."""
+        """(B, T, E) → (B, T, E), self-attention weights and cross-attention weights (eager backend) or None.
+
+        Positional inputs as in `EncoderLayer.forward`, with the encoder output (which has gradients when the encoder
+        trains) among them."""
         hidden_states, self_weights = self.residual(
             hidden_states,
             self.self_attn_norm,

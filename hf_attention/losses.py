@@ -23,29 +23,37 @@ CHUNK_ROWS = 512
 
 
 def check_labels(
-    labels, shape: tuple[int, ...] | None, num_classes: int, bound: str, *, per: str, any_2d: bool = False
+    labels,
+    shape: tuple[int, ...] | None,
+    num_classes: int,
+    bound: str,
+    *,
+    per: str,
+    any_2d: bool = False,
+    name: str = "labels",
 ) -> None:
     """Raise ValueError unless `labels` are integer class ids in [0, num_classes) or -100, of the given shape.
 
     Args:
-        labels: What the caller passed as `labels`.
+        labels: What the caller passed as `labels` (or as the argument `name`).
         shape: The expected shape, or None when it is not known (malformed inputs, reported by the model itself).
         num_classes: The number of classes, named `bound` in the message ("vocab_size", "num_labels").
         per: What each label belongs to, for the message ("input token").
         any_2d: Accept any (batch, length) shape (the labels define the decoder inputs).
+        name: The argument's name, for the messages.
 
     Kind and shape are free to check; the values cost one device sync, skipped under torch.compile (as the check of
     input ids against the vocabulary).
     """
     if not isinstance(labels, Tensor):
-        raise TypeError(f"labels must be a torch.Tensor, got {type(labels).__name__}.")
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(labels).__name__}.")
     if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
-        raise ValueError(f"labels must hold integer class ids (torch.long), got dtype {labels.dtype}.")
+        raise ValueError(f"{name} must hold integer class ids (torch.long), got dtype {labels.dtype}.")
     if any_2d and labels.dim() != 2:
-        raise ValueError(f"labels has shape {tuple(labels.shape)}, expected 2-D (batch, length).")
+        raise ValueError(f"{name} has shape {tuple(labels.shape)}, expected 2-D (batch, length).")
     if shape is not None and tuple(labels.shape) != tuple(shape):
         raise ValueError(
-            f"labels has shape {tuple(labels.shape)}, expected {tuple(shape)}: one label per {per} whose logits are "
+            f"{name} has shape {tuple(labels.shape)}, expected {tuple(shape)}: one label per {per} whose logits are "
             "computed (-100 where there is none)."
         )
     if not torch.compiler.is_compiling() and labels.numel():
@@ -53,7 +61,7 @@ def check_labels(
         if bool(outside.any()):
             bad = int(labels[outside][0])
             raise ValueError(
-                f"labels contains {bad}, outside [0, {bound}={num_classes}); use -100 for positions without a label."
+                f"{name} contains {bad}, outside [0, {bound}={num_classes}); use -100 for positions without a label."
             )
 
 

@@ -27,6 +27,7 @@ from transformers.modeling_outputs import (
     Seq2SeqLMOutput,
     Seq2SeqModelOutput,
     SequenceClassifierOutput,
+    SequenceClassifierOutputWithPast,
     TokenClassifierOutput,
 )
 from transformers.utils import ModelOutput
@@ -188,6 +189,21 @@ class HFAttentionPreTrainedModel(PreTrainedModel):
                 init.zeros_(module.bias)
         elif isinstance(module, (PositionalEncoding, ScoreModule)):  # the variants declare their own start
             module.init_weights(std)
+
+    def sequence_classification_loss(
+        self, pooled_logits: Tensor, labels: Tensor, num_items_in_batch: Tensor | int | None
+    ) -> Tensor:
+        """The loss of (B, num_labels) logits by `config.problem_type`, as transformers' classifiers compute it.
+
+        The Trainer passes `num_items_in_batch` (forward takes **kwargs) and then skips its own division by the
+        accumulation steps, so the loss must then be a sum over the global count of labels, not a batch mean.
+        """
+        loss = self.loss_function(
+            labels=labels, pooled_logits=pooled_logits, config=self.config, num_items_in_batch=num_items_in_batch
+        )
+        if num_items_in_batch is not None and self.config.problem_type != "single_label_classification":
+            loss = loss * labels.numel() / num_items_in_batch  # MSE / BCE are means over labels.numel()
+        return loss
 
     def _build_lm_head(self, config: HFAttentionConfigBase) -> None:
         """The vocabulary projection `lm_head` of a language-model head, with the optional bias and transform."""
@@ -453,19 +469,22 @@ class TransformerStack(nn.Module):
         hidden = self._add_positions_and_normalize(hidden, position_ids)
         backend = get_attention_backend("eager" if output_attentions else self.config._attn_implementation)
         parts = self._self_attention_parts(padding, ready_mask, documents, length, key_length, past, checking)
+        rotary, bias = self._position_signals(position_ids, key_positions, hidden.dtype, backend, batch)
+        # Tensors that may carry gradients go to the layers positionally (see EncoderLayer.forward), the rest by name.
+        layer_args = (bias, encoder_hidden_states) if self.is_decoder else (bias,)
         layer_inputs = {
             "attention_mask": _render_mask(parts, backend, batch, hidden),
+            "position_embeddings": rotary,
             "cache": cache,
             "attention_function": backend.function,
-            **self._position_signals(position_ids, key_positions, hidden.dtype, backend, batch),
         }
         if self.is_decoder:
-            layer_inputs["encoder_hidden_states"] = encoder_hidden_states
             layer_inputs["encoder_attention_mask"] = self._cross_attention_mask(
                 encoder_attention_mask, encoder_hidden_states, length, backend, hidden, checking
             )
         return self._run_layers(
             hidden,
+            layer_args,
             {**layer_inputs, **kwargs},
             cache,
             output_attentions=output_attentions,
@@ -535,9 +554,10 @@ class TransformerStack(nn.Module):
 
     def _position_signals(
         self, position_ids: Tensor, key_positions: Tensor | None, dtype: torch.dtype, backend, batch: int
-    ) -> dict:
-        """What the attention layers receive of the positions: rotary (cos, sin) tables or an additive score bias (a
-        (B|1, H, T, S) tensor, or for FlexAttention a score modification computing it from the positions)."""
+    ) -> tuple:
+        """What the attention layers receive of the positions: (rotary (cos, sin) tables or None, an additive score
+        bias or None): a (B|1, H, T, S) tensor, or for FlexAttention a score modification computing it from the
+        positions."""
         kind = getattr(self.position, "kind", None)
         rotary = bias = None
         if kind == "rotary":
@@ -547,7 +567,7 @@ class TransformerStack(nn.Module):
             bias = self.position.score_mod(position_ids, key_positions, batch)
         elif kind == "bias":
             bias = self.position(position_ids, key_positions).to(dtype)  # (B|1, H, T, S)
-        return {"position_embeddings": rotary, "position_bias": bias}
+        return rotary, bias
 
     def _cross_attention_mask(
         self,
@@ -573,6 +593,7 @@ class TransformerStack(nn.Module):
     def _run_layers(
         self,
         hidden: Tensor,
+        layer_args: tuple,
         layer_inputs: dict,
         cache: Cache | None,
         *,
@@ -585,7 +606,7 @@ class TransformerStack(nn.Module):
         for layer in self.layers:
             if output_hidden_states:
                 all_hidden.append(hidden)
-            outputs = layer(hidden, **layer_inputs)
+            outputs = layer(hidden, *layer_args, **layer_inputs)
             hidden = outputs[0]
             if output_attentions:
                 self_weights.append(outputs[1])
@@ -937,15 +958,7 @@ class HFAttentionForSequenceClassification(_EncoderClassifier):
     ) -> SequenceClassifierOutput:
         """Logits (B, num_labels); the loss follows `config.problem_type` as in HF's classifiers."""
         logits = self.classifier(self.dropout(self.pool(encoded.last_hidden_state, attention_mask)))
-        loss = None
-        if labels is not None:
-            # The Trainer passes `num_items_in_batch` (forward takes **kwargs) and then skips its own division by the
-            # accumulation steps, so the loss must be a sum over the global count of labels, not a batch mean.
-            loss = self.loss_function(
-                labels=labels, pooled_logits=logits, config=self.config, num_items_in_batch=num_items_in_batch
-            )
-            if num_items_in_batch is not None and self.config.problem_type != "single_label_classification":
-                loss = loss * labels.numel() / num_items_in_batch  # MSE / BCE are means over labels.numel()
+        loss = None if labels is None else self.sequence_classification_loss(logits, labels, num_items_in_batch)
         return SequenceClassifierOutput(
             loss=loss, logits=logits, hidden_states=encoded.hidden_states, attentions=encoded.attentions
         )
@@ -1138,13 +1151,20 @@ class HFAttentionForCausalLM(_KeepPaddingMaskForGeneration, HFAttentionDecoderPr
     ) -> CausalLMOutputWithCrossAttentions | tuple:
         """Logits (B, T, V). `labels` (B, T) are the inputs themselves: the loss predicts token t+1 from ≤ t.
 
-        `cache` (or its name before transformers 5.24, `past_key_values`) as in HFAttentionDecoderModel; other
-        keyword arguments reach every attention function."""
+        `shift_labels` (B, T), as transformers' causal-LM loss takes it (context- and sequence-parallel trainers pass
+        it), are the targets already shifted: position t's target is shift_labels[t]; given with `labels`, they are
+        used instead of shifting `labels`. `cache` (or its name before transformers 5.24, `past_key_values`) as in
+        HFAttentionDecoderModel; other keyword arguments reach every attention function."""
         return_dict = self.config.return_dict if return_dict is None else return_dict
         cache = cache_from_arguments(cache, kwargs.pop("past_key_values", None))
+        shift_labels = kwargs.pop("shift_labels", None)
         if labels is not None:
             shape = _label_shape(input_ids, 2, logits_to_keep) or _label_shape(inputs_embeds, 3, logits_to_keep)
             check_labels(labels, shape, self.config.vocab_size, "vocab_size", per="input token")
+            if shift_labels is not None:
+                check_labels(
+                    shift_labels, shape, self.config.vocab_size, "vocab_size", per="input token", name="shift_labels"
+                )
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -1159,7 +1179,9 @@ class HFAttentionForCausalLM(_KeepPaddingMaskForGeneration, HFAttentionDecoderPr
         )
         next_tokens = None
         if labels is not None:
-            next_tokens = nn.functional.pad(labels, (0, 1), value=-100)[:, 1:]  # label of position t is token t+1
+            next_tokens = shift_labels
+            if next_tokens is None:
+                next_tokens = nn.functional.pad(labels, (0, 1), value=-100)[:, 1:]  # label of position t is token t+1
         hidden = outputs.last_hidden_state[:, _logit_slice(logits_to_keep)]
         logits, loss = self.vocabulary_logits_and_loss(hidden, next_tokens, kwargs.get("num_items_in_batch"))
         output = with_cache(
@@ -1171,6 +1193,80 @@ class HFAttentionForCausalLM(_KeepPaddingMaskForGeneration, HFAttentionDecoderPr
             attentions=outputs.attentions,
         )
         return output if return_dict else output.to_tuple()
+
+
+class HFAttentionDecoderForSequenceClassification(HFAttentionDecoderPreTrainedModel):
+    """Decoder + a linear score read at the last real token of each text, as GPT-2's and Llama's classifiers (and
+    the reward models of TRL) do: a causal model has seen the whole text only there."""
+
+    def __init__(self, config: HFAttentionDecoderConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.model = HFAttentionDecoderModel(config)
+        self.score = nn.Linear(config.hidden_size, config.num_labels, bias=False)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        cache: Cache | None = None,
+        inputs_embeds: Tensor | None = None,
+        labels: Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> SequenceClassifierOutputWithPast | tuple:
+        """Logits (B, num_labels) at each row's last token that is not `pad_token_id` (left or right padding);
+        the loss follows `config.problem_type`. Other arguments as in HFAttentionForCausalLM."""
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+        cache = cache_from_arguments(cache, kwargs.pop("past_key_values", None))
+        num_items_in_batch = kwargs.pop("num_items_in_batch", None)
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            cache=cache,
+            inputs_embeds=inputs_embeds,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
+            **kwargs,
+        )
+        logits = self.score(outputs.last_hidden_state)  # (B, T, num_labels)
+        pooled_logits = logits[torch.arange(logits.shape[0], device=logits.device), self._last_tokens(input_ids)]
+        loss = None
+        if labels is not None:
+            loss = self.sequence_classification_loss(pooled_logits, labels, num_items_in_batch)
+        output = with_cache(
+            SequenceClassifierOutputWithPast,
+            cache_of(outputs),
+            loss=loss,
+            logits=pooled_logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+        return output if return_dict else output.to_tuple()
+
+    def _last_tokens(self, input_ids: Tensor | None) -> Tensor | int:
+        """(B,) index of each row's last token that is not padding: the largest position holding a non-pad id, so
+        left and right padding both work (transformers' rule). With embeddings instead of ids, the last position."""
+        if input_ids is None:
+            return -1
+        pad = self.config.pad_token_id
+        if pad is None:
+            if input_ids.shape[0] != 1:
+                raise ValueError(
+                    f"A batch of {input_ids.shape[0]} texts needs config.pad_token_id to find each text's last "
+                    "token (the classifier reads it there); set it to the tokenizer's padding id."
+                )
+            return -1
+        positions = torch.arange(input_ids.shape[-1], device=input_ids.device)
+        return (positions * (input_ids != pad)).argmax(-1)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -1194,15 +1290,21 @@ class HFAttentionSeq2SeqModel(HFAttentionSeq2SeqPreTrainedModel):
     def __init__(self, config: HFAttentionSeq2SeqConfig):
         super().__init__(config)
         self.shared = nn.Embedding(config.vocab_size, config.hidden_size)
+        # Each stack has an embedding module of its own whose weight is tied to `shared` (`_tied_weights_keys`), as in
+        # BART: transformers' loading then reports a missing `shared.weight` and initialises it, which it cannot do for
+        # one module object held under three names.
         self.encoder = TransformerStack(
-            config, num_layers=config.encoder_layers, is_decoder=False, embed_tokens=self.shared
+            config,
+            num_layers=config.encoder_layers,
+            is_decoder=False,
+            embed_tokens=nn.Embedding(config.vocab_size, config.hidden_size),
         )
         self.decoder = TransformerStack(
             config,
             num_layers=config.decoder_layers,
             is_decoder=True,
             has_cross_attention=True,
-            embed_tokens=self.shared,
+            embed_tokens=nn.Embedding(config.vocab_size, config.hidden_size),
         )
         self.post_init()
 
@@ -1217,7 +1319,7 @@ class HFAttentionSeq2SeqModel(HFAttentionSeq2SeqPreTrainedModel):
         return dict(self._tied_weights_keys)
 
     def set_input_embeddings(self, value: nn.Embedding) -> None:
-        self.shared = self.encoder.embed_tokens = self.decoder.embed_tokens = value
+        self.shared = self.encoder.embed_tokens = self.decoder.embed_tokens = value  # as BART does
 
     def get_encoder(self, modality: str | None = None) -> TransformerStack:
         return self.encoder
@@ -1419,6 +1521,7 @@ AUTO_CLASSES = {
     HFAttentionDecoderConfig.model_type: {
         "AutoModel": HFAttentionDecoderModel,
         "AutoModelForCausalLM": HFAttentionForCausalLM,
+        "AutoModelForSequenceClassification": HFAttentionDecoderForSequenceClassification,
     },
     HFAttentionSeq2SeqConfig.model_type: {
         "AutoModel": HFAttentionSeq2SeqModel,

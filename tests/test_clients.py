@@ -1,6 +1,7 @@
 """The ecosystem's clients drive hf-attention checkpoints as they drive built-in models: TRL's SFT trainer (its fused
-LM head, with and without packing), lm-eval's HF backend, sentence-transformers (also through remote code without
-hf_attention installed). Each is compared with the model's own numbers."""
+LM head, with and without packing) and RewardTrainer (the decoder classifier), lm-eval's HF backend,
+sentence-transformers (also through remote code without hf_attention installed). Each is compared with the model's
+own numbers."""
 
 import copy
 import json
@@ -16,7 +17,7 @@ import torch
 from conftest import tiny_config
 from text_fixtures import make_tokenizer, pydoc_paragraphs
 
-from hf_attention import HFAttentionForCausalLM, HFAttentionForMaskedLM
+from hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM, HFAttentionForMaskedLM
 
 TEXTS = pydoc_paragraphs(40)
 
@@ -120,6 +121,57 @@ def test_trl_dpo_refuses_a_head_it_cannot_reproduce(causal_tokenizer, tmp_path):
             train_dataset=pairs,
             processing_class=causal_tokenizer,
         )
+
+
+def test_trl_reward_trainer_scores_each_text_at_its_last_token(causal_tokenizer, tmp_path):
+    """TRL's RewardTrainer on the decoder family's sequence classifier: its loss on a padded batch of preference pairs
+    is the model's own reward of each text alone, and training steps run."""
+    from trl import RewardConfig, RewardTrainer
+
+    model = HFAttentionDecoderForSequenceClassification(
+        tiny_config(
+            "decoder",
+            vocab_size=len(causal_tokenizer),
+            num_labels=1,
+            pad_token_id=causal_tokenizer.pad_token_id,
+            position_encoding="rotary",
+        )
+    )
+    pairs = datasets.Dataset.from_dict(
+        {
+            "chosen": [text[:120] for text in TEXTS[:8]],
+            "rejected": [text[:40] for text in TEXTS[8:16]],
+        }
+    )
+    args = RewardConfig(
+        output_dir=str(tmp_path / "reward"),
+        report_to="none",
+        use_cpu=True,
+        max_steps=2,
+        per_device_train_batch_size=4,
+        learning_rate=1e-3,
+        logging_steps=1,
+        save_strategy="no",
+        disable_tqdm=True,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer = RewardTrainer(model=model, args=args, train_dataset=pairs, processing_class=causal_tokenizer)
+    batch = next(iter(trainer.get_train_dataloader()))
+    assert (batch["attention_mask"] == 0).any()  # the pairs differ in length: padded
+    model.eval()
+    with torch.no_grad():
+        trl_loss = trainer.compute_loss(model, dict(batch))
+        rewards = [
+            model(ids[mask.bool()][None]).logits[0, 0]
+            for ids, mask in zip(batch["input_ids"], batch["attention_mask"], strict=True)
+        ]
+    chosen, rejected = torch.stack(rewards).chunk(2)
+    own = -torch.nn.functional.logsigmoid(chosen - rejected).mean()
+    torch.testing.assert_close(trl_loss, own, rtol=0, atol=1e-5)
+    model.train()
+    result = trainer.train()
+    assert torch.isfinite(torch.tensor(result.training_loss))
 
 
 def test_lm_eval_loglikelihood_is_the_models_own(causal_tokenizer):

@@ -10,6 +10,7 @@ from transformers import (
     AutoModelForCausalLM,
     AutoModelForMaskedLM,
     AutoModelForSeq2SeqLM,
+    AutoModelForSequenceClassification,
     AutoTokenizer,
     PreTrainedTokenizerFast,
     RobertaConfig,
@@ -22,6 +23,7 @@ from hf_attention.convert import convert_checkpoint
 AUTO = {
     "gpt2": AutoModelForCausalLM,
     "llama": AutoModelForCausalLM,
+    "llama_classifier": AutoModelForSequenceClassification,
     "bert": AutoModel,
     "bert_mlm": AutoModelForMaskedLM,
     "bart": AutoModelForSeq2SeqLM,
@@ -57,7 +59,7 @@ def test_convert_command(name, tmp_path):
     with torch.no_grad():
         theirs, ours = reference(**inputs), model(**inputs)
     key = "logits" if "logits" in theirs else "last_hidden_state"
-    real = None if reference.config.is_encoder_decoder else batch["attention_mask"].bool()
+    real = None if reference.config.is_encoder_decoder or theirs[key].dim() == 2 else batch["attention_mask"].bool()
     their_values, our_values = (theirs[key], ours[key]) if real is None else (theirs[key][real], ours[key][real])
     assert (their_values - our_values).abs().max().item() <= 1e-4
     if reference.can_generate():

@@ -203,6 +203,10 @@ def test_gradient_checkpointing_gives_identical_gradients(family, api):
 def test_tied_embeddings_share_storage_and_untied_do_not():
     tied = build(HFAttentionForSeq2SeqLM, "seq2seq")
     assert tied.lm_head.weight.data_ptr() == tied.model.shared.weight.data_ptr()
-    assert tied.model.encoder.embed_tokens is tied.model.decoder.embed_tokens
+    # the encoder and the decoder read the one shared embedding matrix (tied parameters, as in BART)
+    assert tied.model.encoder.embed_tokens.weight is tied.model.decoder.embed_tokens.weight is tied.model.shared.weight
+    untied_head = build(HFAttentionForSeq2SeqLM, "seq2seq", tie_word_embeddings=False)
+    assert untied_head.model.encoder.embed_tokens.weight is untied_head.model.shared.weight
+    assert untied_head.lm_head.weight is not untied_head.model.shared.weight
     untied = build(HFAttentionForCausalLM, "decoder", tie_word_embeddings=False)
     assert untied.lm_head.weight.data_ptr() != untied.get_input_embeddings().weight.data_ptr()

@@ -11,6 +11,7 @@ from transformers import (
     AutoModelForCausalLM,
     AutoModelForMaskedLM,
     AutoModelForSeq2SeqLM,
+    AutoModelForSequenceClassification,
     BartConfig,
     BartForConditionalGeneration,
     BertConfig,
@@ -18,10 +19,12 @@ from transformers import (
     BertForSequenceClassification,
     BertModel,
     GPT2Config,
+    GPT2ForSequenceClassification,
     GPT2LMHeadModel,
     GPT2Model,
     LlamaConfig,
     LlamaForCausalLM,
+    LlamaForSequenceClassification,
     MarianConfig,
     MarianMTModel,
     T5Config,
@@ -29,7 +32,12 @@ from transformers import (
 )
 from transformers.activations import ACT2FN
 
-from hf_attention import HFAttentionForCausalLM, HFAttentionForMaskedLM, HFAttentionForSeq2SeqLM
+from hf_attention import (
+    HFAttentionDecoderForSequenceClassification,
+    HFAttentionForCausalLM,
+    HFAttentionForMaskedLM,
+    HFAttentionForSeq2SeqLM,
+)
 from hf_attention import convert as convert_module
 from hf_attention.convert import from_hf
 
@@ -107,6 +115,37 @@ REFERENCES = {
             pad_token_id=0,
         ),
     ),
+    "gpt2_classifier": (
+        GPT2ForSequenceClassification,
+        lambda: GPT2Config(
+            vocab_size=99,
+            n_embd=32,
+            n_layer=2,
+            n_head=4,
+            n_positions=64,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            bos_token_id=98,
+            eos_token_id=98,
+            pad_token_id=0,
+            num_labels=3,
+        ),
+    ),
+    "llama_classifier": (
+        LlamaForSequenceClassification,
+        lambda: LlamaConfig(
+            vocab_size=99,
+            hidden_size=32,
+            intermediate_size=37,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=64,
+            pad_token_id=0,
+            num_labels=3,
+        ),
+    ),
     "bert": (BertModel, lambda: BertConfig(**BERT)),
     "bert_mlm": (BertForMaskedLM, lambda: BertConfig(**BERT)),
     "bart": (BartForConditionalGeneration, lambda: BartConfig(**BART_LIKE)),
@@ -132,6 +171,7 @@ REFERENCES = {
 }
 GENERATIVE = ["gpt2", "llama", "bart", "marian", "t5"]
 AUTO = {
+    HFAttentionDecoderForSequenceClassification: AutoModelForSequenceClassification,
     HFAttentionForCausalLM: AutoModelForCausalLM,
     HFAttentionForMaskedLM: AutoModelForMaskedLM,
     HFAttentionForSeq2SeqLM: AutoModelForSeq2SeqLM,
@@ -166,7 +206,7 @@ def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
 def main_output_diff(reference, theirs, ours, real: torch.Tensor) -> float:
     """Max |difference| of the logits (or last hidden state), over real tokens for encoders and decoders."""
     key = "logits" if "logits" in theirs else "last_hidden_state"
-    if reference.config.is_encoder_decoder:  # logits belong to the unpadded decoder inputs
+    if reference.config.is_encoder_decoder or theirs[key].dim() == 2:  # decoder inputs unpadded; one row per text
         return max_diff(theirs[key], ours[key])
     return max_diff(theirs[key][real], ours[key][real])
 
@@ -210,7 +250,8 @@ def test_forward_parity(name):
         ]
     else:
         output = theirs.logits if hasattr(theirs, "logits") else theirs.last_hidden_state
-        pairs = [(output, ours.logits if hasattr(ours, "logits") else ours.last_hidden_state, real)]
+        rows = real if output.dim() == 3 else None  # a classifier's logits: one row per text
+        pairs = [(output, ours.logits if hasattr(ours, "logits") else ours.last_hidden_state, rows)]
         pairs += [(a, b, real) for a, b in zip(theirs.hidden_states, ours.hidden_states, strict=True)]
         attentions = [(theirs.attentions, ours.attentions, real)]
     assert len(theirs.get("hidden_states") or theirs.get("encoder_hidden_states")) > 1
