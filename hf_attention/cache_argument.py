@@ -16,6 +16,7 @@ Continuous batching (`generate_batch`, `transformers serve`) hands the model a `
 
 from dataclasses import fields
 
+from transformers.cache_utils import Cache
 from transformers.modeling_outputs import BaseModelOutputWithPast
 from transformers.utils import logging
 
@@ -32,9 +33,10 @@ RENAMED = CACHE_FIELD == "cache"
 
 
 def cache_from_arguments(cache, past_key_values):
-    """The cache a forward was given, under either name; ValueError when both names carry one."""
+    """The cache a forward was given, under either name; ValueError when both names carry one, TypeError when it is
+    not a cache object."""
     if past_key_values is None:
-        return cache
+        return _checked(cache, "cache")
     if cache is not None and cache is not past_key_values:
         raise ValueError(
             "Both `cache` and `past_key_values` were passed: they are two names of the same argument "
@@ -42,7 +44,20 @@ def cache_from_arguments(cache, past_key_values):
         )
     if RENAMED:
         logger.warning_once("`past_key_values` is deprecated (transformers >= 5.24). Use `cache` instead.")
-    return past_key_values
+    return _checked(past_key_values, "past_key_values")
+
+
+def _checked(cache, name: str):
+    """`cache` if it is None, a transformers Cache or continuous batching's paged cache; else a TypeError."""
+    if cache is None or isinstance(cache, Cache) or is_paged(cache):
+        return cache
+    legacy = (
+        " (tuples of key/value tensors are not supported since transformers 5)" if isinstance(cache, tuple) else ""
+    )
+    raise TypeError(
+        f"{name} must be a transformers Cache (DynamicCache, EncoderDecoderCache, StaticCache), got "
+        f"{type(cache).__name__}{legacy}."
+    )
 
 
 def with_cache(output_class: type, cache, **values):

@@ -25,14 +25,17 @@ This module is outside the remote-code closure: it may import anything.
 
 import argparse
 import copy
+import json
 import logging
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError, safe_open
 from torch import Tensor
 from transformers import (
     AutoConfig,
@@ -581,6 +584,7 @@ def convert_checkpoint(source: str, destination: str | os.PathLike, *, overwrite
     """
     source = check_checkpoint(source, argument="source")
     target = _check_destination(source, destination, overwrite=overwrite)
+    _check_weight_files(source)
     converted = from_hf(load_reference(source))
 
     def write(folder: Path) -> None:
@@ -596,6 +600,88 @@ def convert_checkpoint(source: str, destination: str | os.PathLike, *, overwrite
 
     _write_folder(target, write)
     return converted
+
+
+# The files a saved model folder holds besides its weights (transformers' config, generation config, tokenizer files,
+# a model card), and the weight files themselves: what `--overwrite` may replace.
+CHECKPOINT_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "vocab.txt",
+    "merges.txt",
+    "tokenizer.model",
+    "spiece.model",
+    "source.spm",
+    "target.spm",
+    "sentencepiece.bpe.model",
+    "chat_template.jinja",
+    "README.md",
+)
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+SHARDED_WEIGHTS = re.compile(r"(model|pytorch_model)-\d+-of-\d+\.(safetensors|bin)")
+
+
+def _not_checkpoint_contents(folder: Path) -> str | None:
+    """What in `folder` shows it is not (only) a saved model, said in a few words; None when it is one."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return "it has no config.json"
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return "its config.json is not a model config (not JSON)"
+    if not isinstance(config, dict) or not isinstance(config.get("model_type"), str):
+        return "its config.json has no model_type, so it is not a model config"
+    code = {f"{module.split('.')[0]}.py" for module in _code_modules(config)}
+    names = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir())
+    weights = [n for n in names if n in WEIGHT_FILES or SHARDED_WEIGHTS.fullmatch(n)]
+    others = [n for n in names if n not in CHECKPOINT_FILES and n not in code and n not in weights]
+    if others:
+        listed = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        return f"it also holds {listed}"
+    if not weights:
+        return "it has no model weights (model.safetensors or pytorch_model.bin)"
+    return None
+
+
+def _code_modules(config: dict) -> list[str]:
+    """The module names of the code a checkpoint ships: named in auto_map and custom_pipelines, and for an
+    hf-attention checkpoint the rest of its remote-code closure."""
+    modules = [str(name).split("--")[-1] for entry in (config.get("auto_map") or {}).values() for name in _flat(entry)]
+    modules += [str(p.get("impl", "")) for p in (config.get("custom_pipelines") or {}).values() if isinstance(p, dict)]
+    if str(config.get("model_type", "")).startswith("hf_attention"):
+        from .shipped_code import closure_files
+
+        modules += [name.removesuffix(".py") for name in closure_files()]
+    return modules
+
+
+def _flat(value) -> list:
+    return [item for item in value if item] if isinstance(value, (list, tuple)) else [value]
+
+
+def _check_weight_files(source: str) -> None:
+    """Raise ValueError naming the file when a safetensors file of a local source cannot be read (truncated, not
+    safetensors): transformers' own error names neither the file nor the cause."""
+    if not os.path.isdir(source):
+        return
+    for path in sorted(Path(source).glob("*.safetensors")):
+        try:
+            with safe_open(path, framework="pt") as weights:
+                weights.keys()
+        except (SafetensorError, OSError) as error:
+            raise ValueError(
+                f"source weights {path} cannot be read ({error}); the file is damaged or was not copied whole."
+            ) from None
 
 
 def _check_destination(source: str, destination: str | os.PathLike, *, overwrite: bool) -> Path:
@@ -626,10 +712,17 @@ def _check_destination(source: str, destination: str | os.PathLike, *, overwrite
                 f"destination {name} is a non-empty folder; pass a new or empty folder, or --overwrite "
                 "(overwrite=True) to replace the checkpoint there."
             )
-        if not (target / "config.json").is_file():
+        if Path.cwd().resolve().is_relative_to(target):
             raise ValueError(
-                f"destination {name} is a non-empty folder without config.json, not a checkpoint; "
-                "--overwrite (overwrite=True) only replaces a checkpoint folder. Pass another folder."
+                f"destination {name} is the current folder (or holds it); --overwrite (overwrite=True) would replace "
+                "the folder you are working in. Pass another folder."
+            )
+        not_a_checkpoint = _not_checkpoint_contents(target)
+        if not_a_checkpoint:
+            raise ValueError(
+                f"destination {name} is not only a model checkpoint: {not_a_checkpoint}. --overwrite (overwrite=True) "
+                "replaces a folder that holds a model config (config.json with model_type), its weights and the files "
+                "saved with them, and nothing else. Pass another folder."
             )
     existing = next(parent for parent in (target, *target.parents) if parent.exists())
     if not existing.is_dir():

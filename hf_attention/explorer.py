@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .paths import check_checkpoint, output_file
+from .paths import check_checkpoint, check_text_argument, output_file
 from .visualize import (
     KINDS,
     MAX_TOKENS,
@@ -46,8 +46,11 @@ from .visualize import (
     _num_heads,
     _positive_int,
     _target_sequence,
+    check_finite,
+    decoded_text,
     load_model_and_tokenizer,
     token_labels,
+    unknown_ids,
 )
 
 DEFAULT_FILE_NAME = "attention.html"  # inside a folder given as the output path
@@ -232,6 +235,7 @@ class _Labels:
     keys: dict[str, list[str]]  # kind → column labels
     writes: dict[str, list[str]]  # kind → the token each decoder row writes (empty for models without a decoder)
     target: str | None  # the target line: given, or decoded from the generated tokens
+    unknown_ids: list[int]  # ids the tokenizer has no token for (labelled "<id N>"; said on the page)
 
 
 def _checked_request(model, request: _Request) -> _Request:
@@ -364,6 +368,8 @@ def _collect_weights(outputs, request: _Request) -> dict[str, np.ndarray]:
     }
     weights = {k: torch.stack([w[0] for w in getattr(outputs, names[k])]).float().cpu().numpy() for k in request.kinds}
     _check_page_total(sum(w.size for w in weights.values()))
+    for kind, values in weights.items():  # NaN would make the page's data unreadable (JSON has no NaN)
+        check_finite(values, request.titles[kind])
     return weights
 
 
@@ -381,16 +387,18 @@ def _labels(tokenizer, request: _Request, tokens: _Tokens) -> _Labels:
     """Row and column labels of every kind, and for the decoder rows the token each one writes."""
     source = token_labels(tokenizer, tokens.source, mathtext=False)
     if not request.is_seq2seq:
-        return _Labels({"self": source}, {"self": source}, {}, None)
+        return _Labels({"self": source}, {"self": source}, {}, None, unknown_ids(tokenizer, tokens.source))
     decoder = token_labels(tokenizer, tokens.decoder_inputs, mathtext=False)
     written = tokens.sequence[1:]
     writes = token_labels(tokenizer, written, mathtext=False) if written else []
-    target = request.target if request.target is not None else tokenizer.decode(written, skip_special_tokens=True)
+    unknown = unknown_ids(tokenizer, tokens.source + tokens.sequence)
+    target = request.target if request.target is not None else decoded_text(tokenizer, written)
     return _Labels(
         {"self": source, "decoder": decoder, "cross": decoder},
         {"self": source, "decoder": decoder, "cross": source},
         {"decoder": writes, "cross": writes},
         target,
+        unknown,
     )
 
 
@@ -445,6 +453,7 @@ def _render(request: _Request, weights: dict[str, np.ndarray], labels: _Labels, 
         "text": request.text,
         "target": labels.target,
         "generated": is_seq2seq and request.target is None,
+        "unknown_ids": labels.unknown_ids,
         "order": order,
         "kinds": {
             k: {
@@ -519,6 +528,7 @@ section.panel { background: #fff; border: 1px solid #ddd; border-radius: 6px; pa
   <h1 id="page-title"></h1>
   <p class="meta" id="meta-text"></p>
   <p class="meta" id="meta-target"></p>
+  <p class="meta" id="meta-unknown" hidden></p>
 </header>
 <div id="controls">
   <label>Attention <select id="kind"></select></label>
@@ -688,6 +698,11 @@ section.panel { background: #fff; border: 1px solid #ddd; border-radius: 6px; pa
     const targetLine = document.createElement("span"); targetLine.textContent = DATA.target;
     $("meta-target").append(DATA.generated ? "Target (generated greedily): " : "Target: ", targetLine);
   }
+  if (DATA.unknown_ids.length) {
+    $("meta-unknown").hidden = false;
+    $("meta-unknown").textContent = `Token ids the tokenizer does not know (the model's vocabulary is larger), ` +
+      `shown as <id N>: ${DATA.unknown_ids.join(", ")}.`;
+  }
   const legend = $("legend"), legendContext = legend.getContext("2d"), strip = legendContext.createImageData(160, 1);
   for (let i = 0; i < 160; i++) {
     const [r, g, b] = colour(i / 159); strip.data.set([r, g, b, 255], 4 * i);
@@ -756,6 +771,8 @@ def add_explore_command(subparsers: argparse._SubParsersAction) -> None:
 
 def _run_explore(args: argparse.Namespace) -> int:
     # Everything that can be checked without the model is checked before loading it.
+    check_text_argument("--text", args.text)
+    check_text_argument("--target", args.target)
     if not args.text.strip():
         raise ValueError("--text is empty: there are no tokens to show attention between.")
     if args.target is not None and not args.target.strip():

@@ -57,6 +57,7 @@ from .losses import check_labels, linear_cross_entropy, token_cross_entropy
 from .masks import (
     MaskParts,
     check_attention_mask,
+    check_mask_kind,
     fit_to_length,
     has_padding,
     packed_documents,
@@ -443,11 +444,14 @@ class TransformerStack(nn.Module):
             # generate() would otherwise fail later with an IndexError on the empty logits.
             raise ValueError("The input is empty (0 tokens); pass at least one token, e.g. the bos token as a prompt.")
         self._check_attention_kwargs(kwargs, cache, encoder_hidden_states)
+        check_mask_kind(attention_mask, f"{self.input_prefix}attention_mask")
+        check_mask_kind(encoder_attention_mask, "encoder_attention_mask")
         ready_mask = attention_mask if attention_mask is not None and attention_mask.dim() == 4 else None
         padding = None if ready_mask is not None else attention_mask  # (B, past + T) 0/1, or None
         past, key_length = _cache_lengths(cache, length, ready_mask)
         checking = not torch.compiler.is_compiling()
         if checking:
+            self._check_position_ids(position_ids, batch, length)
             self._check_masks(
                 padding,
                 ready_mask,
@@ -542,6 +546,20 @@ class TransformerStack(nn.Module):
         if encoder_hidden_states is not None:
             check_attention_mask(
                 encoder_attention_mask, batch, encoder_hidden_states.shape[1], "encoder_attention_mask"
+            )
+
+    def _check_position_ids(self, position_ids: Tensor | None, batch: int, length: int) -> None:
+        """Given positions: an integer tensor of shape (batch or 1, length), one position per new token."""
+        if position_ids is None:
+            return
+        name = f"{self.input_prefix}position_ids"
+        if not isinstance(position_ids, Tensor) or not _is_integer_tensor(position_ids):
+            kind = position_ids.dtype if isinstance(position_ids, Tensor) else type(position_ids).__name__
+            raise ValueError(f"{name} must be an integer torch.Tensor of positions, got {kind}.")
+        if position_ids.dim() != 2 or position_ids.shape[0] not in (1, batch) or position_ids.shape[1] != length:
+            raise ValueError(
+                f"{name} has shape {tuple(position_ids.shape)}, expected (batch, length) = ({batch} or 1, {length}): "
+                "one position per new token."
             )
 
     def _add_positions_and_normalize(self, hidden: Tensor, position_ids: Tensor) -> Tensor:
@@ -654,27 +672,28 @@ class TransformerStack(nn.Module):
         """Query positions (B|1, T), and key positions (B|1, S) when a distance bias needs them (else None).
 
         With a padding mask a token's position is the number of real tokens before it, so a left-padded row sees the
-        same positions as the row alone; without one, positions continue from the cache length. Positions given
-        without a cache are the keys' positions too, so distance-based biases (ALiBi, T5 buckets) restart with them
-        in packed rows.
+        same positions as the row alone; without one, positions continue from the cache length. When every key is a
+        token of this call (no cached keys), the keys' positions are the queries' own, given or not: distance-based
+        biases (ALiBi, T5 buckets) then restart with given positions in packed rows, and a mask that hides nothing
+        changes nothing.
         """
         device = self.embed_tokens.weight.device
         needs_keys = getattr(self.position, "kind", None) == "bias"
-        if attention_mask is None:
-            given = position_ids is not None
-            if not given:
-                position_ids = torch.arange(length, device=device)[None] + past  # (1, T)
-            if not needs_keys:
-                return position_ids, None
-            if given and key_length == length:
-                return position_ids, position_ids
-            return position_ids, torch.arange(key_length, device=device)[None]  # (1, S)
-        if position_ids is not None and not needs_keys:
+        given = position_ids is not None
+        real_before = None
+        if attention_mask is not None:
+            real_before = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, past + T)
+        if not given:
+            position_ids = (
+                torch.arange(length, device=device)[None] + past if real_before is None else real_before[:, -length:]
+            )
+        if not needs_keys:
             return position_ids, None
-        real_before = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, past + T)
-        if position_ids is None:
-            position_ids = real_before[:, -length:]  # (B, T)
-        return position_ids, fit_to_length(real_before, key_length) if needs_keys else None
+        if given and key_length == length:
+            return position_ids, position_ids
+        if real_before is None:
+            return position_ids, torch.arange(key_length, device=device)[None]  # (1, S)
+        return position_ids, fit_to_length(real_before, key_length)
 
     def _self_attention_parts(
         self,

@@ -1,4 +1,5 @@
-"""Checks of checkpoint paths given on the command line (or to the loading helpers), done before any loading.
+"""Checks of checkpoint paths and texts given on the command line (or to the loading helpers), done before any
+loading.
 
 A name is either a local folder or a Hub id ("name" or "owner/name"). transformers tries a missing folder as a Hub id,
 which gives a confusing repo-id error, or network retries for a relative path such as `runs/x/final`. A name that
@@ -106,3 +107,18 @@ def output_file(path: str | os.PathLike, *, default_name: str, suffixes: tuple[s
     if not existing.is_dir():
         raise ValueError(f"Cannot write {name}: {existing} is a file, not a folder.")
     return file
+
+
+def check_text_argument(argument: str, value: str | None) -> None:
+    """Raise ValueError when a text given on the command line is not valid UTF-8 (Python keeps such bytes as lone
+    surrogates in sys.argv, which tokenizers then reject with a traceback)."""
+    if value is None:
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raw = value.encode("utf-8", "surrogateescape")
+        position = len(value[: error.start].encode("utf-8", "surrogateescape"))
+        raise ValueError(
+            f"{argument} is not valid UTF-8 (byte 0x{raw[position]:02x} at byte {position}); pass the text in UTF-8."
+        ) from None

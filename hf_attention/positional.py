@@ -143,14 +143,20 @@ class LearnedPositionalEmbedding(PositionalEncoding):
         init.normal_(self.weight, mean=0.0, std=std)
 
     def forward(self, position_ids: Tensor) -> Tensor:
-        """(B, T) positions → (B, T, E); raises ValueError past max_position_embeddings."""
+        """(B, T) positions → (B, T, E); raises ValueError for a position outside [0, max_position_embeddings)."""
         if not torch.compiler.is_compiling() and position_ids.numel():
-            last = int(position_ids.max())
+            first, last = (int(value) for value in torch.aminmax(position_ids))
             if last >= self.num_positions:
                 raise ValueError(
                     f"position {last} is beyond max_position_embeddings={self.num_positions} of the learned position "
                     "table; shorten the input, raise max_position_embeddings, or use position_encoding='rotary', "
                     "'alibi', 'relative' or 'sinusoidal', which extrapolate."
+                )
+            if first < 0:
+                # below 0 the lookup would fail, or with position_offset read the rows reserved before position 0
+                raise ValueError(
+                    f"position_ids contains {first}: positions in the learned table start at 0 (allowed: 0 to "
+                    f"{self.num_positions - 1})."
                 )
         return nn.functional.embedding(position_ids + self.offset, self.weight)
 

@@ -43,7 +43,7 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from .paths import check_checkpoint, output_file
+from .paths import check_checkpoint, check_text_argument, output_file
 
 KINDS = ("self", "decoder", "cross")
 # Tokens per heatmap axis: the default cap (labels stay legible, drawing one panel takes < 1 GB) and the largest cap
@@ -272,6 +272,8 @@ def _attention_weights(
         "cross": "cross_attentions",
     }[kind]
     layers = [weights[0].detach().cpu() for weights in getattr(outputs, name)]  # L × (H, Q, K)
+    for index, weights in enumerate(layers):
+        check_finite(weights, f"{kind} layer {index}")
     source_labels = token_labels(tokenizer, source)
     if kind == "self":
         return layers, source_labels, source_labels
@@ -281,14 +283,54 @@ def _attention_weights(
 
 def token_labels(tokenizer, ids: list[int], *, mathtext: bool = True) -> list[str]:
     """Readable tick labels: byte-level pieces decoded ("Ġthe" → "the"), whitespace shown as "␣", control characters
-    escaped, and (`mathtext`, for matplotlib) "$" escaped so that matplotlib does not read it as mathtext."""
+    escaped, and (`mathtext`, for matplotlib) "$" escaped so that matplotlib does not read it as mathtext. An id the
+    tokenizer does not know (a model whose vocab_size is larger than the tokenizer's, as T5's) reads "<id N>"."""
     labels = []
-    for token in tokenizer.convert_ids_to_tokens(ids):
+    for token_id, token in zip(ids, tokenizer.convert_ids_to_tokens(ids), strict=True):
+        if token is None:
+            labels.append(unknown_id_label(token_id))
+            continue
         label = tokenizer.convert_tokens_to_string([token]).strip() or "␣"
         if not label.isprintable():
             label = repr(label)[1:-1]
         labels.append(label.replace("$", r"\$") if mathtext else label)
     return labels
+
+
+def unknown_id_label(token_id: int) -> str:
+    """The label of a token id outside the tokenizer's vocabulary."""
+    return f"<id {token_id}>"
+
+
+def unknown_ids(tokenizer, ids: list[int]) -> list[int]:
+    """The ids among `ids` that the tokenizer has no token for, in order, each once."""
+    tokens = tokenizer.convert_ids_to_tokens(ids)
+    return list(dict.fromkeys(i for i, token in zip(ids, tokens, strict=True) if token is None))
+
+
+def decoded_text(tokenizer, ids: list[int]) -> str:
+    """`tokenizer.decode(ids, skip_special_tokens=True)`, with "<id N>" for each id the tokenizer does not know (it
+    would fail on those): the runs of known ids are decoded as usual."""
+    pieces, run = [], []
+    for token_id, token in zip(ids, tokenizer.convert_ids_to_tokens(ids), strict=True):
+        if token is not None:
+            run.append(token_id)
+            continue
+        pieces += [tokenizer.decode(run, skip_special_tokens=True)] if run else []
+        pieces.append(unknown_id_label(token_id))
+        run = []
+    pieces += [tokenizer.decode(run, skip_special_tokens=True)] if run else []
+    return " ".join(piece.strip() for piece in pieces if piece.strip())
+
+
+def check_finite(weights: torch.Tensor | np.ndarray, what: str) -> None:
+    """Raise ValueError when attention weights hold NaN or infinity (a drawing or a page of them would be blank)."""
+    finite = np.isfinite(weights).all() if isinstance(weights, np.ndarray) else bool(torch.isfinite(weights).all())
+    if not finite:
+        raise ValueError(
+            f"The {what} attention weights are not finite numbers (NaN or infinity): the model computes no "
+            "attention to show. Check its weights (a training run that diverged, or a float16 overflow)."
+        )
 
 
 def _check_length(what: str, length: int, max_tokens: int | None) -> None:
@@ -504,6 +546,8 @@ def load_model_and_tokenizer(directory: str | Path, *, trust_remote_code: bool =
 
 def _run_attention_map(args: argparse.Namespace) -> int:
     # Everything that can be checked without the model is checked before loading it.
+    check_text_argument("--text", args.text)
+    check_text_argument("--target", args.target)
     if not args.text.strip():
         raise ValueError("--text is empty: there are no tokens to draw attention between.")
     if args.target is not None and args.kind == "self":

@@ -58,7 +58,8 @@ def reference_checkpoint(tmp_path_factory) -> Path:
 @pytest.fixture
 def workdir(tmp_path, monkeypatch, reference_checkpoint) -> Path:
     """A fresh working folder (also the current one) holding a copy of the reference checkpoint as `src`, a file
-    `afile`, an empty folder `empty`, a non-checkpoint folder `notes` and another checkpoint `other`."""
+    `afile`, an empty folder `empty`, a non-checkpoint folder `notes`, another checkpoint `other`, a project folder
+    `proj` whose config.json is not a model's, and a checkpoint `mixed` that also holds a user's file."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "src").mkdir()
     for file in reference_checkpoint.iterdir():
@@ -68,8 +69,15 @@ def workdir(tmp_path, monkeypatch, reference_checkpoint) -> Path:
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "todo.txt").write_text("keep me")
     (tmp_path / "other").mkdir()
-    (tmp_path / "other" / "config.json").write_text("{}")
+    (tmp_path / "other" / "config.json").write_text('{"model_type": "gpt2"}')
     (tmp_path / "other" / "model.safetensors").write_bytes(b"old weights")
+    (tmp_path / "proj" / "data").mkdir(parents=True)
+    (tmp_path / "proj" / "config.json").write_text('{"editor": "vim"}')
+    (tmp_path / "proj" / "data" / "thesis.txt").write_text("work")
+    (tmp_path / "mixed").mkdir()
+    for name in ("config.json", "model.safetensors"):
+        (tmp_path / "mixed" / name).write_bytes((tmp_path / "other" / name).read_bytes())
+    (tmp_path / "mixed" / "thesis.txt").write_text("work")
     return tmp_path
 
 
@@ -88,7 +96,9 @@ def workdir(tmp_path, monkeypatch, reference_checkpoint) -> Path:
         ("afile", [], ["destination afile", "is a file"]),
         ("afile/sub", [], ["afile is a file"]),
         ("other", [], ["destination other", "non-empty folder", "--overwrite"]),
-        ("notes", ["--overwrite"], ["destination notes", "without config.json", "not a checkpoint"]),
+        ("notes", ["--overwrite"], ["destination notes", "not only a model checkpoint", "has no config.json"]),
+        ("proj", ["--overwrite"], ["destination proj", "config.json has no model_type"]),
+        ("mixed", ["--overwrite"], ["destination mixed", "it also holds thesis.txt"]),
         ("", [], ["destination is empty"]),
     ],
 )
@@ -99,7 +109,32 @@ def test_convert_refuses_a_destination_that_would_lose_data(workdir, capsys, des
     assert_error(code, err, words)
     assert "Wrote" not in out
     assert snapshot(workdir) == before  # nothing written, nothing overwritten
-    assert sorted(p.name for p in workdir.iterdir()) == ["afile", "empty", "link-to-src", "notes", "other", "src"]
+    assert sorted(p.name for p in workdir.iterdir()) == [
+        "afile",
+        "empty",
+        "link-to-src",
+        "mixed",
+        "notes",
+        "other",
+        "proj",
+        "src",
+    ]
+
+
+def test_convert_refuses_to_replace_the_current_folder_even_a_checkpoint(workdir, capsys, monkeypatch):
+    monkeypatch.chdir(workdir / "other")
+    before = snapshot(workdir)
+    code, _, err = run(capsys, ["convert", "../src", ".", "--overwrite"])
+    assert_error(code, err, ["destination .", "is the current folder"])
+    assert snapshot(workdir) == before
+
+
+def test_convert_names_a_damaged_weights_file_in_one_line(workdir, capsys):
+    weights = workdir / "src" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    code, _, err = run(capsys, ["convert", "src", "new"])
+    assert_error(code, err, ["source weights src/model.safetensors cannot be read", "damaged"])
+    assert not (workdir / "new").exists()
 
 
 @pytest.mark.parametrize("destination", ["other", "empty", "new/deeper"])
@@ -346,6 +381,8 @@ def test_attention_map_prints_the_file_it_wrote(decoder_folder, tmp_path, capsys
         (["--kind", "cross"], ["kind='cross' needs an encoder-decoder model"], 1),
         (["--target", "Gibt den Wert"], ["--target is only drawn with --kind decoder or --kind cross"], 1),
         (["--text", "   "], ["--text is empty"], 1),
+        # bytes that are not UTF-8 reach sys.argv as lone surrogates (os.fsdecode of b"caf\xe9")
+        (["--text", "caf\udce9"], ["--text is not valid UTF-8", "byte 0xe9 at byte 3"], 1),
         (["--max-new-tokens", "0"], ["argument --max-new-tokens", "positive integer", "'0'"], 2),
         (["--max-tokens", "500"], ["argument --max-tokens", f"1 … {MAX_TOKENS_LIMIT}", "'500'"], 2),
         (["--max-tokens", "many"], ["argument --max-tokens", "'many'"], 2),

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import tiny_config
 from test_cli_errors import assert_error, run
 
 from hf_attention import HFAttentionForCausalLM, HFAttentionForMaskedLM, HFAttentionForSeq2SeqLM
 from hf_attention.cli import main
 from hf_attention.explorer import MAX_PAGE_WEIGHTS, explore
-from hf_attention.visualize import HeatmapTooLarge, load_model_and_tokenizer
+from hf_attention.visualize import HeatmapTooLarge, load_model_and_tokenizer, plot_attention
 from hf_attention.visualize import explore as explore_from_visualize
 
 TEXT = "Return the value of the named attribute"
@@ -177,6 +178,8 @@ def test_truncate_keeps_the_first_tokens(saved_checkpoint):
         ("decoder", ["--out", "page.png"], ["--out", "HTML"]),
         ("encoder", ["--kind", "decoder"], ["kind='decoder' needs an encoder-decoder model"]),
         ("decoder", ["--text", " "], ["--text is empty"]),
+        ("decoder", ["--text", "caf\udce9"], ["--text is not valid UTF-8", "byte 0xe9"]),  # bytes that are not UTF-8
+        ("seq2seq", ["--target", "\udcff"], ["--target is not valid UTF-8", "byte 0xff at byte 0"]),
     ],
 )
 def test_command_line_errors(saved_checkpoint, tmp_path, capsys, monkeypatch, family, extra, words):
@@ -369,3 +372,37 @@ def test_browser_grid_and_hover(browser, saved_checkpoint, tmp_path):
         assert tab.locator("#grid canvas").count() == encoder_layers * (encoder_heads + 1)
     finally:
         page.close()
+
+
+def test_ids_the_tokenizer_does_not_know_are_labelled_and_named_on_the_page(trained_tokenizer):
+    """A model whose vocabulary is larger than its tokenizer's (as T5's 32128 ids for 32100 tokens) can generate ids
+    without a token: they are labelled "<id N>" and the page says which they are."""
+    tokenizer = trained_tokenizer("seq2seq")
+    unknown = len(tokenizer) + 2
+    model = HFAttentionForSeq2SeqLM(
+        tiny_config("seq2seq", vocab_size=len(tokenizer) + 5, lm_head_bias=True, tie_word_embeddings=False)
+    ).eval()
+    with torch.no_grad():
+        model.lm_head.bias[unknown] = 100.0  # every step writes the unknown id
+    page = explore(model, tokenizer, TEXT, max_new_tokens=3)
+    data = embedded_data(page.html)
+    assert data["unknown_ids"] == [unknown]
+    assert page.query_tokens["cross"][1:] == [f"<id {unknown}>"] * 2  # rows: start token, then what was written
+    assert data["target"] == " ".join([f"<id {unknown}>"] * 3)
+    assert "Token ids the tokenizer does not know" in page.html
+
+
+def test_attention_that_is_not_finite_is_refused_not_written(saved_checkpoint, tmp_path, capsys):
+    folder = checkpoint(saved_checkpoint, "decoder")
+    model, tokenizer = load_model_and_tokenizer(folder)
+    with torch.no_grad():
+        model.model.decoder.layers[0].self_attn.q_proj.weight.fill_(float("nan"))
+    with pytest.raises(ValueError, match="attention weights are not finite numbers"):
+        explore(model, tokenizer, TEXT, path=tmp_path / "page.html")
+    with pytest.raises(ValueError, match="attention weights are not finite numbers"):
+        plot_attention(model, tokenizer, TEXT, path=tmp_path / "map.png")
+    model.save_pretrained(tmp_path / "nan")
+    tokenizer.save_pretrained(tmp_path / "nan")
+    code, _, err = run(capsys, ["explore", "--model", str(tmp_path / "nan"), "--text", TEXT, "--out", str(tmp_path)])
+    assert_error(code, err, ["hf-attention explore: error:", "not finite numbers"])
+    assert not list(tmp_path.glob("*.html")) and not list(tmp_path.glob("*.png"))

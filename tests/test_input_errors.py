@@ -298,3 +298,56 @@ def test_seq2seq_pipeline_with_an_empty_list(saved_checkpoint):
         r"non-empty list",
     ):
         translate([], max_new_tokens=2)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "positions", "message"),
+    [
+        ({}, [[-3, 0, 1, 2]], "position_ids contains -3: positions in the learned table start at 0"),
+        ({"position_offset": 2}, [[-2, -1, 0, 1]], "position_ids contains -2"),  # would read BART's reserved rows
+        ({}, [[0, 1, 2, 64]], "position 64 is beyond max_position_embeddings=64"),
+    ],
+)
+def test_learned_positions_outside_the_table_are_refused(overrides, positions, message):
+    model = build(HFAttentionEncoderModel, "encoder", position_encoding="learned", **overrides)
+    with pytest.raises(ValueError, match=message):
+        model(torch.randint(3, 99, (1, 4)), position_ids=torch.tensor(positions))
+
+
+@pytest.mark.parametrize(
+    ("positions", "message"),
+    [
+        (torch.arange(4.0)[None], r"position_ids must be an integer torch.Tensor of positions, got torch.float32"),
+        ([[0, 1, 2, 3]], "position_ids must be an integer torch.Tensor of positions, got list"),
+        (torch.arange(5)[None], r"position_ids has shape \(1, 5\), expected \(batch, length\) = \(2 or 1, 4\)"),
+        (torch.arange(4), r"position_ids has shape \(4,\)"),
+    ],
+)
+def test_position_ids_of_the_wrong_kind_or_shape_are_refused(positions, message):
+    model = build(HFAttentionForCausalLM, "decoder", position_encoding="rotary")
+    with pytest.raises(ValueError, match=message):
+        model(torch.randint(3, 99, (2, 4)), position_ids=positions)
+
+
+# Found by tests/test_fuzz.py (shrunk examples): a mask given as a list, and a 0/1 integer 4-D mask, which reads the
+# other way round under the additive convention of 4-D masks.
+@pytest.mark.parametrize(
+    ("mask", "error", "message"),
+    [
+        ([[1, 1, 1]], TypeError, "attention_mask must be a torch.Tensor, got list"),
+        (torch.ones(1, 1, 3, 3, dtype=torch.long), ValueError, "attention_mask is a 4-D mask of torch.int64"),
+    ],
+)
+def test_masks_of_the_wrong_kind_are_refused(mask, error, message):
+    model = build(HFAttentionForCausalLM, "decoder")
+    with pytest.raises(error, match=message):
+        model(torch.tensor([[5, 6, 7]]), attention_mask=mask)
+
+
+@pytest.mark.parametrize("name", ["cache", "past_key_values"])
+def test_a_cache_that_is_not_a_cache_object_is_refused(name):
+    """Found by tests/test_fuzz.py: transformers 4's tuples of past keys and values failed with an AttributeError."""
+    model = build(HFAttentionForCausalLM, "decoder")
+    legacy = ((torch.zeros(1, 2, 3, 8), torch.zeros(1, 2, 3, 8)),)
+    with pytest.raises(TypeError, match=f"{name} must be a transformers Cache .* got tuple .*not supported since"):
+        model(torch.tensor([[5]]), **{name: legacy}, use_cache=True)

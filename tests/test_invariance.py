@@ -98,3 +98,22 @@ def test_fully_padded_rows_finite_in_half_precision(dtype):
     for backend in ("sdpa", "eager"):
         model.set_attn_implementation(backend)
         assert model(ids, attention_mask=mask).logits.isfinite().all()
+
+
+@pytest.mark.parametrize("family", ["encoder", "decoder"])
+@pytest.mark.parametrize("position", POSITION_ENCODINGS)
+def test_a_mask_that_hides_nothing_changes_nothing_with_given_positions(family, position):
+    """Queries and keys take the same given positions whether or not an all-ones mask comes with them (the keys'
+    distances of ALiBi and T5 buckets used to be counted from the mask instead)."""
+    model_class = HFAttentionEncoderModel if family == "encoder" else HFAttentionForCausalLM
+    model = build(model_class, family, position_encoding=position, max_position_embeddings=64)
+    ids, positions = torch.randint(3, 99, (2, 8)), torch.arange(4, 12).expand(2, -1)
+    with torch.no_grad():
+        alone = model(ids, position_ids=positions, use_cache=False if family == "decoder" else None)[0]
+        masked = model(
+            ids,
+            position_ids=positions,
+            attention_mask=torch.ones(2, 8, dtype=torch.long),
+            use_cache=False if family == "decoder" else None,
+        )[0]
+    assert torch.equal(masked, alone)

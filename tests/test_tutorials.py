@@ -201,3 +201,23 @@ def test_readme_lists_every_tutorial_with_a_thumbnail():
     assert listed == [f"tutorials/{name}" for name in SCRIPTS]  # in reading order
     assert sum(t.startswith("figures/") and t.endswith(".png") for t in targets) >= len(SCRIPTS)
     assert len(SCRIPTS) >= 6
+
+
+def test_a_quick_run_leaves_the_committed_figures_alone(tmp_path):
+    """Without --figures a quick run writes to outputs/tutorial_figures (git-ignored) and says so; the committed
+    full-run figures in docs/figures keep their bytes."""
+    committed = {p.name: p.read_bytes() for p in FIGURES.glob("02_*")}
+    results = tmp_path / "results.json"
+    command = [
+        sys.executable,
+        str(TUTORIALS / "02_scoring_and_masked_softmax.py"),
+        "--quick",
+        "--results",
+        str(results),
+    ]
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
+    completed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900, env=environment)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "quick run: figures go to outputs/tutorial_figures/" in completed.stdout
+    assert {p.name: p.read_bytes() for p in FIGURES.glob("02_*")} == committed
+    assert (ROOT / "outputs" / "tutorial_figures" / "02_scaling.npz").is_file()

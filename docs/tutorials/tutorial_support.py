@@ -3,7 +3,7 @@
 Not part of the library and holds none of its maths: the tutorials import that from `hf_attention`.
 
     python docs/tutorials/01_nadaraya_watson.py                 # full run, figures to docs/figures/
-    python docs/tutorials/01_nadaraya_watson.py --quick         # smaller sizes (what the tests run)
+    python docs/tutorials/01_nadaraya_watson.py --quick         # smaller sizes, figures to outputs/tutorial_figures/
     python docs/tutorials/01_nadaraya_watson.py --quick --figures /tmp/figs --results /tmp/numbers.json
 
 Every figure is written as NAME.png together with NAME.npz, the arrays it draws: the tests regenerate a figure and
@@ -26,7 +26,8 @@ import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-FIGURES = ROOT / "docs" / "figures"
+FIGURES = ROOT / "docs" / "figures"  # the committed figures: what a full run draws
+QUICK_FIGURES = ROOT / "outputs" / "tutorial_figures"  # a quick run's (git-ignored): never the committed ones
 if str(ROOT) not in sys.path:  # `training/` and a checkout's `hf_attention/` when run as a plain script
     sys.path.insert(0, str(ROOT))
 
@@ -36,11 +37,24 @@ def parse_args(description: str, extra=None) -> argparse.Namespace:
     code runs as a script and inside a Jupyter kernel (which passes its own `-f kernel.json`)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="small sizes: seconds instead of minutes (tests)")
-    parser.add_argument("--figures", type=Path, default=FIGURES, help="folder for the PNG figures and their data")
+    parser.add_argument(
+        "--figures",
+        type=Path,
+        default=None,
+        help="folder for the PNG figures and their data (default: docs/figures for a full run, which rewrites the "
+        "committed figures; outputs/tutorial_figures, which git ignores, with --quick)",
+    )
     parser.add_argument("--results", type=Path, default=None, help="write the reported numbers to this JSON file")
     if extra is not None:
         extra(parser)
     args, _ = parser.parse_known_args()
+    if args.figures is None:
+        args.figures = QUICK_FIGURES if args.quick else FIGURES
+        where = args.figures.relative_to(ROOT)
+        if args.quick:
+            print(f"quick run: figures go to {where}/ (ignored by git); the committed ones in docs/figures stay")
+        else:
+            print(f"full run: the figures in {where}/ are rewritten (each is named below)")
     args.figures.mkdir(parents=True, exist_ok=True)
     return args
 

@@ -1,0 +1,291 @@
+"""Property-based tests (hypothesis) over the public inputs: configs, model inputs, generation options and command
+lines, drawn at random, valid and invalid.
+
+The properties:
+- a valid config builds a model whose outputs are finite and equal to the reference semantics: an all-ones mask
+  changes nothing, a padded batch equals its rows alone, cached decoding equals uncached, packed texts equal the texts
+  alone;
+- an invalid config value, or an invalid model input, raises ValueError or TypeError naming the field or argument,
+  never an IndexError, a RuntimeError from a kernel or a traceback from a dependency;
+- generate() with any combination of options either gives ids of the vocabulary or refuses with a ValueError;
+- a refused command line exits with a one-line error and changes nothing on disk.
+
+Every example is deterministic (`derandomize`). The suite runs the "suite" profile (a few dozen examples per
+property, about a minute in all); `HF_ATTENTION_FUZZ_PROFILE=long python -m pytest tests/test_fuzz.py` runs 1000
+random examples per property (`HF_ATTENTION_FUZZ_EXAMPLES` sets another number; docs/testing.md gives the last
+result). A finding is fixed and its shrunk example kept as a regular test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from fuzz_strategies import (
+    GENERATION_OPTIONS,
+    VOCAB,
+    batches,
+    invalid_configs,
+    malformed_inputs,
+    train_command_lines,
+    valid_configs,
+)
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from transformers import AutoConfig
+
+from hf_attention import (
+    HFAttentionDecoderConfig,
+    HFAttentionEncoderConfig,
+    HFAttentionEncoderModel,
+    HFAttentionForCausalLM,
+    HFAttentionForSeq2SeqLM,
+    HFAttentionSeq2SeqConfig,
+)
+from hf_attention.cli import main
+from training.args import parse_args
+from training.run_state import RunArguments
+from training.train import configure
+
+CONFIGS = {
+    "encoder": HFAttentionEncoderConfig,
+    "decoder": HFAttentionDecoderConfig,
+    "seq2seq": HFAttentionSeq2SeqConfig,
+}
+MODELS = {"encoder": HFAttentionEncoderModel, "decoder": HFAttentionForCausalLM, "seq2seq": HFAttentionForSeq2SeqLM}
+TOLERANCE = {"rtol": 0, "atol": 2e-5}
+SLOW_IS_FINE = settings(
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+    deadline=None,
+)
+
+settings.register_profile("suite", max_examples=25, derandomize=True, parent=SLOW_IS_FINE)
+settings.register_profile(
+    "long",
+    max_examples=int(os.environ.get("HF_ATTENTION_FUZZ_EXAMPLES", "1000")),
+    derandomize=False,
+    parent=SLOW_IS_FINE,
+)
+settings.load_profile(os.environ.get("HF_ATTENTION_FUZZ_PROFILE", "suite"))
+
+
+def _model(family: str, fields: dict):
+    config = CONFIGS[family](**{k: v for k, v in fields.items() if k != "attn_implementation"})
+    torch.manual_seed(0)
+    return MODELS[family]._from_config(config, attn_implementation=fields["attn_implementation"]).eval()
+
+
+def _outputs(model, family: str, ids: torch.Tensor, mask: torch.Tensor | None, **extra) -> torch.Tensor:
+    inputs = {"input_ids": ids, "attention_mask": mask, **extra}
+    if family == "seq2seq":
+        inputs.setdefault("decoder_input_ids", torch.tensor([[1, 5, 7]]).expand(ids.shape[0], -1))
+    if family == "decoder":
+        inputs.setdefault("use_cache", False)
+    with torch.no_grad():
+        return model(**inputs)[0]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Valid configs: finite outputs with the reference semantics
+
+
+@given(valid_configs(), batches())
+def test_valid_configs_give_finite_outputs_that_padding_and_masks_do_not_change(config, batch):
+    family, fields = config
+    model = _model(family, fields)
+    ids, mask = batch.tensors()
+    padded = _outputs(model, family, ids, mask)
+    assert torch.isfinite(padded).all()
+    for row, tokens in enumerate(batch.rows):
+        alone = torch.tensor([tokens])
+        expected = _outputs(model, family, alone, None)
+        torch.testing.assert_close(_outputs(model, family, alone, torch.ones_like(alone)), expected, **TOLERANCE)
+        real = mask[row].bool()
+        got = padded[row] if family == "seq2seq" else padded[row][real]
+        torch.testing.assert_close(got, expected[0], **TOLERANCE)
+
+
+@given(valid_configs(families=("decoder", "seq2seq")), batches(max_rows=2))
+def test_valid_configs_decode_the_same_with_and_without_a_cache(config, batch):
+    family, fields = config
+    model = _model(family, fields)
+    ids, mask = batch.tensors()
+    if family == "decoder" and batch.side == "right":
+        ids, mask = ids[:1, : len(batch.rows[0])], mask[:1, : len(batch.rows[0])]  # generation pads on the left
+    options = {"attention_mask": mask, "max_new_tokens": 4, "min_new_tokens": 4, "do_sample": False}
+    cached = model.generate(ids, **options)
+    assert torch.equal(model.generate(ids, use_cache=False, **options), cached)
+    assert int(cached.min()) >= 0 and int(cached.max()) < VOCAB
+
+
+@given(valid_configs(families=("decoder",)), st.lists(st.integers(1, 4), min_size=2, max_size=3))
+def test_packed_texts_equal_the_texts_alone(config, lengths):
+    family, fields = config
+    model = _model(family, fields)
+    texts = [torch.randint(3, VOCAB, (length,), generator=torch.Generator().manual_seed(length)) for length in lengths]
+    packed = torch.cat(texts)[None]
+    positions = torch.cat([torch.arange(length) for length in lengths])[None]
+    together = _outputs(model, family, packed, None, position_ids=positions)[0]
+    alone = torch.cat([_outputs(model, family, text[None], None)[0] for text in texts])
+    torch.testing.assert_close(together, alone, **TOLERANCE)
+
+
+@given(valid_configs(), batches(), st.sampled_from((torch.long, torch.int32, torch.bool, torch.float32)))
+def test_equivalent_input_forms_give_the_same_outputs(config, batch, mask_dtype):
+    """A 2-D mask of any number type, embeddings instead of ids, and a 4-D boolean mask spelling out what the 2-D one
+    means give the outputs of the plain call."""
+    family, fields = config
+    model = _model(family, fields)
+    ids, mask = batch.tensors()
+    expected = _outputs(model, family, ids, mask)
+    real = mask.bool() if family != "seq2seq" else slice(None)
+    torch.testing.assert_close(_outputs(model, family, ids, mask.to(mask_dtype))[real], expected[real], **TOLERANCE)
+    embeddings = model.get_input_embeddings()(ids)
+    inputs = {"inputs_embeds": embeddings, "attention_mask": mask}
+    if family == "seq2seq":
+        inputs["decoder_input_ids"] = torch.tensor([[1, 5, 7]]).expand(ids.shape[0], -1)
+    if family == "decoder":
+        inputs["use_cache"] = False
+    with torch.no_grad():
+        from_embeddings = model(**inputs)[0]
+    torch.testing.assert_close(from_embeddings[real], expected[real], **TOLERANCE)
+    if family != "seq2seq":
+        allowed = mask.bool()[:, None, None, :].expand(-1, 1, ids.shape[1], -1)  # (B, 1, T, S)
+        if family == "decoder":
+            allowed = allowed & torch.ones(ids.shape[1], ids.shape[1], dtype=torch.bool).tril()
+        ready = _outputs(model, family, ids, allowed, position_ids=(mask.cumsum(-1) - 1).clamp(min=0))
+        torch.testing.assert_close(ready[real], expected[real], **TOLERANCE)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Invalid configs and inputs: ValueError / TypeError naming what is wrong
+
+
+@given(invalid_configs())
+def test_invalid_config_values_are_refused_naming_the_field(case):
+    family, fields, field = case
+    fields = {k: v for k, v in fields.items() if k != "attn_implementation"}
+    with pytest.raises((ValueError, TypeError)) as error:
+        CONFIGS[family](**fields)
+    assert field in str(error.value), (field, fields[field], str(error.value))
+
+
+@given(invalid_configs())
+def test_a_hand_edited_config_json_is_refused_naming_the_field(tmp_path_factory, case):
+    family, fields, field = case
+    folder = tmp_path_factory.mktemp("edited")
+    valid = {k: v for k, v in fields.items() if k not in (field, "attn_implementation")}
+    CONFIGS[family](**valid).save_pretrained(folder)
+    saved = json.loads((folder / "config.json").read_text())
+    saved[field] = fields[field]
+    (folder / "config.json").write_text(json.dumps(saved))
+    with pytest.raises((ValueError, TypeError)) as error:
+        AutoConfig.from_pretrained(folder)
+    assert field in str(error.value), (field, fields[field], str(error.value))
+
+
+@given(valid_configs(), batches(), malformed_inputs())
+def test_malformed_inputs_are_refused_naming_the_argument(config, batch, malformed):
+    family, fields = config
+    model = _model(family, fields)
+    argument, make = malformed
+    assume(not (argument == "labels" and family == "encoder"))  # the base encoder takes no labels (its heads do)
+    assume(not (argument == "token_type_ids" and fields.get("type_vocab_size", 0) == 0 and family != "encoder"))
+    assume(not (argument == "cache" and family == "encoder"))  # an encoder takes no cache
+    ids, mask = batch.tensors()
+    inputs = make(ids, mask)
+    if family == "seq2seq":  # decoder inputs of the ids' shape: labels must then match them
+        inputs["decoder_input_ids"] = ids if argument == "labels" else torch.tensor([[1, 5]]).expand(ids.shape[0], -1)
+    with pytest.raises((ValueError, TypeError)) as error, torch.no_grad():
+        model(**inputs)
+    assert argument.split("_")[0] in str(error.value), (argument, str(error.value))
+
+
+@given(valid_configs(families=("decoder", "seq2seq")), batches(max_rows=2), GENERATION_OPTIONS)
+def test_generate_gives_vocabulary_ids_or_refuses_with_a_value_error(config, batch, options):
+    family, fields = config
+    model = _model(family, fields)
+    ids, mask = batch.tensors()
+    try:
+        output = model.generate(ids, attention_mask=mask, **options)
+    except ValueError:
+        return  # transformers' own checks of the options (e.g. top_k with greedy decoding and no sampling)
+    assert int(output.min()) >= 0 and int(output.max()) < VOCAB
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Command lines: refused ones exit with one line and leave the disk as it was
+
+
+def _snapshot(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+        for p in sorted(folder.rglob("*"))
+    }
+
+
+@pytest.fixture(scope="module")
+def cli_workdir(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("cli")
+    (folder / "afile").write_text("x")
+    (folder / "notes").mkdir()
+    (folder / "notes" / "todo.txt").write_text("keep")
+    return folder
+
+
+PATHS = st.sampled_from(["afile", "notes", "nope", "", ".", "notes/todo.txt", "new", "a/b/c.png", "map.v2"])
+NUMBERS = st.sampled_from(["-1", "0", "1", "3", "999", "x", "1.5"])
+TEXTS = st.sampled_from(["Open the file", "", "   ", "caf\udce9", "</script>", "a" * 10])
+
+
+@st.composite
+def command_lines(draw) -> list[str]:
+    command = draw(st.sampled_from(["convert", "explore", "attention-map", "refresh-code"]))
+    if command == "convert":
+        argv = ["convert", draw(PATHS), draw(PATHS)] + draw(st.sampled_from([[], ["--overwrite"]]))
+    elif command == "refresh-code":
+        argv = ["refresh-code", draw(PATHS)]
+    else:
+        argv = [command, "--model", draw(PATHS), "--text", draw(TEXTS), "--out", draw(PATHS)]
+        for flag in draw(st.lists(st.sampled_from(["--layer", "--head", "--max-tokens", "--max-new-tokens"]))):
+            argv += [flag, draw(NUMBERS)]
+    return argv
+
+
+@given(command_lines())
+def test_refused_command_lines_print_one_error_line_and_change_nothing(cli_workdir, capsys, command_line):
+    before = _snapshot(cli_workdir)
+    old = os.getcwd()
+    os.chdir(cli_workdir)
+    try:
+        code = main(command_line)
+    except SystemExit as exit:  # argparse's usage errors
+        code = exit.code
+    finally:
+        os.chdir(old)
+    err = capsys.readouterr().err
+    assert code in (1, 2), (command_line, code, err)  # no valid model or source lives in this folder
+    assert "Traceback" not in err and "error:" in err.splitlines()[-1], (command_line, err)
+    assert _snapshot(cli_workdir) == before, command_line
+
+
+@given(train_command_lines())
+def test_refused_training_command_lines_name_the_problem_before_any_file_is_written(tmp_path_factory, argv):
+    """`python -m training.train` with an out-of-range flag: refused by its checks (a ValueError naming the flag, or
+    argparse's usage error), before data is read and before the output folder exists."""
+    output = tmp_path_factory.mktemp("train") / "run"
+    argv = [*argv, "--output_dir", str(output)]
+    try:
+        model_args, data_args, train_args, model_config = parse_args(argv)
+        configure(RunArguments(model_args, data_args, train_args, model_config))
+    except SystemExit as exit:
+        assert exit.code == 2, argv
+    except ValueError as error:
+        assert str(error).strip(), argv
+    else:
+        assume(False)  # every flag happened to be valid: not this property's case
+    assert not output.exists(), argv
