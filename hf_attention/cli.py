@@ -17,12 +17,14 @@ def build_parser() -> argparse.ArgumentParser:
     from .demo import add_demo_command
     from .explorer import add_explore_command
     from .shipped_code import add_refresh_code_command
+    from .to_hf import add_export_command
     from .visualize import add_attention_map_command
 
     add_convert_command(subparsers)
     add_demo_command(subparsers)
     add_attention_map_command(subparsers)
     add_explore_command(subparsers)
+    add_export_command(subparsers)
     add_refresh_code_command(subparsers)
     return parser
 

@@ -616,3 +616,54 @@ def test_cpu_bf16_detection_says_no_below_avx512():
     assert isinstance(fast, bool)
     if torch.backends.cpu.get_cpu_capability() in ("DEFAULT", "AVX2"):  # no bf16 instructions at all
         assert not fast
+
+
+# ------------------------------------------------------------------------------------- standard architectures
+
+LLAMA_SHAPE = {
+    "position_encoding": "rotary",
+    "norm_position": "pre",
+    "norm_type": "rmsnorm",
+    "hidden_act": "swiglu",
+    "scale_embeddings": False,
+    "attention_bias": False,
+    "mlp_bias": False,
+    "hidden_dropout_prob": 0.1,  # Llama has no such dropout: training-only, so the export still matches
+}
+
+
+def test_export_to_writes_the_standard_checkpoint_beside_ours(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    output_dir = tmp_path / "run"
+    run(*parse_args(argv("causal_lm", output_dir, "--export_to", "auto", "--max_steps", "6", model=LLAMA_SHAPE)))
+    ours = AutoModelForCausalLM.from_pretrained(output_dir / "final").eval()
+    standard = AutoModelForCausalLM.from_pretrained(output_dir / "final-llama").eval()
+    assert type(standard).__name__ == "LlamaForCausalLM"
+    ids = torch.randint(5, 300, (2, 12), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(standard(ids).logits, ours(ids).logits, rtol=0, atol=1e-6)
+    assert "It is also a standard `llama` model" in (output_dir / "final" / "README.md").read_text()
+    card = (output_dir / "final-llama" / "README.md").read_text()
+    assert "AutoModelForCausalLM.from_pretrained" in card and "Evaluation results" in card
+
+
+@pytest.mark.parametrize(
+    "extra,model,match",
+    [
+        (
+            ["--export_to", "llama"],
+            {"position_encoding": "alibi"},
+            r"position_encoding='alibi' \(llama needs 'rotary'\)",
+        ),
+        (["--export_to", "auto"], {"attention_score": "additive"}, "No standard architecture among gpt2/llama has"),
+        (["--export_to", "gpt3"], {}, r"--export_to='gpt3' is not supported"),
+        (
+            ["--export_to", "gpt2", "--model_type", "gpt2", "--model_config", '{"n_embd": 32, "n_layer": 1}'],
+            {},
+            "already is one",
+        ),
+    ],
+)
+def test_error_export_target_is_checked_before_training(tmp_path, extra, model, match):
+    _fails_before_training(argv("causal_lm", tmp_path / "o", *extra, model=model), match, tmp_path / "o")

@@ -18,11 +18,13 @@ from pathlib import Path
 import yaml
 from transformers import HfArgumentParser
 
+from hf_attention.to_hf import ARCHITECTURES
 from training.objectives import OBJECTIVES, objective_for
 
 # How causal-LM text becomes rows (training/data.py).
 CAUSAL_LM_LAYOUTS = ("blocks", "padded", "packed")
 REPORT_TO = ("tensorboard", "none")
+EXPORT_TARGETS = (*ARCHITECTURES, "auto")
 
 
 def at_least(minimum: float, *, optional: bool = False):
@@ -218,6 +220,14 @@ class TrainArguments:
         },
     )
     report_to: str = field(default="tensorboard", metadata={"help": "tensorboard or none (JSONL is always on)."})
+    export_to: str | None = field(
+        default=None,
+        metadata={
+            "help": "Also write the final model as a standard checkpoint (gpt2, llama, bert, bart, marian, t5, or "
+            "auto: the one that matches) in output_dir/final-<architecture>, loadable without hf-attention or "
+            "trust_remote_code. Checked before training: a configuration with no such equivalent is refused."
+        },
+    )
     push_to_hub: bool = field(default=False)
     hub_model_id: str | None = field(default=None)
     hub_private: bool = field(default=False)
@@ -228,6 +238,11 @@ class TrainArguments:
         if self.mixed_precision not in ("no", "bf16", "fp16", "auto"):
             raise ValueError(
                 f"mixed_precision={self.mixed_precision!r}; allowed values are 'no', 'bf16', 'fp16', 'auto'."
+            )
+        if self.export_to is not None and self.export_to not in EXPORT_TARGETS:
+            raise ValueError(
+                f"--export_to={self.export_to!r} is not supported; allowed values are "
+                f"{', '.join(map(repr, EXPORT_TARGETS))}."
             )
         if self.report_to not in REPORT_TO:
             raise ValueError(

@@ -23,6 +23,7 @@ import yaml  # noqa: E402
 from huggingface_hub import HfApi  # noqa: E402
 
 from hf_attention.pipelines import save_translation_pipeline  # noqa: E402
+from hf_attention.to_hf import exportable_as  # noqa: E402
 from training.objectives import Objective  # noqa: E402
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "model_cards" / "TEMPLATE.md"
@@ -211,6 +212,7 @@ def card_fields(objective: Objective, model, report: RunReport) -> dict:
         "architecture": f"{type(model).__name__} (`model_type: {config.model_type}`)",
         "num_parameters": f"{n_params:,}",
         "remote_code_note": ", and the model code for `trust_remote_code=True`" if ours else "",
+        "export_note": export_note(model) if ours else "",
         "intended_use": objective.card.intended_use,
         "usage": _usage(objective, report.model_name, ours=ours),
         "training_data": report.data_description,
@@ -220,6 +222,23 @@ def card_fields(objective: Objective, model, report: RunReport) -> dict:
         "evaluation": _evaluation(report.results, report.samples),
         "limitations": " ".join(filter(None, (limitations, objective.card.limitations))),
     }
+
+
+def export_note(model) -> str:
+    """The card's paragraph on the standard architecture this model is, or why it is none."""
+    try:
+        architecture = exportable_as(model)
+    except ValueError as error:
+        reason = str(error).removeprefix("to_hf: ").removesuffix(" Nothing was written.")
+        return (
+            "\nIts configuration has no standard equivalent, so loading it needs hf-attention (or "
+            f"`trust_remote_code=True`): {reason}\n"
+        )
+    return (
+        f"\nIt is also a standard `{architecture}` model: `hf-attention export --to {architecture} FOLDER NEW_FOLDER` "
+        f"(or `--export_to {architecture}` when training) writes it as a {architecture} checkpoint that loads with "
+        "transformers alone, without hf-attention or `trust_remote_code`.\n"
+    )
 
 
 def _usage(objective: Objective, model_name: str, *, ours: bool) -> str:

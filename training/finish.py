@@ -9,6 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import NamedTuple
 
+from hf_attention.to_hf import export_checkpoint, exportable_as
 from training.evaluate import GenerationSettings, evaluate_loss, score_translations
 from training.export import LOSS_PLOT, ExportFigures, RunReport, card_fields, export_model, plot_losses, push_to_hub
 from training.metrics_log import METRICS_FILE, read_metrics
@@ -95,6 +96,11 @@ def _export(run: TrainingRun, model, results: dict, samples: list[tuple[str, str
         card=card_fields(run.objective, unwrapped, report),
         figures=ExportFigures(loss_plot=plot, heatmap_text=samples[0][0] if samples else None),
     )
+    if train_args.export_to:
+        architecture = exportable_as(unwrapped, train_args.export_to)
+        standard = output_dir / f"final-{architecture}"
+        export_checkpoint(str(final), standard, to=architecture, overwrite=True)
+        run.accelerator.print(f"Wrote the standard {architecture} checkpoint {standard}")
     if train_args.push_to_hub:
         push_to_hub(final, train_args.hub_model_id, private=train_args.hub_private)
         run.accelerator.print(f"Uploaded {final} to https://huggingface.co/{train_args.hub_model_id}")

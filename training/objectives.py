@@ -341,6 +341,22 @@ def check_model_config(model_type: str, model_config: dict) -> None:
         raise ValueError(f"Invalid model_config for model_type={model_type!r}: {error}") from error
 
 
+def check_export_target(objective: Objective, model_type: str, model_config: dict, export_to: str | None) -> None:
+    """Raise the ValueError of `hf-attention export` now, before data is read, when `--export_to` cannot be done
+    for this model (a reference architecture already is standard; a configuration may have no standard equivalent)."""
+    if export_to is None:
+        return
+    if model_type != objective.our_model_type:
+        raise ValueError(
+            f"--export_to writes an hf-attention model as a standard one; model_type={model_type!r} already is one "
+            "(its final folder loads without hf-attention)."
+        )
+    from hf_attention.to_hf import exportable_as
+
+    model = objective.auto_class.from_config(AutoConfig.for_model(model_type, **model_config))
+    exportable_as(model, export_to)
+
+
 def build_model(objective: Objective, model_type: str, model_config: dict, tokenizer):
     """A freshly initialised model of `model_type` for `objective`, sized to the tokenizer.
 

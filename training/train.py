@@ -45,6 +45,7 @@ from training.metrics_log import METRICS_FILE, MetricsLogger
 from training.objectives import (
     Objective,
     build_model,
+    check_export_target,
     check_model_config,
     check_model_type,
     make_tokenizer,
@@ -102,6 +103,7 @@ def configure(args: RunArguments) -> RunSetup:
     objective, train_args = objective_for(args.model.objective), args.train
     model_type = check_model_type(objective, args.model.model_type)
     check_model_config(model_type, args.model_config)
+    check_export_target(objective, model_type, args.model_config, train_args.export_to)
     sharding = cpu_fsdp_requested(torch.cuda.is_available())
     if sharding:
         check_cpu_fsdp_settings()

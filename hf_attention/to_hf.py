@@ -1,0 +1,602 @@
+"""Write an hf-attention model as the standard architecture it matches: GPT-2, Llama, BERT, BART, Marian or T5.
+
+The inverse of `convert.from_hf`, built from it rather than beside it. For a target architecture:
+
+1. its own config class is filled from ours (`_REFERENCE_CONFIGS`), and the reference model is built from it;
+2. `from_hf`'s converter for that class reads the reference and says which hf-attention config it is, and which of
+   our parameter names each reference tensor becomes (as a view of the reference tensor);
+3. when that config equals ours on every field that changes what the network computes, our tensors are copied into
+   those views, and the reference model computes what ours computes. Every field that differs stands in the way, and
+   is named with the value the architecture needs.
+
+So an import and an export can never disagree about what a knob means: there is one table of correspondences (the
+converters), read in both directions. `from_hf(to_hf(m))` gives `m` back bit for bit, and `to_hf(from_hf(ref))` the
+reference's state dict.
+
+Two differences are neutral and filled in: a vocabulary bias that the architecture always has (BART/Marian's
+`final_logits_bias`, BERT's MLM bias) is written as zeros when our model has none, and BERT's token-type table gets one
+row of zeros when our encoder has no token types (BERT always adds row 0). Dropout rates only act in training: those
+the architecture cannot hold are reported in a warning, never a refusal.
+
+This module is outside the remote-code closure: it may import anything.
+"""
+
+import argparse
+import copy
+import logging
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch import Tensor
+from transformers import (
+    AutoConfig,
+    AutoTokenizer,
+    BartConfig,
+    BartForConditionalGeneration,
+    BertConfig,
+    BertForMaskedLM,
+    BertModel,
+    GPT2Config,
+    GPT2ForSequenceClassification,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+    LlamaForSequenceClassification,
+    MarianConfig,
+    MarianMTModel,
+    PretrainedConfig,
+    PreTrainedModel,
+    T5Config,
+    T5ForConditionalGeneration,
+)
+
+from .configuration_hf_attention import _FIELD_CHECKS, TOKEN_ID_FIELDS, HFAttentionConfigBase
+from .convert import CONVERTERS, _check_destination, _check_weight_files, _Weights, _write_folder
+from .modeling_hf_attention import (
+    HFAttentionDecoderForSequenceClassification,
+    HFAttentionEncoderModel,
+    HFAttentionForCausalLM,
+    HFAttentionForMaskedLM,
+    HFAttentionForSeq2SeqLM,
+)
+from .paths import TOKENIZER_FILES, check_checkpoint
+
+logger = logging.getLogger(__name__)
+
+ARCHITECTURES = ("gpt2", "llama", "bert", "bart", "marian", "t5")
+
+# Our class → the reference class of each architecture that has that head.
+_TARGET_CLASSES: dict[type, dict[str, type[PreTrainedModel]]] = {
+    HFAttentionForCausalLM: {"gpt2": GPT2LMHeadModel, "llama": LlamaForCausalLM},
+    HFAttentionDecoderForSequenceClassification: {
+        "gpt2": GPT2ForSequenceClassification,
+        "llama": LlamaForSequenceClassification,
+    },
+    HFAttentionEncoderModel: {"bert": BertModel},
+    HFAttentionForMaskedLM: {"bert": BertForMaskedLM},
+    HFAttentionForSeq2SeqLM: {
+        "bart": BartForConditionalGeneration,
+        "marian": MarianMTModel,
+        "t5": T5ForConditionalGeneration,
+    },
+}
+
+# Fields that act only in training: carried where the architecture has them, otherwise reported, never refused.
+_TRAINING_ONLY = {
+    "hidden_dropout_prob",
+    "attention_dropout",
+    "activation_dropout",
+    "classifier_dropout",
+    "initializer_range",
+    "freeze_lm_head_bias",
+    "use_cache",
+}
+# Fields that matter only for one positional scheme.
+_SCHEME_FIELDS = {
+    "sinusoidal_layout": "sinusoidal",
+    "rope_theta": "rotary",
+    "relative_attention_num_buckets": "relative",
+    "relative_attention_max_distance": "relative",
+    "position_offset": "learned",
+}
+# Fields of the vocabulary head, which models without an LM head do not have.
+_LM_HEAD_FIELDS = {"tie_word_embeddings", "lm_head_bias", "lm_head_transform", "scale_lm_head_input"}
+_LAYER_COUNTS = ("num_hidden_layers", "encoder_layers", "decoder_layers")
+# The knobs compared: every checked field of the config, the layer counts and the special tokens.
+_COMPARED = tuple(dict.fromkeys((*_FIELD_CHECKS, *_LAYER_COUNTS, *TOKEN_ID_FIELDS)))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Our config → each architecture's config. A value the architecture cannot take is replaced by the one it has, and the
+# comparison afterwards names the difference.
+
+_PLAIN = ("relu", "gelu", "gelu_new", "silu")
+
+
+def _ids(c: HFAttentionConfigBase, *, seq2seq: bool = False) -> dict:
+    ids = {"pad_token_id": c.pad_token_id, "bos_token_id": c.bos_token_id, "eos_token_id": c.eos_token_id}
+    if seq2seq:
+        ids["decoder_start_token_id"] = c.decoder_start_token_id
+    return ids
+
+
+def _labels(c: HFAttentionConfigBase) -> dict:
+    """A classifier's labels and loss kind (every config has labels; only classifiers use them)."""
+    id2label = dict(c.id2label or {})
+    label2id = dict(c.label2id or {label: index for index, label in id2label.items()})
+    return {"id2label": id2label, "label2id": label2id, "problem_type": c.problem_type}
+
+
+def _gpt2_config(c: HFAttentionConfigBase) -> PretrainedConfig:
+    return GPT2Config(
+        vocab_size=c.vocab_size,
+        n_embd=c.hidden_size,
+        n_layer=c.num_hidden_layers,
+        n_head=c.num_attention_heads,
+        n_inner=c.intermediate_size,
+        activation_function=c.hidden_act if c.hidden_act in _PLAIN else "gelu_new",
+        n_positions=c.max_position_embeddings,
+        scale_attn_weights=c.attention_score != "dot",
+        layer_norm_epsilon=c.layer_norm_eps,
+        resid_pdrop=c.hidden_dropout_prob,
+        embd_pdrop=c.hidden_dropout_prob,
+        attn_pdrop=c.attention_dropout,
+        initializer_range=c.initializer_range,
+        tie_word_embeddings=c.tie_word_embeddings,
+        **_ids(c),
+        **_labels(c),
+    )
+
+
+def _llama_config(c: HFAttentionConfigBase) -> PretrainedConfig:
+    gate = {"swiglu": "silu", "geglu": "gelu", "geglu_new": "gelu_new"}
+    return LlamaConfig(
+        vocab_size=c.vocab_size,
+        hidden_size=c.hidden_size,
+        num_hidden_layers=c.num_hidden_layers,
+        num_attention_heads=c.num_attention_heads,
+        num_key_value_heads=c.num_key_value_heads,
+        head_dim=c.head_dim,
+        intermediate_size=c.intermediate_size,
+        hidden_act=gate.get(c.hidden_act, "silu"),
+        max_position_embeddings=c.max_position_embeddings,
+        rope_parameters={"rope_type": "default", "rope_theta": float(c.rope_theta)},
+        attention_bias=c.attention_bias,
+        mlp_bias=c.mlp_bias,
+        rms_norm_eps=c.layer_norm_eps,
+        attention_dropout=c.attention_dropout,
+        initializer_range=c.initializer_range,
+        tie_word_embeddings=c.tie_word_embeddings,
+        **_ids(c),
+        **_labels(c),
+    )
+
+
+def _bert_config(c: HFAttentionConfigBase) -> PretrainedConfig:
+    return BertConfig(
+        vocab_size=c.vocab_size,
+        hidden_size=c.hidden_size,
+        num_hidden_layers=c.num_hidden_layers,
+        num_attention_heads=c.num_attention_heads,
+        intermediate_size=c.intermediate_size,
+        hidden_act=c.hidden_act if c.hidden_act in _PLAIN else "gelu",
+        max_position_embeddings=c.max_position_embeddings,
+        type_vocab_size=max(c.type_vocab_size, 1),  # BERT always adds row 0 of its token-type table
+        layer_norm_eps=c.layer_norm_eps,
+        hidden_dropout_prob=c.hidden_dropout_prob,
+        attention_probs_dropout_prob=c.attention_dropout,
+        classifier_dropout=getattr(c, "classifier_dropout", None),
+        initializer_range=c.initializer_range,
+        tie_word_embeddings=c.tie_word_embeddings,
+        **_ids(c),
+    )
+
+
+def _bart_like(c: HFAttentionConfigBase) -> dict:
+    return {
+        "vocab_size": c.vocab_size,
+        "d_model": c.hidden_size,
+        "encoder_layers": c.encoder_layers,
+        "decoder_layers": c.decoder_layers,
+        "encoder_attention_heads": c.num_attention_heads,
+        "decoder_attention_heads": c.num_attention_heads,
+        "encoder_ffn_dim": c.intermediate_size,
+        "decoder_ffn_dim": c.intermediate_size,
+        "max_position_embeddings": c.max_position_embeddings,
+        "scale_embedding": c.scale_embeddings,
+        "dropout": c.hidden_dropout_prob,
+        "attention_dropout": c.attention_dropout,
+        "activation_dropout": c.activation_dropout,
+        "init_std": c.initializer_range,
+        "tie_word_embeddings": c.tie_word_embeddings,
+        "forced_eos_token_id": None,  # generation follows our generation config, which forces nothing
+        **_ids(c, seq2seq=True),
+    }
+
+
+def _bart_config(c: HFAttentionConfigBase) -> PretrainedConfig:
+    # transformers 5 dropped BART's mBART-style options from BartConfig; tools written for transformers 4 still read
+    # them (CTranslate2's converter fails without normalize_before), so the export says what they are.
+    return BartConfig(
+        activation_function=c.hidden_act if c.hidden_act in _PLAIN else "gelu",
+        normalize_before=False,
+        add_final_layer_norm=False,
+        **_bart_like(c),
+    )
+
+
+def _marian_config(c: HFAttentionConfigBase) -> PretrainedConfig:
+    activation = c.hidden_act if c.hidden_act in _PLAIN else "swish"
+    return MarianConfig(activation_function=activation, share_encoder_decoder_embeddings=True, **_bart_like(c))
+
+
+def _t5_config(c: HFAttentionConfigBase) -> PretrainedConfig:
+    # T5's feed_forward_proj: "act" or "gated-act"; "gated-gelu" means the tanh gelu (gelu_new), kept for old configs.
+    projection = {"swiglu": "gated-silu", "geglu_new": "gated-gelu"}.get(c.hidden_act, c.hidden_act)
+    return T5Config(
+        vocab_size=c.vocab_size,
+        d_model=c.hidden_size,
+        d_kv=c.head_dim,
+        d_ff=c.intermediate_size,
+        num_layers=c.encoder_layers,
+        num_decoder_layers=c.decoder_layers,
+        num_heads=c.num_attention_heads,
+        relative_attention_num_buckets=c.relative_attention_num_buckets,
+        relative_attention_max_distance=c.relative_attention_max_distance,
+        dropout_rate=c.hidden_dropout_prob,
+        initializer_factor=c.initializer_range,  # from_hf reads it back into initializer_range
+        layer_norm_epsilon=c.layer_norm_eps,
+        feed_forward_proj=projection if projection in (*_PLAIN, "gated-silu", "gated-gelu") else "relu",
+        # T5 always ties its head; whether the decoder output is scaled by d_model**-0.5 is read from this flag.
+        tie_word_embeddings=c.scale_lm_head_input,
+        **_ids(c, seq2seq=True),
+    )
+
+
+_REFERENCE_CONFIGS: dict[str, Callable[[HFAttentionConfigBase], PretrainedConfig]] = {
+    "gpt2": _gpt2_config,
+    "llama": _llama_config,
+    "bert": _bert_config,
+    "bart": _bart_config,
+    "marian": _marian_config,
+    "t5": _t5_config,
+}
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Comparison
+
+
+def _neutral(field: str, ours, theirs) -> bool:
+    """Differences that change no output: a bias of zeros, BERT's single token-type row of zeros."""
+    return (field == "lm_head_bias" and ours is False and theirs is True) or (
+        field == "type_vocab_size" and ours == 0 and theirs == 1
+    )
+
+
+def _differences(ours: PreTrainedModel, derived: HFAttentionConfigBase) -> tuple[list[tuple], list[tuple]]:
+    """(fields that change the computation, training-only fields) where `derived` differs from our config, each as
+    (field, our value, the architecture's value)."""
+    c = ours.config
+    blocking, training = [], []
+    for field in _COMPARED:
+        if not hasattr(c, field) or not hasattr(derived, field):
+            continue
+        mine, theirs = getattr(c, field), getattr(derived, field)
+        if _as_list(mine) == _as_list(theirs) or _neutral(field, mine, theirs) or _irrelevant(ours, field):
+            continue
+        (training if field in _TRAINING_ONLY else blocking).append((field, mine, theirs))
+    return blocking, training
+
+
+def _irrelevant(model: PreTrainedModel, field: str) -> bool:
+    """Whether `field` plays no part in `model`'s computation (so the architecture's value does not matter)."""
+    c = model.config
+    if _SCHEME_FIELDS.get(field, c.position_encoding) != c.position_encoding:
+        return True  # e.g. rope_theta of a model without rotary positions
+    if field == "max_position_embeddings":
+        return c.position_limit is None  # a scheme without a table takes any length (T5 has no such field)
+    return field in _LM_HEAD_FIELDS and model.get_output_embeddings() is None
+
+
+def _as_list(value) -> list:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+class _Match:
+    """One architecture tried against a model: its reference (with random weights), where each of our tensors goes,
+    and what stands in the way."""
+
+    def __init__(self, model: PreTrainedModel, architecture: str, reference_class: type[PreTrainedModel]):
+        self.architecture = architecture
+        reference_config = _REFERENCE_CONFIGS[architecture](model.config)
+        self.reference = reference_class(reference_config)
+        self.weights = _Weights(self.reference)
+        model_class, derived, self.dropped = CONVERTERS[reference_class](self.reference, self.weights)
+        if model_class is not type(model):  # the tables above and the converters disagree: a bug, not bad input
+            raise RuntimeError(f"to_hf: {reference_class.__name__} converts to {model_class.__name__}")
+        self.blocking, self.training_only = _differences(model, derived)
+
+
+def _describe(differences: list[tuple], architecture: str) -> str:
+    return "; ".join(f"{field}={mine!r} ({architecture} needs {theirs!r})" for field, mine, theirs in differences)
+
+
+def _candidates(model: PreTrainedModel) -> dict[str, type[PreTrainedModel]]:
+    targets = _TARGET_CLASSES.get(type(model))
+    if targets is None:
+        exportable = ", ".join(cls.__name__ for cls in _TARGET_CLASSES)
+        raise ValueError(
+            f"to_hf: {type(model).__name__} has no standard counterpart among {'/'.join(ARCHITECTURES)}; the classes "
+            f"that export are {exportable}."
+        )
+    return targets
+
+
+def _choose(model: PreTrainedModel, to: str) -> _Match:
+    if to != "auto" and to not in ARCHITECTURES:
+        raise ValueError(f"to={to!r} is not an architecture; choose one of {', '.join(ARCHITECTURES)} or 'auto'.")
+    targets = _candidates(model)
+    if to != "auto":
+        if to not in targets:
+            raise ValueError(
+                f"to_hf: {type(model).__name__} cannot be written as {to}; it has the counterparts "
+                f"{', '.join(targets)}."
+            )
+        match = _Match(model, to, targets[to])
+        if match.blocking:
+            raise ValueError(
+                f"to_hf: this {type(model).__name__} is not a {to} model: {_describe(match.blocking, to)}. "
+                "Nothing was written."
+            )
+        return match
+    matches = [_Match(model, architecture, cls) for architecture, cls in targets.items()]
+    exact = [m for m in matches if not m.blocking]
+    if exact:
+        return exact[0]
+    raise ValueError(_no_architecture_message(model, matches))
+
+
+def _no_architecture_message(model: PreTrainedModel, matches: list[_Match]) -> str:
+    """Why no candidate fits: first the values that no candidate accepts, then each candidate's list."""
+    names = "/".join(m.architecture for m in matches)
+    fields = [{field for field, _, _ in m.blocking} for m in matches]
+    nowhere = sorted(set.intersection(*fields))
+    c = model.config
+    lines = [f"to_hf: this {type(model).__name__} matches none of {names}."]
+    if nowhere:
+        nowhere_values = ", ".join(f"{field}={getattr(c, field)!r}" for field in nowhere)
+        lines.append(f"No standard architecture among {names} has {nowhere_values}.")
+    lines += [f"{m.architecture}: {_describe(m.blocking, m.architecture)}." for m in matches]
+    return " ".join(lines) + " Nothing was written."
+
+
+def exportable_as(model: PreTrainedModel, to: str = "auto") -> str:
+    """The architecture `to_hf(model, to)` writes; raises the ValueError `to_hf` would, without copying weights."""
+    return _choose(model, to).architecture
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The export
+
+
+def to_hf(model: PreTrainedModel, to: str = "auto") -> PreTrainedModel:
+    """The standard Hugging Face model that computes what `model` computes, with its weights.
+
+    Args:
+        model: An HFAttentionForCausalLM or HFAttentionDecoderForSequenceClassification (→ gpt2, llama),
+            HFAttentionEncoderModel or HFAttentionForMaskedLM (→ bert) or HFAttentionForSeq2SeqLM (→ bart, marian,
+            t5).
+        to: One of "gpt2", "llama", "bert", "bart", "marian", "t5", or "auto" for the one that matches.
+
+    Returns:
+        A GPT2LMHeadModel, LlamaForCausalLM, …, T5ForConditionalGeneration in `model`'s dtype, device and
+        train/eval mode, with `model`'s generation config. It loads and runs without hf_attention.
+
+    Raises:
+        ValueError: Before anything is built from the weights, naming every field of the config that the
+            architecture cannot express and the value it needs (for "auto": for each candidate).
+    """
+    match = _choose(model, to)
+    if match.training_only:
+        logger.warning(
+            "to_hf: %s keeps other training-only settings (inference is the same): %s.",
+            match.architecture,
+            _describe(match.training_only, match.architecture),
+        )
+    reference = match.reference
+    parameter = next(model.parameters())
+    reference.to(dtype=parameter.dtype)  # the views in match.weights follow (`.to` on a module keeps storage links)
+    _copy_into(model, match)
+    reference.to(device=parameter.device)
+    if model.can_generate():
+        reference.generation_config = copy.deepcopy(model.generation_config)
+    implementation = model.config._attn_implementation
+    if implementation in ("eager", "sdpa"):
+        reference.set_attn_implementation(implementation)
+    return reference.train(model.training)
+
+
+def _copy_into(model: PreTrainedModel, match: _Match) -> None:
+    """Write every tensor of `model` into the reference through the converter's views; zero the reference tensors
+    that have no counterpart (neutral differences, dropped modules such as BERT's pooler)."""
+    ours = model.state_dict()
+    weights = _fresh_weights(match)
+    views = weights.out
+    written: set[str] = set()
+    with torch.no_grad():
+        for name, view in views.items():
+            if name in ours:
+                view.copy_(ours[name])
+                written.add(name)
+            else:  # a neutral difference: the architecture has a tensor our model lacks
+                view.zero_()
+        missing = _not_exported(ours, written)
+        if missing:
+            raise RuntimeError(f"to_hf: {match.architecture} has no place for {missing}")
+        reference_tensors = match.reference.state_dict()
+        # Tensors the converter read without mapping them are fixed tables it checked (Marian's sinusoids): kept.
+        read = [reference_tensors[key] for key in weights.used]
+        covered = {tensor.untyped_storage().data_ptr() for tensor in (*views.values(), *read)}
+        for key, tensor in reference_tensors.items():
+            if tensor.untyped_storage().data_ptr() in covered:
+                continue
+            if not any(key.startswith(prefix) for prefix in match.dropped):
+                raise RuntimeError(f"to_hf: the {match.architecture} tensor {key} got no value")
+            tensor.zero_()  # e.g. BERT's pooler: no hf-attention output uses it; zeros make it say so
+
+
+def _fresh_weights(match: _Match) -> _Weights:
+    """The converter's views, taken again from the reference's current tensors (after a dtype change)."""
+    weights = _Weights(match.reference)
+    CONVERTERS[type(match.reference)](match.reference, weights)
+    return weights
+
+
+def _not_exported(ours: dict[str, Tensor], written: set[str]) -> list[str]:
+    """Our tensors whose values reached no reference tensor (a tied alias of a written one counts as written)."""
+    storage = {ours[name].untyped_storage().data_ptr() for name in written}
+    return [
+        name
+        for name, tensor in ours.items()
+        if name not in written and tensor.untyped_storage().data_ptr() not in storage
+    ]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Command line: hf-attention export --to ARCH SRC DST
+
+# The Auto class that loads each exported class, for the model card's example.
+_AUTO_NAMES = {
+    GPT2LMHeadModel: "AutoModelForCausalLM",
+    LlamaForCausalLM: "AutoModelForCausalLM",
+    GPT2ForSequenceClassification: "AutoModelForSequenceClassification",
+    LlamaForSequenceClassification: "AutoModelForSequenceClassification",
+    BertModel: "AutoModel",
+    BertForMaskedLM: "AutoModelForMaskedLM",
+    BartForConditionalGeneration: "AutoModelForSeq2SeqLM",
+    MarianMTModel: "AutoModelForSeq2SeqLM",
+    T5ForConditionalGeneration: "AutoModelForSeq2SeqLM",
+}
+
+
+def load_hf_attention(source: str) -> PreTrainedModel:
+    """Load an hf-attention checkpoint with the class it was saved as (one of those `to_hf` takes)."""
+    import hf_attention
+
+    config = AutoConfig.from_pretrained(source)
+    if not str(config.model_type).startswith("hf_attention"):
+        raise ValueError(
+            f"{source}: model_type {config.model_type!r} is not an hf-attention checkpoint; `export` writes "
+            "hf-attention checkpoints as standard ones (`convert` goes the other way)."
+        )
+    names = {cls.__name__: cls for cls in _TARGET_CLASSES}
+    saved_as = next((name for name in config.architectures or [] if name in names), None)
+    if saved_as is None:
+        raise ValueError(
+            f"{source} was saved as {', '.join(config.architectures or ['(no architectures)'])}; the classes that "
+            f"export are {', '.join(names)}."
+        )
+    assert hf_attention  # registered with the Auto classes
+    return names[saved_as].from_pretrained(source)
+
+
+def export_checkpoint(
+    source: str, destination: str | os.PathLike, *, to: str = "auto", overwrite: bool = False
+) -> PreTrainedModel:
+    """Write the hf-attention checkpoint `source` as a standard checkpoint (config, safetensors weights, generation
+    config, tokenizer, model card) that loads with the Auto classes where hf_attention is not installed.
+
+    The folder is written beside `destination` and renamed into place once complete; a refusal (a config the
+    architecture cannot express, a destination that holds other files) comes before anything is written.
+    """
+    source = check_checkpoint(source, argument="source")
+    target = _check_destination(source, destination, overwrite=overwrite)
+    _check_weight_files(source)
+    exported = to_hf(load_hf_attention(source), to).eval()
+
+    def write(folder: Path) -> None:
+        exported.save_pretrained(folder)
+        has_tokenizer = os.path.isdir(source) and any(
+            os.path.exists(os.path.join(source, name)) for name in TOKENIZER_FILES
+        )
+        if has_tokenizer:
+            AutoTokenizer.from_pretrained(source).save_pretrained(folder)
+        else:
+            logger.warning("No tokenizer copied: %s holds no tokenizer files.", source)
+        card = Path(source, "README.md")
+        (folder / "README.md").write_text(
+            export_card(exported, Path(destination).name, card.read_text(encoding="utf-8") if card.is_file() else ""),
+            encoding="utf-8",
+        )
+
+    _write_folder(target, write)
+    return exported
+
+
+def export_card(model: PreTrainedModel, name: str, source_card: str) -> str:
+    """A model card for an exported checkpoint: how to load it, then the hf-attention card it came from."""
+    auto = _AUTO_NAMES[type(model)]
+    model_type = model.config.model_type
+    body = re.sub(r"\A---\n.*?\n---\n", "", source_card, flags=re.DOTALL).strip()
+    lines = [
+        "---",
+        "library_name: transformers",
+        f"tags: [hf-attention, {model_type}]",
+        "---",
+        "",
+        f"# {name} ({type(model).__name__})",
+        "",
+        f"An hf-attention model written as a standard `{model_type}` checkpoint with `hf-attention export`: it loads "
+        "with transformers alone (no `trust_remote_code`, no hf_attention) and computes the same logits and tokens.",
+        "",
+        "```python",
+        f"from transformers import AutoTokenizer, {auto}",
+        "",
+        f'tokenizer = AutoTokenizer.from_pretrained("{name}")',
+        f'model = {auto}.from_pretrained("{name}")',
+        "```",
+    ]
+    if body:
+        lines += ["", "## The model as trained with hf-attention", "", _demote_headings(body)]
+    return "\n".join(lines) + "\n"
+
+
+def _demote_headings(markdown: str) -> str:
+    """Nest the source card under one heading (its `#` title becomes `###`)."""
+    return re.sub(r"^(#{1,4}) ", r"\1## ", markdown, flags=re.MULTILINE)
+
+
+def add_export_command(subparsers: argparse._SubParsersAction) -> None:
+    """Register `hf-attention export --to ARCH SRC DST`."""
+    parser = subparsers.add_parser(
+        "export",
+        help="write an hf-attention checkpoint as a GPT-2, Llama, BERT, BART, Marian or T5 checkpoint",
+        description="Write an hf-attention checkpoint as the standard architecture it matches, loadable by "
+        "transformers without hf_attention or trust_remote_code (and by tools that know only standard "
+        "architectures). A configuration with no standard equivalent is refused before anything is written, naming "
+        "every field in the way.",
+    )
+    parser.add_argument("source", help="hf-attention checkpoint folder")
+    parser.add_argument("destination", help="new or empty folder to write the standard checkpoint to")
+    parser.add_argument(
+        "--to",
+        default="auto",
+        choices=(*ARCHITECTURES, "auto"),
+        help="the architecture to write (default: auto, the one that matches)",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the checkpoint folder DESTINATION if it exists (never the source)",
+    )
+    parser.set_defaults(run=_run_export)
+
+
+def _run_export(args: argparse.Namespace) -> int:
+    model = export_checkpoint(args.source, args.destination, to=args.to, overwrite=args.overwrite)
+    print(f"Wrote {type(model).__name__} ({model.num_parameters():,} parameters) to {args.destination}")
+    return 0

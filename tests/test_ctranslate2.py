@@ -1,0 +1,92 @@
+"""CTranslate2, an inference engine that knows only standard architectures, runs what `hf-attention export` writes.
+
+Its own `TransformersConverter` reads the exported folder (the Llama and GPT-2 shapes of our decoder, the BART shape of
+our encoder-decoder) and its float32 greedy tokens must be those of our `generate()`.
+"""
+
+import ctranslate2
+import pytest
+import torch
+from ctranslate2.converters import TransformersConverter
+from test_to_hf import SHAPES, build
+from text_fixtures import make_tokenizer, pydoc_paragraphs
+
+from hf_attention.to_hf import export_checkpoint
+
+PROMPTS = [
+    "The attention weights of one query sum to one",
+    "A decoder generates one token at a time",
+    "Keys and values",
+    "def softmax(x):",
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizers():
+    texts = pydoc_paragraphs(200)
+    return {family: make_tokenizer(family, texts) for family in ("decoder", "seq2seq")}
+
+
+def _converted(name, tokenizer, tmp_path, initializer_range):
+    """Our model of shape `name` (weights drawn wide enough that greedy tokens vary), exported, then converted."""
+    model = build(name, vocab_size=len(tokenizer), initializer_range=initializer_range)
+    source, standard = tmp_path / "ours", tmp_path / "standard"
+    model.save_pretrained(source)
+    tokenizer.save_pretrained(source)
+    export_checkpoint(str(source), standard, to=SHAPES[name][3])
+    TransformersConverter(str(standard)).convert(str(tmp_path / "ct2"), force=True)
+    return model, str(tmp_path / "ct2")
+
+
+@pytest.mark.parametrize("name", ["llama", "gpt2"])
+def test_ctranslate2_generates_our_greedy_tokens_from_the_exported_decoder(name, tokenizers, tmp_path):
+    tokenizer = tokenizers["decoder"]
+    model, converted = _converted(name, tokenizer, tmp_path, initializer_range=0.3)
+    generator = ctranslate2.Generator(converted, device="cpu", compute_type="float32")
+    seen = set()
+    for prompt in PROMPTS:
+        ids = tokenizer(prompt, return_tensors="pt")["input_ids"]
+        ours = model.generate(ids, max_new_tokens=12, do_sample=False)[0, ids.shape[1] :].tolist()
+        result = generator.generate_batch(
+            [tokenizer.convert_ids_to_tokens(ids[0].tolist())],
+            max_length=12,
+            sampling_topk=1,
+            include_prompt_in_result=False,
+        )[0]
+        theirs = tokenizer.convert_tokens_to_ids(result.sequences[0])
+        # CTranslate2 stops before the end token; generate() keeps it.
+        assert ours[: len(theirs)] == theirs and (
+            len(theirs) == len(ours) or ours[len(theirs)] == tokenizer.eos_token_id
+        )
+        seen.update(ours)
+    assert len(seen) > 4, "degenerate continuations: the comparison would prove little"
+
+
+def test_ctranslate2_translates_with_our_greedy_tokens_from_the_exported_bart(tokenizers, tmp_path):
+    tokenizer = tokenizers["seq2seq"]
+    model, converted = _converted("bart", tokenizer, tmp_path, initializer_range=1.0)
+    translator = ctranslate2.Translator(converted, device="cpu", compute_type="float32")
+    seen = set()
+    for prompt in PROMPTS:
+        ids = tokenizer(prompt, return_tensors="pt")["input_ids"]  # ends in </s>, as the seq2seq tokenizer adds it
+        ours = model.generate(ids, max_new_tokens=12, do_sample=False)[0, 1:].tolist()  # without the start token
+        result = translator.translate_batch(
+            [tokenizer.convert_ids_to_tokens(ids[0].tolist())], beam_size=1, max_decoding_length=12
+        )[0]
+        theirs = tokenizer.convert_tokens_to_ids(result.hypotheses[0])
+        assert ours[: len(theirs)] == theirs and (
+            len(theirs) == len(ours) or ours[len(theirs)] == tokenizer.eos_token_id
+        )
+        seen.update(ours)
+    # A random post-norm encoder-decoder often repeats one token; the log-probabilities of a given target do not.
+    target = tokenizer("Jede Abfrage gewichtet alle Werte")["input_ids"][:-1]  # without </s>: CTranslate2 adds it
+    for prompt in PROMPTS:
+        source = tokenizer(prompt, return_tensors="pt")["input_ids"]
+        decoder_input_ids = torch.tensor([[model.config.decoder_start_token_id, *target]])
+        with torch.no_grad():
+            logits = model(input_ids=source, decoder_input_ids=decoder_input_ids).logits[0]
+        expected = logits.log_softmax(-1).gather(1, torch.tensor([*target, tokenizer.eos_token_id])[:, None])[:, 0]
+        scored = translator.score_batch(
+            [tokenizer.convert_ids_to_tokens(source[0].tolist())], [tokenizer.convert_ids_to_tokens(target)]
+        )[0]
+        torch.testing.assert_close(torch.tensor(scored.log_probs), expected, rtol=1e-4, atol=1e-4)
