@@ -28,6 +28,7 @@ CONFIGS = [
         "translation_en_de",
         "translation_en_de_long",
         "translation_en_de_bart",
+        "translation_en_de_standard",
         "causal_lm_pydoc",
         "masked_lm_pydoc",
     )
@@ -407,11 +408,13 @@ def test_yaml_config_with_command_line_overrides(tmp_path):
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
 def test_shipped_configs_parse_and_match_their_objective(path):
-    from training.objectives import check_model_type, objective_for
+    from training.objectives import check_export_target, check_model_type, objective_for
 
     model_args, _, train_args, model_config = parse_args(["--config", str(path)])
-    check_model_type(objective_for(model_args.objective), model_args.model_type)
+    objective = objective_for(model_args.objective)
+    model_type = check_model_type(objective, model_args.model_type)
     assert model_config and train_args.max_steps > 0
+    check_export_target(objective, model_type, model_config, train_args.export_to)  # a shipped export target fits
 
 
 # ------------------------------------------------------------------------------------------------------ loss
