@@ -313,7 +313,10 @@ class _Match:
     def __init__(self, model: PreTrainedModel, architecture: str, reference_class: type[PreTrainedModel]):
         self.architecture = architecture
         reference_config = _REFERENCE_CONFIGS[architecture](model.config)
-        self.reference = reference_class(reference_config)
+        # Built in float32 (float64 for a float64 model), whatever the model's dtype: our weights are copied into it
+        # exactly, and to_hf casts the result once at the end.
+        wide = torch.float64 if next(model.parameters()).dtype == torch.float64 else torch.float32
+        self.reference = reference_class(reference_config).to(wide)
         self.weights = _Weights(self.reference)
         model_class, derived, self.dropped = CONVERTERS[reference_class](self.reference, self.weights)
         if model_class is not type(model):  # the tables above and the converters disagree: a bug, not bad input
@@ -408,10 +411,9 @@ def to_hf(model: PreTrainedModel, to: str = "auto") -> PreTrainedModel:
             _describe(match.training_only, match.architecture),
         )
     reference = match.reference
+    _copy_into(model, match)  # float32 (float64) holds every value of a half-precision model exactly
     parameter = next(model.parameters())
-    reference.to(dtype=parameter.dtype)  # the views in match.weights follow (`.to` on a module keeps storage links)
-    _copy_into(model, match)
-    reference.to(device=parameter.device)
+    reference.to(dtype=parameter.dtype, device=parameter.device)
     if model.can_generate():
         reference.generation_config = copy.deepcopy(model.generation_config)
     implementation = model.config._attn_implementation
@@ -424,7 +426,7 @@ def _copy_into(model: PreTrainedModel, match: _Match) -> None:
     """Write every tensor of `model` into the reference through the converter's views; zero the reference tensors
     that have no counterpart (neutral differences, dropped modules such as BERT's pooler)."""
     ours = model.state_dict()
-    weights = _fresh_weights(match)
+    weights = match.weights
     views = weights.out
     written: set[str] = set()
     with torch.no_grad():
@@ -447,13 +449,6 @@ def _copy_into(model: PreTrainedModel, match: _Match) -> None:
             if not any(key.startswith(prefix) for prefix in match.dropped):
                 raise RuntimeError(f"to_hf: the {match.architecture} tensor {key} got no value")
             tensor.zero_()  # e.g. BERT's pooler: no hf-attention output uses it; zeros make it say so
-
-
-def _fresh_weights(match: _Match) -> _Weights:
-    """The converter's views, taken again from the reference's current tensors (after a dtype change)."""
-    weights = _Weights(match.reference)
-    CONVERTERS[type(match.reference)](match.reference, weights)
-    return weights
 
 
 def _not_exported(ours: dict[str, Tensor], written: set[str]) -> list[str]:

@@ -197,11 +197,15 @@ def test_training_only_differences_warn_and_export(caplog):
     assert "hidden_dropout_prob=0.1 (llama needs 0.0)" in caplog.text
 
 
-def test_dtype_and_mode_follow_the_model():
-    model = build("llama").to(torch.bfloat16).train()
+@pytest.mark.parametrize(
+    ("name", "dtype"), [("llama", torch.bfloat16), ("marian", torch.bfloat16), ("gpt2", torch.float64)]
+)
+def test_dtype_and_mode_follow_the_model(name, dtype):
+    model = build(name).to(dtype).train()
     exported = to_hf(model)
-    assert next(exported.parameters()).dtype == torch.bfloat16 and exported.training
-    assert torch.equal(exported.lm_head.weight, model.lm_head.weight)
+    assert next(exported.parameters()).dtype == dtype and exported.training
+    ours, back = model.state_dict(), from_hf(exported).state_dict()
+    assert all(torch.equal(ours[key], back[key]) for key in ours)  # every value carried exactly
 
 
 # ---------------------------------------------------------------------------------------------------------------------

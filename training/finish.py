@@ -97,7 +97,9 @@ def _export(run: TrainingRun, model, results: dict, samples: list[tuple[str, str
         figures=ExportFigures(loss_plot=plot, heatmap_text=samples[0][0] if samples else None),
     )
     if train_args.export_to:
-        architecture = exportable_as(unwrapped, train_args.export_to)
+        architecture = train_args.export_to
+        if architecture == "auto":
+            architecture = exportable_as(unwrapped)
         standard = output_dir / f"final-{architecture}"
         export_checkpoint(str(final), standard, to=architecture, overwrite=True)
         run.accelerator.print(f"Wrote the standard {architecture} checkpoint {standard}")
