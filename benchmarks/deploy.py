@@ -1,7 +1,7 @@
 """Engines no one here wrote, run on what `hf-attention export` writes: CTranslate2 and llama.cpp.
 
     python -m benchmarks.deploy --translation RUN_DIR            # CTranslate2: float32 and int8 vs our generate()
-    python -m benchmarks.deploy --llama-cpp LLAMA_CPP_DIR        # llama.cpp's converter: GGUF f32 and q8_0
+    python -m benchmarks.deploy --llama-cpp LLAMA_CPP_DIR --decoder RUN_DIR   # llama.cpp: GGUF f32 and q8_0
 
 `--translation` takes the folder of a finished translation run whose model exports as BART (for instance
 `training/configs/translation_en_de_standard.yaml`, which writes RUN_DIR/final-bart): the run's test split is rebuilt
@@ -10,14 +10,16 @@ three engines translate the same sources greedily, interleaved round by round. R
 with generate(), BLEU/chrF of each, and sentences per second.
 
 `--llama-cpp` takes llama.cpp's source folder (the `vendor/llama.cpp` of the llama-cpp-python source package, whose
-`convert_hf_to_gguf.py` is llama.cpp's converter; it runs in Python, without building llama.cpp). A Llama-shaped
-hf-attention decoder with the project's byte-level BPE tokenizer is exported with `to_hf`, converted to GGUF (f32 and
-q8_0) by that script, and the f32 file is read back with llama.cpp's gguf-py: the vocabulary, the pre-tokenizer and
-every tensor must be ours. Running the GGUF needs llama.cpp built (not done here; see docs/deploy.md).
+`convert_hf_to_gguf.py` is llama.cpp's converter; the `llama_cpp` module must be installed from that package) and
+`--decoder` a finished causal-LM run that exported RUN_DIR/final-llama (training/configs/causal_lm_pydoc.yaml does),
+with the project's byte-level BPE tokenizer. The export is converted to GGUF (f32 and q8_0) by that script; the f32
+file is read back with llama.cpp's gguf-py (the vocabulary, the pre-tokenizer and every tensor must be ours); then
+llama.cpp runs both files: its tokenization of the prompts and its greedy tokens are compared with ours, and the
+three engines are timed interleaved.
 
 llama.cpp names pre-tokenizers by the hash of a known model's token ids on a test string, so a tokenizer trained here
-is never in its table: after checking that our pre-tokenizer is GPT-2's (byte-level, GPT-2's
-split pattern, no prefix space), the converter is told it is "gpt2", as llama.cpp's docs ask a new model to do.
+is never in its table: after checking that our pre-tokenizer is GPT-2's (byte-level, GPT-2's split pattern, no
+prefix space), the converter is told it is "gpt-2" (GPT-2's own entry), as llama.cpp's docs ask a new model to do.
 
 Results go to benchmarks/results/deploy-<section>.json and .md, with the CPU they ran on.
 """
@@ -174,7 +176,7 @@ CONVERT = textwrap.dedent("""
             gpt2 = pre.get("type") == "ByteLevel" and pre.get("use_regex", True) and not pre.get("add_prefix_space")
             if not gpt2:
                 raise
-            return "gpt2"
+            return "gpt-2"  # the name llama.cpp gives GPT-2's own pre-tokenizer
     base.TextModel.get_vocab_base_pre = named
     sys.argv = [str(source / "convert_hf_to_gguf.py"), *sys.argv[2:]]
     runpy.run_path(sys.argv[0], run_name="__main__")
@@ -196,84 +198,134 @@ GGUF_NAMES = {
 }
 
 
-def llama_cpp(source: Path) -> dict:
-    """Export a Llama-shaped decoder, convert it with llama.cpp's converter (f32 and q8_0), and read the f32 GGUF
-    back: its vocabulary, pre-tokenizer and every tensor must be ours (Q and K in llama.cpp's rotary layout)."""
-    from hf_attention import HFAttentionDecoderConfig, HFAttentionForCausalLM
-    from hf_attention.to_hf import export_checkpoint
-    from training.args import parse_args
-    from training.data import python_docs_corpus
-    from training.tokenizer import train_tokenizer
+PROMPTS = [
+    "The attention weights of one query sum to one, so",
+    "def softmax(x):",
+    "A decoder generates one token at a time and",
+    "Keys, values and queries",
+    "The with statement",
+    "To open a file for reading,",
+]
+
+
+def llama_cpp(source: Path, run_dir: Path, new_tokens: int, rounds: int) -> dict:
+    """Convert a causal-LM run's Llama export (RUN_DIR/final-llama) with llama.cpp's converter (f32 and q8_0), read
+    the f32 GGUF back (vocabulary, pre-tokenizer, every tensor: ours, Q and K in llama.cpp's rotary layout), then run
+    both files in llama.cpp: its tokenization, its greedy tokens and its speed against our generate()."""
+    from llama_cpp import Llama
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    import hf_attention  # noqa: F401  (registers our classes)
 
     sys.path[:0] = [str(source), str(source / "gguf-py")]
     from conversion.llama import LlamaModel
     from gguf import GGUFReader
 
-    tokenizer = train_tokenizer(python_docs_corpus()["text"], 8000, kind="causal")
-    torch.manual_seed(0)
-    # The shipped causal-LM configuration, a Llama (with an untied head, so that output.weight is checked too).
-    _, _, _, shape = parse_args(["--config", str(CAUSAL_CONFIG)])
-    config = HFAttentionDecoderConfig(vocab_size=len(tokenizer), tie_word_embeddings=False, **shape)
-    model = HFAttentionForCausalLM(config).eval()
-    result = {}
+    standard = run_dir / "final-llama"
+    if not standard.is_dir():
+        raise SystemExit(f"{standard} is missing: train with --export_to llama (causal_lm_pydoc.yaml does).")
+    model = AutoModelForCausalLM.from_pretrained(run_dir / "final").eval()
+    tokenizer = AutoTokenizer.from_pretrained(run_dir / "final")
+    result = {"run": str(run_dir), "parameters": model.num_parameters(), "new_tokens": new_tokens}
     with tempfile.TemporaryDirectory() as folder:
-        ours, standard = Path(folder) / "ours", Path(folder) / "llama"
-        model.save_pretrained(ours)
-        tokenizer.save_pretrained(ours)
-        export_checkpoint(str(ours), standard, to="llama")
         ggufs = {}
         for outtype in ("f32", "q8_0"):
             ggufs[outtype] = Path(folder) / f"model-{outtype}.gguf"
             start = time.perf_counter()
-            done = subprocess.run(
-                [
-                    sys.executable,
-                    "-c",
-                    CONVERT,
-                    str(source),
-                    str(standard),
-                    "--outtype",
-                    outtype,
-                    "--outfile",
-                    str(ggufs[outtype]),
-                ],
-                capture_output=True,
-                text=True,
-            )
+            command = [sys.executable, "-c", CONVERT, str(source), str(standard), "--outtype", outtype]
+            done = subprocess.run([*command, "--outfile", str(ggufs[outtype])], capture_output=True, text=True)
             if done.returncode:
                 raise SystemExit(f"convert_hf_to_gguf.py failed ({outtype}):\n{done.stderr[-3000:]}")
             result[f"convert_seconds_{outtype}"] = round(time.perf_counter() - start, 1)
             result[f"gguf_mib_{outtype}"] = round(ggufs[outtype].stat().st_size / 2**20, 2)
-        reader = GGUFReader(ggufs["f32"])
-        fields = reader.fields
-        pre = bytes(fields["tokenizer.ggml.pre"].parts[-1]).decode()
-        tokens = [
-            bytes(fields["tokenizer.ggml.tokens"].parts[i]).decode() for i in fields["tokenizer.ggml.tokens"].data
-        ]
-        vocabulary = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
-        tensors = {t.name: torch.from_numpy(t.data.copy()) for t in reader.tensors}
-        state, heads = model.state_dict(), config.num_attention_heads
-        compared, different = 0, []
-        for ours_name, gguf_name in GGUF_NAMES.items():
-            for layer in range(config.num_hidden_layers) if "{}" in ours_name else [None]:
-                mine = state[ours_name.format(layer)]
-                if ".q_proj." in ours_name or ".k_proj." in ours_name:  # llama.cpp's rotary layout (pairs adjacent)
-                    kv = config.num_key_value_heads if ".k_proj." in ours_name else heads
-                    mine = LlamaModel.permute(mine, heads, kv)
-                theirs = tensors[gguf_name.format(layer)].reshape(mine.shape)
-                compared += 1
-                if not torch.equal(theirs, mine):
-                    different.append(gguf_name.format(layer))
-        result.update(
-            architecture=bytes(fields["general.architecture"].parts[-1]).decode(),
-            pre_tokenizer=pre,
-            vocabulary_identical=tokens == vocabulary,
-            tensors_compared=compared,
-            tensors_in_gguf=len(tensors),
-            tensors_different=different,
-            parameters=model.num_parameters(),
-        )
+        result.update(_read_back(GGUFReader(ggufs["f32"]), LlamaModel.permute, model, tokenizer))
+        engines = {
+            outtype: Llama(
+                model_path=str(path),
+                n_ctx=model.config.max_position_embeddings,
+                n_threads=torch.get_num_threads(),
+                verbose=False,
+            )
+            for outtype, path in ggufs.items()
+        }
+
+        def ours(ids: list[int]) -> list[int]:
+            with torch.inference_mode():
+                out = model.generate(torch.tensor([ids]), max_new_tokens=new_tokens, do_sample=False)
+            return _until_eos(out[0, len(ids) :].tolist(), tokenizer.eos_token_id)
+
+        def theirs(engine, ids: list[int]) -> list[int]:
+            out = []
+            for token in engine.generate(ids, top_k=1, top_p=1.0, min_p=0.0, temp=0.0, repeat_penalty=1.0, reset=True):
+                out.append(token)
+                if token == tokenizer.eos_token_id or len(out) == new_tokens:
+                    break
+            return _until_eos(out, tokenizer.eos_token_id)
+
+        rows = []
+        for prompt in PROMPTS:
+            ids = tokenizer(prompt)["input_ids"]  # <s> + the text, as the causal tokenizer writes it
+            text_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+            row = {"prompt": prompt, "ours": ours(ids)}
+            row["same_tokenization"] = engines["f32"].tokenize(prompt.encode(), add_bos=False) == text_ids
+            for outtype, engine in engines.items():
+                row[outtype] = theirs(engine, ids)
+            rows.append(row)
+        result["prompts"] = rows
+        contenders = {
+            "hf-attention generate()": ours,
+            **{f"llama.cpp {o}": (lambda ids, e=e: theirs(e, ids)) for o, e in engines.items()},
+        }
+        ids = tokenizer(PROMPTS[0])["input_ids"]
+        seconds = {name: [] for name in contenders}
+        for run in contenders.values():  # warm-up
+            run(ids)
+        for _ in range(rounds):  # interleaved: A B C A B C …
+            for name, run in contenders.items():
+                start = time.perf_counter()
+                produced = len(run(ids))
+                seconds[name].append((time.perf_counter() - start) / max(produced, 1))
+        base = statistics.median(seconds["hf-attention generate()"])
+        result["timings"] = {
+            name: {
+                "ms_per_token": round(1000 * statistics.median(values), 2),
+                "speedup_vs_generate": round(base / statistics.median(values), 2),
+            }
+            for name, values in seconds.items()
+        }
     return result
+
+
+def _until_eos(tokens: list[int], eos: int) -> list[int]:
+    return tokens[: tokens.index(eos) + 1] if eos in tokens else tokens
+
+
+def _read_back(reader, permute, model, tokenizer) -> dict:
+    """What llama.cpp's converter wrote, compared with the model: vocabulary, pre-tokenizer, tensors."""
+    fields, config = reader.fields, model.config
+    tokens = [bytes(fields["tokenizer.ggml.tokens"].parts[i]).decode() for i in fields["tokenizer.ggml.tokens"].data]
+    tensors = {t.name: torch.from_numpy(t.data.copy()) for t in reader.tensors}
+    state, heads = model.state_dict(), config.num_attention_heads
+    compared, different = 0, []
+    for ours_name, gguf_name in GGUF_NAMES.items():
+        for layer in range(config.num_hidden_layers) if "{}" in ours_name else [None]:
+            name = gguf_name.format(layer)
+            if name not in tensors:  # output.weight is absent when the head is tied to token_embd
+                continue
+            mine = state[ours_name.format(layer)]
+            if ".q_proj." in ours_name or ".k_proj." in ours_name:  # llama.cpp's rotary layout (pairs adjacent)
+                mine = permute(mine, heads, config.num_key_value_heads if ".k_proj." in ours_name else heads)
+            compared += 1
+            if not torch.equal(tensors[name].reshape(mine.shape), mine):
+                different.append(name)
+    return {
+        "architecture": bytes(fields["general.architecture"].parts[-1]).decode(),
+        "pre_tokenizer": bytes(fields["tokenizer.ggml.pre"].parts[-1]).decode(),
+        "vocabulary_identical": tokens == tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))),
+        "tensors_compared": compared,
+        "tensors_in_gguf": len(tensors),
+        "tensors_different": different,
+    }
 
 
 # ---------------------------------------------------------------------------------------------------- report
@@ -296,32 +348,36 @@ def _markdown_translation(result: dict, machine: str) -> str:
 
 
 def _markdown_llama(result: dict, machine: str) -> str:
-    return (
-        "\n".join(
-            [
-                f"llama.cpp's convert_hf_to_gguf.py on the exported Llama ({result['parameters']:,} parameters; "
-                f"{machine})",
-                "",
-                "| check | result |",
-                "|---|---|",
-                f"| GGUF architecture | {result['architecture']} |",
-                f"| pre-tokenizer written | {result['pre_tokenizer']} |",
-                f"| vocabulary identical to our tokenizer's, in id order | {result['vocabulary_identical']} |",
-                f"| f32 tensors equal to ours (of {result['tensors_in_gguf']}) | "
-                f"{result['tensors_compared'] - len(result['tensors_different'])}/{result['tensors_compared']} |",
-                f"| conversion time f32 / q8_0 | {result['convert_seconds_f32']} s / "
-                f"{result['convert_seconds_q8_0']} s |",
-                f"| GGUF size f32 / q8_0 | {result['gguf_mib_f32']} MiB / {result['gguf_mib_q8_0']} MiB |",
-            ]
-        )
-        + "\n"
-    )
+    prompts, n = result["prompts"], len(result["prompts"])
+    same = {o: sum(row[o] == row["ours"] for row in prompts) for o in ("f32", "q8_0")}
+    lines = [
+        f"llama.cpp on the Llama export of {result['run']} ({result['parameters']:,} parameters; {machine})",
+        "",
+        "| check | result |",
+        "|---|---|",
+        f"| GGUF architecture, pre-tokenizer | {result['architecture']}, {result['pre_tokenizer']} |",
+        f"| vocabulary identical to our tokenizer's, in id order | {result['vocabulary_identical']} |",
+        f"| f32 tensors bit-identical to ours | {result['tensors_compared'] - len(result['tensors_different'])}"
+        f"/{result['tensors_compared']} (of {result['tensors_in_gguf']} in the file) |",
+        f"| prompts llama.cpp tokenizes exactly as ours | {sum(r['same_tokenization'] for r in prompts)}/{n} |",
+        f"| greedy continuations ({result['new_tokens']} tokens) identical to generate(): f32 / q8_0 | "
+        f"{same['f32']}/{n} / {same['q8_0']}/{n} |",
+        f"| conversion time f32 / q8_0 | {result['convert_seconds_f32']} s / {result['convert_seconds_q8_0']} s |",
+        f"| GGUF size f32 / q8_0 | {result['gguf_mib_f32']} MiB / {result['gguf_mib_q8_0']} MiB |",
+        "",
+        "| engine (batch 1, greedy) | ms per token | speed-up |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {k} | {v['ms_per_token']} | {v['speedup_vs_generate']}x |" for k, v in result["timings"].items()]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--translation", type=Path, help="a finished translation run that exported final-bart")
     parser.add_argument("--llama-cpp", type=Path, help="llama.cpp's source folder (holds convert_hf_to_gguf.py)")
+    parser.add_argument("--decoder", type=Path, help="with --llama-cpp: a causal-LM run that exported final-llama")
+    parser.add_argument("--new-tokens", type=int, default=24)
     parser.add_argument("--rows", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=32)
@@ -341,7 +397,10 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
     if args.llama_cpp:
-        sections.append(("llama_cpp", llama_cpp(args.llama_cpp), _markdown_llama))
+        if not args.decoder:
+            parser.error("--llama-cpp needs --decoder RUN_DIR (a run of causal_lm_pydoc.yaml, which exports as Llama)")
+        result = llama_cpp(args.llama_cpp, args.decoder, args.new_tokens, args.rounds * 5)
+        sections.append(("llama_cpp", result, _markdown_llama))
     for name, result, markdown in sections:
         result["machine"] = info
         (RESULTS / f"deploy-{name}.json").write_text(json.dumps(result, indent=2) + "\n")
