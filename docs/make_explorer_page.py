@@ -3,7 +3,7 @@ headless Chromium (the README and docs/README.md show it).
 
     python docs/make_explorer_page.py        # needs Playwright (pip install -e ".[dev]") and .ci/install-browser
 
-The model is that of tutorials 04 and 06: the main job's export when it is there, else the tutorials' own short run
+The model is that of tutorials 06 and 09: the main job's export when it is there, else the tutorials' own short run
 (trained first if needed, about two minutes on 2 CPU cores).
 """
 

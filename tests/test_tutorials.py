@@ -42,8 +42,8 @@ def assert_figures(figures: Path, prefix: str) -> None:
     assert names == {n for n in figure_names(FIGURES) if n.startswith(prefix)}
 
 
-def test_01_nadaraya_watson(tmp_path):
-    numbers, figures, _ = run_tutorial("01_nadaraya_watson.py", tmp_path)
+def test_03_nadaraya_watson(tmp_path):
+    numbers, figures, _ = run_tutorial("03_nadaraya_watson.py", tmp_path)
     assert numbers["mse_learned"] < numbers["mse_fixed_kernel"] < numbers["mse_average"]
     assert numbers["library_vs_formula_max_abs_float64"] < 1e-6  # GaussianScore + eager backend = the formula
     assert numbers["library_vs_formula_max_abs_float32"] < 1e-4
@@ -55,11 +55,11 @@ def test_01_nadaraya_watson(tmp_path):
     # The width learned through the library's layer (log sigma², boolean leave-one-out mask) reaches the same minimum.
     assert abs(numbers["w_library_trained"] / numbers["w_learned"] - 1) < 0.02
     assert abs(numbers["loss_library_trained"] - numbers["train_loss_first_last"][1]) < 1e-4
-    assert_figures(figures, "01_")
+    assert_figures(figures, "03_")
 
 
-def test_02_scoring_and_masked_softmax(tmp_path):
-    numbers, figures, _ = run_tutorial("02_scoring_and_masked_softmax.py", tmp_path)
+def test_04_scoring_and_masked_softmax(tmp_path):
+    numbers, figures, _ = run_tutorial("04_scoring_and_masked_softmax.py", tmp_path)
     means = [[2.0, 3.0, 4.0, 5.0], [10.0, 11.0, 12.0, 13.0]]  # the mean of the valid values
     np.testing.assert_allclose(numbers["additive_output"], means, atol=1e-5)
     np.testing.assert_allclose(numbers["dot_output"], means, atol=1e-5)
@@ -84,11 +84,11 @@ def test_02_scoring_and_masked_softmax(tmp_path):
     assert [r["jacobian_dot"] for r in rows][1:] == sorted((r["jacobian_dot"] for r in rows[1:]), reverse=True)
     scaled = [r["jacobian_scaled_dot"] for r in rows]
     assert max(scaled) < 1.2 * min(scaled)  # the same gradient size whatever the width
-    assert_figures(figures, "02_")
+    assert_figures(figures, "04_")
 
 
-def test_03_positional_encodings(tmp_path):
-    numbers, figures, _ = run_tutorial("03_positional_encodings.py", tmp_path)
+def test_05_positional_encodings(tmp_path):
+    numbers, figures, _ = run_tutorial("05_positional_encodings.py", tmp_path)
     assert numbers["rotation_max_error"] < 1e-5  # PE(p + k) = M_k PE(p)
     assert numbers["rotary_shift_relative_error"] < 1e-5  # RoPE scores depend on j - i only
     differences = numbers["permutation_difference"]
@@ -100,14 +100,14 @@ def test_03_positional_encodings(tmp_path):
     assert buckets["-8"] == 8 and 8 < buckets["-20"] < 15 and buckets["-128"] == buckets["-160"] == 15
     assert buckets["128"] == buckets["160"] == 31
     assert "max_position_embeddings" in numbers["learned_past_table_error"]
-    assert_figures(figures, "03_")
+    assert_figures(figures, "05_")
 
 
 def test_committed_figures_are_what_the_script_draws(tmp_path):
-    """Tutorial 03 in its full mode regenerates its figures; their data equals the committed .npz files."""
-    _, figures, _ = run_tutorial("03_positional_encodings.py", tmp_path, quick=False)
-    committed = sorted(FIGURES.glob("03_*.npz"))
-    assert [p.name for p in committed] == sorted(p.name for p in figures.glob("03_*.npz"))
+    """Tutorial 05 in its full mode regenerates its figures; their data equals the committed .npz files."""
+    _, figures, _ = run_tutorial("05_positional_encodings.py", tmp_path, quick=False)
+    committed = sorted(FIGURES.glob("05_*.npz"))
+    assert [p.name for p in committed] == sorted(p.name for p in figures.glob("05_*.npz"))
     for path in committed:
         with np.load(path) as old, np.load(figures / path.name) as new:
             assert sorted(old.files) == sorted(new.files), path.name
@@ -117,14 +117,14 @@ def test_committed_figures_are_what_the_script_draws(tmp_path):
 
 @pytest.fixture(scope="module")
 def translation_run(tmp_path_factory):
-    """Tutorial 04 in quick mode without a model: it trains its own short run (in a temporary folder)."""
-    folder = tmp_path_factory.mktemp("tutorial04")
-    numbers, figures, out = run_tutorial("04_multihead_self_cross_masks.py", folder, "--work-dir", str(folder / "run"))
+    """Tutorial 06 in quick mode without a model: it trains its own short run (in a temporary folder)."""
+    folder = tmp_path_factory.mktemp("tutorial06")
+    numbers, figures, out = run_tutorial("06_multihead_self_cross_masks.py", folder, "--work-dir", str(folder / "run"))
     return numbers, figures, out, folder / "run" / "final"
 
 
 @pytest.mark.slow
-def test_04_multihead_self_cross_masks(translation_run):
+def test_06_multihead_self_cross_masks(translation_run):
     numbers, figures, out, final = translation_run
     assert "trains a short run" in out and "trained just now" in numbers["model_origin"]  # and says so
     assert (final / "config.json").is_file()
@@ -137,24 +137,24 @@ def test_04_multihead_self_cross_masks(translation_run):
     assert numbers["cross_row_sum_error"] < 1e-5
     assert numbers["cross_entropy_untrained"] > 0.98  # a fresh model attends almost uniformly
     assert numbers["cross_entropy_trained"] < numbers["cross_entropy_untrained"] - 0.05  # training sharpens it
-    assert_figures(figures, "04_")
+    assert_figures(figures, "06_")
 
 
 @pytest.mark.slow
-def test_06_encoder_decoder_step_by_step(translation_run, tmp_path):
+def test_09_encoder_decoder_step_by_step(translation_run, tmp_path):
     final = translation_run[3]
-    numbers, figures, _ = run_tutorial("06_encoder_decoder_step_by_step.py", tmp_path, "--model", str(final))
+    numbers, figures, _ = run_tutorial("09_encoder_decoder_step_by_step.py", tmp_path, "--model", str(final))
     assert numbers["decoder_inputs_are_shifted_labels"]
     assert abs(numbers["teacher_forcing_loss_by_hand"] - numbers["teacher_forcing_loss_library"]) < 1e-4
     assert numbers["loop_tokens"] == numbers["generate_tokens"]  # the hand loop is greedy generate()
     assert numbers["loop_tokens"][0] == 1 and numbers["steps"] == len(numbers["loop_tokens"]) - 1
     assert numbers["step_vs_parallel_cross_attention_max_abs"] < 1e-5  # a step sees only its past
     assert numbers["cached_vs_parallel_logits_max_abs"] < 1e-4
-    assert_figures(figures, "06_")
+    assert_figures(figures, "09_")
 
 
-def test_05_why_attention(tmp_path):
-    numbers, figures, _ = run_tutorial("05_why_attention.py", tmp_path)
+def test_08_why_attention(tmp_path):
+    numbers, figures, _ = run_tutorial("08_why_attention.py", tmp_path)
     assert numbers["path_length"] == {
         "convolution_k3": 32,
         "dilated_convolution_k3": 6,
@@ -179,7 +179,7 @@ def test_05_why_attention(tmp_path):
     assert abs(numbers["benchmark_sdpa_memory_growth"] - 1) < 0.05
     assert 0.25 < numbers["benchmark_checkpointing"]["memory_ratio"] < 0.4
     assert numbers["benchmark_checkpointing"]["time_ratio"] > 1
-    assert_figures(figures, "05_")
+    assert_figures(figures, "08_")
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -206,11 +206,11 @@ def test_readme_lists_every_tutorial_with_a_thumbnail():
 def test_a_quick_run_leaves_the_committed_figures_alone(tmp_path):
     """Without --figures a quick run writes to outputs/tutorial_figures (git-ignored) and says so; the committed
     full-run figures in docs/figures keep their bytes."""
-    committed = {p.name: p.read_bytes() for p in FIGURES.glob("02_*")}
+    committed = {p.name: p.read_bytes() for p in FIGURES.glob("04_*")}
     results = tmp_path / "results.json"
     command = [
         sys.executable,
-        str(TUTORIALS / "02_scoring_and_masked_softmax.py"),
+        str(TUTORIALS / "04_scoring_and_masked_softmax.py"),
         "--quick",
         "--results",
         str(results),
@@ -219,5 +219,5 @@ def test_a_quick_run_leaves_the_committed_figures_alone(tmp_path):
     completed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900, env=environment)
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "quick run: figures go to outputs/tutorial_figures/" in completed.stdout
-    assert {p.name: p.read_bytes() for p in FIGURES.glob("02_*")} == committed
-    assert (ROOT / "outputs" / "tutorial_figures" / "02_scaling.npz").is_file()
+    assert {p.name: p.read_bytes() for p in FIGURES.glob("04_*")} == committed
+    assert (ROOT / "outputs" / "tutorial_figures" / "04_scaling.npz").is_file()

@@ -2,9 +2,9 @@
 
 Not part of the library and holds none of its maths: the tutorials import that from `hf_attention`.
 
-    python docs/tutorials/01_nadaraya_watson.py                 # full run, figures to docs/figures/
-    python docs/tutorials/01_nadaraya_watson.py --quick         # smaller sizes, figures to outputs/tutorial_figures/
-    python docs/tutorials/01_nadaraya_watson.py --quick --figures /tmp/figs --results /tmp/numbers.json
+    python docs/tutorials/03_nadaraya_watson.py                 # full run, figures to docs/figures/
+    python docs/tutorials/03_nadaraya_watson.py --quick         # smaller sizes, figures to outputs/tutorial_figures/
+    python docs/tutorials/03_nadaraya_watson.py --quick --figures /tmp/figs --results /tmp/numbers.json
 
 Every figure is written as NAME.png together with NAME.npz, the arrays it draws: the tests regenerate a figure and
 compare those arrays (not pixels) with the committed ones. `--results` writes the numbers a tutorial reasons about
@@ -115,7 +115,7 @@ def table(rows: list[tuple], header: tuple) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# The English → German model of tutorials 04 and 06
+# The English → German model of tutorials 06 and 09
 
 MAIN_JOB_EXPORT = ROOT / "outputs" / "translation_en_de" / "final"  # what the main job leaves behind
 TUTORIAL_RUN = ROOT / "outputs" / "tutorial_en_de"  # where the tutorials train their own short run

@@ -8,7 +8,7 @@
 # ---
 
 # %% [markdown]
-# # 05 · Why attention: path length, parallelism, and the quadratic bill
+# # 08 · Why attention: path length, parallelism, and the quadratic bill
 #
 # An RNN reads a sentence one token at a time and carries everything it knows in one hidden state; a
 # convolutional network sees a window of $k$ tokens per layer. Self-attention connects every token with every other
@@ -280,7 +280,7 @@ axes[1].legend()
 save_figure(
     figure,
     args.figures,
-    "05_attention_cost",
+    "08_attention_cost",
     n=n_values,
     eager_ms=[r["eager_ms"] for r in measured],
     sdpa_ms=[r["sdpa_ms"] for r in measured],
@@ -327,7 +327,7 @@ figure.suptitle(f"Benchmark of the whole model, from benchmarks/results/full.jso
 save_figure(
     figure,
     args.figures,
-    "05_benchmark_length",
+    "08_benchmark_length",
     **{
         f"{variant}_{field}": [p[i] for p in points]
         for variant, points in series.items()
@@ -375,7 +375,7 @@ print(
 # pays $n^2$ in compute; fused kernels remove the $n^2$ *memory*, not the compute. For sentences this is a bargain;
 # for very long inputs it is why restricted, sparse and linear-time variants exist.
 #
-# **Next:** [06 · the encoder-decoder step by step](06_encoder_decoder_step_by_step.py).
+# **Next:** [09 · the encoder-decoder step by step](09_encoder_decoder_step_by_step.py).
 
 # %%
 report.save()

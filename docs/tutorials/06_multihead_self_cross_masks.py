@@ -8,7 +8,7 @@
 # ---
 
 # %% [markdown]
-# # 04 · Multi-head attention, self- and cross-attention, and masks
+# # 06 · Multi-head attention, self- and cross-attention, and masks
 #
 # A Transformer layer does not attend once: it runs several small attentions side by side (**heads**), each with
 # its own query, key and value projections, and concatenates their outputs (Vaswani et al. 2017 §3.2.2). It uses
@@ -87,7 +87,7 @@ axes[3].set_yticks([0, 1], ["position 4", "position 5"], fontsize=8)
 save_figure(
     figure,
     args.figures,
-    "04_masks",
+    "06_masks",
     causal=causal,
     padding=right_padded,
     causal_padding=left_padded_decoder,
@@ -141,7 +141,7 @@ print(
 # The pad positions of the short sentence still have rows of their own below (as queries they attend to the real
 # tokens); nothing downstream reads their outputs. A query that may see no key at all, such as a pad position at the
 # start of a left-padded decoder row under the causal mask, gets a row of zeros rather than a uniform average or
-# NaN (tutorial 02).
+# NaN (tutorial 04).
 
 # %%
 labels_batch = token_labels(tokenizer, batch["input_ids"][0].tolist())
@@ -156,7 +156,7 @@ image = heatmap(
 heatmap(axes[1], weights_short[0].mean(0), labels_batch, labels_batch, f"'{short}' in a padded batch")
 figure.colorbar(image, ax=axes, shrink=0.8)
 save_figure(
-    figure, args.figures, "04_padding", alone=single.attentions[0][0].mean(0), batched=weights_short[0].mean(0)
+    figure, args.figures, "06_padding", alone=single.attentions[0][0].mean(0), batched=weights_short[0].mean(0)
 )
 
 # %% [markdown]
@@ -223,7 +223,7 @@ grid = [("encoder", i, w, enc_rows, enc_columns) for i, w in enumerate(encoder_l
 for row, (name, index, weights, rows, columns) in enumerate(grid):
     for head in range(H):
         heatmap(axes[row, head], weights[head], rows, columns, f"{name} layer {index}, head {head}")
-save_figure(figure, args.figures, "04_heads", encoder=torch.stack(encoder_layers), decoder=torch.stack(decoder_layers))
+save_figure(figure, args.figures, "06_heads", encoder=torch.stack(encoder_layers), decoder=torch.stack(decoder_layers))
 
 # %% [markdown]
 # ## Cross-attention: where the decoder looks while it writes
@@ -263,7 +263,7 @@ for row, (text, layers, rows, columns) in enumerate(cross):
 save_figure(
     figure,
     args.figures,
-    "04_cross_attention",
+    "06_cross_attention",
     **{f"sentence{i}_layer{j}": w.mean(0) for i, (_, layers, _, _) in enumerate(cross) for j, w in enumerate(layers)},
 )
 
@@ -305,7 +305,7 @@ print(
 # hf-attention explore --model outputs/translation_en_de/final --text "Could not open file" --out attention.html
 # ```
 #
-# **Next:** [05 · why attention: cost and path length](05_why_attention.py).
+# **Next:** [08 · why attention: cost and path length](08_why_attention.py).
 
 # %%
 report.save()

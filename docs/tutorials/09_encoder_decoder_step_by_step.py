@@ -8,7 +8,7 @@
 # ---
 
 # %% [markdown]
-# # 06 · The encoder-decoder, step by step: teacher forcing and greedy decoding
+# # 09 · The encoder-decoder, step by step: teacher forcing and greedy decoding
 #
 # The 2017 Transformer translates in two phases. The **encoder** reads the whole source sentence once and turns
 # each source token into a vector that knows its context. The **decoder** writes the target one token at a time:
@@ -23,7 +23,7 @@
 # * **generation**: there is no reference; the decoder starts from the start token `<s>` (BOS), picks a token,
 #   appends it to its input, and repeats until it writes the end token `</s>` (EOS).
 #
-# This tutorial does both by hand with the English → German model of tutorial 04 and checks them against the
+# This tutorial does both by hand with the English → German model of tutorial 06 and checks them against the
 # library: the loss of `model(..., labels=...)` and the output of `model.generate()`.
 
 # %%
@@ -207,7 +207,7 @@ axes[-1].set_title("Confidence", fontsize=9)
 save_figure(
     figure,
     args.figures,
-    "06_greedy_steps",
+    "09_greedy_steps",
     cross_attention=rows_loop,
     probabilities=[s["probability"] for s in steps],
     tokens=[s["token"] for s in steps],
@@ -220,7 +220,7 @@ save_figure(
 # $T$-token output where $T$ would do. `generate()` instead keeps each
 # layer's keys and values (an `EncoderDecoderCache`: self-attention keys grow by one per step; cross-attention keys
 # and values are projected from the encoder output once) and feeds only the newest token. The causal mask of a
-# cached step is the offset-aware one of tutorial 04. The cache is an object that every step fills in place (the
+# cached step is the offset-aware one of tutorial 06. The cache is an object that every step fills in place (the
 # `cache` argument of `forward`, called `past_key_values` before transformers 5.24). The logits are the same up to
 # float rounding:
 

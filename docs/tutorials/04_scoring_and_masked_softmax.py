@@ -8,9 +8,9 @@
 # ---
 
 # %% [markdown]
-# # 02 · Scoring functions and the masked softmax
+# # 04 · Scoring functions and the masked softmax
 #
-# Tutorial 01 used one fixed way to compare a query with a key: the negative squared distance. Attention in
+# Tutorial 03 used one fixed way to compare a query with a key: the negative squared distance. Attention in
 # general is
 #
 # $$\mathrm{attention}(q, (k_1, v_1), \dots, (k_m, v_m)) = \sum_{i=1}^m \alpha(q, k_i)\, v_i,\qquad
@@ -19,7 +19,7 @@
 # and the **scoring function** $a$ is where the classic variants differ. hf-attention implements four
 # (`attention_score=`): the scaled dot product $q^\top k/\sqrt d$ (Vaswani et al. 2017), the plain dot product
 # (T5, Raffel et al. 2020), the additive score $w^\top \tanh(W_q q + W_k k)$ (Bahdanau et al. 2015) and the
-# Gaussian kernel of tutorial 01. This tutorial runs two of them on the toy tensors of d2l.ai §11.3, shows how
+# Gaussian kernel of tutorial 03. This tutorial runs two of them on the toy tensors of d2l.ai §11.3, shows how
 # padding is hidden from the softmax, and measures why the dot product is divided by $\sqrt d$.
 
 # %%
@@ -200,7 +200,7 @@ figure.colorbar(image, ax=axes, shrink=0.8)
 save_figure(
     figure,
     args.figures,
-    "02_masked_softmax",
+    "04_masked_softmax",
     additive=weights_additive[:, 0, 0].detach(),
     dot=weights_dot[:, 0, 0],
     per_query=library_2,
@@ -295,7 +295,7 @@ axes[2].legend()
 save_figure(
     figure,
     args.figures,
-    "02_scaling",
+    "04_scaling",
     d=d_values,
     var_unscaled=[r["var_unscaled"] for r in measured],
     var_scaled=[r["var_scaled"] for r in measured],
@@ -315,7 +315,7 @@ save_figure(
 # * Unscaled dot products grow with the width and saturate the softmax; dividing by $\sqrt d$ keeps the scores at
 #   unit variance. T5 (`attention_score="dot"`) drops the factor and relies on its initialisation instead.
 #
-# **Next:** [03 · positional encodings](03_positional_encodings.py).
+# **Next:** [05 · positional encodings](05_positional_encodings.py).
 
 # %%
 report.save()

@@ -8,7 +8,7 @@
 # ---
 
 # %% [markdown]
-# # 01 · Attention pooling as kernel regression (Nadaraya–Watson)
+# # 03 · Attention pooling as kernel regression (Nadaraya–Watson)
 #
 # Before queries and keys were vectors, attention was a way to *average*. Nadaraya (1964) and Watson (1964)
 # estimate an unknown function from noisy samples $(x_i, y_i)$ by a weighted mean of the $y_i$, where the weight
@@ -22,7 +22,7 @@
 # over the scores $-(x - x_i)^2/2$. This tutorial fits a 1-D function three ways (the example of d2l.ai §11.2),
 # then runs the same regression through hf-attention's own attention layer.
 #
-# Run it: `python docs/tutorials/01_nadaraya_watson.py` (add `--quick` for a few seconds' version).
+# Run it: `python docs/tutorials/03_nadaraya_watson.py` (add `--quick` for a few seconds' version).
 
 # %%
 import torch
@@ -179,7 +179,7 @@ axis.legend(fontsize=8)
 save_figure(
     figure,
     args.figures,
-    "01_fits",
+    "03_fits",
     x_test=x_test,
     y_truth=y_truth,
     x_train=x_train,
@@ -208,7 +208,7 @@ for axis, weights, title in (
     axis.set_title(title)
     figure.colorbar(image, ax=axis, shrink=0.8)
 axes[0].set_ylabel("test inputs (queries)")
-save_figure(figure, args.figures, "01_heatmaps", weights_fixed=weights_fixed, weights_learned=weights_learned)
+save_figure(figure, args.figures, "03_heatmaps", weights_fixed=weights_fixed, weights_learned=weights_learned)
 
 # %% [markdown]
 # ## Kernel shapes, and what three queries attend to
@@ -239,7 +239,7 @@ axes[1].legend(fontsize=7)
 save_figure(
     figure,
     args.figures,
-    "01_kernels",
+    "03_kernels",
     distance=distance,
     kernel_fixed=kernel_fixed,
     kernel_learned=kernel_learned,
@@ -272,7 +272,7 @@ axes[1].legend()
 save_figure(
     figure,
     args.figures,
-    "01_loss",
+    "03_loss",
     losses=losses,
     losses_naive=losses_naive,
     test_curve=test_curve,
@@ -388,9 +388,9 @@ print(
 #   keys. A Transformer head must work for any sequence, whose keys are not known in advance, so hf-attention
 #   learns one width per head (`GaussianScore.log_width` has one entry per head).
 # * **Masks are boolean.** The leave-one-out rule above is `~torch.eye(n)`, not an additive matrix of $-10^6$ or
-#   $-\infty$; the backends turn it into whatever their kernel needs (see tutorial 02).
+#   $-\infty$; the backends turn it into whatever their kernel needs (see tutorial 04).
 #
-# **Next:** [02 · scoring functions and the masked softmax](02_scoring_and_masked_softmax.py).
+# **Next:** [04 · scoring functions and the masked softmax](04_scoring_and_masked_softmax.py).
 
 # %%
 report.save()

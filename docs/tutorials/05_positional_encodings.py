@@ -8,7 +8,7 @@
 # ---
 
 # %% [markdown]
-# # 03 · Positional encodings: telling an order-blind layer where each token is
+# # 05 · Positional encodings: telling an order-blind layer where each token is
 #
 # Self-attention compares every token with every other token and takes a weighted sum. Nothing in that
 # computation depends on *where* a token sits: shuffle the input and the outputs are shuffled the same way. "Dog
@@ -68,7 +68,7 @@ axes[1].set_xlabel("encoding dimension")
 axes[1].set_ylabel("position p")
 axes[1].set_title("The whole table")
 figure.colorbar(image, ax=axes[1])
-save_figure(figure, args.figures, "03_sinusoidal", table=table_pe)
+save_figure(figure, args.figures, "05_sinusoidal", table=table_pe)
 
 # %% [markdown]
 # ## The binary-counter analogy
@@ -96,7 +96,7 @@ axes[0].set_title("Binary counter")
 axes[1].imshow(table_pe[:, 0::2], cmap="RdBu", aspect="auto", vmin=-1, vmax=1, interpolation="nearest")
 axes[1].set_xlabel("sine column (highest frequency first)")
 axes[1].set_title("Sinusoidal table, sine columns")
-save_figure(figure, args.figures, "03_binary", bits=bits, sines=table_pe[:, 0::2])
+save_figure(figure, args.figures, "05_binary", bits=bits, sines=table_pe[:, 0::2])
 
 # %% [markdown]
 # ## Relative positions are a fixed rotation
@@ -195,7 +195,7 @@ axes[0].set_ylabel("query position i")
 save_figure(
     figure,
     args.figures,
-    "03_schemes",
+    "05_schemes",
     sinusoidal=sinusoidal_gram,
     learned=learned_gram,
     rotary=rotary_scores,
@@ -224,7 +224,7 @@ axes[1].step(distance, t5_buckets, where="mid")
 axes[1].set_xlabel("key position - query position")
 axes[1].set_title("T5 bucket (bidirectional, 32 buckets, max distance 128)")
 save_figure(
-    figure, args.figures, "03_distance_profiles", distance=distance, alibi=alibi_profile, t5_buckets=t5_buckets
+    figure, args.figures, "05_distance_profiles", distance=distance, alibi=alibi_profile, t5_buckets=t5_buckets
 )
 report["t5_buckets_at"] = {
     str(d): int(t5_buckets[d + 160]) for d in (-160, -128, -20, -8, -7, -1, 0, 1, 7, 8, 20, 128, 160)
@@ -288,7 +288,7 @@ report["permutation_difference"] = differences
 # already breaks the symmetry, since token 5 sees 5 tokens and token 1 sees one, which is why some decoders work
 # without any positional encoding; an encoder has no such crutch.)
 #
-# **Next:** [04 · multi-head, self- and cross-attention, masks](04_multihead_self_cross_masks.py).
+# **Next:** [06 · multi-head, self- and cross-attention, masks](06_multihead_self_cross_masks.py).
 
 # %%
 report.save()
