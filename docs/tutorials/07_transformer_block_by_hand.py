@@ -1,0 +1,835 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # 07 · A Transformer block by hand
+#
+# Tutorials 03 to 06 took attention apart one idea at a time. This one puts a whole encoder layer of the 2017
+# Transformer (Vaswani et al. 2017 §3) back together from a handful of matrix products written in plain torch:
+# single-head attention on a $T \times D$ matrix, multi-head attention, the position-wise feed-forward network,
+# residual connections and LayerNorm. Every piece is checked against hf-attention's own modules with the same
+# weights, down to the last bit where that is possible. Then it asks *why* each piece is there, and answers by
+# measurement: what tying $W_q = W_k$ does to the scores, what happens to a deep stack without residuals or norms,
+# and which pieces a small encoder cannot do without when it learns to reverse a sequence of digits.
+#
+# Three terms first.
+#
+# * The **eager backend** is hf-attention's attention written out op by op (`eager_attention_forward`): scores
+#   $QK^\top$, times the scale, mask, softmax, weighted sum of the values. It returns the attention weights, and it
+#   runs exactly the operations a reader would write, in the same order.
+# * **SDPA** is PyTorch's `torch.nn.functional.scaled_dot_product_attention` (the library's default backend,
+#   `sdpa_attention_forward`), a *fused* kernel: one routine that does all those steps in a single pass, block by
+#   block with a running softmax, and never stores the $T \times T$ weights. Faster and lighter, but it adds its sums
+#   in another order.
+# * **Post-norm** and **pre-norm** are the two places for LayerNorm (LN, which rescales each token's vector to mean 0
+#   and variance 1; details below) around a sublayer $F$ (attention or the feed-forward network). Post-norm, the
+#   paper's "Add & Norm": $x \leftarrow \mathrm{LN}(x + F(x))$. Pre-norm (GPT-2, Llama):
+#   $x \leftarrow x + F(\mathrm{LN}(x))$, with one more LN at the very end of the stack.
+#
+# Floating-point addition is not associative: $(a + b) + c$ and $a + (b + c)$ can differ in the last bit. Two
+# programs that compute the same formula therefore agree *exactly* only when they run the same operations in the
+# same order; otherwise they agree to float rounding, a few units of $10^{-7}$ in float32 for values near 1.
+
+# %%
+import math
+
+import torch
+from torch import nn
+from tutorial_support import Report, parse_args, plt, save_figure, table
+
+from hf_attention.attention import MultiHeadAttention, eager_attention_forward, sdpa_attention_forward
+from hf_attention.layers import EncoderLayer, FeedForward, make_norm
+from hf_attention.positional import SinusoidalPositionalEmbedding
+
+args = parse_args("A Transformer encoder layer written by hand, checked against hf-attention, and its ablations.")
+report = Report(args)
+# The models here are tiny: one thread runs them as fast as several, and leaves the machine's other cores alone.
+torch.set_num_threads(1)
+torch.manual_seed(0)
+
+
+def max_abs(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Largest |a - b|: 0.0 means the two computations produced the very same bits."""
+    return (a - b).abs().max().item()
+
+
+# %% [markdown]
+# ## Single-head attention on a $T \times D$ matrix
+#
+# The input is a matrix $X$ with one row per token: $T$ rows, $D$ columns. Three learned matrices of shape
+# $D \times d$ turn it into queries, keys and values, $Q = XW_q$, $K = XW_k$, $V = XW_v$, each $T \times d$. Then
+#
+# $$A = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt d}\right),\qquad \mathrm{output} = AV.$$
+#
+# $QK^\top$ is the $T \times T$ table of dot products between every query and every key, the softmax runs along each
+# row (row $i$: how much token $i$ takes from every token), and row $i$ of $AV$ is the weighted average of the value
+# rows. Division by $\sqrt d$ keeps the scores at unit variance (tutorial 04). That is all of it, in four lines:
+
+
+# %%
+def scaled_dot_product(Q, K, V):
+    """softmax(Q Kᵀ / √d) V for (…, T, d) matrices; returns the output and the weights A (…, T, T)."""
+    A = torch.softmax(Q @ K.transpose(-1, -2) / math.sqrt(K.shape[-1]), dim=-1)
+    return A @ V, A
+
+
+def attention_by_hand(X, W_q, W_k, W_v):
+    """Single-head self-attention on X (T, D): queries, keys and values are three projections of the same rows."""
+    return scaled_dot_product(X @ W_q, X @ W_k, X @ W_v)
+
+
+# %% [markdown]
+# The library's `MultiHeadAttention` with one head does the same, plus an output projection $W_o$ that every
+# multi-head layer has (here it is $d \times D$ with $d = D$). `nn.Linear` stores its weight as (out, in) and
+# computes $x W^\top$, so the library's `q_proj.weight` *transposed* is our $W_q$. With $D = d = 16$, $\sqrt d = 4$
+# and dividing by 4 is the same operation as the library's multiplication by `scaling` $= 1/4$ (both exact in
+# binary); with $d = 8$ the two would round differently.
+
+# %%
+T, D = 6, 16
+X = torch.randn(T, D)
+single = MultiHeadAttention(hidden_size=D, num_heads=1, num_kv_heads=1, head_dim=D, bias=False)
+W_q, W_k, W_v, W_o = (proj.weight.detach().T for proj in (single.q_proj, single.k_proj, single.v_proj, single.o_proj))
+with torch.no_grad():
+    by_hand, A_by_hand = attention_by_hand(X, W_q, W_k, W_v)
+    by_hand = by_hand @ W_o
+    eager, eager_weights = single(X[None], attention_function=eager_attention_forward)  # batch of one
+    sdpa, _ = single(X[None], attention_function=sdpa_attention_forward)
+report["single_head_eager_max_abs"] = max_abs(by_hand, eager[0])
+report["single_head_weights_max_abs"] = max_abs(A_by_hand, eager_weights[0, 0])
+report["single_head_sdpa_max_abs"] = max_abs(by_hand, sdpa[0])
+print(
+    f"by hand vs library, eager backend: output {report['single_head_eager_max_abs']}, "
+    f"weights {report['single_head_weights_max_abs']}"
+)
+print(f"by hand vs library, SDPA backend:  output {report['single_head_sdpa_max_abs']:.1e}")
+
+# %% [markdown]
+# Against the eager backend the difference is **0.0**: the library runs the same products, the same scale, the same
+# softmax and the same weighted sum in the same order, so every bit agrees. Against SDPA it is float rounding, a few
+# times $10^{-8}$: the fused kernel computes the softmax its own way (over blocks of keys, with a running maximum and
+# a running sum, and vectorised exponentials), so its additions and roundings fall differently.
+#
+# ## Multi-head attention: split, attend, concatenate, $W_o$
+#
+# With $H$ heads, the $D$ columns of $Q$, $K$ and $V$ are cut into $H$ groups of $d = D/H$ columns; each group is a
+# small attention of its own, with its own scores and weights; the $H$ outputs are put side by side again
+# ($T \times D$) and mixed by $W_o$. Projecting once to $D$ columns and splitting costs the same as $H$ separate
+# $D \times d$ projections, and the heads run as one batched product. Here $D = 16$, $H = 4$, $d = 4$, with biases
+# as in the 2017 model.
+
+
+# %%
+def multi_head_by_hand(X, attention: MultiHeadAttention):
+    """Multi-head self-attention on X (T, D) with the weights of a library module, written out."""
+    heads, d = attention.num_heads, attention.head_dim
+    Q, K, V = (X @ p.weight.T + p.bias for p in (attention.q_proj, attention.k_proj, attention.v_proj))
+    Q, K, V = (M.view(len(X), heads, d).transpose(0, 1) for M in (Q, K, V))  # (H, T, d): one matrix per head
+    output, _ = scaled_dot_product(Q, K, V)  # (H, T, d): every head attends on its own
+    concatenated = output.transpose(0, 1).reshape(len(X), heads * d)  # (T, H·d): the heads side by side
+    return concatenated @ attention.o_proj.weight.T + attention.o_proj.bias
+
+
+H = 4
+mha = MultiHeadAttention(hidden_size=D, num_heads=H, num_kv_heads=H, head_dim=D // H)
+with torch.no_grad():
+    by_hand = multi_head_by_hand(X, mha)
+    eager, _ = mha(X[None], attention_function=eager_attention_forward)
+    sdpa, _ = mha(X[None], attention_function=sdpa_attention_forward)
+    # The same split as column slices, one head after the other: the same numbers, read with a stride in memory.
+    d = D // H
+    Q, K, V = (X @ p.weight.T + p.bias for p in (mha.q_proj, mha.k_proj, mha.v_proj))
+    columns = [slice(h * d, (h + 1) * d) for h in range(H)]
+    heads_one_by_one = [scaled_dot_product(Q[:, c], K[:, c], V[:, c])[0] for c in columns]
+    sliced = torch.cat(heads_one_by_one, dim=-1) @ mha.o_proj.weight.T + mha.o_proj.bias
+report["multi_head_eager_max_abs"] = max_abs(by_hand, eager[0])
+report["multi_head_sdpa_max_abs"] = max_abs(by_hand, sdpa[0])
+report["multi_head_strided_slices_max_abs"] = max_abs(sliced, eager[0])
+print(
+    f"{H} heads by hand vs library: eager {report['multi_head_eager_max_abs']}, "
+    f"SDPA {report['multi_head_sdpa_max_abs']:.1e}; heads cut as strided column slices: "
+    f"{report['multi_head_strided_slices_max_abs']:.1e}"
+)
+
+# %% [markdown]
+# Batched over heads (a view and a transpose, then one product for all heads), the hand version is again
+# bit-identical to the eager backend, which does the same. Cut into strided column slices and run one head at a
+# time it is not, although it is the same arithmetic on the same numbers: a matrix product picks its kernel and the
+# order of its sums by the shapes and the memory layout it is given, so a strided slice may be summed in another
+# order than a contiguous block. Bit-exactness is a property of the whole sequence of operations, not of the formula.
+#
+# ## Why two matrices, $W_q \ne W_k$?
+#
+# The score of token $i$ for token $j$ is $x_i W_q W_k^\top x_j^\top$: a bilinear form with the $D \times D$ matrix
+# $W_q W_k^\top$, which can be any matrix of rank $\le d$, in particular an unsymmetric one: "$i$ looks for $j$"
+# need not mean "$j$ looks for $i$". Tie the two, $W_k = W_q = W$, and with $a_i = x_i W$ the score matrix becomes
+# $S = (XW)(XW)^\top$, the table of dot products of the rows $a_i$ (a Gram matrix; a bias $b$, tied as well, only
+# turns $a_i$ into $x_i W + b$). Then, in every head,
+#
+# * $S$ is **symmetric**, $s_{ij} = s_{ji}$, and positive semidefinite (no negative eigenvalues);
+# * its diagonal $s_{ii} = \lVert a_i\rVert^2 \ge 0$, and by Cauchy–Schwarz $s_{ij} \le \lVert a_i\rVert
+#   \lVert a_j\rVert$: a token scores another one above itself only if that one has the longer vector, so most
+#   tokens attend most to **themselves**;
+# * two tokens can never *both* prefer each other to themselves: $s_{ij} > s_{ii}$ needs
+#   $\lVert a_j\rVert > \lVert a_i\rVert$, and $s_{ji} > s_{jj}$ the opposite.
+#
+# Measured with the library's layer, tied by sharing the parameter (`k_proj.weight = q_proj.weight`, the biases
+# too, so that keys equal queries), against an untied layer, on random inputs ($T = 10$ tokens, $D = 32$, 4 heads):
+
+# %%
+T_tied, D_tied, heads_tied, n_sequences = 10, 32, 4, 200 if args.quick else 1000
+untied = MultiHeadAttention(hidden_size=D_tied, num_heads=heads_tied, num_kv_heads=heads_tied, head_dim=8)
+tied = MultiHeadAttention(hidden_size=D_tied, num_heads=heads_tied, num_kv_heads=heads_tied, head_dim=8)
+tied.k_proj.weight, tied.k_proj.bias = tied.q_proj.weight, tied.q_proj.bias  # one parameter, used twice
+sequences = torch.randn(n_sequences, T_tied, D_tied)
+
+
+def scores_and_weights(attention: MultiHeadAttention, X: torch.Tensor):
+    """Scores Q Kᵀ/√d per head (B, H, T, T), written out, and the weights of the library's eager backend."""
+    B, T_, _ = X.shape
+    Q, K = (p(X).view(B, T_, attention.num_heads, -1).transpose(1, 2) for p in (attention.q_proj, attention.k_proj))
+    _, weights = attention(X, attention_function=eager_attention_forward)
+    return Q @ K.transpose(-1, -2) * attention.scaling, weights
+
+
+def self_and_mutual(weights: torch.Tensor) -> tuple[float, float, float]:
+    """Share of rows whose largest weight is on the token itself; mean weight on itself; share of pairs i ≠ j
+    that are each other's favourite (each one's largest weight on the other)."""
+    favourite = weights.argmax(-1)  # (B, H, T)
+    positions = torch.arange(weights.shape[-1])
+    on_self = (favourite == positions).float().mean().item()
+    self_weight = weights.diagonal(dim1=-2, dim2=-1).mean().item()
+    partner_of_favourite = favourite.gather(-1, favourite)  # the favourite of my favourite
+    mutual = ((partner_of_favourite == positions) & (favourite != positions)).float().sum().item()
+    pairs = weights.shape[0] * weights.shape[1] * weights.shape[-1] * (weights.shape[-1] - 1)
+    return on_self, self_weight, mutual / pairs
+
+
+with torch.no_grad():
+    untied_scores, untied_weights = scores_and_weights(untied, sequences)
+    tied_scores, tied_weights = scores_and_weights(tied, sequences)
+rows = []
+for name, scores, weights in (("untied", untied_scores, untied_weights), ("tied", tied_scores, tied_weights)):
+    on_self, self_weight, mutual = self_and_mutual(weights)
+    symmetry = max_abs(scores, scores.transpose(-1, -2))
+    # u S uᵀ only sees the symmetric part of S: its eigenvalues say whether the form can go negative
+    smallest_eigenvalue = torch.linalg.eigvalsh((scores + scores.transpose(-1, -2)).double() / 2).min().item()
+    report[f"{name}_symmetry_max_abs"] = symmetry
+    report[f"{name}_smallest_eigenvalue"] = smallest_eigenvalue
+    report[f"{name}_argmax_on_self"] = on_self
+    report[f"{name}_mean_self_weight"] = self_weight
+    report[f"{name}_mutual_favourites"] = mutual
+    rows.append(
+        (
+            name,
+            f"{symmetry:.2g}",
+            f"{smallest_eigenvalue:.3g}",
+            f"{on_self:.3f}",
+            f"{self_weight:.3f}",
+            f"{mutual:.4f}",
+        )
+    )
+report["uniform_weight"] = 1 / T_tied
+print(table(rows, ("W_k", "max|S - Sᵀ|", "min eigenvalue", "favourite = self", "weight on self", "mutual pairs")))
+
+# %% [markdown]
+# Tied, the scores are symmetric up to float rounding (the product kernel does not add the terms of entry $(i, j)$
+# and of entry $(j, i)$ in the same order), no eigenvalue is negative beyond rounding (untied, the quadratic form
+# $u^\top S u$ goes well below zero), most rows put their largest weight on the token itself, and there is not a
+# single pair of mutual favourites, as the algebra says. Untied, the favourite is on the diagonal about as often as
+# chance ($1/T = 0.1$) would have it. A model that must send token $i$ to token $j$ and $j$ to $i$ (swap two words,
+# or reverse a sequence: the first and last positions look at each other) cannot do it in one tied head; it has to
+# spread the job over several heads or layers. The pictures: one random sequence, first head, untied and tied.
+
+# %%
+figure, axes = plt.subplots(1, 4, figsize=(15, 3.4), layout="constrained")
+example = [untied_scores[0, 0], tied_scores[0, 0], untied_weights[0, 0], tied_weights[0, 0]]
+titles = ["scores, untied", "scores, tied (symmetric)", "weights, untied", "weights, tied (diagonal)"]
+for axis, matrix, title in zip(axes, example, titles, strict=True):
+    limit = matrix.abs().max().item()
+    is_scores = title.startswith("scores")
+    image = axis.imshow(
+        matrix,
+        cmap="RdBu_r" if is_scores else "viridis",
+        vmin=-limit if is_scores else 0,
+        vmax=limit,
+        interpolation="nearest",
+    )
+    axis.set_title(title, fontsize=9)
+    axis.set_xlabel("key")
+    figure.colorbar(image, ax=axis, shrink=0.8)
+axes[0].set_ylabel("query")
+save_figure(
+    figure,
+    args.figures,
+    "07_tied",
+    untied_scores=untied_scores[0, 0],
+    tied_scores=tied_scores[0, 0],
+    untied_weights=untied_weights[0, 0],
+    tied_weights=tied_weights[0, 0],
+)
+
+# %% [markdown]
+# ## Why a feed-forward network after attention?
+#
+# Every row of $A$ is non-negative and sums to 1, so every output row of $AV$ is a **convex combination** (a weighted
+# average) of the value rows: coordinate by coordinate it lies between the smallest and the largest value. Check on
+# the single-head example above:
+
+# %%
+with torch.no_grad():
+    output, A = attention_by_hand(X, W_q, W_k, W_v)
+    V = X @ W_v
+below = (output < V.min(0).values - 1e-6).sum().item()
+above = (output > V.max(0).values + 1e-6).sum().item()
+report["weights_row_sum_error"] = (A.sum(-1) - 1).abs().max().item()
+report["weights_negative"] = int((A < 0).sum())
+report["outside_value_range"] = int(below + above)
+print(
+    f"rows of A sum to 1 within {report['weights_row_sum_error']:.1e}; negative weights: {report['weights_negative']}"
+)
+print(f"output coordinates outside [min V, max V]: {report['outside_value_range']} of {output.numel()}")
+
+# %% [markdown]
+# Attention moves information *between* positions, but what it delivers to a position is an average of linear maps
+# of the inputs: for fixed weights it is linear in $V$, and it cannot compute, say, a product or a threshold of the
+# features it gathered. The **position-wise feed-forward network** (Vaswani et al. 2017 §3.3) supplies that:
+# $\mathrm{FFN}(x) = \max(0, xW_1 + b_1)W_2 + b_2$, a two-layer MLP (usually $4D$ wide inside) applied to every
+# row separately with the same weights. Attention mixes the rows, the FFN transforms each row; the pair is repeated
+# $N$ times. By hand against the library's `FeedForward`, and row by row against the whole matrix at once:
+
+
+# %%
+def feed_forward_by_hand(x, mlp: FeedForward):
+    """max(0, x W₁ + b₁) W₂ + b₂ with the weights of a library FeedForward."""
+    return torch.relu(x @ mlp.fc1.weight.T + mlp.fc1.bias) @ mlp.fc2.weight.T + mlp.fc2.bias
+
+
+ffn = FeedForward(hidden_size=D, intermediate_size=4 * D, activation="relu")
+with torch.no_grad():
+    ffn_by_hand = feed_forward_by_hand(X, ffn)
+    ffn_library = ffn(X)
+    ffn_row_by_row = torch.stack([ffn(row) for row in X])
+report["ffn_max_abs"] = max_abs(ffn_by_hand, ffn_library)
+report["ffn_row_by_row_max_abs"] = max_abs(ffn_row_by_row, ffn_library)
+print(
+    f"FFN by hand vs library: {report['ffn_max_abs']}; one row at a time vs all rows: "
+    f"{report['ffn_row_by_row_max_abs']:.1e}"
+)
+
+# %% [markdown]
+# By hand: identical bits (`nn.Linear` is the same product plus bias). One row at a time gives the same function of
+# each row, hence "position-wise", but not always the same bits: a $1 \times D$ product and a $T \times D$ product
+# go through different kernels (a matrix-vector and a matrix-matrix routine), which add in different orders.
+#
+# ## Residual connections and LayerNorm, post-norm and pre-norm
+#
+# A **residual connection** adds a sublayer's input to its output, $x + F(x)$: the sublayer only has to learn a
+# correction, the identity is free, and the gradient has a path that goes through no weight at all
+# ($\partial(x + F(x))/\partial x = I + \partial F/\partial x$). **LayerNorm** (Ba et al. 2016) rescales each
+# token's vector to mean 0 and variance 1 over its $D$ features, then applies a learned gain $\gamma$ and bias
+# $\beta$: $\mathrm{LN}(x) = \gamma \odot (x - \mu)/\sqrt{\sigma^2 + \varepsilon} + \beta$, with $\mu$ and
+# $\sigma^2$ the mean and (biased) variance of that one row. It works on each token on its own, whatever the length
+# of the sentence or the size of the batch: it keeps the scale of the activations in check as layers are stacked.
+
+
+# %%
+def layer_norm_by_hand(x, norm: nn.LayerNorm):
+    """(x - mean) / sqrt(var + eps) · gain + bias over the last axis, with the biased variance."""
+    mean = x.mean(-1, keepdim=True)
+    variance = ((x - mean) ** 2).mean(-1, keepdim=True)
+    return (x - mean) / torch.sqrt(variance + norm.eps) * norm.weight + norm.bias
+
+
+def encoder_layer_by_hand(X, layer: EncoderLayer, layer_norm=layer_norm_by_hand):
+    """One encoder layer with the weights of a library layer: attention and FFN, each with a residual and a norm,
+    post-norm (the 2017 paper's Add & Norm) or pre-norm (GPT-2, Llama)."""
+    blocks = (
+        (lambda x: multi_head_by_hand(x, layer.self_attn), layer.self_attn_norm),
+        (lambda x: feed_forward_by_hand(x, layer.mlp), layer.mlp_norm),
+    )
+    for sublayer, norm in blocks:
+        # pre-norm: x + F(LN(x)); post-norm: LN(x + F(x))
+        X = X + sublayer(layer_norm(X, norm)) if layer.pre_norm else layer_norm(X + sublayer(X), norm)
+    return X
+
+
+def library_layer(norm_position: str, width: int = D, heads: int = H) -> EncoderLayer:
+    """hf-attention's encoder layer, assembled from its parts as the models do (they never see a config)."""
+    return EncoderLayer(
+        self_attn=MultiHeadAttention(hidden_size=width, num_heads=heads, num_kv_heads=heads, head_dim=width // heads),
+        mlp=FeedForward(hidden_size=width, intermediate_size=4 * width, activation="relu"),
+        self_attn_norm=make_norm("layernorm", width, 1e-5),
+        mlp_norm=make_norm("layernorm", width, 1e-5),
+        norm_position=norm_position,
+    )
+
+
+def torch_layer_norm(x, norm: nn.LayerNorm):
+    """torch's own LayerNorm function (the kernel nn.LayerNorm runs), to put in place of the hand-written one."""
+    return nn.functional.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+
+
+rows = []
+with torch.no_grad():
+    norm = make_norm("layernorm", D, 1e-5)
+    nn.init.normal_(norm.weight), nn.init.normal_(norm.bias)  # not the identity, so the gain and bias count
+    report["layer_norm_max_abs"] = max_abs(layer_norm_by_hand(3 * X + 1, norm), norm(3 * X + 1))
+    for norm_position in ("post", "pre"):
+        layer = library_layer(norm_position).eval()
+        library_output, _ = layer(X[None], attention_function=eager_attention_forward)
+        by_hand = encoder_layer_by_hand(X, layer)
+        with_torch_norm = encoder_layer_by_hand(X, layer, layer_norm=torch_layer_norm)
+        report[f"{norm_position}_norm_layer_max_abs"] = max_abs(by_hand, library_output[0])
+        report[f"{norm_position}_norm_layer_torch_norm_max_abs"] = max_abs(with_torch_norm, library_output[0])
+        rows.append(
+            (
+                f"{norm_position}-norm layer",
+                f"{report[f'{norm_position}_norm_layer_max_abs']:.1e}",
+                report[f"{norm_position}_norm_layer_torch_norm_max_abs"],
+            )
+        )
+print(f"LayerNorm by hand vs nn.LayerNorm: {report['layer_norm_max_abs']:.1e}")
+print(table(rows, ("vs library EncoderLayer (eager)", "all by hand", "by hand, torch's layer_norm")))
+
+# %% [markdown]
+# The hand-written LayerNorm differs from `nn.LayerNorm` by float rounding: torch's kernel computes the mean and
+# the variance in one fused pass over the row (Welford's running update) and multiplies by a reciprocal square
+# root, where the hand version makes two passes and divides by a square root. That is the *only* source of
+# difference in the whole layer: with torch's own `layer_norm` function in place of the hand-written one, the
+# hand-written post-norm and pre-norm layers give the library's `EncoderLayer` bit for bit.
+#
+# ## Why residuals and norms: a deep stack at initialisation
+#
+# Stack 24 such layers ($D = 32$, 4 heads, random weights, random inputs of 10 tokens) and look at what reaches the
+# top, layer by layer, for five variants: post-norm and pre-norm as above, each of them without the residual
+# connections (the layer returns $\mathrm{LN}(F(x))$ or $F(\mathrm{LN}(x))$), and residuals without any norm. The
+# layers without a residual are the library's `EncoderLayer` with its `residual` step replaced by one that drops the
+# `x +`, the only change. Three measurements per layer:
+#
+# * how alike the positions have become: the mean cosine similarity between the vectors of two different tokens of
+#   a sequence (0 for unrelated random vectors, 1 when every position holds the same vector);
+# * the scale of the hidden states (their standard deviation);
+# * the size of the gradient that reaches each layer's weights from a loss at the top.
+
+
+# %%
+class WithoutResidual(EncoderLayer):
+    """The library's layer without its residual connections: Norm(F(x)) (post) or F(Norm(x)) (pre)."""
+
+    def residual(self, x, norm, sublayer):
+        output, extra = sublayer(norm(x) if self.pre_norm else x)
+        return (output if self.pre_norm else norm(output)), extra
+
+
+class WithoutFeedForward(EncoderLayer):
+    """The library's layer with attention only: the feed-forward block (and its norm) is skipped."""
+
+    def feed_forward(self, hidden_states):
+        return hidden_states
+
+
+def make_layer(width, heads, *, norm_position="post", residual=True, feed_forward=True, norm=True, tied=False):
+    """An encoder layer of library parts, with one piece removed or changed for an ablation."""
+    attention = MultiHeadAttention(hidden_size=width, num_heads=heads, num_kv_heads=heads, head_dim=width // heads)
+    if tied:
+        attention.k_proj.weight, attention.k_proj.bias = attention.q_proj.weight, attention.q_proj.bias
+    kind = EncoderLayer if residual else WithoutResidual
+    kind = kind if feed_forward else WithoutFeedForward
+    make = (lambda: make_norm("layernorm", width, 1e-5)) if norm else nn.Identity
+    return kind(
+        self_attn=attention,
+        mlp=FeedForward(hidden_size=width, intermediate_size=4 * width, activation="relu"),
+        self_attn_norm=make(),
+        mlp_norm=make(),
+        norm_position=norm_position,
+    )
+
+
+def position_similarity(h: torch.Tensor) -> float:
+    """Mean cosine similarity between the vectors of two different positions of a sequence (B, T, E)."""
+    unit = nn.functional.normalize(h, dim=-1)
+    cosines = unit @ unit.transpose(-1, -2)  # (B, T, T)
+    length = h.shape[1]
+    return ((cosines.sum((-1, -2)) - length) / (length * (length - 1))).mean().item()
+
+
+DEPTH, DEPTH_WIDTH = 24, 32
+stacks = {
+    "post-norm": {},
+    "pre-norm": {"norm_position": "pre"},
+    "post-norm, no residual": {"residual": False},
+    "pre-norm, no residual": {"residual": False, "norm_position": "pre"},
+    "residual, no norm": {"norm": False},
+}
+depth = {}
+for name, options in stacks.items():
+    torch.manual_seed(1)
+    layers = nn.ModuleList(make_layer(DEPTH_WIDTH, 4, **options) for _ in range(DEPTH))
+    final_norm = make_norm("layernorm", DEPTH_WIDTH, 1e-5) if options.get("norm_position") == "pre" else nn.Identity()
+    h = torch.randn(16, 10, DEPTH_WIDTH)
+    states = [h]
+    for layer in layers:
+        h, _ = layer(h)
+        states.append(h)
+    target = torch.randn_like(h)
+    nn.functional.mse_loss(final_norm(h), target).backward()
+    depth[name] = {
+        "similarity": [position_similarity(s.detach()) for s in states],
+        "std": [s.detach().std().item() for s in states],
+        "gradient": [
+            torch.stack([p.grad.norm() for p in layer.parameters() if p.grad is not None]).norm().item()
+            for layer in layers
+        ],
+    }
+    depth[name]["gradient_first_over_last"] = depth[name]["gradient"][0] / depth[name]["gradient"][-1]
+report["depth"] = depth
+print(
+    table(
+        [
+            (
+                name,
+                f"{d['similarity'][-1]:.3f}",
+                f"{d['std'][-1]:.2f}",
+                f"{d['gradient'][0]:.3f}",
+                f"{d['gradient'][-1]:.3f}",
+                f"{d['gradient_first_over_last']:.3f}",
+            )
+            for name, d in depth.items()
+        ],
+        ("stack of 24", "similarity at the top", "std at the top", "|grad| layer 1", "|grad| layer 24", "ratio"),
+    )
+)
+
+# %% [markdown]
+# Without residuals, both stacks end with all ten positions holding the *same* vector (similarity 1.000), and they
+# get there within two layers: at initialisation attention spreads its weight almost evenly, so each layer replaces
+# every token by nearly the same average, and soon nothing is left that tells the positions apart (Dong et al. 2021
+# call this rank collapse). With residuals each token keeps its own input in the sum; the positions still drift
+# together with depth, but slowly. The gradient tells a similar story from the other end (the last column: the
+# first layer's gradient over the last layer's): without residuals the first layer gets a small fraction of what
+# the last one gets, since the signal has to pass back through every layer's Jacobian; with residuals part of it
+# comes down the identity paths.
+#
+# The norms: post-norm ends every layer with a LayerNorm, so the hidden states keep a standard deviation of 1 at
+# every depth. Pre-norm never normalises the main stream (only what enters each sublayer): every layer *adds* to it,
+# so it grows with depth (hence the extra LN at the end of a pre-norm stack), while its gradients are even across
+# depth, the first layer getting at least as much as the last. Post-norm's gradients are largest near the top: this
+# imbalance is why the 2017 recipe needs a learning-rate warm-up, and why deep models moved to pre-norm
+# (Xiong et al. 2020). Without any norm the stream grows fastest, and the gradients are tens to hundreds of times
+# those of the normalised stacks: a learning rate that suits one does not suit the other.
+
+# %%
+figure, axes = plt.subplots(1, 3, figsize=(15, 3.8), layout="constrained")
+for name, d in depth.items():
+    style = "--" if "no residual" in name else (":" if "no norm" in name else "-")
+    axes[0].plot(d["similarity"], style, label=name)
+    axes[1].plot(d["std"], style, label=name)
+    axes[2].semilogy(range(1, DEPTH + 1), d["gradient"], style, label=name)
+axes[0].set_title("similarity between positions (cosine)")
+axes[1].set_title("std of the hidden states")
+axes[2].set_title("|gradient| of each layer's weights")
+for axis in axes:
+    axis.set_xlabel("layer")
+axes[0].legend(fontsize=8)
+save_figure(
+    figure,
+    args.figures,
+    "07_depth",
+    **{f"{key}_{i}": d[key] for i, d in enumerate(depth.values()) for key in ("similarity", "std", "gradient")},
+)
+
+# %% [markdown]
+# ## A task to learn: reversing a sequence of digits
+#
+# Now train. The task: read 10 random digits and output them in reverse order, one prediction per position:
+# position $i$ must output the digit at position $9 - i$. It is pure routing, which is what attention does: each
+# position has to find its mirror position and copy its token. The model is the smallest encoder that can do it:
+# token embeddings plus the library's sinusoidal positions, 2 post-norm encoder layers ($D = 32$, 4 heads, FFN
+# width 128) of library parts, run with the library's default SDPA backend, and a linear layer to 10 digit logits,
+# trained with AdamW and cross-entropy on fresh random batches. Then the same model with one piece taken away or
+# changed:
+#
+# | variant | what changes |
+# |---|---|
+# | full | nothing |
+# | no positions | the positional encodings are not added |
+# | no feed-forward | each layer is attention (with its residual and norm) only |
+# | no residuals | each block is $\mathrm{LN}(F(x))$ instead of $\mathrm{LN}(x + F(x))$ |
+# | no LayerNorm | each block is $x + F(x)$ |
+# | $W_q = W_k$ | every layer's key projection is its query projection |
+#
+# Two yardsticks. Guessing a digit at random is right 10% of the time. And a model that knows *which* digits are in
+# the sequence but not *where* can do better than chance: it knows the digit at its own position and the bag of all
+# ten, so its best guess is the most frequent digit among the other nine. That **bag-of-tokens ceiling** is computed
+# exactly on the test sequences below.
+
+# %%
+LENGTH, WIDTH, HEADS, FFN_WIDTH, LAYERS, BATCH = 10, 32, 4, 128, 2, 64
+STEPS = 200 if args.quick else 400
+SEEDS = [0] if args.quick else [0, 1, 2]
+VARIANTS = {
+    "full": {},
+    "no positions": {"positions": False},
+    "no feed-forward": {"feed_forward": False},
+    "no residuals": {"residual": False},
+    "no LayerNorm": {"norm": False},
+    "W_q = W_k": {"tied": True},
+}
+
+
+class DigitEncoder(nn.Module):
+    """Embeddings + sinusoidal positions → encoder layers → a digit classifier at every position."""
+
+    def __init__(self, *, positions=True, **layer_options):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(10, WIDTH)
+        self.positions = SinusoidalPositionalEmbedding(embedding_dim=WIDTH) if positions else None
+        self.layers = nn.ModuleList(make_layer(WIDTH, HEADS, **layer_options) for _ in range(LAYERS))
+        self.classifier = nn.Linear(WIDTH, 10)
+
+    def forward(self, digits: torch.Tensor) -> torch.Tensor:
+        """(B, T) digits → (B, T, 10) logits."""
+        hidden = self.embed_tokens(digits)
+        if self.positions is not None:
+            hidden = hidden + self.positions(torch.arange(digits.shape[1])[None])
+        for layer in self.layers:
+            hidden, _ = layer(hidden)
+        return self.classifier(hidden)
+
+
+def task_batch(size: int, task: str, generator: torch.Generator):
+    """Random digits and their targets: the reversed sequence, or (task "mirror sum") digit + mirror digit mod 10."""
+    digits = torch.randint(0, 10, (size, LENGTH), generator=generator)
+    mirror = digits.flip(1)
+    return digits, mirror if task == "reverse" else (digits + mirror) % 10
+
+
+def train(options: dict, seed: int, task: str = "reverse", steps: int = STEPS) -> dict:
+    """Train one variant from scratch; returns its loss curve and its accuracies on fixed test sequences."""
+    torch.manual_seed(seed)
+    model = DigitEncoder(**options)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=3e-3, total_steps=steps, pct_start=0.1)
+    generator = torch.Generator().manual_seed(1000 + seed)
+    losses = []
+    for _ in range(steps):
+        digits, targets = task_batch(BATCH, task, generator)
+        loss = nn.functional.cross_entropy(model(digits).flatten(0, 1), targets.flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        losses.append(loss.item())
+    digits, targets = task_batch(2000, task, torch.Generator().manual_seed(12345))  # the same test set for all
+    with torch.no_grad():
+        correct = model.eval()(digits).argmax(-1) == targets
+    return {"losses": losses, "token": correct.float().mean().item(), "sequence": correct.all(1).float().mean().item()}
+
+
+test_digits, _ = task_batch(2000, "reverse", torch.Generator().manual_seed(12345))
+counts = nn.functional.one_hot(test_digits, 10).sum(1)  # (2000, 10): how often each digit occurs
+others = counts[:, None, :] - nn.functional.one_hot(test_digits, 10)  # the other nine, seen from each position
+report["bag_of_tokens_ceiling"] = (others.max(-1).values / (LENGTH - 1)).float().mean().item()
+report["chance"] = 0.1
+print(f"chance 0.100, bag-of-tokens ceiling {report['bag_of_tokens_ceiling']:.3f}")
+
+# %%
+runs = {name: [train(options, seed) for seed in SEEDS] for name, options in VARIANTS.items()}
+reverse = {
+    name: {
+        "token": [run["token"] for run in seeded],
+        "sequence": [run["sequence"] for run in seeded],
+        "final_loss": [sum(run["losses"][-20:]) / 20 for run in seeded],
+    }
+    for name, seeded in runs.items()
+}
+report["reverse"] = reverse
+report["steps"], report["seeds"] = STEPS, SEEDS
+mean = lambda values: sum(values) / len(values)  # noqa: E731
+print(f"reverse 10 digits, {STEPS} steps of {BATCH} sequences, seeds {SEEDS} (token / whole-sequence accuracy):")
+print(
+    table(
+        [
+            (
+                name,
+                " ".join(f"{v:.3f}" for v in r["token"]),
+                " ".join(f"{v:.3f}" for v in r["sequence"]),
+                f"{mean(r['final_loss']):.3f}",
+            )
+            for name, r in reverse.items()
+        ],
+        ("variant", "token accuracy", "sequence accuracy", "final loss"),
+    )
+)
+
+# %% [markdown]
+# What the full run (400 steps, three seeds) measures, also drawn in the figures below:
+#
+# * The **full** model reverses every test sequence, with every seed.
+# * **Without positions** it lands on the bag-of-tokens ceiling (about 0.28 of the digits) and never gets a whole
+#   sequence right. It knows which digits there are, not where they are: nothing in attention, the FFN or the norms
+#   depends on the order of the rows (tutorial 05), so "the digit at the mirror position" is not even defined for it.
+# * **Without residuals** it fails as well: the token accuracy varies from seed to seed (between the ceiling and
+#   about 0.7), but whole sequences are almost never right. The collapse measured above is the likely reason: the
+#   layers start out erasing what distinguishes the positions, the very information the task needs.
+# * **Without feed-forward networks** it gets there, only more slowly (the loss curves): reversing is pure routing,
+#   which attention does by itself. With `--quick`'s 200 steps it is still behind on whole sequences.
+# * **Without LayerNorm** it learns just as well: with two layers the activations have no room to grow. Its loss
+#   even ends lower, most likely because nothing caps the size of its logits, where post-norm hands the classifier a
+#   normalised vector. The norm matters in deep stacks, as measured above, not in this shallow one.
+# * **With $W_q = W_k$** it learns too. The tied algebra forbids two positions that favour each other *within one
+#   head*; the model has four heads in each of two layers to share out the pairs $(i, 9-i)$.
+#
+# ## A task that needs the feed-forward network: the mirror sum
+#
+# Reversing is routing, and attention routes. To see what the FFN adds, change the target: position $i$ must now
+# output $(x_i + x_{9-i}) \bmod 10$, the sum of its own digit and its mirror's. The routing is the same, but now two
+# digits gathered in one vector have to be *combined* by a table of 100 entries that no weighted average followed by
+# a linear classifier can express (exercise 3). The full model against the model without feed-forward networks,
+# trained longer:
+
+# %%
+SUM_STEPS = 400 if args.quick else 800
+sum_runs = {
+    name: [train(VARIANTS[name], seed, task="mirror sum", steps=SUM_STEPS) for seed in SEEDS]
+    for name in ("full", "no feed-forward")
+}
+mirror_sum = {
+    name: {"token": [run["token"] for run in seeded], "sequence": [run["sequence"] for run in seeded]}
+    for name, seeded in sum_runs.items()
+}
+report["mirror_sum"] = mirror_sum
+report["mirror_sum_steps"] = SUM_STEPS
+print(f"mirror sum, {SUM_STEPS} steps, seeds {SEEDS} (token / whole-sequence accuracy):")
+print(
+    table(
+        [
+            (name, " ".join(f"{v:.3f}" for v in r["token"]), " ".join(f"{v:.3f}" for v in r["sequence"]))
+            for name, r in mirror_sum.items()
+        ],
+        ("variant", "token accuracy", "sequence accuracy"),
+    )
+)
+
+# %% [markdown]
+# In the full run (800 steps, three seeds) the full model gets every digit right and at least 99.8% of the whole
+# sequences; without feed-forward networks it stalls with a quarter to a third of the digits wrong and hardly a
+# whole sequence right, although its routing, the part it shares with the reverse task, is the same. It is not at
+# chance: LayerNorm and the softmax are nonlinear too, but they are not made to compute a table. With `--quick`
+# (400 steps) neither model has finished, and the gap is already there. Attention gathers, the FFN computes.
+
+# %%
+figure, axes = plt.subplots(1, 2, figsize=(14, 4), gridspec_kw={"width_ratios": [3, 1]}, layout="constrained")
+for axis, results, title in ((axes[0], reverse, "reverse"), (axes[1], mirror_sum, "mirror sum")):
+    names = list(results)
+    x = torch.arange(len(names)).float()
+    for offset, key, label in ((-0.2, "token", "token accuracy"), (0.2, "sequence", "whole-sequence accuracy")):
+        axis.bar(x + offset, [mean(results[n][key]) for n in names], width=0.4, label=label)
+        for i, n in enumerate(names):  # one dot per seed
+            axis.plot([i + offset] * len(results[n][key]), results[n][key], "k.", markersize=4)
+    axis.axhline(0.1, color="grey", ls=":", label="chance (0.1)")
+    if title == "reverse":
+        axis.axhline(report["bag_of_tokens_ceiling"], color="k", ls="--", label="bag-of-tokens ceiling")
+    axis.set_xticks(x, names, rotation=20, fontsize=8)
+    axis.set_ylim(0, 1.05)
+    axis.set_title(f"{title}: test accuracy")
+axes[0].legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4)
+save_figure(
+    figure,
+    args.figures,
+    "07_ablations",
+    **{f"reverse_{key}_{i}": r[key] for i, r in enumerate(reverse.values()) for key in ("token", "sequence")},
+    **{f"sum_{key}_{i}": r[key] for i, r in enumerate(mirror_sum.values()) for key in ("token", "sequence")},
+    bag_of_tokens_ceiling=report["bag_of_tokens_ceiling"],
+)
+
+
+def smoothed(losses: list[float], window: int = 10) -> list[float]:
+    """Running mean over the last `window` steps."""
+    return [mean(losses[max(0, i - window + 1) : i + 1]) for i in range(len(losses))]
+
+
+figure, axes = plt.subplots(1, 2, figsize=(14, 4), layout="constrained")
+curves = {}
+for axis, all_runs, title in ((axes[0], runs, "reverse"), (axes[1], sum_runs, "mirror sum")):
+    for name, seeded in all_runs.items():
+        curve = smoothed([mean(step) for step in zip(*(run["losses"] for run in seeded), strict=True)])
+        curves[f"{title}: {name}"] = curve
+        axis.semilogy(curve, label=name)
+    axis.axhline(math.log(10), color="grey", ls=":", label="uniform guess (ln 10)")
+    axis.set_xlabel("training step")
+    axis.set_title(f"{title}: training loss (mean over seeds)")
+    axis.legend(fontsize=8)
+save_figure(figure, args.figures, "07_loss", **{f"curve_{i}": c for i, c in enumerate(curves.values())})
+
+# %% [markdown]
+# ## Summary
+#
+# * Attention is four lines of torch: $Q, K, V = XW_q, XW_k, XW_v$; $\mathrm{softmax}(QK^\top/\sqrt d)\,V$.
+#   Multi-head attention cuts the columns into $H$ groups, attends in each, puts the outputs side by side and mixes
+#   them with $W_o$. Written that way, with the library's weights, it gives hf-attention's eager backend bit for bit;
+#   SDPA and LayerNorm's fused kernel agree to float rounding, because they add in another order.
+# * $W_q \ne W_k$ lets "$i$ looks for $j$" differ from "$j$ looks for $i$". Tied, the scores are a symmetric Gram
+#   matrix: tokens favour themselves, and no two tokens can favour each other.
+# * Attention outputs are weighted averages of value vectors; the position-wise FFN is the per-token nonlinearity.
+#   Reversing (routing) can do without it; the mirror sum (combining) cannot.
+# * Residuals keep each token's identity and give the gradient a path through depth; without them the positions
+#   collapse onto one vector and the reverse task is not learned. LayerNorm keeps the scale of the activations in
+#   check: post-norm at every layer's output, pre-norm at every sublayer's input (plus once at the end), with more
+#   even gradients across depth.
+# * Positions are what make order learnable at all: without them an encoder is blind to order and tops out at the
+#   bag-of-tokens ceiling.
+#
+# **Next:** [08 · why attention](08_why_attention.py): what a layer costs, and how far information travels, compared
+# with recurrent and convolutional layers.
+#
+# ## Exercises
+#
+# 1. Give every head the width $d = 8$ ($D = 32$, $H = 4$) and compare `multi_head_by_hand` with the eager backend
+#    again. What difference do you expect, and what small change to `scaled_dot_product` makes it 0.0 again?
+# 2. Show that with $W_k = W_q$ the score matrix is positive semidefinite: $u^\top S u \ge 0$ for every vector $u$.
+#    Does it stay so with biases on the projections (tied too)?
+# 3. Why can no model of the form "one weighted average of the two digits' vectors (with weights that do not depend
+#    on which digits they are), then a linear classifier" compute the mirror sum? Hint: look at the four digit pairs
+#    $(0, 0)$, $(5, 5)$, $(0, 5)$, $(5, 0)$.
+# 4. Without positions the reverse model is stuck at the bag-of-tokens ceiling. What would it score on the *copy*
+#    task (output the digit at one's own position)? And why exactly can't any amount of training lift it above the
+#    ceiling on reverse?
+# 5. In the 24-layer stack, the pre-norm hidden states grow with depth (std about 2 at the top). Where in a pre-norm
+#    model does that growth stop mattering for the output, and what would happen to the classifier if that piece were
+#    missing?
+#
+# ## Answers
+#
+# 1. $1/\sqrt 8$ is not a power of two: the hand version divides by the rounded $\sqrt 8$, the library multiplies by
+#    the rounded $8^{-1/2}$, and the two differ in the last bit of some scores; the outputs then differ by float
+#    rounding (a few times $10^{-8}$ on this machine). Writing `* K.shape[-1] ** -0.5` instead of
+#    `/ math.sqrt(K.shape[-1])` runs the library's very operation and gives 0.0 again.
+# 2. $S = AA^\top$ with $A = XW + \mathbf 1 b^\top$ (queries and keys are the same rows $a_i$), so
+#    $u^\top S u = u^\top A A^\top u = \lVert A^\top u\rVert^2 \ge 0$. Biases change $A$ but not the form $AA^\top$:
+#    still positive semidefinite, and still symmetric.
+# 3. A linear classifier on $\alpha e(a) + (1 - \alpha) e(b)$ (plus, through the residual, $e(a)$ again) gives each
+#    class a logit of the form $f_c(a) + g_c(b)$. To answer $(0,0) \mapsto 0$ and $(5,5) \mapsto 0$ the sum
+#    $f_0(0) + g_0(0) + f_0(5) + g_0(5)$ must exceed the same sum for class 5; to answer $(0,5) \mapsto 5$ and
+#    $(5,0) \mapsto 5$ it must be smaller, and the two four-term sums are made of the same terms. Impossible: the
+#    mirror sum is an XOR in disguise. The model without FFN still gets part of the way because LayerNorm and the
+#    softmax are nonlinear, just not made for this.
+# 4. Copying needs no positions: the digit at position $i$ is in the residual stream at position $i$, so the model
+#    can reach 100%. On reverse, without positions, every operation of the encoder is either applied to each
+#    position alone or a sum over all positions, so the output at position $i$ is a function of $x_i$ and of the
+#    *multiset* of the digits only (the model is permutation-equivariant, tutorial 05). Every position with the same
+#    digit gets the same prediction, and the best such prediction is the ceiling computed above.
+# 5. In the final LayerNorm at the end of the stack: it brings the stream back to unit scale before the classifier.
+#    Without it the classifier's logits would scale with the depth of the model, and their size (how sure the model
+#    is) would depend on how many layers it has, not on what it has learned.
+
+# %%
+report.save()

@@ -1,0 +1,94 @@
+"""Tutorial 07 (a Transformer block by hand) runs in its --quick mode and its numbers are what its text says: the
+hand-written pieces against the library's modules, the tied-projection algebra, the deep-stack measurements and the
+trained ablations on the reverse and mirror-sum tasks."""
+
+import pytest
+from test_tutorials import assert_figures, run_tutorial
+
+
+@pytest.fixture(scope="module")
+def block(tmp_path_factory):
+    numbers, figures, _ = run_tutorial("07_transformer_block_by_hand.py", tmp_path_factory.mktemp("tutorial07"))
+    return numbers, figures
+
+
+def test_hand_written_pieces_equal_the_library(block):
+    numbers, _ = block
+    # The same operations in the same order as the eager backend, nn.Linear and EncoderLayer: the very same bits.
+    assert numbers["single_head_eager_max_abs"] == 0.0
+    assert numbers["single_head_weights_max_abs"] == 0.0
+    assert numbers["multi_head_eager_max_abs"] == 0.0
+    assert numbers["ffn_max_abs"] == 0.0
+    assert numbers["post_norm_layer_torch_norm_max_abs"] == 0.0
+    assert numbers["pre_norm_layer_torch_norm_max_abs"] == 0.0
+    # Another order of additions (fused SDPA, strided slices, one row at a time, LayerNorm's kernel): rounding only.
+    for key in (
+        "single_head_sdpa_max_abs",
+        "multi_head_sdpa_max_abs",
+        "multi_head_strided_slices_max_abs",
+        "ffn_row_by_row_max_abs",
+        "layer_norm_max_abs",
+        "post_norm_layer_max_abs",
+        "pre_norm_layer_max_abs",
+    ):
+        assert numbers[key] < 5e-6, key
+
+
+def test_attention_is_a_convex_combination(block):
+    numbers, _ = block
+    assert numbers["weights_row_sum_error"] < 1e-6
+    assert numbers["weights_negative"] == 0 and numbers["outside_value_range"] == 0
+
+
+def test_tied_query_and_key_projections(block):
+    numbers, _ = block
+    assert numbers["tied_symmetry_max_abs"] < 1e-5 < 0.1 < numbers["untied_symmetry_max_abs"]
+    assert numbers["tied_smallest_eigenvalue"] > -1e-5 and numbers["untied_smallest_eigenvalue"] < -0.1
+    assert numbers["tied_argmax_on_self"] > 0.7  # tokens favour themselves
+    assert abs(numbers["untied_argmax_on_self"] - numbers["uniform_weight"]) < 0.03  # chance: 1/T
+    assert numbers["tied_mean_self_weight"] > 1.5 * numbers["untied_mean_self_weight"]
+    assert numbers["tied_mutual_favourites"] == 0.0 < numbers["untied_mutual_favourites"]
+
+
+def test_deep_stack_at_initialisation(block):
+    numbers, _ = block
+    depth = numbers["depth"]
+    with_residual = ("post-norm", "pre-norm", "residual, no norm")
+    without_residual = ("post-norm, no residual", "pre-norm, no residual")
+    for name in without_residual:
+        assert depth[name]["similarity"][-1] > 0.999, name  # every position holds the same vector
+    for name in with_residual:
+        assert depth[name]["similarity"][-1] < 0.95, name
+    assert all(abs(s - 1) < 0.02 for s in depth["post-norm"]["std"][1:])  # post-norm: unit scale after every layer
+    assert depth["pre-norm"]["std"][-1] > 1.5  # pre-norm: the stream grows
+    assert depth["residual, no norm"]["std"][-1] > 1.3 * depth["pre-norm"]["std"][-1]  # no norm: faster still
+    ratio = {name: d["gradient_first_over_last"] for name, d in depth.items()}
+    assert ratio["pre-norm"] > 1 > 0.5 > ratio["post-norm"]  # even vs top-heavy gradients (Xiong et al. 2020)
+    assert ratio["post-norm, no residual"] < 0.5 * ratio["post-norm"]
+    assert ratio["pre-norm, no residual"] < 0.25 * ratio["pre-norm"]
+    unnormalised = min(depth["residual, no norm"]["gradient"])
+    assert unnormalised > 10 * max(depth["post-norm"]["gradient"] + depth["pre-norm"]["gradient"])
+
+
+def test_reverse_ablations(block):
+    numbers, figures = block
+    reverse, ceiling = numbers["reverse"], numbers["bag_of_tokens_ceiling"]
+    assert 0.25 < ceiling < 0.32  # the most frequent of the other nine digits
+    assert min(reverse["full"]["token"]) > 0.99 and min(reverse["full"]["sequence"]) > 0.97
+    # No positions: order-blind, so exactly at the bag-of-tokens ceiling, never a whole sequence right.
+    assert all(abs(t - ceiling) < 0.02 for t in reverse["no positions"]["token"])
+    assert max(reverse["no positions"]["sequence"]) < 0.01
+    assert max(reverse["no residuals"]["token"]) < 0.6 and max(reverse["no residuals"]["sequence"]) < 0.01
+    # In the --quick budget the model without FFN is still behind on whole sequences; the other two make it.
+    assert max(reverse["no feed-forward"]["sequence"]) < 0.9
+    assert min(reverse["no LayerNorm"]["token"]) > 0.97
+    assert min(reverse["W_q = W_k"]["token"]) > 0.97
+    assert_figures(figures, "07_")
+
+
+def test_mirror_sum_needs_the_feed_forward_network(block):
+    numbers, _ = block
+    mirror_sum = numbers["mirror_sum"]
+    full, without = mirror_sum["full"]["token"], mirror_sum["no feed-forward"]["token"]
+    assert min(full) > max(without) + 0.15
+    assert max(without) < 0.9
