@@ -265,16 +265,52 @@ report["variance"] = measured
 report["ln_keys"] = math.log(n_keys)
 
 # %% [markdown]
-# The variance grows in step with $d$ unscaled and stays at 1 scaled, as the argument says. With 32 keys, unscaled
-# scores at $d = 1024$ have a standard deviation of 32: the softmax is all but one-hot (entropy near 0) and its
-# Jacobian is a fraction of the scaled one, and shrinks further as $d$ grows, so the query and key projections
-# get less and less learning signal. Scaled, the entropy stays near $\ln 32 - \tfrac12$ for every width: the same
-# well-spread weights and the same gradient size whatever the head width. (Trained weights are not independent unit
-# Gaussians, so real scores are not exactly unit-variance; the scaling keeps them in the right range at
-# initialisation, which is what lets training start.)
+# The variance grows in step with $d$ unscaled and stays at 1 scaled, as the argument says. Scaled, the entropy stays
+# near $\ln 32 - \tfrac12$ and the Jacobian near 0.24 for every width. Unscaled, the entropy falls steadily, but the
+# Jacobian does *not* simply shrink: at $d = 4$ and $16$ it is 0.30, larger than the scaled 0.24, and only from
+# $d = 64$ on does it fall (0.20, 0.11, 0.07 at $d = 64, 256, 1024$). The reason is that the size of
+# $\mathrm{diag}(p) - pp^\top$ is not monotone in the spread of the scores. Its squared Frobenius norm is
+# $\sum_i p_i^2 - 2\sum_i p_i^3 + (\sum_i p_i^2)^2$: for uniform weights over $m$ keys that is $(m-1)/m^2$, which is
+# $\sqrt{31}/32 \approx 0.17$ for all 32 keys, grows as the weight concentrates on fewer keys (0.5 for two), and
+# drops to 0 only at one key. So the Jacobian is largest at a *moderate* spread and vanishes only when the softmax
+# saturates. To see the whole curve, keep $d = 64$ and vary the scores' standard deviation $\sigma$ through the
+# backend's `scaling` ($\sigma = $ `scaling` $\cdot \sqrt d$); the widths of the table sit on it at $\sigma = \sqrt d$
+# (unscaled) and $\sigma = 1$ (scaled).
 
 # %%
-figure, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+sweep_d = 64
+spreads = torch.logspace(-1, math.log10(64), 25).tolist()  # σ from 0.1 to 64
+query, key = torch.randn(1, 1, 256, sweep_d), torch.randn(1, 1, n_keys, sweep_d)
+jacobian_by_spread = []
+for sigma in spreads:
+    _, p = attend(None, query, key, key, scaling=sigma / math.sqrt(sweep_d))
+    jacobian = torch.diag_embed(p) - p[..., :, None] * p[..., None, :]
+    jacobian_by_spread.append(jacobian.flatten(-2).norm(dim=-1).mean().item())
+peak = max(range(len(spreads)), key=jacobian_by_spread.__getitem__)
+report["jacobian_sweep_sigma"] = spreads
+report["jacobian_sweep"] = jacobian_by_spread
+report["jacobian_peak_sigma"] = spreads[peak]
+report["jacobian_uniform_limit"] = math.sqrt(n_keys - 1) / n_keys
+print(
+    f"softmax Jacobian over {n_keys} keys: {jacobian_by_spread[0]:.3f} at sigma = {spreads[0]:.1f} (uniform limit "
+    f"sqrt({n_keys - 1})/{n_keys} = {report['jacobian_uniform_limit']:.3f}), largest {max(jacobian_by_spread):.3f} "
+    f"at sigma = {spreads[peak]:.1f}, {jacobian_by_spread[-1]:.3f} at sigma = {spreads[-1]:.0f}"
+)
+
+# %% [markdown]
+# The curve rises from the uniform value, peaks at a spread of about 2.5 (most of the weight on a few keys), and falls
+# towards 0 as one key takes all the weight. Unscaled scores at $d = 4$ and $16$ ($\sigma = 2, 4$) land near the peak,
+# which is why their Jacobian beats the scaled one there; from $d = 64$ ($\sigma = 8$) they are on the falling side,
+# and each quadrupling of $d$ (doubling of $\sigma$) takes them further down, so the query and key projections get less
+# and less learning signal just where real models live (64 or 128 per head). The argument for $1/\sqrt d$ is therefore
+# not that unscaled gradients are always smaller, but that without it the spread, the entropy and the gradient all
+# depend on the head width and, at practical widths, the softmax is on its way to saturation; scaled, $\sigma = 1$ at
+# every width, on the rising side of the peak with well-spread weights. (Trained weights are not independent unit
+# Gaussians, so real scores are not exactly unit-variance; the scaling keeps them in the right range at initialisation,
+# which is what lets training start.)
+
+# %%
+figure, axes = plt.subplots(1, 4, figsize=(17, 3.6))
 d_values = [r["d"] for r in measured]
 axes[0].loglog(d_values, [r["var_unscaled"] for r in measured], "o-", label="q.k")
 axes[0].loglog(d_values, [r["var_scaled"] for r in measured], "o-", label="q.k / sqrt(d)")
@@ -292,6 +328,19 @@ axes[1].legend()
 axes[2].set_xlabel("width d")
 axes[2].set_title("Size of the softmax Jacobian")
 axes[2].legend()
+axes[3].semilogx(spreads, jacobian_by_spread, "k-", label=f"d = {sweep_d}, scores of std sigma")
+axes[3].semilogx(
+    [math.sqrt(d) for d in d_values], [r["jacobian_dot"] for r in measured], "o", label="unscaled, sigma = sqrt d"
+)
+axes[3].semilogx([1.0], [measured[0]["jacobian_scaled_dot"]], "o", label="scaled, sigma = 1")
+for r in measured:
+    axes[3].annotate(
+        f"d={r['d']}", (math.sqrt(r["d"]), r["jacobian_dot"]), fontsize=7, xytext=(4, 4), textcoords="offset points"
+    )
+axes[3].axhline(report["jacobian_uniform_limit"], color="k", ls=":", lw=0.8, label="uniform weights")
+axes[3].set_xlabel("standard deviation sigma of the scores")
+axes[3].set_title("Jacobian size against the spread")
+axes[3].legend(fontsize=7)
 save_figure(
     figure,
     args.figures,
@@ -303,6 +352,8 @@ save_figure(
     entropy_scaled=[r["entropy_scaled_dot"] for r in measured],
     jacobian_dot=[r["jacobian_dot"] for r in measured],
     jacobian_scaled=[r["jacobian_scaled_dot"] for r in measured],
+    sweep_sigma=spreads,
+    sweep_jacobian=jacobian_by_spread,
 )
 
 # %% [markdown]
@@ -316,6 +367,40 @@ save_figure(
 #   unit variance. T5 (`attention_score="dot"`) drops the factor and relies on its initialisation instead.
 #
 # **Next:** [05 · positional encodings](05_positional_encodings.py).
+#
+# ## Exercises
+#
+# 1. In the toy example, replace the equal keys by random ones (`keys = torch.randn(2, 10, 2)`). Are the outputs still
+#    the means of the valid values? What still holds, whatever the keys?
+# 2. Run the classic `d2l_masked_softmax` on a row with valid length 0 in `torch.bfloat16` instead of float16. NaN or
+#    not, and why does it differ from float16?
+# 3. Build the mask "query $i$ may see keys $0 \dots i$" for 4 queries and 4 keys with the same `arange` comparison
+#    used for valid lengths, and compare it with `hf_attention.masks.causal_mask(4, 4, 0, torch.device("cpu"))`.
+# 4. The scaled entropy sits near $\ln 32 - \tfrac12$. Set `n_keys` to 8 and to 128 and look at the gap
+#    $\ln n - H$ of the scaled rows. What does it tend to, and why?
+# 5. In the sweep, where is the peak of the Jacobian for `n_keys = 8`? Predict first from the formula for $m$ equal
+#    weights.
 
 # %%
 report.save()
+
+# %% [markdown]
+# ## Answers
+#
+# 1. No: with different keys the real keys get different weights, so the output is a weighted mean of the valid
+#    values rather than their plain mean. What still holds is the masking: the padded keys get weight exactly 0, each
+#    row sums to 1, and every output is a convex combination of the *valid* values only.
+# 2. A uniform row (0.25 each), not NaN: bfloat16 has float32's exponent range, so $-10^6$ is representable (rounded
+#    to $-999424$) and the softmax sees four equal scores. float16's largest magnitude is 65504, so there $-10^6$
+#    becomes $-\infty$ and $\infty - \infty$ makes NaN. Either way the classic version averages padding in; the
+#    library returns zeros.
+# 3. `torch.arange(4)[None, :] <= torch.arange(4)[:, None]` is the lower triangle, identical to `causal_mask(...)[0,
+#    0]`: a causal mask is a per-query valid length of $i + 1$.
+# 4. The gap is about 0.37 for 8 keys, 0.47 for 32 and 0.47-0.49 for 128 (it moves a little with the random draw):
+#    it tends to $\sigma^2/2 = 1/2$ from below. For scores
+#    $s_i \sim N(0, \sigma^2)$ and many keys, $\sum_i e^{s_i} \approx n\,e^{\sigma^2/2}$ and the softmax-weighted
+#    mean score is $\sigma^2$, so $H = \ln \sum_i e^{s_i} - \sum_i p_i s_i \approx \ln n - \sigma^2/2$.
+# 5. At a smaller spread, about $\sigma \approx 1.1$ (instead of 2.5), with a larger peak, about 0.37: with 8 keys
+#    a smaller spread already puts most of the weight on two or three of them, where $(m-1)/m^2$ is largest (0.5 at
+#    $m = 2$). The uniform starting value is higher too, $\sqrt 7/8 \approx 0.33$: with few keys even uniform
+#    weights pass a sizeable gradient, and the scaled scores ($\sigma = 1$) sit almost at the peak.

@@ -20,7 +20,7 @@
 # | `sinusoidal` | a fixed vector added to each token embedding | Vaswani et al. 2017 §3.5 |
 # | `learned` | a trained vector per position, added to the embedding | BERT, GPT-2 |
 # | `rotary` | rotates queries and keys by an angle proportional to the position | Su et al. 2021 (RoFormer) |
-# | `alibi` | a penalty $-m_h\lvert i-j\rvert$ added to the attention scores | Press et al. 2022 |
+# | `alibi` | a penalty $-m_h\lvert i-j\rvert$ added to the scores | Press et al. 2022 (causal; symmetric: extension) |
 # | `relative` | a learned bias per bucket of the distance $j - i$, added to the scores | Raffel et al. 2020 (T5) |
 
 # %%
@@ -49,10 +49,13 @@ WIDTH = 32  # embedding width of the sinusoidal table
 #
 # $$PE(p, 2i) = \sin\left(p / 10000^{2i/d}\right),\qquad PE(p, 2i+1) = \cos\left(p / 10000^{2i/d}\right).$$
 #
-# Each pair of columns is a sine–cosine pair at one frequency $\omega_i = 10000^{-2i/d}$; the frequencies fall
-# geometrically from 1 (a period of $2\pi \approx 6$ positions) down towards $10^{-4}$ (a period of about 63 000
-# positions). The library computes the table on the fly from the position ids (in float64), so no table limits the
-# length.
+# Each pair of columns is a sine–cosine pair at one frequency $\omega_i = 10000^{-2i/d}$, $i = 0 \dots d/2 - 1$; the
+# frequencies fall geometrically from 1 (a period of $2\pi \approx 6.3$ positions) towards $10^{-4}$. The slowest
+# pair, $i = d/2 - 1$, has the frequency $10000^{-(d-2)/d}$ and the period $2\pi \cdot 10000^{(d-2)/d}$: only in
+# the limit of large $d$ does that approach $2\pi \cdot 10000 \approx 62\,832$ positions. For the $d = 32$ table
+# drawn here it is about 35 000 (and about 61 000 for $d = 512$). The library computes the table on the fly from the
+# position ids (in float64), so no table limits the length. The periods below are read off the table itself: row 1
+# holds $(\sin \omega_i, \cos \omega_i)$, so $\omega_i = \operatorname{atan2}(PE(1, 2i), PE(1, 2i+1))$.
 
 # %%
 positions = torch.arange(LENGTH)
@@ -69,6 +72,20 @@ axes[1].set_ylabel("position p")
 axes[1].set_title("The whole table")
 figure.colorbar(image, ax=axes[1])
 save_figure(figure, args.figures, "05_sinusoidal", table=table_pe)
+
+row_one = SinusoidalPositionalEmbedding(embedding_dim=WIDTH)(torch.tensor([[1]]))[0, 0].double()  # (WIDTH,)
+frequencies_read = torch.atan2(row_one[0::2], row_one[1::2])  # ω_i, from the library's own table
+periods = 2 * torch.pi / frequencies_read
+report["sinusoidal_periods"] = periods
+report["slowest_period"] = periods[-1].item()
+report["slowest_period_formula"] = 2 * torch.pi * 10000 ** ((WIDTH - 2) / WIDTH)
+report["large_d_limit_period"] = 2 * torch.pi * 10000
+print(
+    f"periods of the {WIDTH // 2} column pairs (positions): fastest {periods[0]:.2f}, then "
+    + ", ".join(f"{value:.0f}" for value in periods[1:-1].tolist())
+    + f", slowest {periods[-1]:.0f} (2π·10000^((d-2)/d) = {report['slowest_period_formula']:.0f}; "
+    f"the large-d limit 2π·10000 = {report['large_d_limit_period']:.0f})"
+)
 
 # %% [markdown]
 # ## The binary-counter analogy
@@ -146,7 +163,10 @@ report["rotation_max_error"] = max(offset_errors.values())
 #   diagonal); whatever else there is, training has to put in. The table also ends at `max_position_embeddings`;
 # * **rotary**: the score $q^\top k$ of one fixed query vector at position $i$ and one fixed key vector at
 #   position $j$ after RoPE's rotations: it depends only on $j - i$;
-# * **ALiBi**: the bias $-m\lvert i-j\rvert$ of the first head, a fixed linear penalty on distance;
+# * **ALiBi**: the bias $-m\lvert i-j\rvert$ of the first head, a fixed linear penalty on distance. Press et al.
+#   (2022) define ALiBi for causal language models, where only keys $j \le i$ exist and the penalty is
+#   $-m(i - j)$; the symmetric $-m\lvert i-j\rvert$ that an encoder needs (shown here, and what hf-attention uses in
+#   both directions) is an extension of the paper, not part of it;
 # * **T5 buckets**: the bucket index of $j - i$: 8 exact small distances per direction, then logarithmically
 #   wider buckets up to 128, the same bucket beyond. A learned scalar per (bucket, head) is the bias.
 
@@ -289,6 +309,39 @@ report["permutation_difference"] = differences
 # without any positional encoding; an encoder has no such crutch.)
 #
 # **Next:** [06 · multi-head, self- and cross-attention, masks](06_multihead_self_cross_masks.py).
+#
+# ## Exercises
+#
+# 1. Set `WIDTH = 128`. What is the period of the slowest column pair now, and how far is it from the large-$d$
+#    limit $2\pi \cdot 10000$?
+# 2. Check on `sinusoidal_gram` that $PE(i)\cdot PE(i+5)$ is the same for $i = 0, 10, 30$. Which closed form does
+#    it equal?
+# 3. Print `alibi_slopes(8)` and `alibi_slopes(6)`. Why is the second not a geometric sequence?
+# 4. With `relative_position_bucket(..., bidirectional=True, num_buckets=32, max_distance=128)`, which buckets do
+#    the distances $+9, -9, +50, -50, +100, -100$ fall into?
+# 5. Repeat the order-blindness measurement with a *decoder*
+#    (`hf_attention.HFAttentionDecoderConfig` / `HFAttentionForCausalLM`, `position_encoding="none"`, the same sizes,
+#    the last hidden state from `output_hidden_states=True`). Is it permutation-equivariant? Now keep the last token
+#    in place and shuffle only the 11 before it: is the last position's output unchanged with 1 layer? With 2?
 
 # %%
 report.save()
+
+# %% [markdown]
+# ## Answers
+#
+# 1. About 54 410 positions ($2\pi \cdot 10000^{126/128}$), 87% of the limit 62 832; the slowest frequency is
+#    $10000^{-(d-2)/d}$, which approaches $10^{-4}$ only as $d$ grows.
+# 2. All three are 11.777 (to float rounding): $PE(p)\cdot PE(q) = \sum_i (\sin p\omega_i \sin q\omega_i + \cos
+#    p\omega_i \cos q\omega_i) = \sum_i \cos((p - q)\omega_i)$, here $\sum_{i=0}^{15} \cos(5\omega_i)$.
+# 3. 8 heads: $2^{-1}, 2^{-2}, \dots, 2^{-8}$. 6 heads: 0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125. For a head
+#    count that is not a power of two, Press et al. take the four slopes of the nearest lower power of two and fill up
+#    with every other slope of the next power (8 heads), so the list is two interleaved geometric sequences.
+# 4. $+9 \to 24$, $-9 \to 8$, $+50 \to 29$, $-50 \to 13$, $+100 \to 31$, $-100 \to 15$. Positive distances use
+#    buckets 16-31 and negative ones 0-15; beyond the 8 exact distances, the buckets are logarithmic, so 9 and 50 are
+#    close in bucket index, and everything past about 128 lands in the last bucket of its direction.
+# 5. No: shuffled, the outputs differ by about as much as their own size, because the causal mask gives each position
+#    a different set of keys. Keeping the last token and shuffling the rest: with 1 layer the last output is
+#    unchanged (to about $10^{-7}$), since its query is the same and it sees the same *set* of keys and values; with 2
+#    layers it changes (by about 0.6 in our run), because the first layer's outputs at earlier positions already
+#    depend on the order. That order information is what lets some decoders work without positional encodings.

@@ -53,9 +53,13 @@ def heatmap(axis, weights, rows, columns, title, vmax=None):
 # * **Causal** (decoder self-attention): query $i$ sees keys $0 \dots i$: a lower triangle.
 # * **Padding**: a batch holds sentences of different lengths, filled up with a pad token; the 0/1
 #   `attention_mask` a tokenizer returns becomes a mask that hides the pad keys from every query.
-# * **Both**, combined with a logical AND, for a padded batch in a decoder. (Decoders pad on the *left*, so that
-#   every row's last token is a real one and generation can continue all rows at once.) In the third picture the
-#   first three rows are empty: pad positions that may see no key at all.
+# * **Both**, combined with a logical AND, for a padded batch in a decoder. *Decoder-only* models pad on the
+#   *left* when they generate, so that every row's last token is a real one and generation can continue all rows at
+#   once; that is the case drawn here, and in the third picture the first three rows are empty: pad positions that
+#   may see no key at all. (An encoder-decoder such as this tutorial's model pads on the *right*, both its source
+#   and, in training, its targets: the decoder's real tokens come first, the causal mask keeps them from seeing the
+#   pads after them, and the loss ignores the padded labels. Its generation starts every row from the same start
+#   token, so it needs no left padding.)
 # * **Causal with a cache**: during generation only the new tokens are queries, while the keys include the cached
 #   past. The mask must be aligned to the *end*: a query at absolute position $p$ sees keys $0 \dots p$.
 
@@ -100,7 +104,10 @@ save_figure(
 # An English → German Transformer of the 2017 kind (post-norm, sinusoidal positions), trained on the user-interface
 # strings of the machine's gettext catalogs by `training.train`, the main job of this project. If the main job's
 # export is not on this machine, a much shorter run is trained here first (a minute or two): its translations are
-# poor, but its attention already has structure.
+# poor, but its attention already has structure. *Post-norm* means the layer normalisation comes after each residual
+# addition, $x \leftarrow \mathrm{LayerNorm}(x + \mathrm{sublayer}(x))$, as in Vaswani et al. (2017); most models
+# since normalise before the sublayer instead (*pre-norm*,
+# $x \leftarrow x + \mathrm{sublayer}(\mathrm{LayerNorm}(x))$), which trains more stably in deep stacks.
 
 # %%
 model, tokenizer, origin = load_translation_model(args)
@@ -193,14 +200,17 @@ print(
 # %% [markdown]
 # Why several small heads instead of one big one? Each head has its own projections, so each can match queries and
 # keys on a different relation (the previous token, the same word, the end of the sentence), and a softmax can
-# only pick one kind of relation at a time. With the same total width the cost is the same as one head. (With
-# `num_key_value_heads` < `num_attention_heads`, groups of query heads share one key/value head: grouped-query
-# attention, which shrinks the decoder's cache.)
+# only pick one kind of relation at a time. With the same total width the cost is the same as one head.
+# *Grouped-query attention* (Ainslie et al. 2023) goes the other way for keys and values: with
+# `num_key_value_heads` < `num_attention_heads`, each group of query heads shares one key/value head, which shrinks
+# the keys and values a decoder must cache during generation.
 #
 # ## The heads of the trained model
 #
 # Every encoder layer × head for one sentence (self-attention: tokens × tokens), and the decoder's self-attention,
-# whose upper triangle is empty: the causal mask at work.
+# whose upper triangle is empty: the causal mask at work (its rows and columns are the decoder's *inputs*, `<s>` and
+# the tokens written so far, since there a query attends to the inputs before it). All panels share one colour scale
+# (the bar on the right), so a head that looks pale spreads its weight, and heads can be compared with each other.
 
 # %%
 sentence = "Could not open the file"
@@ -220,30 +230,52 @@ figure, axes = plt.subplots(
 grid = [("encoder", i, w, enc_rows, enc_columns) for i, w in enumerate(encoder_layers)] + [
     ("decoder", i, w, dec_rows, dec_columns) for i, w in enumerate(decoder_layers)
 ]
+shared_max = max(weights.max().item() for _, _, weights, _, _ in grid)  # one colour scale for every panel
 for row, (name, index, weights, rows, columns) in enumerate(grid):
     for head in range(H):
-        heatmap(axes[row, head], weights[head], rows, columns, f"{name} layer {index}, head {head}")
+        image = heatmap(
+            axes[row, head], weights[head], rows, columns, f"{name} layer {index}, head {head}", vmax=shared_max
+        )
+figure.colorbar(image, ax=axes, shrink=0.6, label="attention weight (same scale in every panel)")
+report["heads_colour_scale_max"] = shared_max
 save_figure(figure, args.figures, "06_heads", encoder=torch.stack(encoder_layers), decoder=torch.stack(decoder_layers))
 
 # %% [markdown]
 # ## Cross-attention: where the decoder looks while it writes
 #
-# For each sentence the model translates greedily; row $i$ of the cross-attention is the decoding step that
-# writes target token $i$ (its input is the start token `<s>` followed by the target so far), and its columns are
-# the source tokens. Averaged over heads, the weight tends to move through the source as the target is written:
-# a soft alignment, learned from nothing but pairs of sentences (Bahdanau et al. 2015 made this visible first).
+# For each sentence the model translates greedily, and the decoder is run once more over its own output to read
+# the cross-attention. **Row $t$ is decoding step $t$**: its input is the start token `<s>` followed by the first
+# $t - 1$ tokens written, and it writes token $t$; the row is labelled "$t$: token $t$", the token that step chose
+# (tutorial 09's figure labels its rows the same way). The columns are the source tokens, and each row sums to 1 over
+# them.
 
 # %%
-sentences = ["Could not open file", "Show hidden files", "Delete the selected files", "Save the document"]
+# Each sentence with one correct German translation (UI style: infinitive for commands), to judge the model's by.
+references = {
+    "Could not open file": "Datei konnte nicht geöffnet werden",
+    "Show hidden files": "Verborgene Dateien anzeigen",
+    "Delete the selected files": "Ausgewählte Dateien löschen",
+    "Save the document": "Dokument speichern",
+}
+sentences = list(references)
 if args.quick:
     sentences = sentences[:2]
 cross = []
+translations = {}
 for text in sentences:
-    layers, rows, columns = attention_weights(model, tokenizer, text, kind="cross", max_new_tokens=16)
+    with torch.no_grad():  # greedy, as attention_weights generates it: the rows are steps 1 … T of this output
+        generated = model.generate(
+            **tokenizer(text, return_tensors="pt"), max_new_tokens=16, do_sample=False, num_beams=1
+        )
+    layers, inputs, columns = attention_weights(model, tokenizer, text, kind="cross", max_new_tokens=16)
+    written = token_labels(tokenizer, generated[0, 1:].tolist())  # token t is written by the step whose input ends
+    rows = [f"{t}: {token}" for t, token in enumerate(written, start=1)]  # with token t - 1 (inputs[t - 1])
+    assert inputs == token_labels(tokenizer, generated[0, :-1].tolist())  # the same output, one step behind
+    translations[text] = tokenizer.decode(generated[0], skip_special_tokens=True)
     cross.append((text, layers, rows, columns))
-    with torch.no_grad():  # the same greedy translation attention_weights generated, as text
-        generated = model.generate(**tokenizer(text, return_tensors="pt"), max_new_tokens=16, do_sample=False)
-    print(f"{text!r} → {tokenizer.decode(generated[0], skip_special_tokens=True)!r}")
+    print(f"{text!r} → {translations[text]!r}   (a correct translation: {references[text]!r})")
+report["translations"] = translations
+report["cross_rows_first_sentence"] = cross[0][2]
 
 n_layers = len(cross[0][1])
 figure, axes = plt.subplots(
@@ -251,7 +283,7 @@ figure, axes = plt.subplots(
 )
 for row, (text, layers, rows, columns) in enumerate(cross):
     for index, weights in enumerate(layers):
-        heatmap(
+        image = heatmap(
             axes[row, index],
             weights.mean(0),
             rows,
@@ -259,7 +291,8 @@ for row, (text, layers, rows, columns) in enumerate(cross):
             f"decoder layer {index}, mean of heads" if row == 0 else "",
             vmax=1,
         )
-    axes[row, 0].set_ylabel(repr(text), fontsize=9)
+    axes[row, 0].set_ylabel(f"{text!r}\nstep: token written", fontsize=9)
+figure.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
 save_figure(
     figure,
     args.figures,
@@ -268,6 +301,21 @@ save_figure(
 )
 
 # %% [markdown]
+# Judge the translations before the heatmaps: each printed line puts the model's greedy output next to a correct
+# translation. Where the output is wrong, its rows show where the model looked while making the mistake, which is no
+# alignment of anything; a row is worth reading as an alignment only for tokens that are right.
+#
+# Read as an alignment, a row shows which source tokens the decoder weighted while choosing its token. Do not expect
+# a diagonal: German does not keep English word order. In "Could not open file" → "Datei konnte nicht geöffnet
+# werden" the first German word translates the last English one and the verb goes to the end, and a German user
+# interface turns an English imperative into an infinitive at the end ("Delete the selected files" → "Ausgewählte
+# Dateien löschen").
+# A good alignment therefore jumps back and forth through the source. And whatever the heatmap shows, attention
+# weights are not an explanation of the output: Jain & Wallace (2019) found that quite different weights often give
+# the same predictions, and Wiegreffe & Pinter (2019) that whether weights explain anything depends on the model and
+# must be tested, not read off a picture. The output of a layer also mixes in the values through `o_proj`, the
+# residual stream and later layers, none of which the weights show.
+#
 # How sharp is that alignment? The entropy of a row, divided by $\ln S$ (S source tokens), is 1 for a uniform
 # row and 0 for a row that looks at one token. Compare the trained model with a freshly initialised one of the same
 # shape, whose attention is close to uniform (its scores are all near 0).
@@ -283,8 +331,8 @@ def mean_normalised_entropy(layers) -> float:
 untrained = hf_attention.HFAttentionForSeq2SeqLM(config).eval()
 trained_entropy = sum(mean_normalised_entropy(layers) for _, layers, _, _ in cross) / len(cross)
 untrained_entropy = sum(
-    mean_normalised_entropy(attention_weights(untrained, tokenizer, text, kind="cross", target=" ".join(rows[1:]))[0])
-    for text, _, rows, _ in cross
+    mean_normalised_entropy(attention_weights(untrained, tokenizer, text, kind="cross", target=translations[text])[0])
+    for text, _, _, _ in cross
 ) / len(cross)
 report["cross_row_sum_error"] = max((w.sum(-1) - 1).abs().max().item() for _, layers, _, _ in cross for w in layers)
 report["cross_entropy_trained"] = trained_entropy
@@ -306,6 +354,39 @@ print(
 # ```
 #
 # **Next:** [08 · why attention: cost and path length](08_why_attention.py).
+#
+# ## Exercises
+#
+# 1. Build the mask of a *right*-padded target batch in the decoder, as this model trains:
+#    `combine(causal_mask(8, 8, 0, torch.device("cpu")), padding_mask(torch.tensor([[1, 1, 1, 1, 1, 0, 0, 0]])))`.
+#    How many keys does each query see? Is any row empty, unlike the left-padded picture?
+# 2. `causal_mask(3, 10, 7, torch.device("cpu"))`: three new queries after 7 cached tokens. How many keys does each
+#    see?
+# 3. In the cell that runs the heads one by one, swap the outputs of heads 0 and 1 before the concatenation. Does the
+#    layer's output change? What else would you have to permute to get the same output back?
+# 4. Count the parameters of `MultiHeadAttention(hidden_size=512, num_heads=8, num_kv_heads=kv, head_dim=64)` for
+#    `kv = 8` and `kv = 2` (grouped-query attention), and the numbers a decoder caches per token and layer.
+# 5. Translate "Could not open file" with the freshly initialised `untrained` model (`untrained.generate(...)`).
+#    What does it write, and why is its cross-attention almost uniform?
 
 # %%
 report.save()
+
+# %% [markdown]
+# ## Answers
+#
+# 1. Queries 0-4 see $1, 2, 3, 4, 5$ keys and the pad queries 5-7 see the 5 real keys: no row is empty, because the
+#    real tokens come first and every query has at least key 0 before it. (Their outputs are never used: the loss
+#    ignores padded labels.)
+# 2. 8, 9 and 10 keys: the query at absolute position $p$ sees keys $0 \dots p$, and the new queries sit at positions
+#    7, 8 and 9.
+# 3. Yes: `o_proj` reads the concatenation by position, columns $0 \dots D-1$ as head 0's output and so on. Swapping
+#    the two heads' $D$ input columns of `o_proj.weight` as well gives the same output back: the heads have no order of
+#    their own, only the slots `o_proj` reads them from.
+# 4. 1 050 624 parameters with 8 key/value heads and 656 640 with 2: `k_proj` and `v_proj` shrink from $512 \times
+#    512$ to $128 \times 512$ (plus biases). The cache holds $2 \cdot$ `num_kv_heads` $\cdot$ `head_dim` numbers per
+#    token and layer: 1024 against 256, four times fewer. Each key/value head now serves 4 query heads.
+# 5. Nothing meaningful: tokens that its random output layer happens to favour, often one token repeated until
+#    `max_new_tokens`. Its projections are initialised with small weights (standard deviation
+#    `config.initializer_range`), so every query-key score is close to 0, and a softmax of near-equal scores is
+#    near-uniform: the normalised entropy of about 1.0 in the table above.

@@ -15,7 +15,7 @@
 # token in one layer. Vaswani et al. (2017, §4 and Table 1) compare the three on three counts, for a sequence of
 # $n$ tokens of width $d$:
 #
-# * **cost per layer**: the multiply-adds of mixing information across positions;
+# * **cost per layer**: the multiply-adds of one layer over the whole sequence;
 # * **sequential operations**: steps that must wait for the previous one, which no number of cores can run at once;
 # * **maximum path length**: how many layers or steps a signal crosses between the two most distant positions. The
 #   shorter, the easier to learn long-range dependencies: a gradient that must cross $n$ steps tends to vanish or
@@ -32,6 +32,7 @@ import statistics
 import time
 from types import SimpleNamespace
 
+import matplotlib.ticker
 import torch
 from tutorial_support import ROOT, Report, parse_args, plt, save_figure, table
 
@@ -51,46 +52,107 @@ torch.manual_seed(0)
 # | convolutional (kernel $k$) | $O(k\, n\, d^2)$ | $O(1)$ | $O(\log_k n)$ dilated, $O(n/k)$ contiguous |
 # | self-attention restricted to a window $r$ | $O(r\, n\, d)$ | $O(1)$ | $O(n/r)$ |
 #
-# Self-attention costs $n^2 d$ (every pair of positions, a dot product of width $d$, then the weighted sum); a
-# recurrent layer $n d^2$ (one $d \times d$ matrix product per step). So self-attention is the cheaper of the two
-# while $n < d$, which is the usual case for sentences ($n$ of tens, $d$ of hundreds), and the dearer for long
-# documents. With $d = 512$, the width of the 2017 base model:
+# The $O(\cdot)$ hides constants, and the constants decide where the curves cross. Counted exactly, in
+# **multiply-adds** (one multiply-add = 2 FLOPs), for one forward pass of one layer over $n$ tokens of width $d$,
+# biases and nonlinearities left out:
+#
+# * **self-attention**: the projections to queries, keys and values ($3nd^2$) and the output projection $W_O$
+#   ($nd^2$), plus the pairwise part: the scores $QK^\top$ ($n^2 d$) and the weighted sum of the values ($n^2 d$).
+#   Total $4nd^2 + 2n^2d$.
+# * **vanilla (Elman) RNN**, $h_t = \tanh(W_x x_t + W_h h_{t-1})$: two $d \times d$ products per step, $2nd^2$. It has
+#   no query, key or value projections at all.
+# * **LSTM**: four gates, each with its own $W_x$ and $W_h$: $8nd^2$.
+# * **convolution** of kernel $k$ from $d$ to $d$ channels: $knd^2$.
+#
+# So the crossover is not one number. Against an LSTM, $4nd^2 + 2n^2d = 8nd^2$ at $n = 2d$; against a vanilla RNN
+# the attention layer is dearer at *every* length, since its projections alone ($4nd^2$) already cost twice the whole
+# RNN; against a $k = 3$ convolution, likewise ($4nd^2 > 3nd^2$). The paper's "cheaper while $n < d$" compares only
+# the pairwise part with a recurrent layer's $nd^2$ with both constants dropped. What stays true is the shape: the
+# pairwise part grows as $n^2$, everything else as $n$, so for long enough inputs attention is the dearest.
+# With $d = 512$, the width of the 2017 base model:
 
 # %%
 d = 512
-lengths_table = [16, 64, 256, 512, 1024, 4096]
-costs = []
-for n in lengths_table:
-    costs.append({"n": n, "self_attention": 2 * n * n * d, "recurrent": n * d * d, "convolution_k3": 3 * n * d * d})
+# Multiply-adds per layer, per token and per d² (constant) and per n·d (the pairwise part): cost = n·d·(a·d + b·n).
+COSTS = {
+    "self_attention": (4, 2),  # q, k, v, o projections 4nd²; scores n²d + weighted sum n²d
+    "rnn": (2, 0),  # W_x x_t + W_h h_{t-1}: 2d² per step
+    "lstm": (8, 0),  # 4 gates × (W_x, W_h): 8d² per step
+    "convolution_k3": (3, 0),  # k·d² per position
+}
+
+
+def multiply_adds(layer: str, n: int, d: int) -> int:
+    a, b = COSTS[layer]
+    return n * d * (a * d + b * n)
+
+
+def crossover(layer: str, d: int) -> float | None:
+    """The length n at which self-attention costs as much as `layer` (None: attention is dearer at every n).
+
+    4nd² + 2n²d = a·nd²  ⇔  n = (a - 4) d / 2."""
+    a_attention, b_attention = COSTS["self_attention"]
+    a, _ = COSTS[layer]
+    n = (a - a_attention) * d / b_attention
+    return n if n > 0 else None
+
+
+lengths_table = [16, 64, 256, 512, 1024, 2048, 4096]
+costs = [{"n": n, **{layer: multiply_adds(layer, n, d) for layer in COSTS}} for n in lengths_table]
 print(
     table(
         [
             (
                 c["n"],
                 f"{c['self_attention']:.2e}",
-                f"{c['recurrent']:.2e}",
+                f"{c['rnn']:.2e}",
+                f"{c['lstm']:.2e}",
                 f"{c['convolution_k3']:.2e}",
-                f"{c['self_attention'] / c['recurrent']:.2f}",
+                f"{c['self_attention'] / c['lstm']:.2f}",
+                f"{2 * c['n'] * c['n'] * d / c['rnn']:.2f}",
             )
             for c in costs
         ],
-        ("n", "self-attention 2n²d", "recurrent n d²", "convolution 3n d²", "attention / recurrent"),
+        (
+            "n",
+            "attention 4nd²+2n²d",
+            "RNN 2nd²",
+            "LSTM 8nd²",
+            "conv 3nd²",
+            "attention / LSTM",
+            "pairwise 2n²d / RNN",
+        ),
     )
 )
-report["cost_ratio_attention_over_recurrent"] = {str(c["n"]): c["self_attention"] / c["recurrent"] for c in costs}
+crossovers = {layer: crossover(layer, d) for layer in ("rnn", "lstm", "convolution_k3")}
+crossovers["pairwise_part_vs_rnn"] = d  # 2n²d = 2nd² at n = d: the paper's comparison, with both constants kept
+for layer, value in crossovers.items():
+    print(f"self-attention costs as much as {layer} at n = {value if value is not None else 'never (always dearer)'}")
+report["multiply_add_constants"] = COSTS
+report["cost_ratio_attention_over_lstm"] = {str(c["n"]): c["self_attention"] / c["lstm"] for c in costs}
+report["crossover_n"] = crossovers
+report["d_for_costs"] = d
 
 # %% [markdown]
-# (Counting the score product and the weighted sum gives $2n^2d$; the table's $O(\cdot)$ drops the 2, so the
-# crossover is at $n = d/2$ here and at $n = d$ in the paper's accounting. The projections to queries, keys and
-# values, $3nd^2$, are paid by every kind of layer and left out.)
+# At $d = 512$ the attention layer costs as much as an LSTM at $n = 1024$ and half as much at $n = 16$, never less
+# than a vanilla RNN or a 3-wide convolution of the same width, and its pairwise part alone matches a vanilla RNN
+# at $n = d = 512$. Two things the count leaves out. What matters more than the count on real hardware favours
+# attention: its work is a few large matrix products that run in parallel over the positions, while an RNN's $n$
+# small products must run one after the other (next section). And a Transformer layer also has a feed-forward block
+# ($8nd^2$ for the usual inner width $4d$), which for sentence-length inputs costs more than its attention does.
 #
 # ## Path length, measured with gradients
 #
 # Which inputs can change output position $n-1$? Exactly those with a non-zero gradient $\partial y_{n-1} /
 # \partial x_i$. Stack layers until position 0 reaches position $n-1$:
 #
-# * convolutions of kernel 3 (each layer lets information move one position further);
-# * dilated convolutions of kernel 3 with dilations 1, 2, 4, … (WaveNet-style: the reach doubles per layer);
+# * contiguous convolutions. A *centred* kernel of width $k$ (output $i$ reads inputs $i - \frac{k-1}2 \dots i +
+#   \frac{k-1}2$, the usual choice in an encoder) moves information $(k-1)/2$ positions per layer, so crossing
+#   $n - 1$ positions takes $\lceil (n-1) / \frac{k-1}{2} \rceil$ layers; a *causal* kernel (output $i$ reads
+#   $i-k+1 \dots i$, as in a decoder) moves it $k - 1$ positions per layer, $\lceil (n-1)/(k-1) \rceil$ layers.
+#   Both are the table's $O(n/k)$, with constants 2 and 1;
+# * dilated centred convolutions of kernel 3 with dilations 1, 2, 4, … (WaveNet-style: after $L$ layers the reach is
+#   $1 + 2 + \dots + 2^{L-1} = 2^L - 1$ positions, which doubles per layer: the $O(\log_k n)$ of the table);
 # * one self-attention layer (hf-attention's `MultiHeadAttention`).
 
 # %%
@@ -108,12 +170,18 @@ def reaches(layers: list[torch.nn.Module]) -> bool:
 
 
 class Convolution(torch.nn.Module):
-    def __init__(self, dilation: int):
+    """A width-8 convolution of kernel k that keeps the length: centred (padding on both sides) or causal (k-1
+    positions of padding on the left only, so output i never reads an input after i)."""
+
+    def __init__(self, kernel: int, dilation: int = 1, causal: bool = False):
         super().__init__()
-        self.conv = torch.nn.Conv1d(8, 8, kernel_size=3, padding=dilation, dilation=dilation)
+        reach = (kernel - 1) * dilation
+        self.padding = (reach, 0) if causal else (reach // 2, reach // 2)
+        self.conv = torch.nn.Conv1d(8, 8, kernel_size=kernel, dilation=dilation)
 
     def forward(self, h):  # (1, n, 8) → (1, n, 8)
-        return torch.tanh(self.conv(h.transpose(1, 2))).transpose(1, 2)
+        padded = torch.nn.functional.pad(h.transpose(1, 2), self.padding)
+        return torch.tanh(self.conv(padded)).transpose(1, 2)
 
 
 def layers_needed(make) -> int:
@@ -133,34 +201,62 @@ class SelfAttention(torch.nn.Module):
 
 
 path = {
-    "convolution_k3": layers_needed(lambda i: Convolution(1)),
-    "dilated_convolution_k3": layers_needed(lambda i: Convolution(2**i)),
+    "convolution_k3": layers_needed(lambda i: Convolution(3)),
+    "convolution_k5": layers_needed(lambda i: Convolution(5)),
+    "causal_convolution_k3": layers_needed(lambda i: Convolution(3, causal=True)),
+    "dilated_convolution_k3": layers_needed(lambda i: Convolution(3, dilation=2**i)),
     "self_attention": layers_needed(lambda i: SelfAttention()),
+    # Counted, not measured: one recurrent layer, n - 1 applications of its cell between position 0 and n - 1.
+    # (Tutorial 01 measures an RNN: its sequential steps per layer and how far a gradient reaches; that measured
+    # row belongs here.)
     "recurrent_steps": n - 1,
+}
+expected = {
+    "convolution_k3": math.ceil((n - 1) / ((3 - 1) / 2)),
+    "convolution_k5": math.ceil((n - 1) / ((5 - 1) / 2)),
+    "causal_convolution_k3": math.ceil((n - 1) / (3 - 1)),
+    "dilated_convolution_k3": next(L for L in range(1, n) if n - 1 <= 2**L - 1),
+    "self_attention": 1,
 }
 print(
     table(
         [
-            ("convolution, k = 3", path["convolution_k3"], f"n-1 = {n - 1} (one position further per layer)"),
             (
-                "dilated convolution, k = 3",
+                "convolution, centred, k = 3",
+                path["convolution_k3"],
+                f"ceil({n - 1} / 1) = {expected['convolution_k3']}",
+            ),
+            (
+                "convolution, centred, k = 5",
+                path["convolution_k5"],
+                f"ceil({n - 1} / 2) = {expected['convolution_k5']}",
+            ),
+            (
+                "convolution, causal, k = 3",
+                path["causal_convolution_k3"],
+                f"ceil({n - 1} / 2) = {expected['causal_convolution_k3']}",
+            ),
+            (
+                "dilated convolution, centred, k = 3",
                 path["dilated_convolution_k3"],
-                f"smallest L with 2^L - 1 >= n-1: {math.ceil(math.log2(n))}",
+                f"smallest L with 2^L - 1 >= {n - 1}: {expected['dilated_convolution_k3']}",
             ),
             ("self-attention", path["self_attention"], "1"),
-            ("RNN", f"1 layer, {path['recurrent_steps']} steps", "n-1 sequential steps"),
+            ("RNN (counted, not measured)", f"1 layer, {path['recurrent_steps']} steps", "n-1 sequential steps"),
         ],
         ("layer", f"layers for position 0 to reach position {n - 1}", "expected"),
     )
 )
 report["path_length"] = path
+report["path_length_expected"] = expected
 
 # %% [markdown]
-# One self-attention layer connects the first token with the last; a stack of ordinary 3-wide convolutions needs 32
-# layers for 33 tokens, dilated ones 6 (the logarithmic path of the table). An RNN connects them in one layer, but
-# through 32 applications of the same cell, one after the other: that path is long (the gradient is a product of
-# 32 Jacobians) and it cannot be parallelised over positions in training. A Transformer processes all positions of
-# a layer at once.
+# One self-attention layer connects the first token with the last. Contiguous convolutions need a number of layers
+# proportional to $n/k$: for 33 tokens, 32 centred 3-wide layers (each moves information one position to either
+# side), 16 centred 5-wide or causal 3-wide ones (two positions per layer). Dilated ones need 6, the logarithmic
+# path of the table. An RNN connects the two ends in one layer, but through 32 applications of the same cell, one
+# after the other: that path is long (the gradient is a product of 32 Jacobians) and it cannot be parallelised over
+# positions in training. A Transformer processes all positions of a layer at once.
 #
 # ## The price: time and memory that grow with $n^2$
 #
@@ -168,8 +264,9 @@ report["path_length"] = path
 #
 # * **eager** (`eager_attention_forward`) writes the computation out: it materialises the scores and the weights,
 #   $n^2$ numbers per head each, which is also how it can return the weights for heatmaps;
-# * **sdpa** (`sdpa_attention_forward`) calls PyTorch's fused `scaled_dot_product_attention`, which on a CPU
-#   processes the keys block by block (the "flash attention" idea) and never stores the $n \times n$ matrix.
+# * **SDPA**, short for *scaled dot-product attention* (`sdpa_attention_forward`), calls PyTorch's fused
+#   `torch.nn.functional.scaled_dot_product_attention`: one kernel for scores, softmax and weighted sum, which on a
+#   CPU processes the keys block by block (the "flash attention" idea) and never stores the $n \times n$ matrix.
 #
 # Both are measured here on one attention call (batch 1, 4 heads of width 64, forward only): the wall time (median
 # of several runs) and the peak memory the call adds (the process's peak resident memory, reset before the call
@@ -266,7 +363,8 @@ for name in ("eager", "sdpa"):
     axes[0].loglog(n_values, [r[f"{name}_ms"] for r in measured], "o-", label=name)
     if memory is not None:
         axes[1].loglog(n_values, [r[f"{name}_MiB"] for r in measured], "o-", label=name)
-reference = [measured[0]["eager_ms"] * (x / n_values[0]) ** 2 for x in n_values]
+# anchored at the longest length, whose time is the least disturbed by other work on a shared machine
+reference = [measured[-1]["eager_ms"] * (x / n_values[-1]) ** 2 for x in n_values]
 axes[0].loglog(n_values, reference, "k:", label="∝ n²")
 axes[0].set_xlabel("sequence length n")
 axes[0].set_ylabel("ms per call")
@@ -277,6 +375,9 @@ axes[1].set_xlabel("sequence length n")
 axes[1].set_ylabel("MiB added at the peak")
 axes[1].set_title("Memory of one attention call")
 axes[1].legend()
+for axis in axes:  # one plain label per measured length (log-scale defaults print 2×10³-style labels that overlap)
+    axis.set_xticks(n_values, [str(value) for value in n_values])
+    axis.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
 save_figure(
     figure,
     args.figures,
@@ -376,6 +477,39 @@ print(
 # for very long inputs it is why restricted, sparse and linear-time variants exist.
 #
 # **Next:** [09 · the encoder-decoder step by step](09_encoder_decoder_step_by_step.py).
+#
+# ## Exercises
+#
+# 1. Set `d = 1024` in the cost cell. At which length does the attention layer cost as much as an LSTM now, and
+#    why does the crossover scale with $d$?
+# 2. A GRU has three gates, each with its own $W_x$ and $W_h$. Add it to `COSTS` and find its crossover with
+#    self-attention at $d = 512$.
+# 3. Check the count of the attention layer against PyTorch's own counter: run one
+#    `MultiHeadAttention(hidden_size=64, num_heads=4, num_kv_heads=4, head_dim=16, bias=False)` on 64 tokens with the
+#    eager backend inside `torch.utils.flop_counter.FlopCounterMode` and compare `get_total_flops()` with
+#    $2(4nd^2 + 2n^2d)$.
+# 4. Predict, then measure with `layers_needed`, how many layers of a causal convolution of kernel 7 and of a centred
+#    one of kernel 7 it takes to connect position 0 with position 32.
+# 5. Self-attention restricted to a window of $r$ keys per query (the table's last row) pays $2nrd$ for its pairwise
+#    part instead of $2n^2d$. Add it to `COSTS` for $r = 128$, $d = 512$: for which lengths is it cheaper than an
+#    LSTM?
 
 # %%
 report.save()
+
+# %% [markdown]
+# ## Answers
+#
+# 1. At $n = 2d = 2048$ (`crossover("lstm", 1024)`). Per token, the LSTM pays $8d^2$ and the attention layer $4d^2$
+#    for matrices, plus $2nd$ for its pairs; the two are equal when $2nd = 4d^2$, i.e. $n = 2d$. The wider the model,
+#    the longer the inputs before the pairwise part dominates.
+# 2. A GRU does $6d^2$ multiply-adds per step; `COSTS["gru"] = (6, 0)` and `crossover("gru", 512)` give
+#    $n = (6 - 4)\cdot 512 / 2 = 512$.
+# 3. Both are 3 145 728 FLOPs: $2\,(4 \cdot 64 \cdot 64^2 + 2 \cdot 64^2 \cdot 64)$. The counter sees the four
+#    projections and the two batched matrix products of the eager backend, and nothing else of consequence (the
+#    softmax is not a matrix product).
+# 4. Causal, kernel 7: six positions per layer, $\lceil 32/6 \rceil = 6$ layers. Centred, kernel 7: three positions
+#    to each side per layer, $\lceil 32/3 \rceil = 11$ layers.
+# 5. At every length: its cost $4nd^2 + 2nrd = nd^2(4 + 2r/d)$ is linear in $n$, so `COSTS["window_128"] =
+#    (4 + 2 * 128 / 512, 0)` and the ratio to an LSTM is $(4 + 0.5)/8 = 0.5625$ whatever $n$; a window is cheaper than
+#    an LSTM whenever $r < 2d$. The price is the path length: $n/r$ layers between the ends instead of 1.

@@ -138,12 +138,19 @@ for t, s in enumerate(steps):
     )
 print(table(rows, ("step", "writes", "p", "next best", "most attended source token, layer 0 / 1 / ...")))
 translation = tokenizer.decode(prefix[0], skip_special_tokens=True)
-print(f"{source!r} → {translation!r}")
+print(f"{source!r} → {translation!r} (reference: {target!r}; identical: {translation == target})")
+report["translation_equals_reference"] = translation == target
 
 # %% [markdown]
-# Each row is one full run of the decoder. The last column is the argmax of the step's cross-attention row in each
-# decoder layer; in a well-trained model it tends to move through the source as the translation proceeds (in some
-# layers more than in others).
+# Each row is one full run of the decoder: step $t$ takes `<s>` and the $t - 1$ tokens written so far and writes
+# token $t$. The last column is the argmax of that step's cross-attention row in each decoder layer. Do not expect it
+# to walk through the source from left to right: German reorders English (the verb of "Could not open file" ends up
+# last in "Datei konnte nicht geöffnet werden", whose first word translates the last English one), and attention
+# weights are not an explanation of the choice anyway (Jain & Wallace 2019; Wiegreffe & Pinter 2019): they show where
+# a layer took its values from, not why the model wrote what it wrote.
+#
+# The last printed line compares the greedy output with the reference used for teacher forcing above; a model can
+# produce a correct translation that differs from the reference, and a wrong one, so read both.
 #
 # **Check 1: this loop is what `generate()` does.** Greedy search in 🤗 `generate()` (with the KV cache) must
 # produce the same tokens.
@@ -177,6 +184,10 @@ print(
     f"cross-attention rows, loop vs one parallel pass: max difference "
     f"{report['step_vs_parallel_cross_attention_max_abs']:.1e}"
 )
+
+# %% [markdown]
+# The figure draws those rows. Row $t$, labelled "$t$: token", is step $t$, which *writes* that token (tutorial 06's
+# cross-attention figure labels its rows the same way); the bars on the right are the probability the step gave it.
 
 # %%
 written_tokens = [token_labels(tokenizer, [s["token"]], mathtext=False)[0] for s in steps]
@@ -217,9 +228,10 @@ save_figure(
 # ## What changes with a cache
 #
 # Recomputing the prefix runs the decoder over all $t$ positions at step $t$: about $T^2/2$ token positions for a
-# $T$-token output where $T$ would do. `generate()` instead keeps each
-# layer's keys and values (an `EncoderDecoderCache`: self-attention keys grow by one per step; cross-attention keys
-# and values are projected from the encoder output once) and feeds only the newest token. The causal mask of a
+# $T$-token output where $T$ would do. `generate()` instead keeps each layer's keys and values and feeds only the
+# newest token. For an encoder-decoder the container is transformers' `EncoderDecoderCache`: a pair of caches, one for
+# the decoder's self-attention, whose keys and values grow by one position per step, and one for cross-attention, whose
+# keys and values are projected from the encoder output once, at the first step, and then reused. The causal mask of a
 # cached step is the offset-aware one of tutorial 06. The cache is an object that every step fills in place (the
 # `cache` argument of `forward`, called `past_key_values` before transformers 5.24). The logits are the same up to
 # float rounding:
@@ -248,6 +260,14 @@ print(
     f"logits, one token at a time with a cache vs one parallel pass: max difference "
     f"{report['cached_vs_parallel_logits_max_abs']:.1e}"
 )
+report["cache_self_attention_length"] = cache.self_attention_cache.get_seq_length()
+report["cache_cross_attention_length"] = cache.cross_attention_cache.get_seq_length()
+report["source_length"] = encoded["input_ids"].shape[1]
+print(
+    f"after {prefix.shape[1] - 1} steps the cache holds {report['cache_self_attention_length']} self-attention "
+    f"positions and {report['cache_cross_attention_length']} cross-attention positions (the source has "
+    f"{report['source_length']} tokens)"
+)
 report["translation"] = translation
 report["steps"] = len(steps)
 report["ended_with_eos"] = bool(steps and steps[-1]["token"] == tokenizer.eos_token_id)
@@ -263,6 +283,35 @@ report["ended_with_eos"] = bool(steps and steps[-1]["token"] == tokenizer.eos_to
 #   head: `hf-attention explore --model DIR --text "Could not open file" --out attention.html`.
 #
 # Back to the [list of tutorials](../README.md).
+#
+# ## Exercises
+#
+# 1. Call `model.generate(**encoded, max_new_tokens=3, do_sample=False, num_beams=1)`. How does its output relate to
+#    the loop's `prefix`, and why must it?
+# 2. How many decoder positions does the loop without a cache compute in total for an output of $T$ steps, and how
+#    many does the cached loop compute? Evaluate both for this run's `len(steps)`.
+# 3. Teacher-force the model on its own greedy output (`labels = prefix[:, 1:]`). Show that the loss times the number
+#    of labels equals $-\sum_t \log p_t$ over the probabilities `steps[t]["probability"]` of the loop.
+# 4. After the cached loop, feed one more token with the same `cache`. Which of
+#    `cache.self_attention_cache.get_seq_length()` and `cache.cross_attention_cache.get_seq_length()` changes?
+# 5. Encode `[source, "Save"]` as one padded batch and run the greedy loop on row 1, the padded one (its
+#    `input_ids` and `attention_mask`). Are the tokens the same as for "Save" alone?
 
 # %%
 report.save()
+
+# %% [markdown]
+# ## Answers
+#
+# 1. It is the first 4 ids of `prefix` (the start token and 3 tokens), unless `</s>` came earlier: greedy decoding
+#    chooses each token from the prefix before it only, so stopping early cannot change the tokens already chosen.
+# 2. Without a cache, step $t$ runs the decoder over $t$ positions: $1 + 2 + \dots + T = T(T+1)/2$ in total. With a
+#    cache each step runs one new position: $T$. For 8 steps that is 36 against 8.
+# 3. They are equal up to float rounding: step $t$ of the loop computes $p(y_t \mid \texttt{<s>}, y_{<t})$, and the
+#    causal mask makes the teacher-forced pass compute the same conditional at position $t$, so the mean negative
+#    log-probability times the number of labels is $-\sum_t \log p_t$.
+# 4. Only the self-attention length grows (by one): the cross-attention cache still holds the source's keys and
+#    values, projected once, with as many positions as source tokens.
+# 5. Yes, up to float rounding: the padding mask gives the pad keys of row 1 zero weight in the encoder and in the
+#    cross-attention, so the logits differ by about $10^{-6}$ at most, which changes no argmax unless two tokens are
+#    tied that closely.
