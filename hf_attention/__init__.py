@@ -1,5 +1,5 @@
 """hf-attention: from-scratch Transformer encoder, decoder and encoder-decoder models that behave like built-in
-Hugging Face models. Importing the package registers the three families with the Auto classes."""
+Hugging Face models. Importing the package registers the four families with the Auto classes."""
 
 from transformers import (
     AutoConfig,
@@ -15,6 +15,7 @@ from .configuration_hf_attention import (
     HFAttentionConfigBase,
     HFAttentionDecoderConfig,
     HFAttentionEncoderConfig,
+    HFAttentionRecurrentConfig,
     HFAttentionSeq2SeqConfig,
 )
 from .modeling_hf_attention import (
@@ -30,6 +31,7 @@ from .modeling_hf_attention import (
     HFAttentionPreTrainedModel,
     HFAttentionSeq2SeqModel,
 )
+from .recurrent import HFAttentionRecurrentForSeq2SeqLM, HFAttentionRecurrentModel
 
 __version__ = "0.1.0"
 
@@ -41,7 +43,12 @@ _AUTO = {
     "AutoModelForSequenceClassification": AutoModelForSequenceClassification,
     "AutoModelForTokenClassification": AutoModelForTokenClassification,
 }
-for _config_class in (HFAttentionEncoderConfig, HFAttentionDecoderConfig, HFAttentionSeq2SeqConfig):
+for _config_class in (
+    HFAttentionEncoderConfig,
+    HFAttentionDecoderConfig,
+    HFAttentionSeq2SeqConfig,
+    HFAttentionRecurrentConfig,
+):
     AutoConfig.register(_config_class.model_type, _config_class, exist_ok=True)
     for _auto_name, _model_class in AUTO_CLASSES[_config_class.model_type].items():
         _AUTO[_auto_name].register(_config_class, _model_class, exist_ok=True)
@@ -64,6 +71,9 @@ __all__ = [
     "HFAttentionForSequenceClassification",
     "HFAttentionForTokenClassification",
     "HFAttentionPreTrainedModel",
+    "HFAttentionRecurrentConfig",
+    "HFAttentionRecurrentForSeq2SeqLM",
+    "HFAttentionRecurrentModel",
     "HFAttentionSeq2SeqConfig",
     "HFAttentionSeq2SeqModel",
 ]

@@ -163,6 +163,19 @@ _FIELD_CHECKS = {
 TOKEN_ID_FIELDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
 
 
+def check_token_ids(config: PretrainedConfig) -> None:
+    """Special token ids must be None or in [0, vocab_size): each one is embedded or compared with the logits."""
+    for field in TOKEN_ID_FIELDS:
+        value = getattr(config, field, None)
+        ids = value if isinstance(value, (list, tuple)) else [value]
+        for token in ids:
+            if token is not None and not 0 <= token < config.vocab_size:
+                raise ValueError(
+                    f"{field}={value!r} is outside the vocabulary: token ids must be None or in "
+                    f"[0, vocab_size={config.vocab_size})."
+                )
+
+
 class HFAttentionConfigBase(PretrainedConfig):
     """Knobs shared by the three families.
 
@@ -375,16 +388,7 @@ class HFAttentionConfigBase(PretrainedConfig):
             )
 
     def _check_token_ids(self) -> None:
-        """Special token ids must be None or in [0, vocab_size): each one is embedded or compared with the logits."""
-        for field in TOKEN_ID_FIELDS:
-            value = getattr(self, field, None)
-            ids = value if isinstance(value, (list, tuple)) else [value]
-            for token in ids:
-                if token is not None and not 0 <= token < self.vocab_size:
-                    raise ValueError(
-                        f"{field}={value!r} is outside the vocabulary: token ids must be None or in "
-                        f"[0, vocab_size={self.vocab_size})."
-                    )
+        check_token_ids(self)
 
 
 class HFAttentionEncoderConfig(HFAttentionConfigBase):
@@ -455,3 +459,108 @@ class HFAttentionSeq2SeqConfig(HFAttentionConfigBase):
         super().__init__(**kwargs)
         self.decoder_start_token_id = self.bos_token_id if decoder_start_token_id is None else decoder_start_token_id
         self._check_token_ids()
+
+
+RECURRENT_CELLS = ("gru", "lstm")
+NO_ATTENTION = "none"
+
+_RECURRENT_FIELD_CHECKS = {
+    **_FIELD_CHECKS,
+    "embedding_size": _optional(_check_positive),
+    "dropout": _check_probability,
+    "bidirectional_encoder": _check_bool,
+    "cell": lambda field, value: _check_choice(field, value, RECURRENT_CELLS),
+    "attention_score": lambda field, value: _check_choice(field, value, (*SCORES, NO_ATTENTION)),
+}
+
+
+class HFAttentionRecurrentConfig(PretrainedConfig):
+    """The recurrent encoder-decoder that came before the Transformer: an RNN reads the source, another writes the
+    target, with or without attention over the source (Cho et al. 2014; Sutskever et al. 2014; Bahdanau et al. 2015).
+
+    Args:
+        vocab_size: Size of the token vocabulary (shared by source and target).
+        hidden_size: Width H of each recurrent layer's state (per direction in the encoder).
+        embedding_size: Width of the token embeddings; `None` means hidden_size.
+        encoder_layers: Stacked recurrent layers of the encoder.
+        decoder_layers: Stacked recurrent layers of the decoder.
+        cell: `gru` (Cho et al. 2014) or `lstm` (Hochreiter & Schmidhuber 1997).
+        bidirectional_encoder: The encoder reads the source both ways and each position's annotation is the pair of
+            states (Bahdanau et al. 2015 §3.2).
+        attention_score: How the decoder looks back at the source. `none`: it does not; it sees one fixed vector,
+            the encoder's final states (the fixed-size bottleneck of Cho et al. 2014). `additive`: Bahdanau's
+            wᵀtanh(W_q s + W_k h) over every source annotation; the dot-product and Gaussian scores of
+            `scores.SCORES` work too (Luong et al. 2015's "dot").
+        dropout: Dropout on embeddings, between stacked recurrent layers and before the output layer.
+        initializer_range: Std of the normal initialisation of embeddings and linear layers (the recurrent weights
+            keep PyTorch's uniform ±1/√H). 0.1 as OpenNMT's recurrent models (uniform ±0.1): at the Transformer's
+            0.02 the embeddings reach the recurrent gates too weakly, and a copy task did not start learning in
+            1200 steps.
+        tie_word_embeddings: Share the embedding matrix with the output projection.
+        use_cache: `generate()` carries the decoder's state from one token to the next instead of re-reading the
+            whole target at every step.
+    """
+
+    model_type = "hf_attention_rnn"
+    keys_to_ignore_at_inference = ["cache", "past_key_values"]
+
+    def __init__(
+        self,
+        vocab_size: int = 8000,
+        hidden_size: int = 256,
+        embedding_size: int | None = None,
+        encoder_layers: int = 1,
+        decoder_layers: int = 1,
+        cell: str = "gru",
+        bidirectional_encoder: bool = True,
+        attention_score: str = "additive",
+        dropout: float = 0.1,
+        initializer_range: float = 0.1,
+        tie_word_embeddings: bool = True,
+        use_cache: bool = True,
+        decoder_start_token_id: int | None = None,
+        **kwargs,
+    ):
+        self.use_cache = use_cache
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.embedding_size = embedding_size
+        self.encoder_layers = encoder_layers
+        self.decoder_layers = decoder_layers
+        self.cell = cell
+        self.bidirectional_encoder = bidirectional_encoder
+        self.attention_score = attention_score
+        self.dropout = dropout
+        self.initializer_range = initializer_range
+        kwargs["is_encoder_decoder"] = True
+        kwargs.setdefault("pad_token_id", 0)
+        kwargs.setdefault("bos_token_id", 1)
+        kwargs.setdefault("eos_token_id", 2)
+        super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)
+        self.decoder_start_token_id = self.bos_token_id if decoder_start_token_id is None else decoder_start_token_id
+        check_token_ids(self)
+
+    def __setattr__(self, key, value):
+        check = _RECURRENT_FIELD_CHECKS.get(key)
+        if check is not None:
+            check(key, value)
+        super().__setattr__(key, value)
+
+    @property
+    def has_attention(self) -> bool:
+        """Whether the decoder attends over the source (False: the fixed-vector encoder-decoder)."""
+        return self.attention_score != NO_ATTENTION
+
+    @property
+    def attention_kinds(self) -> tuple[str, ...]:
+        """The attention weights the model computes, for heatmaps: the decoder's over the source, if any."""
+        return ("cross",) if self.has_attention else ()
+
+    @property
+    def position_limit(self) -> None:
+        """None: a recurrent model reads any number of positions (it has no position table)."""
+        return None
+
+    @property
+    def word_embedding_size(self) -> int:
+        return self.hidden_size if self.embedding_size is None else self.embedding_size

@@ -46,7 +46,9 @@ from .visualize import (
     _num_heads,
     _positive_int,
     _target_sequence,
+    attention_kinds,
     check_finite,
+    check_kind,
     decoded_text,
     load_model_and_tokenizer,
     token_labels,
@@ -146,6 +148,7 @@ def explore(
             truncate=truncate,
             title=title,
             is_seq2seq=bool(getattr(model.config, "is_encoder_decoder", False)),
+            kinds=attention_kinds(model.config),
         ),
     )
     limits = _token_limits(model.config, request)
@@ -192,11 +195,7 @@ class _Request:
     truncate: bool
     title: str | None
     is_seq2seq: bool
-
-    @property
-    def kinds(self) -> tuple[str, ...]:
-        """The kinds of attention the model has."""
-        return KINDS if self.is_seq2seq else ("self",)
+    kinds: tuple[str, ...]  # the kinds of attention the model computes
 
     @property
     def titles(self) -> dict[str, str]:
@@ -258,14 +257,10 @@ def _is_int(value) -> bool:
 
 def _checked_kind(model, request: _Request) -> str:
     """The kind the page opens on, after checking it and the target against the model."""
-    kind = request.kind if request.kind is not None else ("cross" if request.is_seq2seq else "self")
-    if kind not in KINDS:
-        raise ValueError(f"kind={kind!r} is not supported; allowed values are {', '.join(map(repr, KINDS))}.")
-    if kind not in request.kinds:
-        raise ValueError(
-            f"kind={kind!r} needs an encoder-decoder model; {type(model).__name__} has only "
-            "self-attention, use kind='self'."
-        )
+    kind = request.kind
+    if kind is None:
+        kind = "cross" if "cross" in request.kinds else (request.kinds[0] if request.kinds else "self")
+    check_kind(model, kind)
     target = request.target
     if target is not None and not request.is_seq2seq:
         raise ValueError(
@@ -424,10 +419,10 @@ def _num_layers(config, kind: str) -> int | None:
 
 
 def _position_limit(config) -> int | None:
-    """Most positions the model can take, or None when its positions are not bounded (every hf-attention scheme
-    but `learned` computes any position)."""
+    """Most positions the model can take, or None when its positions are not bounded (an hf-attention config says:
+    only a learned table has a last row; a recurrent model takes any length)."""
     if str(getattr(config, "model_type", "")).startswith("hf_attention"):
-        return config.max_position_embeddings if config.position_encoding == "learned" else None
+        return config.position_limit
     value = getattr(config, "max_position_embeddings", None)
     return value if isinstance(value, int) and value > 0 else None
 

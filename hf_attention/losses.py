@@ -22,6 +22,14 @@ from torch.autograd.function import once_differentiable
 CHUNK_ROWS = 512
 
 
+def shift_tokens_right(labels: Tensor, pad_token_id: int, decoder_start_token_id: int) -> Tensor:
+    """Teacher forcing: decoder inputs are the labels moved one step right behind the start token; -100 → pad."""
+    shifted = labels.new_zeros(labels.shape)
+    shifted[:, 1:] = labels[:, :-1].clone()
+    shifted[:, 0] = decoder_start_token_id
+    return shifted.masked_fill(shifted == -100, pad_token_id)
+
+
 def check_labels(
     labels,
     shape: tuple[int, ...] | None,

@@ -38,6 +38,7 @@ from .configuration_hf_attention import (
     HFAttentionConfigBase,
     HFAttentionDecoderConfig,
     HFAttentionEncoderConfig,
+    HFAttentionRecurrentConfig,
     HFAttentionSeq2SeqConfig,
 )
 from .decoding import blocked_vocabulary_projection, stacked_projections
@@ -53,7 +54,7 @@ from .layers import (
     make_norm,
     maybe_dropout,
 )
-from .losses import check_labels, linear_cross_entropy, token_cross_entropy
+from .losses import check_labels, linear_cross_entropy, shift_tokens_right, token_cross_entropy
 from .masks import (
     MaskParts,
     check_attention_mask,
@@ -64,6 +65,7 @@ from .masks import (
     to_additive,
 )
 from .positional import NO_POSITIONAL_ENCODING, POSITIONAL_ENCODINGS, PositionalEncoding
+from .recurrent import HFAttentionRecurrentForSeq2SeqLM, HFAttentionRecurrentModel
 from .scores import ScoreModule, make_score
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -135,14 +137,6 @@ def _label_shape(inputs: Tensor | None, rank: int, logits_to_keep: int | Tensor 
     if isinstance(kept, slice):
         return (batch, len(range(length)[kept]))
     return (batch, *kept.shape)
-
-
-def shift_tokens_right(labels: Tensor, pad_token_id: int, decoder_start_token_id: int) -> Tensor:
-    """Teacher forcing: decoder inputs are the labels moved one step right behind the start token; -100 → pad."""
-    shifted = labels.new_zeros(labels.shape)
-    shifted[:, 1:] = labels[:, :-1].clone()
-    shifted[:, 0] = decoder_start_token_id
-    return shifted.masked_fill(shifted == -100, pad_token_id)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -1546,6 +1540,10 @@ AUTO_CLASSES = {
         "AutoModel": HFAttentionSeq2SeqModel,
         "AutoModelForSeq2SeqLM": HFAttentionForSeq2SeqLM,
     },
+    HFAttentionRecurrentConfig.model_type: {
+        "AutoModel": HFAttentionRecurrentModel,
+        "AutoModelForSeq2SeqLM": HFAttentionRecurrentForSeq2SeqLM,
+    },
 }
 
 
@@ -1563,7 +1561,12 @@ def auto_map_of(model_type: str, config_class: type | None = None) -> dict[str, 
 for _family in AUTO_CLASSES.values():
     for _auto_name, _model_class in _family.items():
         _model_class.register_for_auto_class(_auto_name)
-for _config_class in (HFAttentionEncoderConfig, HFAttentionDecoderConfig, HFAttentionSeq2SeqConfig):
+for _config_class in (
+    HFAttentionEncoderConfig,
+    HFAttentionDecoderConfig,
+    HFAttentionSeq2SeqConfig,
+    HFAttentionRecurrentConfig,
+):
     _config_class.register_for_auto_class()
 
 # generate() asks at every step whether a remote-code model's forward takes `cache_position` (and registered Auto

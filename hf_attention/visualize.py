@@ -46,6 +46,38 @@ from matplotlib.figure import Figure
 from .paths import check_checkpoint, check_text_argument, output_file
 
 KINDS = ("self", "decoder", "cross")
+
+
+def attention_kinds(config) -> tuple[str, ...]:
+    """The kinds of attention a model of `config` computes: every kind for a Transformer encoder-decoder, "self"
+    for an encoder or a decoder alone, and what the config declares (`attention_kinds`) otherwise: "cross" alone for
+    a recurrent encoder-decoder with attention, nothing without."""
+    declared = getattr(config, "attention_kinds", None)
+    if declared is not None:
+        return tuple(declared)
+    return KINDS if getattr(config, "is_encoder_decoder", False) else ("self",)
+
+
+def check_kind(model, kind: str) -> None:
+    """ValueError unless `kind` is one of KINDS and an attention the model computes, naming what it has."""
+    if kind not in KINDS:
+        raise ValueError(f"kind={kind!r} is not supported; allowed values are {', '.join(map(repr, KINDS))}.")
+    kinds = attention_kinds(model.config)
+    if kind in kinds:
+        return
+    name = type(model).__name__
+    if not kinds:
+        raise ValueError(
+            f"{name} computes no attention weights (its decoder sees the source through one fixed vector): there is "
+            "no attention to draw."
+        )
+    if kinds == ("self",):
+        raise ValueError(
+            f"kind={kind!r} needs an encoder-decoder model; {name} has only self-attention, use kind='self'."
+        )
+    raise ValueError(f"kind={kind!r}: {name} has no such attention; it has {', '.join(map(repr, kinds))}.")
+
+
 # Tokens per heatmap axis: the default cap (labels stay legible, drawing one panel takes < 1 GB) and the largest cap
 # allowed (~2 GB for one panel).
 MAX_TOKENS = 128
@@ -225,17 +257,11 @@ def _attention_weights(
     before_forward: Callable[[int, int], None] | None = None,
 ) -> tuple[list[torch.Tensor], list[str], list[str]]:
     """`attention_weights`, calling `before_forward(Q, K)` once the sizes are known, before the forward pass."""
-    if kind not in KINDS:
-        raise ValueError(f"kind={kind!r} is not supported; allowed values are {', '.join(map(repr, KINDS))}.")
+    check_kind(model, kind)
     if not isinstance(text, str) or not text.strip():
         raise ValueError("The text is empty: there are no tokens to draw attention between.")
     config = model.config
     is_seq2seq = bool(getattr(config, "is_encoder_decoder", False))
-    if kind != "self" and not is_seq2seq:
-        raise ValueError(
-            f"kind={kind!r} needs an encoder-decoder model; {type(model).__name__} has only self-attention, "
-            "use kind='self'."
-        )
     if kind != "self" and target is not None and (not isinstance(target, str) or not target.strip()):
         raise ValueError("The target text is empty: pass a target with tokens, or None to generate one.")
     if kind != "self" and target is None and max_tokens is not None and max_new_tokens > max_tokens:

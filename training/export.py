@@ -24,6 +24,7 @@ from huggingface_hub import HfApi  # noqa: E402
 
 from hf_attention.pipelines import save_translation_pipeline  # noqa: E402
 from hf_attention.to_hf import exportable_as  # noqa: E402
+from hf_attention.visualize import attention_kinds  # noqa: E402
 from training.objectives import Objective  # noqa: E402
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "model_cards" / "TEMPLATE.md"
@@ -108,9 +109,15 @@ def _write_export(
     attention_figures = ""
     # cross-attention, which only encoder-decoders have, drawn by our visualisations of our models
     if objective.encoder_decoder and figures.heatmap_text and _is_ours(model):
-        attention_figures = _draw_attention(
-            model, tokenizer, directory, figures.heatmap_text, title=card.get("model_name") or type(model).__name__
-        )
+        if "cross" in attention_kinds(model.config):
+            attention_figures = _draw_attention(
+                model, tokenizer, directory, figures.heatmap_text, title=card.get("model_name") or type(model).__name__
+            )
+        else:
+            attention_figures = (
+                "No attention heatmap: this model's decoder does not attend over the source; it reads one fixed "
+                "vector, the encoder's final states.\n"
+            )
     (directory / "README.md").write_text(render_card({**card, "extra_figures": attention_figures}))
 
 

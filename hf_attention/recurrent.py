@@ -1,0 +1,495 @@
+"""The recurrent encoder-decoder, with and without attention: the road to the Transformer, as an hf-attention family.
+
+An RNN reads the source one token at a time and another RNN writes the target one token at a time (Cho et al. 2014;
+Sutskever et al. 2014). Without attention the decoder sees the source only through one fixed-size vector, the
+encoder's final states: every source, however long, must fit into it. Bahdanau et al. (2015) let the decoder look
+back at every source position instead: before writing token t it scores each encoder annotation h_j against its
+previous state s_{t−1} (the additive score wᵀtanh(W_q s + W_k h), `scores.AdditiveScore`), and reads the weighted
+average c_t = Σ_j α_tj h_j. That score runs through the library's eager attention function, the same code the
+Transformer's layers call, so heatmaps and the explorer see these weights as they see a Transformer's.
+
+Notation: B batch, S source length, T target length, H hidden size, E embedding size, L stacked layers.
+
+The decoder is sequential by construction: the query of step t is the state that step t−1 produced, so the T steps
+of a target run one after another even in training (a Transformer decoder runs them all at once). `generate()`
+carries the decoder's state between tokens in a `RecurrentState`, which beam search reorders like a KV cache.
+
+This file is part of the remote-code closure: it imports only torch, transformers and its siblings.
+"""
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from transformers import GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
+
+from .attention import eager_attention_forward
+from .cache_argument import CACHE_FIELD, cache_of, with_cache
+from .configuration_hf_attention import HFAttentionRecurrentConfig
+from .losses import check_labels, shift_tokens_right, token_cross_entropy
+from .scores import ScoreModule, make_score
+
+RECURRENT_LAYERS = {"gru": nn.GRU, "lstm": nn.LSTM}
+
+
+class RecurrentState:
+    """The decoder's state between generated tokens: the last hidden state of every layer (and an LSTM's cell).
+
+    What a KV cache is to a Transformer decoder, except that its size does not grow with the target: the whole
+    history is summarised in (L, B, H). `generate()` reorders it in beam search (`reorder_cache`) and reads its
+    length (`get_seq_length`).
+    """
+
+    is_compileable = False
+
+    def __init__(self, hidden: Tensor | tuple[Tensor, Tensor], steps: int):
+        self.hidden = hidden  # (L, B, H), or (h, c) for an LSTM
+        self.steps = steps  # target tokens consumed so far
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.steps
+
+    def reorder_cache(self, beam_idx: Tensor) -> None:
+        """Keep the rows beam search chose (`beam_idx` indexes the batch)."""
+        if isinstance(self.hidden, tuple):
+            self.hidden = tuple(part.index_select(1, beam_idx.to(part.device)) for part in self.hidden)
+        else:
+            self.hidden = self.hidden.index_select(1, beam_idx.to(self.hidden.device))
+
+
+def source_lengths(attention_mask: Tensor | None, batch: int, length: int, device) -> Tensor:
+    """The number of real tokens of each source row; ValueError unless the mask is right-padded (1…1 0…0).
+
+    A recurrent encoder reads each row up to its last real token (a packed sequence), so padding must follow the
+    tokens: left padding would put the pads first and make the final state that of a pad.
+    """
+    if attention_mask is None:
+        return torch.full((batch,), length, dtype=torch.long, device=device)
+    if attention_mask.shape != (batch, length):
+        raise ValueError(
+            f"attention_mask has shape {tuple(attention_mask.shape)}, expected {(batch, length)} (batch, source "
+            "length) for a recurrent encoder."
+        )
+    lengths = attention_mask.long().sum(dim=1)
+    expected = torch.arange(length, device=attention_mask.device)[None, :] < lengths[:, None]
+    if not torch.equal(attention_mask.bool(), expected):
+        raise ValueError(
+            "attention_mask must be right-padded for a recurrent encoder (ones for the tokens, then zeros): the "
+            "encoder reads each row up to its last real token. Pad on the right (tokenizer.padding_side='right')."
+        )
+    if bool((lengths == 0).any()):
+        raise ValueError(
+            "A source row has no tokens (attention_mask all zeros): a recurrent encoder needs at least one."
+        )
+    return lengths
+
+
+class RecurrentEncoder(nn.Module):
+    """Embeddings and a (bidirectional) stacked RNN: the annotation h_j of each source position.
+
+    With two directions, h_j = [h→_j ; h←_j] sees the whole source, the left part from the forward pass and the
+    right part from the backward one (Bahdanau et al. 2015 §3.2).
+    """
+
+    def __init__(
+        self,
+        *,
+        embed_tokens: nn.Embedding,
+        hidden_size: int,
+        num_layers: int,
+        cell: str,
+        bidirectional: bool,
+        dropout: float,
+    ):
+        super().__init__()
+        self.embed_tokens = embed_tokens
+        self.bidirectional = bidirectional
+        self.dropout = nn.Dropout(dropout)
+        self.rnn = RECURRENT_LAYERS[cell](
+            embed_tokens.embedding_dim,
+            hidden_size,
+            num_layers=num_layers,
+            batch_first=True,
+            bidirectional=bidirectional,
+            dropout=dropout if num_layers > 1 else 0.0,
+        )
+        self.output_size = hidden_size * (2 if bidirectional else 1)
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = True,
+        **kwargs,
+    ) -> BaseModelOutput:
+        """(B, S) token ids → annotations (B, S, H·directions); zeros at padding positions."""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of input_ids and inputs_embeds to the encoder.")
+        embedded = self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
+        batch, length = embedded.shape[:2]
+        lengths = source_lengths(attention_mask, batch, length, embedded.device)
+        # Packing makes the RNN stop at each row's last real token: pads never enter a state.
+        packed = pack_padded_sequence(self.dropout(embedded), lengths.cpu(), batch_first=True, enforce_sorted=False)
+        annotations, _ = pad_packed_sequence(self.rnn(packed)[0], batch_first=True, total_length=length)
+        hidden_states = (embedded, annotations) if output_hidden_states else None
+        return BaseModelOutput(last_hidden_state=annotations, hidden_states=hidden_states)
+
+    def summary(self, annotations: Tensor, lengths: Tensor) -> Tensor:
+        """The fixed-size vector the plain encoder-decoder squeezes the source into: the forward RNN's state after the
+        last real token, and (bidirectional) the backward RNN's state after reading back to the first. (B, H·dirs)"""
+        rows = torch.arange(annotations.shape[0], device=annotations.device)
+        last = annotations[rows, lengths.to(annotations.device) - 1]  # (B, H·dirs)
+        if not self.bidirectional:
+            return last
+        half = annotations.shape[-1] // 2
+        return torch.cat([last[:, :half], annotations[:, 0, half:]], dim=-1)
+
+
+class SourceAttention(nn.Module):
+    """The decoder's look back at the source: a score of its state against every annotation, a masked softmax, the
+    weighted sum (Bahdanau et al. 2015, eq. 5–6). Scores come from `scores.SCORES` (additive by default) and run
+    through the library's eager attention function, one head wide.
+    """
+
+    is_causal = False  # read by the eager attention function: every source position may be attended
+
+    def __init__(self, *, score: str, hidden_size: int):
+        super().__init__()
+        self.score, self.scaling = make_score(score, num_heads=1, head_dim=hidden_size)
+
+    def forward(self, query: Tensor, memory: Tensor, source_mask: Tensor) -> tuple[Tensor, Tensor]:
+        """query (B, H), memory (B, S, H), source_mask (B, 1, 1, S) bool → context (B, H), weights (B, S)."""
+        context, weights = eager_attention_forward(
+            self, query[:, None, None], memory[:, None], memory[:, None], source_mask, scaling=self.scaling
+        )
+        return context[:, 0, 0], weights[:, 0, 0]
+
+
+class RecurrentDecoder(nn.Module):
+    """A stacked RNN that writes the target one token at a time, fed at every step with the previous token and a
+    context vector: attention's c_t over the source, or the encoder's fixed summary when there is no attention
+    (Cho et al. 2014, whose decoder also sees its one c at every step). The output layer reads the RNN's state and
+    the context (Luong et al. 2015's attentional state tanh(W[s_t; c_t]))."""
+
+    def __init__(
+        self,
+        *,
+        embed_tokens: nn.Embedding,
+        hidden_size: int,
+        num_layers: int,
+        cell: str,
+        encoder_size: int,
+        attention_score: str | None,
+        dropout: float,
+    ):
+        super().__init__()
+        self.embed_tokens = embed_tokens
+        self.num_layers, self.hidden_size, self.cell = num_layers, hidden_size, cell
+        self.dropout = nn.Dropout(dropout)
+        # s_0 = tanh(W_init · summary) for every layer (Bahdanau et al. 2015, appendix A.2.2)
+        self.init_state = nn.Linear(encoder_size, num_layers * hidden_size)
+        # annotations → the H-wide keys and values the decoder's state is compared with (attention), or the fixed
+        # context (no attention)
+        self.memory = nn.Linear(encoder_size, hidden_size, bias=False)
+        self.attention = SourceAttention(score=attention_score, hidden_size=hidden_size) if attention_score else None
+        self.rnn = RECURRENT_LAYERS[cell](
+            embed_tokens.embedding_dim + hidden_size,
+            hidden_size,
+            num_layers=num_layers,
+            batch_first=True,
+            dropout=dropout if num_layers > 1 else 0.0,
+        )
+        self.output = nn.Linear(2 * hidden_size, embed_tokens.embedding_dim)
+
+    def initial_state(self, summary: Tensor) -> Tensor | tuple[Tensor, Tensor]:
+        """(B, encoder_size) → (L, B, H) first hidden state (an LSTM's cell starts at zero)."""
+        hidden = torch.tanh(self.init_state(summary)).view(summary.shape[0], self.num_layers, self.hidden_size)
+        hidden = hidden.transpose(0, 1).contiguous()
+        return (hidden, torch.zeros_like(hidden)) if self.cell == "lstm" else hidden
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        annotations: Tensor,
+        summary: Tensor,
+        source_mask: Tensor,
+        state: Tensor | tuple | None,
+    ) -> tuple[Tensor, Tensor | tuple, Tensor | None]:
+        """Decoder inputs (B, T) → attentional states (B, T, E), the state after the last step, and the attention
+        weights (B, T, S) (None without attention). `state` None starts from the encoder's summary."""
+        embedded = self.dropout(self.embed_tokens(input_ids))  # (B, T, E)
+        state = self.initial_state(summary) if state is None else state
+        if self.attention is None:
+            # One context for every step: the whole target can run through the RNN in one call.
+            context = self.memory(summary)[:, None].expand(-1, embedded.shape[1], -1)  # (B, T, H)
+            outputs, state = self.rnn(torch.cat([embedded, context], dim=-1), state)
+            return self._attentional(outputs, context), state, None
+        memory = self.memory(annotations)  # (B, S, H), once for all steps
+        outputs, contexts, weights = [], [], []
+        for step in range(embedded.shape[1]):  # sequential: step t's query is the state step t−1 wrote
+            query = (state[0] if isinstance(state, tuple) else state)[-1]  # top layer's s_{t−1}, (B, H)
+            context, step_weights = self.attention(query, memory, source_mask)
+            output, state = self.rnn(torch.cat([embedded[:, step], context], dim=-1)[:, None], state)
+            outputs.append(output)
+            contexts.append(context[:, None])
+            weights.append(step_weights[:, None])
+        attentional = self._attentional(torch.cat(outputs, dim=1), torch.cat(contexts, dim=1))
+        return attentional, state, torch.cat(weights, dim=1)
+
+    def _attentional(self, outputs: Tensor, context: Tensor) -> Tensor:
+        return torch.tanh(self.output(self.dropout(torch.cat([outputs, context], dim=-1))))
+
+
+class HFAttentionRecurrentPreTrainedModel(PreTrainedModel):
+    """Weight initialisation and the shared pieces of the recurrent family."""
+
+    config_class = HFAttentionRecurrentConfig
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+    _skip_keys_device_placement = ["cache", "past_key_values"]
+    _is_stateful = False
+
+    def _init_weights(self, module: nn.Module) -> None:
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            init.normal_(module.weight, mean=0.0, std=std)
+        elif isinstance(module, nn.RNNBase):  # PyTorch's own start for recurrent weights: uniform ±1/√H
+            bound = module.hidden_size**-0.5
+            for parameter in module.parameters():
+                init.uniform_(parameter, -bound, bound)
+        elif isinstance(module, ScoreModule):
+            module.init_weights(std)
+
+    @classmethod
+    def _supports_default_dynamic_cache(cls) -> bool:
+        # generate() must not hand this model a KV cache: the decoder makes its own RecurrentState on the first step.
+        return False
+
+
+class HFAttentionRecurrentModel(HFAttentionRecurrentPreTrainedModel):
+    """The encoder and decoder RNNs with one embedding matrix shared by source and target."""
+
+    _tied_weights_keys = {
+        "encoder.embed_tokens.weight": "shared.weight",
+        "decoder.embed_tokens.weight": "shared.weight",
+    }
+
+    def __init__(self, config: HFAttentionRecurrentConfig):
+        super().__init__(config)
+        size = (config.vocab_size, config.word_embedding_size)
+        self.shared = nn.Embedding(*size)
+        # Each RNN has an embedding module of its own whose weight is tied to `shared` (`_tied_weights_keys`), as in
+        # BART and the Transformer family: loading can then initialise a missing `shared.weight`.
+        self.encoder = RecurrentEncoder(
+            embed_tokens=nn.Embedding(*size),
+            hidden_size=config.hidden_size,
+            num_layers=config.encoder_layers,
+            cell=config.cell,
+            bidirectional=config.bidirectional_encoder,
+            dropout=config.dropout,
+        )
+        self.decoder = RecurrentDecoder(
+            embed_tokens=nn.Embedding(*size),
+            hidden_size=config.hidden_size,
+            num_layers=config.decoder_layers,
+            cell=config.cell,
+            encoder_size=self.encoder.output_size,
+            attention_score=config.attention_score if config.has_attention else None,
+            dropout=config.dropout,
+        )
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.shared
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.shared = self.encoder.embed_tokens = self.decoder.embed_tokens = value
+
+    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict:
+        # Source and target always read the one shared embedding, whatever `tie_word_embeddings` says; that flag
+        # only ties the output projection (in the LM head).
+        if all_submodels:
+            return super().get_expanded_tied_weights_keys(all_submodels=True)
+        return dict(self._tied_weights_keys)
+
+    def get_encoder(self, modality: str | None = None) -> RecurrentEncoder:
+        return self.encoder
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        decoder_input_ids: Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple | None = None,
+        cache: RecurrentState | None = None,
+        past_key_values: RecurrentState | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> Seq2SeqModelOutput | tuple:
+        """Encode the source (unless `encoder_outputs` are given) and run the decoder over `decoder_input_ids`,
+        continuing from `cache` (a RecurrentState) when given: then `decoder_input_ids` are the new tokens only."""
+        state = _recurrent_state(cache, past_key_values)
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+        use_cache = self.config.use_cache if use_cache is None else use_cache
+        if decoder_input_ids is None:
+            raise ValueError("decoder_input_ids are required (or labels, from which the LM head builds them).")
+        if encoder_outputs is None:
+            if input_ids is None and kwargs.get("inputs_embeds") is None:
+                raise ValueError("Pass input_ids (the source) or encoder_outputs.")
+            encoder_outputs = self.encoder(
+                input_ids,
+                attention_mask,
+                inputs_embeds=kwargs.get("inputs_embeds"),
+                output_hidden_states=output_hidden_states,
+            )
+        elif isinstance(encoder_outputs, tuple):
+            encoder_outputs = BaseModelOutput(last_hidden_state=encoder_outputs[0])
+        annotations = encoder_outputs.last_hidden_state
+        batch, length = annotations.shape[:2]
+        lengths = source_lengths(attention_mask, batch, length, annotations.device)
+        source_mask = (torch.arange(length, device=annotations.device)[None, :] < lengths[:, None])[:, None, None]
+        summary = self.encoder.summary(annotations, lengths)
+        hidden, new_state, weights = self.decoder(
+            decoder_input_ids, annotations, summary, source_mask, None if state is None else state.hidden
+        )
+        if use_cache:
+            steps = decoder_input_ids.shape[1] + (0 if state is None else state.steps)
+            state = RecurrentState(new_state, steps)
+        cross_attentions = (weights[:, None],) if output_attentions and weights is not None else None
+        output = with_cache(
+            Seq2SeqModelOutput,
+            state if use_cache else None,
+            last_hidden_state=hidden,
+            cross_attentions=cross_attentions,
+            encoder_last_hidden_state=annotations,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+        )
+        return output if return_dict else output.to_tuple()
+
+
+def _recurrent_state(cache, past_key_values) -> RecurrentState | None:
+    """The decoder state passed under either name of the cache argument; TypeError for anything else."""
+    if cache is not None and past_key_values is not None and cache is not past_key_values:
+        raise ValueError("Both `cache` and `past_key_values` were passed: pass the decoder state once, as `cache`.")
+    state = cache if cache is not None else past_key_values
+    if state is not None and not isinstance(state, RecurrentState):
+        raise TypeError(
+            f"A recurrent model's cache is a RecurrentState (the decoder's hidden state), got {type(state).__name__}; "
+            "a Transformer KV cache does not apply."
+        )
+    return state
+
+
+class HFAttentionRecurrentForSeq2SeqLM(HFAttentionRecurrentPreTrainedModel, GenerationMixin):
+    """The recurrent encoder-decoder with its vocabulary projection: training with labels, `generate()`."""
+
+    _tied_weights_keys = {"lm_head.weight": "model.shared.weight"}
+
+    def __init__(self, config: HFAttentionRecurrentConfig):
+        super().__init__(config)
+        self.model = HFAttentionRecurrentModel(config)
+        self.lm_head = nn.Linear(config.word_embedding_size, config.vocab_size, bias=False)
+        self.post_init()
+
+    def get_encoder(self, modality: str | None = None) -> RecurrentEncoder:
+        return self.model.encoder
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, value: nn.Linear) -> None:
+        self.lm_head = value
+
+    def prepare_decoder_input_ids_from_labels(self, labels: Tensor) -> Tensor:
+        """Teacher-forcing inputs for `labels` (used by DataCollatorForSeq2Seq)."""
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    def prepare_inputs_for_generation(
+        self,
+        decoder_input_ids: Tensor,
+        cache: RecurrentState | None = None,
+        past_key_values: RecurrentState | None = None,
+        attention_mask: Tensor | None = None,
+        encoder_outputs: BaseModelOutput | None = None,
+        use_cache: bool | None = None,
+        **kwargs,
+    ) -> dict:
+        """The next step's inputs: with a state, only the tokens it has not consumed (one per step)."""
+        state = _recurrent_state(cache, past_key_values)
+        if state is not None:
+            decoder_input_ids = decoder_input_ids[:, state.steps :]
+        return {
+            "decoder_input_ids": decoder_input_ids,
+            "attention_mask": attention_mask,
+            "encoder_outputs": encoder_outputs,
+            "use_cache": use_cache,
+            CACHE_FIELD: state,
+        }
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        decoder_input_ids: Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple | None = None,
+        cache: RecurrentState | None = None,
+        past_key_values: RecurrentState | None = None,
+        labels: Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> Seq2SeqLMOutput | tuple:
+        """As `HFAttentionRecurrentModel.forward`, plus logits (B, T, V) and, with `labels` (B, T), the token
+        cross-entropy (decoder inputs default to the labels shifted right behind the start token)."""
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+        num_items_in_batch = kwargs.pop("num_items_in_batch", None)
+        if labels is not None:
+            check_labels(labels, None, self.config.vocab_size, "vocab_size", per="target token", any_2d=True)
+            if decoder_input_ids is None:
+                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+                use_cache = False
+        outputs = self.model(
+            input_ids,
+            attention_mask,
+            decoder_input_ids,
+            encoder_outputs,
+            cache=cache,
+            past_key_values=past_key_values,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
+            **kwargs,
+        )
+        logits = self.lm_head(outputs.last_hidden_state)
+        loss = None
+        if labels is not None:
+            if labels.shape != logits.shape[:2]:
+                raise ValueError(
+                    f"labels has shape {tuple(labels.shape)}, expected {tuple(logits.shape[:2])}: one label per "
+                    "decoder input token (-100 where there is none)."
+                )
+            loss = token_cross_entropy(logits, labels, num_items_in_batch)
+        output = with_cache(
+            Seq2SeqLMOutput,
+            cache_of(outputs),
+            loss=loss,
+            logits=logits,
+            cross_attentions=outputs.cross_attentions,
+            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+            encoder_hidden_states=outputs.encoder_hidden_states,
+        )
+        return output if return_dict else output.to_tuple()
