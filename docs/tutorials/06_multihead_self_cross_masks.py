@@ -305,12 +305,22 @@ save_figure(
 # translation. Where the output is wrong, its rows show where the model looked while making the mistake, which is no
 # alignment of anything; a row is worth reading as an alignment only for tokens that are right.
 #
+# With the main job's model (720 steps), one of the four is right and three are wrong. "Could not open file" →
+# "Konnte Datei nicht öffnen" is correct, usual German interface wording, though not the word order of the reference.
+# "Show hidden files" → "Sieie Dateien anzeigen" gets "Dateien anzeigen" (show files) but turns "hidden" into a
+# non-word; "Delete the selected files" → "Die Aktionen Dateien anzeigen" ("the actions files show") translates
+# neither "delete" nor "selected"; "Save the document" → "Sit-Dokument" has no verb at all. (Another run writes other
+# translations: judge the lines your run prints.)
+#
 # Read as an alignment, a row shows which source tokens the decoder weighted while choosing its token. Do not expect
 # a diagonal: German does not keep English word order. In "Could not open file" → "Datei konnte nicht geöffnet
 # werden" the first German word translates the last English one and the verb goes to the end, and a German user
 # interface turns an English imperative into an infinitive at the end ("Delete the selected files" → "Ausgewählte
 # Dateien löschen").
-# A good alignment therefore jumps back and forth through the source. And whatever the heatmap shows, attention
+# A good alignment therefore jumps back and forth through the source, and the first sentence's rows do: in decoder
+# layers 1 and 2, step 1 ("Konnte") looks mostly at "Could", step 2 ("Datei") jumps to "file" at the end, step 4
+# ("öffnen") comes back to "open" in layer 1, and `</s>` looks at `</s>`; step 3 ("nicht") does not pick out "not" in
+# any layer. And whatever the heatmap shows, attention
 # weights are not an explanation of the output: Jain & Wallace (2019) found that quite different weights often give
 # the same predictions, and Wiegreffe & Pinter (2019) that whether weights explain anything depends on the model and
 # must be tested, not read off a picture. The output of a layer also mixes in the values through `o_proj`, the
