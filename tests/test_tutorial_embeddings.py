@@ -122,6 +122,6 @@ def test_committed_similarity_figure():
     gap = related - mismatched
     assert abs(gap[0]) < 0.1 and gap[1] > 0.25 and gap[2] > 0.25  # training made the pairs; chance did not
     assert pairs[3] == pairs[4] >= 5 and pairs[5] >= 20
-    assert 0 < gap[3] < gap[2] / 4 and 0 < gap[4] < gap[2] / 4  # the Transformer barely separates English pairs
-    assert gap[5] > 0.05  # but puts translations closer than mismatched English/German pairs
-    assert mismatched[4] > mismatched[5] + 0.3  # English/English far closer than English/German: the main structure
+    assert 0 < gap[3] < gap[2] / 2 and 0 < gap[4] < gap[2] / 2  # the Transformer separates English pairs less
+    assert gap[5] > 0.1  # but puts translations closer than mismatched English/German pairs
+    assert mismatched[4] > mismatched[5] + 0.15  # English/English closer than English/German: the main structure

@@ -34,6 +34,7 @@ from types import SimpleNamespace
 
 import matplotlib.ticker
 import torch
+from torch.profiler import ProfilerActivity, profile
 from tutorial_support import ROOT, Report, parse_args, plt, save_figure, table
 
 from hf_attention.attention import MultiHeadAttention, eager_attention_forward, sdpa_attention_forward
@@ -206,11 +207,26 @@ path = {
     "causal_convolution_k3": layers_needed(lambda i: Convolution(3, causal=True)),
     "dilated_convolution_k3": layers_needed(lambda i: Convolution(3, dilation=2**i)),
     "self_attention": layers_needed(lambda i: SelfAttention()),
-    # Counted, not measured: one recurrent layer, n - 1 applications of its cell between position 0 and n - 1.
-    # (Tutorial 01 measures an RNN: its sequential steps per layer and how far a gradient reaches; that measured
-    # row belongs here.)
-    "recurrent_steps": n - 1,
 }
+
+
+def recurrent_path(length: int) -> tuple[int, float]:
+    """A GRU layer over `length` tokens, measured as tutorial 01 does: its sequential steps (the profiler records
+    one `tanh` per step, its candidate state) and |∂h_last/∂x_first| / |∂h_last/∂x_last| at initialisation, how
+    much of a signal from the first token survives the steps between (averaged over 64 random sequences)."""
+    torch.manual_seed(0)
+    gru = torch.nn.GRU(8, 8, batch_first=True)
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as profiler:
+        gru(torch.randn(1, length, 8))
+    steps = sum(1 for event in profiler.events() if event.name == "aten::tanh_")
+    tokens = torch.randn(64, length, 8, requires_grad=True)
+    gru(tokens)[1][-1].sum().backward()
+    reach = tokens.grad.norm(dim=-1).mean(dim=0)
+    return steps, float(reach[0] / reach[-1])
+
+
+path["recurrent_steps"], recurrent_gradient_ratio = recurrent_path(n)
+report["recurrent_gradient_first_over_last"] = recurrent_gradient_ratio
 expected = {
     "convolution_k3": math.ceil((n - 1) / ((3 - 1) / 2)),
     "convolution_k5": math.ceil((n - 1) / ((5 - 1) / 2)),
@@ -242,7 +258,11 @@ print(
                 f"smallest L with 2^L - 1 >= {n - 1}: {expected['dilated_convolution_k3']}",
             ),
             ("self-attention", path["self_attention"], "1"),
-            ("RNN (counted, not measured)", f"1 layer, {path['recurrent_steps']} steps", "n-1 sequential steps"),
+            (
+                "RNN (GRU), measured",
+                f"1 layer, {path['recurrent_steps']} sequential steps",
+                f"n = {n} steps; first token's gradient {recurrent_gradient_ratio:.1e} of the last's",
+            ),
         ],
         ("layer", f"layers for position 0 to reach position {n - 1}", "expected"),
     )
@@ -254,9 +274,11 @@ report["path_length_expected"] = expected
 # One self-attention layer connects the first token with the last. Contiguous convolutions need a number of layers
 # proportional to $n/k$: for 33 tokens, 32 centred 3-wide layers (each moves information one position to either
 # side), 16 centred 5-wide or causal 3-wide ones (two positions per layer). Dilated ones need 6, the logarithmic
-# path of the table. An RNN connects the two ends in one layer, but through 32 applications of the same cell, one
-# after the other: that path is long (the gradient is a product of 32 Jacobians) and it cannot be parallelised over
-# positions in training. A Transformer processes all positions of a layer at once.
+# path of the table. An RNN connects the two ends in one layer, but through a step per token, one after the other
+# (measured as in tutorial 01: the profiler records 33 steps of the GRU cell for 33 tokens): that path is long, the
+# gradient from the last state to the first token is a product of 32 Jacobians and arrives orders of magnitude
+# weaker than to the last token (the table's last column; tutorial 01 shows what that does to training), and it
+# cannot be parallelised over positions in training. A Transformer processes all positions of a layer at once.
 #
 # ## The price: time and memory that grow with $n^2$
 #
