@@ -185,10 +185,17 @@ def test_pipeline_and_heatmaps(trained_tokenizer, tmp_path):
     )
     with pytest.raises(ValueError, match="computes no attention weights"):
         attention_weights(plain.eval(), tokenizer, "Open the file", kind="cross")
-    save_translation_pipeline(model, tokenizer, tmp_path)
+    from hf_attention.explorer import explore
+
+    page = explore(model, tokenizer, "Open the file", path=tmp_path / "page.html", max_new_tokens=5)
+    assert page.kind == "cross" and set(page.weights) == {"cross"} and page.weights["cross"].shape[:2] == (1, 1)
+    assert (tmp_path / "page.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    with pytest.raises(ValueError, match="computes no attention weights"):
+        explore(plain.eval(), tokenizer, "Open the file")
+    save_translation_pipeline(model, tokenizer, tmp_path / "pipeline")
     from transformers import pipeline
 
-    translate = pipeline("translation", model=str(tmp_path), trust_remote_code=True)
+    translate = pipeline("translation", model=str(tmp_path / "pipeline"), trust_remote_code=True)
     expected = tokenizer.decode(
         model.generate(**tokenizer("Open the file", return_tensors="pt"), max_new_tokens=5)[0],
         skip_special_tokens=True,
