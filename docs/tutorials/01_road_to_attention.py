@@ -1,0 +1,496 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # 01 · The road to attention: recurrent encoder-decoders, their bottleneck, and Bahdanau attention
+#
+# Before the Transformer, neural machine translation was two recurrent networks (Cho et al. 2014; Sutskever et
+# al. 2014). An **encoder** RNN reads the source one token at a time, updating a hidden state
+# $h_j = f(h_{j-1}, x_j)$; a **decoder** RNN writes the target one token at a time from its own state
+# $s_t = g(s_{t-1}, y_{t-1}, c)$. The only thing the decoder knows about the source is $c$, a vector of fixed size:
+# the encoder's final state. A three-word source and a thirty-word one must both fit into it.
+#
+# Bahdanau, Cho and Bengio (2015) removed that bottleneck. Before writing token $t$, their decoder scores every
+# encoder state ("annotation") $h_j$ against its previous state with a small network,
+# $e_{tj} = w^\top \tanh(W_q s_{t-1} + W_k h_j)$, turns the scores into weights with a softmax,
+# $\alpha_{tj} = \operatorname{softmax}_j(e_{tj})$, and reads the weighted average $c_t = \sum_j \alpha_{tj} h_j$:
+# a different context for every output token. That is **attention**, and the rest of these tutorials grow out of it.
+#
+# This tutorial trains the three architectures side by side, all from the library, and measures what the story
+# claims instead of stating it:
+#
+# 1. the plain encoder-decoder falls off on long inputs and the attention one does not (the shape of Bahdanau et
+#    al.'s figure 2);
+# 2. the attention weights are an alignment between output and input tokens;
+# 3. the gradient that reaches early source positions vanishes without attention;
+# 4. a recurrent layer needs $n$ steps one after another for $n$ tokens, a Transformer layer a fixed number;
+#
+# and ends with the question of the Transformer paper: if attention does the work, do we still need the recurrence?
+#
+# The recurrent models are the library's fourth family, `hf_attention_rnn` (`hf_attention/recurrent.py`):
+# `AutoModelForSeq2SeqLM`, `generate()`, the pipelines and the heatmaps work on them as on the Transformer. The
+# decoder's attention is the library's own additive score (`scores.AdditiveScore`) run by the same eager attention
+# function as the Transformer's layers.
+
+# %%
+import time
+
+import numpy as np
+import torch
+from torch.profiler import ProfilerActivity, profile
+from transformers import AutoConfig, AutoModelForSeq2SeqLM
+from tutorial_support import Report, parse_args, plt, save_figure, table
+
+import hf_attention  # noqa: F401  (registers the families with the Auto classes)
+
+args = parse_args("Recurrent encoder-decoders with and without Bahdanau attention, against a Transformer.")
+report = Report(args)
+QUICK = args.quick
+# Small models: one thread is as fast as two, and much faster when something else runs on the other core.
+torch.set_num_threads(1)
+
+# %% [markdown]
+# ## 1. A task where the bottleneck shows: copying a sequence
+#
+# Real sentences mix many effects (vocabulary, word order, ambiguity). To see the one that matters here, the task is
+# synthetic and said so: the source is a random string of symbols, the target is the same string. It is the
+# simplest translation there is (every output token has exactly one source token to look at), and a fixed-size
+# vector still has to hold the whole source: with 10 symbols, a string of $n$ of them carries $n \log_2 10 \approx
+# 3.3\,n$ bits. The English → German model of the main job sees UI strings of a few words, too short for the effect;
+# the synthetic task lets the length grow.
+#
+# Token ids: 0 = padding, 1 = start of the target (`<s>`), 2 = end (`</s>`), 3 … 12 = the symbols.
+
+# %%
+SYMBOLS, FIRST_SYMBOL = 10, 3
+VOCAB = FIRST_SYMBOL + SYMBOLS
+MAX_LENGTH = 8 if QUICK else 24  # training lengths are 2 … MAX_LENGTH, uniformly
+STEPS = 300 if QUICK else 1500
+BATCH = 64
+HIDDEN = 32 if QUICK else 64
+
+
+def copy_batch(generator: torch.Generator, batch: int, lengths: torch.Tensor | None = None):
+    """Right-padded sources, their attention mask and labels (= the source, then </s>; -100 on padding)."""
+    if lengths is None:
+        lengths = torch.randint(2, MAX_LENGTH + 1, (batch,), generator=generator)
+    width = int(lengths.max())
+    symbols = torch.randint(FIRST_SYMBOL, VOCAB, (batch, width), generator=generator)
+    mask = torch.arange(width)[None, :] < lengths[:, None]
+    source = symbols.masked_fill(~mask, 0)
+    labels = torch.full((batch, width + 1), -100)
+    labels[:, :width] = symbols.masked_fill(~mask, -100)
+    labels[torch.arange(batch), lengths] = 2  # </s> right after the last symbol
+    return source, mask.long(), labels
+
+
+example_source, _, example_labels = copy_batch(torch.Generator().manual_seed(1), 2)
+print("source:", example_source[0].tolist(), "\nlabels:", example_labels[0].tolist())
+
+
+# %% [markdown]
+# ## 2. Three models of about the same size
+#
+# * **RNN encoder-decoder** (Cho et al. 2014): a GRU reads the source, and its final state is the fixed context
+#   $c$, which starts the decoder's state and is fed to it at every step (`attention_score="none"`).
+# * **RNN + attention** (Bahdanau et al. 2015): the same two GRUs, and before each output token the decoder attends
+#   over every encoder state with the additive score (`attention_score="additive"`).
+# * **Transformer** (Vaswani et al. 2017): the library's encoder-decoder, two layers each, sinusoidal positions.
+#
+# Both RNNs read the source in one direction here, so the only difference between them is attention (Bahdanau et
+# al. read it both ways; `bidirectional_encoder=True` does that). All three get the same batches, the same number of
+# steps and the same optimiser; the table gives their sizes and training times.
+
+
+# %%
+def build(kind: str):
+    torch.manual_seed(0)
+    special = {
+        "vocab_size": VOCAB,
+        "pad_token_id": 0,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "decoder_start_token_id": 1,
+    }
+    if kind == "transformer":
+        config = AutoConfig.for_model(
+            "hf_attention_seq2seq",
+            hidden_size=HIDDEN,
+            num_attention_heads=4,
+            intermediate_size=2 * HIDDEN,
+            encoder_layers=2,
+            decoder_layers=2,
+            hidden_dropout_prob=0.0,
+            attention_dropout=0.0,
+            **special,
+        )
+    else:
+        score = "none" if kind == "rnn" else "additive"
+        config = AutoConfig.for_model(
+            "hf_attention_rnn",
+            hidden_size=2 * HIDDEN,
+            attention_score=score,
+            bidirectional_encoder=False,
+            dropout=0.0,
+            **special,
+        )
+    return AutoModelForSeq2SeqLM.from_config(config)
+
+
+def train(model, steps: int, seed: int = 0):
+    """AdamW with warm-up and cosine decay; returns the loss of every step and the seconds it took."""
+    generator = torch.Generator().manual_seed(seed)  # the same batches for every model
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
+    warmup = max(1, steps // 10)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / warmup) * 0.5 * (1 + np.cos(np.pi * min(step, steps) / steps))
+    )
+    model.train()
+    losses, started = [], time.perf_counter()
+    for _ in range(steps):
+        source, mask, labels = copy_batch(generator, BATCH)
+        loss = model(input_ids=source, attention_mask=mask, labels=labels).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+    return losses, time.perf_counter() - started
+
+
+KINDS = {"rnn": "RNN encoder-decoder", "attention": "RNN + attention", "transformer": "Transformer"}
+models, losses, seconds = {}, {}, {}
+for kind in KINDS:
+    models[kind] = build(kind)
+    losses[kind], seconds[kind] = train(models[kind], STEPS)
+parameters = {kind: sum(p.numel() for p in model.parameters()) for kind, model in models.items()}
+print(
+    table(
+        [(KINDS[k], f"{parameters[k]:,}", f"{seconds[k]:.0f} s", f"{np.mean(losses[k][-20:]):.3f}") for k in KINDS],
+        ("model", "parameters", "training", "final loss"),
+    )
+)
+report["parameters"] = parameters
+report["final_loss"] = {k: float(np.mean(losses[k][-20:])) for k in KINDS}
+
+figure, axis = plt.subplots(figsize=(6, 3.2))
+for kind in KINDS:
+    axis.plot(losses[kind], label=KINDS[kind], linewidth=0.8)
+axis.set(xlabel="training step", ylabel="loss (cross-entropy)", yscale="log", title="Copying a sequence")
+axis.legend()
+save_figure(figure, args.figures, "01_training", **{k: np.array(v) for k, v in losses.items()})
+
+# %% [markdown]
+# ## 3. Accuracy against source length
+#
+# Each model copies 200 fresh strings of every length with `generate()` (greedy). A string counts as right when
+# every token is right, the score of Bahdanau et al.'s figure 2 in its strictest form; the token accuracy is
+# printed too.
+
+# %%
+TEST_LENGTHS = list(range(2, MAX_LENGTH + 1, 2 if QUICK else 4))
+TEST_ROWS = 50 if QUICK else 200
+
+
+@torch.no_grad()
+def accuracy_by_length(model) -> tuple[list[float], list[float]]:
+    model.eval()
+    generator = torch.Generator().manual_seed(1234)  # test strings differ from every training batch's
+    sequences, tokens = [], []
+    for length in TEST_LENGTHS:
+        source, mask, labels = copy_batch(generator, TEST_ROWS, torch.full((TEST_ROWS,), length))
+        output = model.generate(input_ids=source, attention_mask=mask, max_new_tokens=length + 1, do_sample=False)
+        written = output[:, 1 : length + 2]  # without the start token
+        written = torch.nn.functional.pad(written, (0, length + 1 - written.shape[1]), value=0)
+        correct = written == labels
+        sequences.append(correct.all(dim=1).float().mean().item())
+        tokens.append(correct.float().mean().item())
+    return sequences, tokens
+
+
+accuracy = {kind: accuracy_by_length(model) for kind, model in models.items()}
+print(
+    table(
+        [(n, *(f"{accuracy[k][0][i]:.2f}" for k in KINDS)) for i, n in enumerate(TEST_LENGTHS)],
+        ("length", *(KINDS[k] + " (strings right)" for k in KINDS)),
+    )
+)
+report["test_lengths"] = TEST_LENGTHS
+report["sequence_accuracy"] = {k: v[0] for k, v in accuracy.items()}
+report["token_accuracy"] = {k: v[1] for k, v in accuracy.items()}
+
+figure, axis = plt.subplots(figsize=(6, 3.2))
+STYLES = {"rnn": ("o", "-", 6), "attention": ("s", "--", 9), "transformer": ("^", ":", 5)}  # two curves overlap
+for kind in KINDS:
+    marker, line, size = STYLES[kind]
+    axis.plot(TEST_LENGTHS, accuracy[kind][0], marker=marker, linestyle=line, markersize=size, label=KINDS[kind])
+axis.set(xlabel="source length (symbols)", ylabel="strings copied exactly", ylim=(-0.02, 1.05))
+axis.set_xticks(TEST_LENGTHS)
+axis.set_title("Quality against source length (cf. Bahdanau et al. 2015, fig. 2)")
+axis.legend()
+save_figure(
+    figure,
+    args.figures,
+    "01_length",
+    lengths=np.array(TEST_LENGTHS),
+    **{f"{k}_sequences": np.array(v[0]) for k, v in accuracy.items()},
+    **{f"{k}_tokens": np.array(v[1]) for k, v in accuracy.items()},
+)
+
+# %% [markdown]
+# The plain encoder-decoder copies short strings and falls off as they grow: its 128 numbers of state cannot hold a
+# long string well enough to give it back symbol by symbol. With attention, the decoder does not need to remember
+# the string; it looks it up, one position per output token, and the length hardly matters. The Transformer does
+# the same with attention alone.
+#
+# ## 4. The attention weights are an alignment
+#
+# The decoder's attention weights over the source, for one string: row $t$ is the step that writes target token
+# $t$ (its input is the token before), column $j$ is source token $j$. For a copy the alignment is the diagonal:
+# writing token $t$, the model reads source token $t$. Nobody told it so; the weights are learned from the
+# translation loss alone. (In real translation the alignment is not monotonic: German puts verbs last, and the
+# weights show that reordering. And weights are a view into the model, not a proof of why it decided: other weights
+# can give the same output, Jain & Wallace 2019.)
+
+# %%
+attention_model = models["attention"].eval()
+source, mask, labels = copy_batch(torch.Generator().manual_seed(7), 1, torch.tensor([min(16, MAX_LENGTH)]))
+with torch.no_grad():
+    written = attention_model.generate(input_ids=source, attention_mask=mask, max_new_tokens=source.shape[1] + 1)
+    # The decoder's inputs are the written tokens but the last: step t reads token t - 1 and writes token t.
+    outputs = attention_model(
+        input_ids=source, attention_mask=mask, decoder_input_ids=written[:, :-1], output_attentions=True
+    )
+weights = outputs.cross_attentions[0][0, 0]  # (target steps, source tokens): the decoder's one head
+steps = min(weights.shape[0], source.shape[1])
+on_diagonal = weights[torch.arange(steps), torch.arange(steps)]
+report["alignment_diagonal_mean"] = on_diagonal.mean().item()
+print(f"mean weight on the diagonal: {on_diagonal.mean():.3f} (a uniform row would give {1 / source.shape[1]:.3f})")
+
+figure, axis = plt.subplots(figsize=(4.6, 4.2))
+image = axis.imshow(weights.numpy(), cmap="viridis", vmin=0, vmax=1)
+axis.set(xlabel="source token j", ylabel="target step t (writes token t)", title="Bahdanau attention while copying")
+axis.set_xticks(range(source.shape[1]), [str(i) for i in source[0].tolist()], fontsize=6)
+axis.set_yticks(range(weights.shape[0]), [str(i) for i in written[0, 1:].tolist()], fontsize=6)  # 2 = </s>
+figure.colorbar(image, ax=axis, shrink=0.8, label="attention weight")
+save_figure(figure, args.figures, "01_alignment", weights=weights, source=source[0], written=written[0])
+
+# %% [markdown]
+# ## 5. Vanishing gradients: how much of the loss reaches the first source token
+#
+# Training changes the embedding of source token $j$ in proportion to $\partial L / \partial x_j$. In the plain
+# encoder-decoder the loss reaches $x_j$ only through the encoder's later states, $n - j$ recurrent steps,
+# and each step multiplies the gradient by a Jacobian whose norm is typically below 1: the signal from early
+# tokens fades (Bengio et al. 1994; Pascanu et al. 2013). With attention, every $h_j$ is one step from every output.
+#
+# The measurement: the norm of the gradient of the loss with respect to each source embedding, averaged over a
+# batch of strings of the longest training length, for each model, trained and at initialisation.
+
+
+# %%
+def gradient_reach(model, length: int) -> np.ndarray:
+    """|∂L/∂x_j| for every source position j, averaged over 64 strings of `length` symbols."""
+    model.eval()
+    source, mask, labels = copy_batch(torch.Generator().manual_seed(99), 64, torch.full((64,), length))
+    embeddings = model.get_input_embeddings()(source).detach().requires_grad_(True)
+    loss = model(inputs_embeds=embeddings, attention_mask=mask, labels=labels).loss
+    (gradient,) = torch.autograd.grad(loss, embeddings)
+    return gradient.norm(dim=-1).mean(dim=0).numpy()
+
+
+REACH_LENGTH = MAX_LENGTH
+reach = {kind: gradient_reach(models[kind], REACH_LENGTH) for kind in ("rnn", "attention")}
+reach_untrained = {kind: gradient_reach(build(kind), REACH_LENGTH) for kind in ("rnn", "attention")}
+first_over_last = {k: float(v[0] / v[-1]) for k, v in reach.items()}
+first_over_last_untrained = {k: float(v[0] / v[-1]) for k, v in reach_untrained.items()}
+print(
+    table(
+        [(KINDS[k], f"{first_over_last_untrained[k]:.2e}", f"{first_over_last[k]:.2e}") for k in ("rnn", "attention")],
+        ("model", "|∂L/∂x_first| / |∂L/∂x_last|, untrained", "trained"),
+    )
+)
+report["gradient_first_over_last"] = first_over_last
+report["gradient_first_over_last_untrained"] = first_over_last_untrained
+
+figure, axis = plt.subplots(figsize=(6, 3.2))
+positions = np.arange(1, REACH_LENGTH + 1)
+for kind, style in (("rnn", "-"), ("attention", "-")):
+    axis.plot(positions, reach[kind], style, label=f"{KINDS[kind]}, trained")
+    axis.plot(positions, reach_untrained[kind], ":", label=f"{KINDS[kind]}, untrained")
+axis.set(xlabel="source position j", ylabel="mean |∂L/∂x_j|", yscale="log")
+axis.set_title(f"Gradient reaching each source token (strings of {REACH_LENGTH})")
+axis.legend(fontsize=7)
+save_figure(
+    figure,
+    args.figures,
+    "01_gradient_reach",
+    positions=positions,
+    **{f"{k}_trained": v for k, v in reach.items()},
+    **{f"{k}_untrained": v for k, v in reach_untrained.items()},
+)
+
+# %% [markdown]
+# In the full run (strings of 24 symbols), at initialisation the first source token of the plain encoder-decoder
+# receives about $10^{-5}$ of the gradient the last one receives: for a new model, the start of a long source
+# is nearly invisible to the loss. With attention the two are within a factor of about 1.2. Training changes the
+# plain model's picture: its GRU learns to hold its state (the update gate $z$ near 1 copies $h_{j-1}$ into
+# $h_j$, the path that gated cells were invented for; Hochreiter & Schmidhuber 1997, Cho et al. 2014), and
+# afterwards the first token even gets more gradient than the last, because the model errs most at the start of
+# long strings. Gating mends the gradient's path; it does not enlarge the vector, and section 3 shows that the
+# fixed size is what fails. Attention removes both problems at once.
+
+# %% [markdown]
+# ## 6. Steps that must wait for each other
+#
+# A recurrent layer computes $h_j$ from $h_{j-1}$: for $n$ tokens it takes $n$ steps one after another, and extra
+# cores cannot help within one sequence. A Transformer layer computes all $n$ positions with the same few matrix
+# products, whatever $n$. The count below is measured, not derived: PyTorch's profiler records every operation a
+# layer runs, and a GRU runs one `tanh` per step (its candidate state), so counting them counts its sequential
+# steps. For the Transformer encoder layer, the number of operations of any kind is counted.
+
+# %%
+from hf_attention.layers import EncoderLayer  # noqa: E402
+
+gru = torch.nn.GRU(HIDDEN, HIDDEN, batch_first=True)
+transformer_layer = build("transformer").get_encoder().layers[0].eval()
+assert isinstance(transformer_layer, EncoderLayer)
+
+
+def operations(module, length: int, name: str | None) -> int:
+    """How many operations the profiler records for one forward over `length` tokens (only `name` ones if given)."""
+    states = torch.randn(4, length, HIDDEN)
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as profiler:
+        module(states) if name else module(states, attention_mask=None)
+    return sum(1 for event in profiler.events() if name is None or event.name == name)
+
+
+SEQUENCE_LENGTHS = [8, 16, 32, 64] if QUICK else [8, 16, 32, 64, 128, 256]
+rnn_steps = [operations(gru, n, "aten::tanh_") for n in SEQUENCE_LENGTHS]
+transformer_operations = [operations(transformer_layer, n, None) for n in SEQUENCE_LENGTHS]
+print(
+    table(
+        list(zip(SEQUENCE_LENGTHS, rnn_steps, transformer_operations, strict=True)),
+        ("tokens n", "GRU layer: sequential steps", "Transformer layer: operations in all"),
+    )
+)
+report["sequence_lengths"] = SEQUENCE_LENGTHS
+report["rnn_sequential_steps"] = rnn_steps
+report["transformer_layer_operations"] = transformer_operations
+
+# %% [markdown]
+# The decoder is sequential for a second reason, with or without attention: the query of step $t$ is the state
+# that step $t-1$ wrote, so even in training, when every target token is known in advance, the RNN decoder runs its
+# steps one after another (the loop in `RecurrentDecoder.forward`). The Transformer decoder runs all target
+# positions of a training batch at once behind a causal mask.
+#
+# The time this costs, at a fixed budget of 512 tokens per batch: as sequences get longer (and batches smaller),
+# the GRU's time grows with its number of steps, while the Transformer layer's stays nearly flat until its $n^2$
+# attention starts to count (tutorial 08 measures that bill). In the committed figure the GRU layer takes about
+# 7 times as long for rows of 256 tokens as for rows of 8 (10 ms against 1.4 ms, the same 512 tokens in all),
+# the Transformer layer 1.3 times.
+
+
+# %%
+def seconds_per_forward(module, batch: int, length: int, repeats: int) -> float:
+    states = torch.randn(batch, length, HIDDEN)
+    timings = []
+    with torch.no_grad():
+        for _ in range(repeats):
+            started = time.perf_counter()
+            module(states) if module is gru else module(states, attention_mask=None)
+            timings.append(time.perf_counter() - started)
+    return float(np.median(timings))
+
+
+TOKENS = 512
+timing_lengths = [n for n in SEQUENCE_LENGTHS if TOKENS % n == 0]
+repeats = 3 if QUICK else 15
+gru_seconds = [seconds_per_forward(gru, TOKENS // n, n, repeats) for n in timing_lengths]
+layer_seconds = [seconds_per_forward(transformer_layer, TOKENS // n, n, repeats) for n in timing_lengths]
+print(
+    table(
+        [
+            (n, TOKENS // n, f"{g * 1e3:.2f} ms", f"{t * 1e3:.2f} ms")
+            for n, g, t in zip(timing_lengths, gru_seconds, layer_seconds, strict=True)
+        ],
+        ("tokens n", "batch", "GRU layer", "Transformer layer"),
+    )
+)
+
+figure, (left, right) = plt.subplots(1, 2, figsize=(9, 3.2))
+left.plot(SEQUENCE_LENGTHS, rnn_steps, marker="o", label="GRU layer: sequential steps")
+left.plot(SEQUENCE_LENGTHS, transformer_operations, marker="s", label="Transformer layer: all operations")
+left.set(xlabel="tokens n", ylabel="count", xscale="log", yscale="log", title="Measured by the profiler")
+left.legend(fontsize=7)
+right.plot(timing_lengths, np.array(gru_seconds) * 1e3, marker="o", label="GRU layer")
+right.plot(timing_lengths, np.array(layer_seconds) * 1e3, marker="s", label="Transformer layer")
+right.set(xlabel="tokens n (batch = 512 / n)", ylabel="ms per forward", xscale="log", title="Same tokens, longer rows")
+right.legend(fontsize=7)
+save_figure(
+    figure,
+    args.figures,
+    "01_sequential",
+    lengths=np.array(SEQUENCE_LENGTHS),
+    rnn_steps=np.array(rnn_steps),
+    transformer_operations=np.array(transformer_operations),
+    timing_lengths=np.array(timing_lengths),
+    gru_seconds=np.array(gru_seconds),
+    transformer_layer_seconds=np.array(layer_seconds),
+)
+
+# %% [markdown]
+# (The timings are measured on the machine that runs the tutorial and vary between runs; the counts do not.)
+#
+# ## 7. Do we still need the recurrence?
+#
+# Attention removed the bottleneck and gave every source token a one-step path to every output. What remained
+# recurrent was the order of the computation: each state waits for the previous one. Vaswani et al. (2017) asked
+# whether the recurrence was needed at all, and answered with a model made of attention alone, with positions
+# added to the embeddings so that order is not lost. On the copy task above, that model matches the attention RNN
+# without running a single step in sequence.
+#
+# The next tutorials take it apart: embeddings (02), attention as kernel regression (03), the score functions
+# (04), positions (05), multi-head self- and cross-attention (06), the block assembled by hand (07), the cost of
+# attention (08), and the encoder-decoder step by step (09).
+#
+# **Next:** [02 · embeddings and word2vec](02_embeddings_word2vec.py).
+
+# %%
+report.save()
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. Give the plain encoder-decoder a larger state (`HIDDEN = 128`). How far does its accuracy curve move to the
+#    right? Does it ever stop falling?
+# 2. Read the source backwards for the plain model (Sutskever et al. 2014 reversed it): flip each source row before
+#    the encoder. Why does that help a copy, and what does it do to the gradient-reach curve?
+# 3. Set `bidirectional_encoder=True` for the plain model. Which source positions now get a strong gradient?
+# 4. Replace the additive score by the dot product (`attention_score="dot"`, Luong et al. 2015). Does the alignment
+#    heatmap change?
+# 5. Count the sequential steps of an LSTM (`torch.nn.LSTM`) with the profiler. Which operation marks a step there?
+# 6. Train the three models on the reverse task (target = the source backwards). Which one finds it easier than
+#    copying, and why?
+#
+# ## Answers
+#
+# 1. The curve shifts right (a bigger vector holds more symbols) but still falls: any fixed size is eventually too
+#    small for a long enough source, while the attention model's memory (all encoder states) grows with the source.
+# 2. The first target token is then the last one read, a short path; the first few tokens become easy, and the
+#    gradient reaches the start of the source (now read last) strongly, so early tokens train better. The end of the
+#    string becomes the hard part instead.
+# 3. Both ends: the forward RNN's final state is next to the last token and the backward RNN's next to the first;
+#    the middle of a long string is now the farthest from the bottleneck.
+# 4. For a copy task it barely changes: any score that can compare the decoder's state with a position works; the
+#    additive score has its own small network, the dot product needs the two states to live in a shared space.
+# 5. An LSTM step runs `tanh` twice (the candidate cell and the output); the profiler counts $2n$ per layer, or
+#    count `aten::sigmoid_` calls (three gates per step).
+# 6. The plain encoder-decoder: the first output token is the last one it read, so the hardest part of copying
+#    (remembering the start) becomes the easiest; it still fails on long strings, at their end.
