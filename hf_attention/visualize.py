@@ -399,8 +399,9 @@ def _target_sequence(
 def _forward_with_attentions(model, inputs: dict):
     """Forward pass returning attention weights; switches a fused-backend HF model to eager for this call only."""
     outputs = model(**inputs, output_attentions=True, return_dict=True)
-    attentions = getattr(outputs, "attentions", None) or getattr(outputs, "encoder_attentions", None)
-    if attentions:
+    names = ("attentions", "encoder_attentions", "cross_attentions")  # a recurrent model has only the last
+    returned = [getattr(outputs, name, None) for name in names]
+    if any(weights and weights[0] is not None for weights in returned):  # a fused kernel returns None weights
         return outputs
     previous = model.config._attn_implementation
     model.set_attn_implementation("eager")
