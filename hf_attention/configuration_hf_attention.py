@@ -131,7 +131,9 @@ _FIELD_CHECKS = {
     ),
     "head_dim": _optional(_check_positive),
     **dict.fromkeys(("type_vocab_size", "position_offset"), _check_non_negative),
-    **dict.fromkeys(("hidden_dropout_prob", "activation_dropout", "attention_dropout"), _check_probability),
+    **dict.fromkeys(
+        ("hidden_dropout_prob", "activation_dropout", "attention_dropout", "label_smoothing"), _check_probability
+    ),
     "classifier_dropout": _optional(_check_probability),
     **dict.fromkeys(("rope_theta", "layer_norm_eps"), _check_greater_than_zero),
     "initializer_range": _check_at_least_zero,
@@ -213,6 +215,9 @@ class HFAttentionConfigBase(PretrainedConfig):
         activation_dropout: Dropout inside the feed-forward network, after the activation.
         attention_dropout: Dropout on the attention weights (training only).
         initializer_range: Std of the normal initialisation.
+        label_smoothing: ε of the token losses computed from `labels` (language-model and token-classification
+            heads), as `F.cross_entropy(label_smoothing=ε)`: (1 − ε)(−log p[y]) + ε · mean over the vocabulary of
+            −log p[v]. In [0, 1); default 0.0, the plain cross-entropy.
         tie_word_embeddings: Share the input embedding matrix with the output projection.
         lm_head_bias: A bias on the vocabulary projection `lm_head` (BERT's MLM bias, BART/Marian's
             `final_logits_bias`). Default False: the paper's output layer is the (tied) embedding matrix alone.
@@ -259,6 +264,7 @@ class HFAttentionConfigBase(PretrainedConfig):
         activation_dropout: float = 0.0,
         attention_dropout: float = 0.0,
         initializer_range: float = 0.02,
+        label_smoothing: float = 0.0,
         use_cache: bool = True,
         tie_word_embeddings: bool = True,
         pad_token_id: int | None = 0,
@@ -298,6 +304,7 @@ class HFAttentionConfigBase(PretrainedConfig):
         self.activation_dropout = activation_dropout
         self.attention_dropout = attention_dropout
         self.initializer_range = initializer_range
+        self.label_smoothing = label_smoothing
         self.use_cache = use_cache
         self.tie_word_embeddings = tie_word_embeddings
         self.pad_token_id = pad_token_id
@@ -496,6 +503,9 @@ class HFAttentionRecurrentConfig(PretrainedConfig):
             keep PyTorch's uniform ±1/√H). 0.1 as OpenNMT's recurrent models (uniform ±0.1): at the Transformer's
             0.02 the embeddings reach the recurrent gates too weakly, and a copy task did not start learning in
             1200 steps.
+        label_smoothing: ε of the token loss computed from `labels`, as `F.cross_entropy(label_smoothing=ε)`:
+            (1 − ε)(−log p[y]) + ε · mean over the vocabulary of −log p[v]. In [0, 1); default 0.0, the plain
+            cross-entropy.
         tie_word_embeddings: Share the embedding matrix with the output projection.
         use_cache: `generate()` carries the decoder's state from one token to the next instead of re-reading the
             whole target at every step.
@@ -516,6 +526,7 @@ class HFAttentionRecurrentConfig(PretrainedConfig):
         attention_score: str = "additive",
         dropout: float = 0.1,
         initializer_range: float = 0.1,
+        label_smoothing: float = 0.0,
         tie_word_embeddings: bool = True,
         use_cache: bool = True,
         decoder_start_token_id: int | None = None,
@@ -532,6 +543,7 @@ class HFAttentionRecurrentConfig(PretrainedConfig):
         self.attention_score = attention_score
         self.dropout = dropout
         self.initializer_range = initializer_range
+        self.label_smoothing = label_smoothing
         kwargs["is_encoder_decoder"] = True
         kwargs.setdefault("pad_token_id", 0)
         kwargs.setdefault("bos_token_id", 1)

@@ -10,6 +10,10 @@ and no (N, V) buffer besides the returned logits is ever allocated (autograd thr
 allocates three: log-probabilities, a zero-filled gradient and the gradient of the logits). The idea is that of
 chunked / fused linear cross-entropy kernels (Liger Kernel; Wijmans et al. 2024, "Cut Your Losses"); here the logits
 are still returned, as every Hugging Face model returns them.
+
+Label smoothing ε (PyTorch's definition, `F.cross_entropy(label_smoothing=ε)`) mixes the one-hot target with the
+uniform distribution over the V classes: the loss of a labelled token is (1 − ε)(−log p[y]) + ε · mean_v(−log p[v]),
+and the gradient w.r.t. the logits becomes softmax − (1 − ε) onehot(y) − ε/V. With ε = 0 nothing of it is computed.
 """
 
 import torch
@@ -80,16 +84,20 @@ def _check_label_shape(labels: Tensor, rows_shape: torch.Size) -> None:
         )
 
 
-def token_cross_entropy(logits: Tensor, labels: Tensor, num_items_in_batch: Tensor | int | None = None) -> Tensor:
+def token_cross_entropy(
+    logits: Tensor, labels: Tensor, num_items_in_batch: Tensor | int | None = None, label_smoothing: float = 0.0
+) -> Tensor:
     """Cross-entropy summed over tokens whose label is not -100, divided by their count.
 
     Under gradient accumulation the Trainer (or our training loop) passes `num_items_in_batch`, the count over all
     micro-batches and processes, so every token weighs the same however the batch was split. The softmax runs in fp32
-    whatever the logits' dtype.
+    whatever the logits' dtype. `label_smoothing` ε is PyTorch's (see the module docstring); 0 is the plain loss.
     """
     _check_label_shape(labels, logits.shape[:-1])
     flat_logits, flat_labels = logits.reshape(-1, logits.shape[-1]), labels.reshape(-1).to(logits.device)
-    loss = nn.functional.cross_entropy(flat_logits.float(), flat_labels, ignore_index=-100, reduction="sum")
+    loss = nn.functional.cross_entropy(
+        flat_logits.float(), flat_labels, ignore_index=-100, reduction="sum", label_smoothing=float(label_smoothing)
+    )
     return _normalise(loss, labels, num_items_in_batch)
 
 
@@ -117,15 +125,23 @@ def _summed_token_loss(logits: Tensor, probabilities: Tensor, targets: Tensor, l
 
 
 class _LinearCrossEntropy(torch.autograd.Function):
-    """(h, W, b, y) → (logits = h Wᵀ + b, Σ over labelled rows of −log softmax(logits)[y]).
+    """(h, W, b, y, C, ε) → (logits = h Wᵀ + b, Σ over labelled rows of −log softmax(logits)[y], label-smoothed by ε).
 
     The forward also forms dh, dW and db of the summed loss (per unit of loss); the backward scales them by the
     incoming gradient, and adds the usual linear-layer gradients when the returned logits are used downstream too.
     """
 
     @staticmethod
-    def forward(ctx, hidden: Tensor, weight: Tensor, bias: Tensor | None, labels: Tensor, chunk_rows: int):
-        """hidden (N, E), weight (V, E), bias (V,) or None, all in the compute dtype; labels (N,)."""
+    def forward(
+        ctx,
+        hidden: Tensor,
+        weight: Tensor,
+        bias: Tensor | None,
+        labels: Tensor,
+        chunk_rows: int,
+        label_smoothing: float = 0.0,
+    ):
+        """hidden (N, E), weight (V, E), bias (V,) or None, all in the compute dtype; labels (N,); ε in [0, 1)."""
         rows, vocab = hidden.shape[0], weight.shape[0]
         # Only the gradients autograd will ask for (a frozen head, as under LoRA, needs no dW).
         need_hidden, need_weight, need_bias = ctx.needs_input_grad[:3]
@@ -159,11 +175,21 @@ class _LinearCrossEntropy(torch.autograd.Function):
             # time of the same steps as separate passes over the (C, V) chunk.
             probabilities = torch.softmax(x, -1)
             loss += _summed_token_loss(x, probabilities, target.squeeze(-1), keep)  # Σ −log softmax(x)[y]
+            if label_smoothing:
+                # mean_v −log p[v] = logsumexp(x) − mean_v x = −log p[y] + x[y] − mean_v x, so the smoothed loss
+                # (1 − ε)(−log p[y]) + ε mean_v −log p[v] is −log p[y] + ε (x[y] − mean_v x): no log-sum-exp pass.
+                margin = x.gather(-1, target).squeeze(-1) - x.mean(-1)
+                loss += label_smoothing * torch.where(keep, margin, 0.0).sum()
             # d loss / d logits = softmax − onehot(y) on labelled rows, 0 on the others, made in the (C, V) buffer.
             unlabelled = (~keep).nonzero().squeeze(1)
             if unlabelled.numel():
                 probabilities[unlabelled] = 0.0
-            probabilities.scatter_add_(-1, target, -keep.unsqueeze(-1).float())
+            if not label_smoothing:
+                probabilities.scatter_add_(-1, target, -keep.unsqueeze(-1).float())
+            else:  # softmax − (1 − ε) onehot(y) − ε/V on labelled rows
+                labelled_rows = keep.unsqueeze(-1).float()
+                probabilities.scatter_add_(-1, target, -(1.0 - label_smoothing) * labelled_rows)
+                probabilities.sub_(labelled_rows * (label_smoothing / vocab))
             grad_logits = probabilities.to(hidden.dtype)
             if need_hidden:
                 if index is None:
@@ -210,7 +236,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
                 out_bias = extra_bias if out_bias is None else out_bias + extra_bias
         out_weight = None if out_weight is None else out_weight.to(weight.dtype)
         out_bias = None if out_bias is None else out_bias.to(weight.dtype)
-        return out_hidden, out_weight, out_bias, None, None
+        return out_hidden, out_weight, out_bias, None, None, None
 
 
 def fusable(projection: nn.Module) -> bool:
@@ -227,9 +253,14 @@ def fusable(projection: nn.Module) -> bool:
 
 
 def linear_cross_entropy(
-    hidden: Tensor, projection: nn.Linear, labels: Tensor, num_items_in_batch: Tensor | int | None = None
+    hidden: Tensor,
+    projection: nn.Linear,
+    labels: Tensor,
+    num_items_in_batch: Tensor | int | None = None,
+    label_smoothing: float = 0.0,
 ) -> tuple[Tensor, Tensor]:
-    """Logits `projection(hidden)` (…, V) and their token cross-entropy against `labels` (…), as `token_cross_entropy`.
+    """Logits `projection(hidden)` (…, V) and their token cross-entropy against `labels` (…), as `token_cross_entropy`
+    (with the same `label_smoothing`).
 
     While training (a gradient is needed) the projection and the loss run fused, chunk by chunk (see the module
     docstring); under `torch.compile`, without gradients, or when something intercepts the projection (hooks,
@@ -239,7 +270,7 @@ def linear_cross_entropy(
     needs_grad = torch.is_grad_enabled() and (hidden.requires_grad or projection.weight.requires_grad)
     if not needs_grad or torch.compiler.is_compiling() or not fusable(projection):
         logits = projection(hidden)
-        return logits, token_cross_entropy(logits, labels, num_items_in_batch)
+        return logits, token_cross_entropy(logits, labels, num_items_in_batch, label_smoothing)
     device = hidden.device.type
     dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else hidden.dtype
     weight, bias = projection.weight, projection.bias
@@ -248,6 +279,6 @@ def linear_cross_entropy(
     weight, bias = weight.to(dtype), None if bias is None else bias.to(dtype)
     with torch.autocast(device_type=device, enabled=False):
         logits, loss = _LinearCrossEntropy.apply(
-            flat_hidden, weight, bias, labels.reshape(-1).to(hidden.device), CHUNK_ROWS
+            flat_hidden, weight, bias, labels.reshape(-1).to(hidden.device), CHUNK_ROWS, float(label_smoothing)
         )
     return logits.view(*hidden.shape[:-1], -1), _normalise(loss, labels, num_items_in_batch)

@@ -240,7 +240,9 @@ class HFAttentionPreTrainedModel(PreTrainedModel):
         projection and the loss run fused (losses.linear_cross_entropy)."""
         if labels is None:
             return self.vocabulary_logits(hidden), None
-        return linear_cross_entropy(self._lm_head_input(hidden), self.lm_head, labels, num_items_in_batch)
+        return linear_cross_entropy(
+            self._lm_head_input(hidden), self.lm_head, labels, num_items_in_batch, self.config.label_smoothing
+        )
 
     def _lm_head_input(self, hidden: Tensor) -> Tensor:
         if self.config.scale_lm_head_input:
@@ -993,7 +995,11 @@ class HFAttentionForTokenClassification(_EncoderClassifier):
     ) -> TokenClassifierOutput:
         """Logits (B, T, num_labels); labels (B, T) with -100 on ignored tokens."""
         logits = self.classifier(self.dropout(encoded.last_hidden_state))
-        loss = None if labels is None else token_cross_entropy(logits, labels, num_items_in_batch)
+        loss = (
+            None
+            if labels is None
+            else token_cross_entropy(logits, labels, num_items_in_batch, self.config.label_smoothing)
+        )
         return TokenClassifierOutput(
             loss=loss, logits=logits, hidden_states=encoded.hidden_states, attentions=encoded.attentions
         )

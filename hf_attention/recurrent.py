@@ -482,7 +482,7 @@ class HFAttentionRecurrentForSeq2SeqLM(HFAttentionRecurrentPreTrainedModel, Gene
                     f"labels has shape {tuple(labels.shape)}, expected {tuple(logits.shape[:2])}: one label per "
                     "decoder input token (-100 where there is none)."
                 )
-            loss = token_cross_entropy(logits, labels, num_items_in_batch)
+            loss = token_cross_entropy(logits, labels, num_items_in_batch, self.config.label_smoothing)
         output = with_cache(
             Seq2SeqLMOutput,
             cache_of(outputs),

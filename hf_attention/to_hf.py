@@ -92,6 +92,7 @@ _TRAINING_ONLY = {
     "classifier_dropout",
     "initializer_range",
     "freeze_lm_head_bias",
+    "label_smoothing",
     "use_cache",
 }
 # Fields that matter only for one positional scheme.

@@ -34,7 +34,9 @@ def token_loss(objective: Objective, model, batch: dict, num_items_in_batch: tor
         return model(**batch, num_items_in_batch=num_items_in_batch).loss
     inputs = {k: v for k, v in batch.items() if k != "labels"}
     logits = model(**inputs).logits
-    return per_token_sum(objective, logits, batch["labels"]).sum() / num_items_in_batch
+    # A Hugging Face model's config may carry `label_smoothing` (set through model_config) as ours do.
+    smoothing = getattr(_unwrap(model).config, "label_smoothing", 0.0)
+    return per_token_sum(objective, logits, batch["labels"], label_smoothing=smoothing).sum() / num_items_in_batch
 
 
 def loss_takes_num_items(model) -> bool:
@@ -50,11 +52,13 @@ def loss_takes_num_items(model) -> bool:
     return code is not None and "loss_function" in code.co_names
 
 
-def per_token_sum(objective: Objective, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Summed cross-entropy per row (B,), over the tokens whose target is not -100."""
+def per_token_sum(
+    objective: Objective, logits: torch.Tensor, labels: torch.Tensor, *, label_smoothing: float = 0.0
+) -> torch.Tensor:
+    """Summed cross-entropy per row (B,), over the tokens whose target is not -100 (label-smoothed if asked)."""
     targets = target_labels(objective, labels).to(logits.device)
     losses = nn.functional.cross_entropy(
-        logits.float().transpose(1, 2), targets, ignore_index=-100, reduction="none"
+        logits.float().transpose(1, 2), targets, ignore_index=-100, reduction="none", label_smoothing=label_smoothing
     )  # (B, T)
     return losses.sum(dim=1)
 
