@@ -15,16 +15,63 @@ What `tokenizer(text)` adds around the text depends on the objective:
 |           |                 |                          | decoder starts from <s> (labels shifted right)       |
 
 Byte-level BPE (GPT-2, RoBERTa) never produces <unk>: any UTF-8 string is covered by the 256 byte symbols.
+
+Format placeholders, markup tags and character entities (`%(name)s`, `%1$s`, `{0}`, `${var}`, `<b>`, `&amp;`, ...;
+`PLACEHOLDER_PATTERN` lists them) are pre-tokens of their own, with at most one leading space as GPT-2 gives a word:
+BPE never merges one with the text around it, a frequent one becomes a single token, and a translation model can
+copy it through. Text without placeholders is pre-tokenised exactly as GPT-2's byte-level regex does it.
+`keep_placeholders=False` gives GPT-2's plain pre-tokenizer instead, which tools that recognise only GPT-2's own
+pre-tokenizer need: llama.cpp's GGUF converter (benchmarks/deploy.py) accepts nothing else.
 The result saves with `save_pretrained` and loads back with `AutoTokenizer.from_pretrained` (tokenizer.json).
 """
 
 from collections.abc import Iterable
 
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
 KINDS = ("causal", "masked", "seq2seq")
 PAD, BOS, EOS, UNK, MASK = "<pad>", "<s>", "</s>", "<unk>", "<mask>"
+
+# Format placeholders, markup tags and character entities, each kept whole by the pre-tokenizer. Alternatives, in
+# the order they are tried:
+#   - Qt localised arguments: %L1
+#   - printf, Python %-format and strftime: %s %d %% %1$s %-10.3f %.*s %lu %lld %I64d %@ %(name)s %(count)-5d %H %-d
+#   - Qt arguments: %1 %2 ... (after printf, so %1$s stays one placeholder)
+#   - Mustache / Jinja / i18next: {{name}} {{ user.name }}
+#   - brace formats (Python str.format, .NET, Java MessageFormat, ICU arguments): {} {0} {name} {0.attr} {items[0]}
+#     {name!r} {0:>10} {0,number,integer} (no spaces inside, so "{a: 1}" or prose in braces is not one)
+#   - shell and template variables: ${var} ${var:-default} $var $HOME (not "$5", a price)
+#   - HTML / XML tags: <b> </b> <br/> <br /> <a href="..."> <img src='x' alt=y> (a name right after "<", so
+#     "a < b > c" is not one)
+#   - character entities: &amp; &lt; &nbsp; &#39; &#x27;
+# ASCII classes only, so Python's `re` and the tokenizers library's Oniguruma agree on every match.
+PLACEHOLDER_PATTERN = (
+    r"%L[0-9]+"
+    r"|%(?:\([A-Za-z_][A-Za-z0-9_]*\)|[0-9]+\$)?[-+#0'_^]*(?:[0-9]+|\*)?(?:\.(?:[0-9]+|\*))?"
+    r"(?:hh|ll|I64|I32|[hlLqjzt])?[A-Za-z@%]"
+    r"|%[0-9]+"
+    r"|\{\{ ?[A-Za-z_][A-Za-z0-9_.]* ?\}\}"
+    r"|\{(?:[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+|\[[A-Za-z0-9_]+\])*)?(?:![rsa])?(?:[:,][^{} \t\r\n]*)?\}"
+    r"|\$\{[^{} \t\r\n]+\}"
+    r"|\$[A-Za-z_][A-Za-z0-9_]*"
+    # a tag: its name, then attributes `name`, `name=value`, `name="value"` or `name='value'`, then "/>" or ">"
+    r"|</?[A-Za-z][A-Za-z0-9:._-]*"
+    r"""(?:[ \t\r\n]+[^ \t\r\n"'<>/=]+(?:[ \t\r\n]*=[ \t\r\n]*(?:"[^"<>]*"|'[^'<>]*'|[^ \t\r\n"'<>=]+))?)*"""
+    r"[ \t\r\n]*/?>"
+    r"|&(?:[A-Za-z][A-Za-z0-9]*|#[0-9]+|#[xX][0-9A-Fa-f]+);"
+)
+
+# GPT-2's pre-tokenizer regex (what `pre_tokenizers.ByteLevel(use_regex=True)` applies), preceded by the
+# placeholders with one optional leading space; its run of punctuation stops where a placeholder starts, so "(%s)"
+# gives "(", "%s", ")". The ByteLevel regex cannot run after the split: it would cut " %(name)s" into " %(", "name",
+# ")s" again, so this one pattern does all the splitting and ByteLevel only maps bytes to symbols.
+PRE_TOKENIZER_PATTERN = (
+    rf" ?(?:{PLACEHOLDER_PATTERN})"
+    r"|'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+"
+    rf"| ?(?:(?!{PLACEHOLDER_PATTERN})[^\s\p{{L}}\p{{N}}])+"
+    r"|\s+(?!\S)|\s+"
+)
 
 
 def special_tokens(kind: str) -> list[str]:
@@ -40,6 +87,7 @@ def train_tokenizer(
     kind: str,
     min_frequency: int = 2,
     model_max_length: int | None = None,
+    keep_placeholders: bool = True,
 ) -> PreTrainedTokenizerFast:
     """Train a byte-level BPE tokenizer on `texts` for the objective `kind`.
 
@@ -52,6 +100,9 @@ def train_tokenizer(
         min_frequency: Merges seen fewer times than this are not learnt.
         model_max_length: Longest input the model takes (e.g. its max_position_embeddings); `truncation=True`
             then cuts there. None leaves the tokenizer unbounded.
+        keep_placeholders: Make every `PLACEHOLDER_PATTERN` match (format placeholder, tag, entity) a pre-token of
+            its own, so no token spans its boundary. False gives GPT-2's plain byte-level pre-tokenizer, which
+            llama.cpp's GGUF converter needs (benchmarks/deploy.py names it "gpt-2" only then).
 
     Returns:
         A `PreTrainedTokenizerFast` with pad/bos/eos/unk (and mask) tokens set. Decoder tokenizers pad on the left,
@@ -68,7 +119,7 @@ def train_tokenizer(
             f"{len(specials)} special tokens, so at least {len(specials) + len(alphabet)}."
         )
     tokenizer = Tokenizer(models.BPE(unk_token=UNK))
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.pre_tokenizer = _pre_tokenizer(keep_placeholders)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -98,6 +149,19 @@ def train_tokenizer(
         model_max_length=model_max_length if model_max_length is not None else int(1e30),
     )
     return wrapped
+
+
+def _pre_tokenizer(keep_placeholders: bool = True) -> pre_tokenizers.PreTokenizer:
+    """GPT-2's byte-level pre-tokenizer, with every placeholder, tag and entity as a pre-token of its own if
+    `keep_placeholders`."""
+    if not keep_placeholders:
+        return pre_tokenizers.ByteLevel(add_prefix_space=False)
+    return pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(PRE_TOKENIZER_PATTERN), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
 
 
 def _template(kind: str, tokenizer: Tokenizer) -> processors.TemplateProcessing:
