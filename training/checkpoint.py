@@ -60,10 +60,12 @@ def save_checkpoint(
     scheduler=None,
     keep: int | None = None,
     sharded: tuple | None = None,
+    average=None,
 ) -> Path:
     """Save the full training state atomically and point `latest` at it. Called on every process.
 
-    `sharded=(model, optimizer)` for a model sharded by `training.sharding` (Accelerate does not hold it)."""
+    `sharded=(model, optimizer)` for a model sharded by `training.sharding` (Accelerate does not hold it);
+    `average`, a `training.averaging.WeightAverage`, adds the mean of the weights so far."""
     root = checkpoint_root(output_dir)
     name = f"step_{progress.step:05d}"
     final, temporary = root / name, root / f"{TEMPORARY_PREFIX}{name}"
@@ -82,6 +84,8 @@ def save_checkpoint(
         if scheduler is not None:
             write_atomically(temporary / SCHEDULER_FILE, json.dumps(scheduler.state_dict()))
         write_atomically(temporary / PROGRESS_FILE, json.dumps(asdict(progress)))
+        if average is not None:
+            average.save(temporary)
         if final.exists():  # an abandoned run's save of the same step: promote without leaving `latest` dangling
             write_atomically(root / LATEST, temporary.name)
             shutil.rmtree(final)

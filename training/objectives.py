@@ -106,7 +106,10 @@ def _parallel_corpus(data_args: DataArguments) -> Dataset:
     `translation` column)."""
     if data_args.dataset is None:
         return data_lib.translation_corpus(
-            data_args.target_lang, max_chars=data_args.max_chars, max_catalogs=data_args.max_catalogs
+            data_args.target_lang,
+            max_chars=data_args.max_chars,
+            max_catalogs=data_args.max_catalogs,
+            packages=data_args.catalog_packages,
         )
     columns = {data_args.source_column: "source", data_args.target_column: "target"}
     dataset = _load_user(data_args)
@@ -173,6 +176,7 @@ def _causal_lm_generation(config, model, tokenizer, generation: GenerationSettin
 def _translation_generation(config, model, tokenizer, generation: GenerationSettings) -> None:
     config.decoder_start_token_id = model.config.decoder_start_token_id
     config.num_beams = generation.num_beams
+    config.length_penalty = generation.length_penalty
     config.max_new_tokens = generation.max_new_tokens
     config.max_length = None
 
@@ -396,6 +400,15 @@ def split_corpus(objective: Objective, corpus: Dataset, data_args: DataArguments
             raise ValueError(f"The {name} split is empty ({len(corpus)} rows in the corpus); use more data.")
         if cap is not None:
             splits[name] = splits[name].select(range(min(cap, len(splits[name]))))
+    if objective.scores_translations and data_args.heldout_catalog_packages:
+        # The out-of-domain test: a source of catalogs never trained on, none of its strings in the corpus.
+        splits["ood"] = data_lib.held_out_translation_set(
+            data_args.target_lang,
+            data_args.heldout_catalog_packages,
+            seen=corpus["source"],
+            max_chars=data_args.max_chars,
+            max_rows=data_args.max_ood_samples,
+        )
     return splits
 
 
@@ -407,5 +420,6 @@ def make_tokenizer(objective: Objective, train_split: Dataset, model_args: Model
         model_args.vocab_size,
         kind=objective.tokenizer_kind,
         min_frequency=model_args.tokenizer_min_frequency,
+        keep_placeholders=model_args.tokenizer_keep_placeholders,
         model_max_length=objective.tokenizer_max_length(data_args),
     )

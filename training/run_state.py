@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
     from training.args import DataArguments, ModelArguments, TrainArguments
+    from training.averaging import WeightAverage
     from training.batching import Loaders
     from training.checkpoint import Progress
     from training.metrics_log import MetricsLogger
@@ -54,3 +55,4 @@ class TrainingRun:
     total_steps: int
     progress: Progress
     logger: MetricsLogger
+    average: WeightAverage | None = None  # the mean of the last steps' weights (--average_last_steps)

@@ -37,6 +37,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase, get_cosine_sche
 
 from hf_attention.hardware import cpu_has_fast_bf16
 from training.args import DataArguments, ModelArguments, TrainArguments, parse_args
+from training.averaging import WeightAverage
 from training.batching import Loaders, make_loaders
 from training.checkpoint import Progress, load_checkpoint, resolve_checkpoint
 from training.finish import finish
@@ -254,9 +255,12 @@ def set_up_training(
     total_steps = count_steps(args.train, len(loaders.train))
     # Stepped by hand on optimizer steps only (a prepared scheduler steps once per process per step).
     scheduler = get_cosine_schedule_with_warmup(optimizer, args.train.warmup_steps, total_steps)
+    average = make_average(args.train, accelerator.unwrap_model(model), total_steps, sharded)
     progress = Progress()
     if setup.resume_path is not None:
         progress = load_checkpoint(accelerator, setup.resume_path, scheduler=scheduler, sharded=sharded)
+        if average is not None:
+            average.load(setup.resume_path, progress.step)
         accelerator.print(
             f"Resumed from {setup.resume_path} at step {progress.step} (epoch {progress.epoch}, "
             f"{progress.batches_in_epoch} batches into it)."
@@ -284,9 +288,22 @@ def set_up_training(
         total_steps=total_steps,
         progress=progress,
         logger=logger,
+        average=average,
     )
     print_summary(training, rows=len(features["train"]))
     return training
+
+
+def make_average(train_args: TrainArguments, model, total_steps: int, sharded: tuple | None) -> WeightAverage | None:
+    """The running mean of the last `average_last_steps` steps' weights, or None (averaging off)."""
+    if not train_args.average_last_steps:
+        return None
+    if sharded is not None:
+        raise ValueError(
+            "--average_last_steps is not supported with a sharded model (FSDP on CPUs): the mean would need the "
+            "gathered weights at every step. Set it to 0, or train without sharding."
+        )
+    return WeightAverage(model, first_step=max(1, total_steps - train_args.average_last_steps + 1))
 
 
 def distribute(setup: RunSetup, model, loaders: Loaders):

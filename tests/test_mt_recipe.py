@@ -1,0 +1,230 @@
+"""The translation recipe around the model: catalogs read from PyPI wheels (a fake wheel here, no network), the
+out-of-domain split, the QA figures of the evaluation (placeholders kept, stuttering outputs, the copy baseline),
+checkpoint averaging (exact mean, exact resume, used by the export) and beam settings carried into the export."""
+
+import json
+import struct
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+from test_training import argv
+from torch import nn
+
+from training import catalogs
+from training.args import parse_args
+from training.averaging import AVERAGE_FILE, WeightAverage
+from training.data import held_out_translation_set, translation_corpus
+from training.evaluate import placeholder_accuracy, placeholders, repeat_rate, stutters, translation_scores
+from training.train import run
+
+
+def mo_bytes(pairs: dict[str, str]) -> bytes:
+    """A compiled gettext catalog (GNU .mo, little-endian, no hash table) holding `pairs` and a UTF-8 header."""
+    entries = sorted({"": "Content-Type: text/plain; charset=UTF-8\n", **pairs}.items())
+    ids = [k.encode() for k, _ in entries]
+    strs = [v.encode() for _, v in entries]
+    n = len(entries)
+    start = 28 + 16 * n
+    table, blob = [], b""
+    for data in ids + strs:
+        table.append((len(data), start + len(blob)))
+        blob += data + b"\0"
+    header = struct.pack("<7I", 0x950412DE, 0, n, 28, 28 + 8 * n, 0, start + len(blob))
+    return header + b"".join(struct.pack("<2I", *t) for t in table) + blob
+
+
+def fake_wheel(directory: Path, name: str, version: str, members: dict[str, dict[str, str]], licence="MIT") -> Path:
+    path = directory / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(
+            f"{name}-{version}.dist-info/METADATA",
+            f"Metadata-Version: 2.4\nName: {name}\nVersion: {version}\nLicense-Expression: {licence}\n",
+        )
+        for member, pairs in members.items():
+            archive.writestr(member, mo_bytes(pairs))
+    return path
+
+
+APP = {
+    "Open the file": "Datei öffnen",
+    "Save %s as": "%s speichern unter",
+    "Quit": "Beenden",
+}
+
+
+@pytest.fixture
+def wheel_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_ATTENTION_CACHE", str(tmp_path))
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    fake_wheel(
+        wheels,
+        "some_app",
+        "1.0",
+        {
+            "some_app/locale/de/LC_MESSAGES/some_app.mo": APP,
+            "some_app/locale/fr/LC_MESSAGES/some_app.mo": {"Quit": "Quitter"},
+        },
+        licence="GPL-3.0-or-later",
+    )
+    fake_wheel(
+        wheels,
+        "other_app",
+        "2.1",
+        {"other/i18n/de_DE/LC_MESSAGES/other.mo": {"Delete {name}?": "{name} löschen?", "Quit": "Verlassen"}},
+    )
+    return wheels
+
+
+def test_package_catalogs_are_read_from_the_cached_wheel(wheel_cache, monkeypatch):
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("a cached wheel is not downloaded again"))
+    found = catalogs.package_catalogs("some-app==1.0", "de")
+    assert found.licence == "GPL-3.0-or-later"
+    assert found.catalogs == ("some_app/locale/de/LC_MESSAGES/some_app.mo",)
+    assert sorted(found.pairs) == sorted(APP.items())
+    regional = catalogs.package_catalogs("other_app==2.1", "de")  # de_DE, the main regional variant
+    assert dict(regional.pairs) == {"Delete {name}?": "{name} löschen?", "Quit": "Verlassen"}
+
+
+def test_translation_corpus_adds_package_pairs_after_the_machines(wheel_cache, monkeypatch):
+    machine = translation_corpus("de", max_catalogs=2)
+    both = translation_corpus("de", max_catalogs=2, packages=["some_app==1.0"])
+    assert both["source"][: len(machine)] == machine["source"]
+    added = dict(zip(both["source"][len(machine) :], both["target"][len(machine) :], strict=True))
+    assert added == {k: v for k, v in APP.items() if k not in set(machine["source"])}
+    only = translation_corpus("de", packages=["some_app==1.0"], machine=False)
+    assert sorted(only["source"]) == sorted(APP)
+
+
+def test_held_out_set_never_holds_a_seen_source(wheel_cache):
+    held_out = held_out_translation_set("de", ["some_app==1.0", "other_app==2.1"], seen=["Quit", "Open the file"])
+    assert sorted(held_out["source"]) == ["Delete {name}?", "Save %s as"]
+    assert len(held_out_translation_set("de", ["some_app==1.0", "other_app==2.1"], seen=[], max_rows=2)) == 2
+    with pytest.raises(ValueError, match="no pair whose source is not in the training data"):
+        held_out_translation_set("de", ["some_app==1.0"], seen=list(APP))
+
+
+def test_catalog_package_errors_name_the_problem(wheel_cache, monkeypatch):
+    with pytest.raises(ValueError, match=r"'some_app' must be pinned as 'name==version'"):
+        catalogs.package_catalogs("some_app", "de")
+    with pytest.raises(ValueError, match="holds no gettext catalog for language 'it'"):
+        catalogs.package_catalogs("some_app==1.0", "it")
+
+    def offline(command, **kwargs):
+        assert command[1:4] == ["-m", "pip", "download"] and "--no-deps" in command
+        return subprocess.CompletedProcess(command, 1, "", "ERROR: No matching distribution found for missing==9")
+
+    monkeypatch.setattr(subprocess, "run", offline)
+    with pytest.raises(RuntimeError, match="Could not fetch the wheel of 'missing==9'.*No matching distribution"):
+        catalogs.package_catalogs("missing==9", "de")
+    assert not list(wheel_cache.glob("missing*"))  # nothing half-written in the cache
+
+
+def test_placeholder_accuracy_counts_each_placeholder_of_the_source():
+    assert placeholders("Value %(value)r is not %s, {0} <b>x</b> &amp; 50% done <none>") == {
+        "%(value)r": 1,
+        "%s": 1,
+        "{0}": 1,
+        "<b>": 1,
+        "</b>": 1,
+        "&amp;": 1,
+    }
+    sources = ["Value %(value)r is not a valid choice.", "Copy %s to %s", "No placeholder"]
+    assert placeholder_accuracy(sources, ["Wert %(value)r ist ungültig.", "%s nach %s kopieren", "Kein"]) == 100.0
+    # The mangled output of an undertrained model keeps one of three: "%s(Wert)" is not "%(value)r".
+    assert placeholder_accuracy(sources, ["Wert %s(Wert) ist ungültig.", "%s nach kopieren", "Kein"]) == 33.33
+    assert placeholder_accuracy(["No placeholder"], ["Kein"]) is None
+
+
+def test_stuttering_outputs_are_counted():
+    assert stutters("Ihr Passwort wurde noch noch noch eingegeben.")
+    assert stutters("Wert ist kein gültiger gültiger Wert.")
+    assert stutters("ist ein ist ein Wert")
+    assert not stutters("Die Datei, die Sie öffnen")  # "Datei, die" then "die Sie": no repeat
+    assert not stutters("- - 1 1")  # no word in it
+    assert repeat_rate(["a b", "noch noch", "c", "d"]) == 25.0
+
+
+def test_translation_scores_report_the_copy_baseline():
+    sources = ["Open the file %s in a new window", "Quit the program now"]
+    references = ["Die Datei %s in einem neuen Fenster öffnen", "Das Programm jetzt beenden"]
+    scores = translation_scores(sources, references, references)
+    assert scores["bleu"] == 100.0 and scores["placeholders"] == 100.0 and scores["repeats"] == 0.0
+    assert scores["copy_bleu"] < 100.0 and scores["copy_chrf"] < scores["chrf"]
+
+
+def test_weight_average_is_the_mean_of_the_window():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
+    average = WeightAverage(model, first_step=3)
+    seen = []
+    for step in range(1, 6):
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.add_(torch.randn_like(parameter))
+        average.update(model, step)
+        if step >= 3:
+            seen.append([p.detach().clone() for p in model.parameters()])
+    assert average.steps == 3
+    target = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
+    average.copy_into(target)
+    for index, parameter in enumerate(target.parameters()):
+        torch.testing.assert_close(parameter, sum(s[index] for s in seen) / 3, rtol=1e-6, atol=1e-6)
+
+
+def test_averaging_resumes_exactly_and_the_export_holds_the_mean(tmp_path):
+    """A run resumed inside the averaging window exports the same weights as the uninterrupted one, and those are
+    the mean of the window (not the last step's)."""
+    extra = ("--max_steps", "8", "--save_steps", "3", "--save_total_limit", "5", "--average_last_steps", "4")
+    extra += ("--bleu_samples", "4", "--eval_steps", "0")
+    full = tmp_path / "full"
+    results = run(*parse_args(argv("translation", full, *extra)))
+    assert results["steps"] == 8
+    checkpoint = full / "checkpoints" / "step_00006"  # inside the window (steps 5-8): the mean of 5 and 6 so far
+    assert (checkpoint / AVERAGE_FILE).is_file() and not (full / "checkpoints" / "step_00003" / AVERAGE_FILE).exists()
+    resumed = tmp_path / "resumed"
+    run(*parse_args(argv("translation", resumed, *extra, "--resume_from_checkpoint", str(checkpoint))))
+    import safetensors.torch
+
+    exported = safetensors.torch.load_file(full / "final" / "model.safetensors")
+    again = safetensors.torch.load_file(resumed / "final" / "model.safetensors")
+    assert exported.keys() == again.keys()
+    assert all(torch.equal(exported[k], again[k]) for k in exported)
+    last = safetensors.torch.load_file(full / "checkpoints" / "step_00006" / "model.safetensors")
+    assert any(not torch.equal(exported[k], last[k]) for k in exported if k in last)
+    card = (full / "final" / "README.md").read_text()
+    assert "mean of the last 4 steps' (checkpoint averaging)" in card
+    # A checkpoint from inside the window without the mean cannot be resumed silently with a different mean.
+    (checkpoint / AVERAGE_FILE).unlink()
+    with pytest.raises(ValueError, match="inside the averaging window"):
+        run(*parse_args(argv("translation", tmp_path / "again", *extra, "--resume_from_checkpoint", str(checkpoint))))
+
+
+def test_beam_settings_reach_the_export_and_the_scores(tmp_path, wheel_cache, capsys):
+    """Beams and the length penalty become the export's generation defaults; the held-out catalogs are scored as
+    the 'ood' split beside the test split, each with its copy baseline; training.score rebuilds the same splits."""
+    extra = ("--generation_num_beams", "3", "--generation_length_penalty", "0.6", "--bleu_samples", "4")
+    extra += ("--heldout_catalog_packages", "some_app==1.0", "other_app==2.1", "--eval_steps", "0")
+    extra += ("--max_steps", "6")
+    results = run(*parse_args(argv("translation", tmp_path / "run", *extra)))
+    for key in ("bleu", "chrf", "placeholders", "repeats", "copy_bleu", "copy_chrf"):
+        assert key in results and f"ood_{key}" in results
+    generation = json.loads((tmp_path / "run" / "final" / "generation_config.json").read_text())
+    assert generation["num_beams"] == 3 and generation["length_penalty"] == 0.6
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "objective: translation\nmax_catalogs: 5\nbleu_samples: 4\nmax_source_length: 24\nmax_target_length: 24\n"
+        "heldout_catalog_packages: [some_app==1.0, other_app==2.1]\ngeneration_num_beams: 3\n"
+        "generation_length_penalty: 0.6\n"
+    )
+    from training.score import main as score
+
+    capsys.readouterr()
+    assert score([str(tmp_path / "run" / "final"), "--config", str(config)]) == 0
+    scored = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert scored["num_beams"] == 3 and scored["length_penalty"] == 0.6
+    for key in ("bleu", "chrf", "placeholders", "repeats", "copy_bleu"):
+        assert scored[f"test_{key}"] == results[key] and scored[f"ood_{key}"] == results[f"ood_{key}"]

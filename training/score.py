@@ -1,0 +1,69 @@
+"""Score a trained translation model on its run's test and out-of-domain splits, with any decoding settings.
+
+    python -m training.score outputs/translation_en_de/final --config training/configs/translation_en_de.yaml \\
+        --num_beams 4 --length_penalty 1.0 [--split validation] [--weights checkpoints/step_00720/model.safetensors]
+
+The splits are rebuilt from the config exactly as the run built them (same catalogs, same hash split), so the
+figures are comparable with the run's own; BLEU / chrF, placeholder accuracy, the share of stuttering outputs and the
+copy-the-source baseline are printed as one JSON line. `--weights` scores other weights of the same model (e.g. a
+checkpoint's, before checkpoint averaging). Choosing decoding settings: compare them on `--split validation`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+
+from accelerate import Accelerator
+from safetensors.torch import load_model
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+import hf_attention  # noqa: F401  (registers our model types with the Auto classes)
+from training.args import parse_args
+from training.evaluate import GenerationSettings, score_translations
+from training.objectives import objective_for, split_corpus
+from training.train import resolve_mixed_precision
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", help="An exported model folder (config, weights, tokenizer).")
+    parser.add_argument("--config", required=True, help="The run's YAML config: its data fields rebuild the splits.")
+    parser.add_argument("--num_beams", type=int, default=None, help="Default: the config's generation_num_beams.")
+    parser.add_argument("--length_penalty", type=float, default=None)
+    parser.add_argument("--split", default=None, help="test, validation or ood (default: test and ood).")
+    parser.add_argument("--limit", type=int, default=None, help="Score the first N rows (default: the config's).")
+    parser.add_argument("--weights", default=None, help="A safetensors file of other weights for the same model.")
+    options = parser.parse_args(argv)
+
+    _, data_args, train_args, _ = parse_args(["--config", options.config])
+    objective = objective_for("translation")
+    splits = split_corpus(objective, objective.load_corpus(data_args), data_args)
+    model = AutoModelForSeq2SeqLM.from_pretrained(options.model)
+    if options.weights:
+        load_model(model, options.weights)
+    tokenizer = AutoTokenizer.from_pretrained(options.model)
+    settings = GenerationSettings.from_args(data_args, train_args)
+    if options.num_beams is not None:
+        settings = replace(settings, num_beams=options.num_beams)
+    if options.length_penalty is not None:
+        settings = replace(settings, length_penalty=options.length_penalty)
+    # The run's precision (mixed_precision: auto → bf16 autocast where the CPU multiplies bf16 natively).
+    accelerator = Accelerator(cpu=True, mixed_precision=resolve_mixed_precision(train_args.mixed_precision, False))
+    names = [options.split] if options.split else [n for n in ("test", "ood") if n in splits]
+    results = {"num_beams": settings.num_beams, "length_penalty": settings.length_penalty}
+    for name in names:
+        if name not in splits:
+            raise ValueError(f"--split {name!r}: the config gives the splits {sorted(splits)}.")
+        limit = options.limit or (train_args.bleu_samples if name == "test" else None)
+        scores, _ = score_translations(accelerator, model, tokenizer, splits[name], settings, limit=limit)
+        results.update({f"{name}_{key}": value for key, value in scores.items()})
+        results[f"{name}_rows"] = min(limit or len(splits[name]), len(splits[name]))
+    print(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
