@@ -228,3 +228,29 @@ def test_beam_settings_reach_the_export_and_the_scores(tmp_path, wheel_cache, ca
     assert scored["num_beams"] == 3 and scored["length_penalty"] == 0.6
     for key in ("bleu", "chrf", "placeholders", "repeats", "copy_bleu"):
         assert scored[f"test_{key}"] == results[key] and scored[f"ood_{key}"] == results[f"ood_{key}"]
+
+
+def test_label_smoothing_reaches_a_hugging_face_model_through_the_training_loss():
+    """BART computes a mean loss of its own; training.train's loss takes its logits, and smooths them as the
+    model config's label_smoothing says, exactly as F.cross_entropy(label_smoothing=...)."""
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM
+
+    from training.losses import token_loss
+    from training.objectives import check_model_config, objective_for
+
+    fields = {"d_model": 16, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2}
+    fields |= {"decoder_attention_heads": 2, "encoder_ffn_dim": 32, "decoder_ffn_dim": 32, "vocab_size": 50}
+    check_model_config("bart", {**fields, "label_smoothing": 0.1})
+    with pytest.raises(ValueError, match=r"label_smoothing=1.5 must be a number in \[0, 1\)"):
+        check_model_config("bart", {**fields, "label_smoothing": 1.5})
+    torch.manual_seed(0)
+    model = AutoModelForSeq2SeqLM.from_config(AutoConfig.for_model("bart", **fields, label_smoothing=0.1)).eval()
+    batch = {"input_ids": torch.randint(4, 50, (2, 5)), "labels": torch.randint(4, 50, (2, 4))}
+    batch["labels"][1, 3] = -100
+    batch["decoder_input_ids"] = model.prepare_decoder_input_ids_from_labels(labels=batch["labels"])  # the collator's
+    loss = token_loss(objective_for("translation"), model, batch, torch.tensor(7.0))
+    logits = model(input_ids=batch["input_ids"], decoder_input_ids=batch["decoder_input_ids"]).logits
+    expected = nn.functional.cross_entropy(
+        logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=-100, reduction="sum", label_smoothing=0.1
+    )
+    torch.testing.assert_close(loss, expected / 7.0)

@@ -327,6 +327,12 @@ def check_model_config(model_type: str, model_config: dict) -> None:
     known = set(vars(config_class())) | set(inspect.signature(config_class.__init__).parameters)
     known |= set(getattr(config_class, "attribute_map", {}))
     known |= {f.name for f in dataclasses.fields(config_class)} if dataclasses.is_dataclass(config_class) else set()
+    # Our configs declare `label_smoothing`; on a Hugging Face config it is kept as an extra field, and the training
+    # loss (training/losses.py) honours it for every model, so the same recipe applies to BART.
+    known.add("label_smoothing")
+    smoothing = model_config.get("label_smoothing", 0.0)
+    if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)) or not 0.0 <= smoothing < 1.0:
+        raise ValueError(f"model_config label_smoothing={smoothing!r} must be a number in [0, 1).")
     unknown = sorted(set(model_config) - known)
     if unknown:
         hints = [
