@@ -124,7 +124,7 @@ def test_catalog_package_errors_name_the_problem(wheel_cache, monkeypatch):
 
 
 def test_placeholder_accuracy_counts_each_placeholder_of_the_source():
-    assert placeholders("Value %(value)r is not %s, {0} <b>x</b> &amp; 50% done <none>") == {
+    assert placeholders("Value %(value)r is not %s, {0} <b>x</b> &amp; 50% done <none> <file>...") == {
         "%(value)r": 1,
         "%s": 1,
         "{0}": 1,

@@ -137,16 +137,23 @@ def translation_scores(sources: list[str], hypotheses: list[str], references: li
     }
 
 
+# HTML elements: a tag with another name ("<file>", "<options>", "<none>") is a metavariable or a word in brackets,
+# which translators translate ("<Datei>"), so it is not a placeholder.
+_HTML_TAGS = (
+    "a|abbr|b|big|blockquote|body|br|center|code|dd|del|div|dl|dt|em|font|h[1-6]|head|hr|html|i|img|ins|kbd|li|"
+    "ol|p|pre|q|s|samp|small|span|strike|strong|sub|sup|table|td|th|title|tr|tt|u|ul|var"
+)
+
 # What a translation must carry over unchanged, as translators' QA checks (translate-toolkit's pofilter, Pology)
 # look for them: printf conversions (%s, %d, %1$s, %-5.2f, %(name)s), Qt's %1, str.format fields ({0}, {name},
-# {:.2f}), HTML/XML tags and character entities. Narrower than the tokenizer's pattern on purpose: "50% done" holds
-# no placeholder, and "<none>"-style pseudo-tags are words a translator translates.
+# {:.2f}), HTML tags and character entities. Narrower than the tokenizer's pattern on purpose: "50% done" holds
+# no placeholder, and "<file>"-style metavariables are words a translator translates.
 QA_PLACEHOLDER = re.compile(
     r"%\([A-Za-z_][\w.-]*\)[-+#0]*\d*(?:\.\d+)?[diouxXeEfFgGcrsa]"
     r"|%(?:\d+\$)?[-+#0]*\d*(?:\.\d+)?(?:hh|h|ll|l|L|z|j|t)?[diouxXeEfFgGcsp]"
     r"|%\d+"
     r"|\{[A-Za-z0-9_.]*(?:![rsa])?(?::[^{}]*)?\}"
-    r"|</?(?!none\b)[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>"
+    rf"|</?(?i:{_HTML_TAGS})(?:\s[^<>]*)?\s*/?>"
     r"|&(?:[A-Za-z]+|#\d+|#x[0-9A-Fa-f]+);"
 )
 
