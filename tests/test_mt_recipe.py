@@ -145,6 +145,7 @@ def test_stuttering_outputs_are_counted():
     assert stutters("ist ein ist ein Wert")
     assert not stutters("Die Datei, die Sie öffnen")  # "Datei, die" then "die Sie": no repeat
     assert not stutters("- - 1 1")  # no word in it
+    assert not stutters("Die Verwendung von %s %s %s wird empfohlen")  # placeholders are not words
     assert repeat_rate(["a b", "noch noch", "c", "d"]) == 25.0
 
 

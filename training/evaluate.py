@@ -175,9 +175,10 @@ def placeholder_accuracy(sources: list[str], outputs: list[str]) -> float | None
 
 
 def stutters(text: str) -> bool:
-    """Whether `text` repeats a word or a pair of words right after itself ("noch noch", "ist ein ist ein")."""
+    """Whether `text` repeats a word or a pair of words right after itself ("noch noch", "ist ein ist ein");
+    placeholders ("%s %s") and punctuation are not words."""
     words = [word.lower() for word in text.split()]
-    wordy = [any(ch.isalpha() for ch in word) for word in words]
+    wordy = [any(ch.isalpha() for ch in QA_PLACEHOLDER.sub("", word)) for word in words]
     if any(words[i] == words[i + 1] and wordy[i] for i in range(len(words) - 1)):
         return True
     return any(words[i : i + 2] == words[i + 2 : i + 4] and (wordy[i] or wordy[i + 1]) for i in range(len(words) - 3))
