@@ -255,3 +255,21 @@ def test_label_smoothing_reaches_a_hugging_face_model_through_the_training_loss(
         logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=-100, reduction="sum", label_smoothing=0.1
     )
     torch.testing.assert_close(loss, expected / 7.0)
+
+
+def test_a_length_penalty_with_greedy_decoding_does_not_break_the_export(tmp_path):
+    """GenerationConfig refuses to save a beam-only setting with num_beams=1: the export sets it only for beams."""
+    from types import SimpleNamespace
+
+    from transformers import GenerationConfig
+
+    from training.evaluate import GenerationSettings
+    from training.objectives import objective_for
+
+    set_defaults = objective_for("translation").set_generation_defaults
+    model = SimpleNamespace(config=SimpleNamespace(decoder_start_token_id=1))
+    for beams, expected in ((1, 1.0), (4, 0.6)):
+        config = GenerationConfig()
+        set_defaults(config, model, None, GenerationSettings(num_beams=beams, length_penalty=0.6))
+        config.save_pretrained(tmp_path / str(beams))
+        assert (config.num_beams, config.length_penalty) == (beams, expected)

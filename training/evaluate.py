@@ -102,13 +102,10 @@ def translate(accelerator, model, tokenizer, sources: list[str], settings: Gener
         ).to(accelerator.device)
         inputs.pop("token_type_ids", None)
         with accelerator.autocast():
-            output = model.generate(
-                **inputs,
-                num_beams=settings.num_beams,
-                length_penalty=settings.length_penalty,
-                max_new_tokens=settings.max_new_tokens,
-                do_sample=False,
-            )
+            beams = {"num_beams": settings.num_beams}
+            if settings.num_beams > 1:  # a beam-search setting: generate() warns about it with greedy decoding
+                beams["length_penalty"] = settings.length_penalty
+            output = model.generate(**inputs, **beams, max_new_tokens=settings.max_new_tokens, do_sample=False)
         texts = tokenizer.batch_decode(output, skip_special_tokens=True)
         results += [(i, text.strip()) for i, text in zip(indices, texts, strict=True)]
     model.train()

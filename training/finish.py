@@ -149,7 +149,7 @@ def _describe_data(run: TrainingRun) -> str:
 
 
 def _packages(run: TrainingRun, requirements: list[str]) -> str:
-    """ "name version (licence, N pairs)" of each pinned package, the licence as the wheel's metadata states it."""
+    """Each pinned package as "name version (licence; N entries)", the licence as its wheel's metadata states it."""
     described = []
     for requirement in requirements:
         found = package_catalogs(requirement, run.args.data.target_lang)

@@ -176,7 +176,8 @@ def _causal_lm_generation(config, model, tokenizer, generation: GenerationSettin
 def _translation_generation(config, model, tokenizer, generation: GenerationSettings) -> None:
     config.decoder_start_token_id = model.config.decoder_start_token_id
     config.num_beams = generation.num_beams
-    config.length_penalty = generation.length_penalty
+    if generation.num_beams > 1:  # a beam-search setting (a greedy config that holds one fails validation)
+        config.length_penalty = generation.length_penalty
     config.max_new_tokens = generation.max_new_tokens
     config.max_length = None
 
