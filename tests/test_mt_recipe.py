@@ -268,7 +268,7 @@ def test_a_length_penalty_with_greedy_decoding_does_not_break_the_export(tmp_pat
 
     set_defaults = objective_for("translation").set_generation_defaults
     model = SimpleNamespace(config=SimpleNamespace(decoder_start_token_id=1))
-    for beams, expected in ((1, 1.0), (4, 0.6)):
+    for beams, expected in ((1, None), (4, 0.6)):  # None: generate()'s default
         config = GenerationConfig()
         set_defaults(config, model, None, GenerationSettings(num_beams=beams, length_penalty=0.6))
         config.save_pretrained(tmp_path / str(beams))
