@@ -89,4 +89,6 @@ def test_ctranslate2_translates_with_our_greedy_tokens_from_the_exported_bart(to
         scored = translator.score_batch(
             [tokenizer.convert_ids_to_tokens(source[0].tolist())], [tokenizer.convert_ids_to_tokens(target)]
         )[0]
-        torch.testing.assert_close(torch.tensor(scored.log_probs), expected, rtol=1e-4, atol=1e-4)
+        # Log-probabilities reach ~15 nats with these random weights; two fp32 GEMM libraries differ by ~1e-4 of that
+        # (seen on an AVX-512 EPYC), so the bound is relative.
+        torch.testing.assert_close(torch.tensor(scored.log_probs), expected, rtol=3e-4, atol=1e-4)

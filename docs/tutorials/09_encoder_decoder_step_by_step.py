@@ -79,13 +79,19 @@ print(
         ("t", "decoder input", "label (to predict)", "p(label)", "model's top guess"),
     )
 )
-loss_by_hand = -label_log_probs.mean()
+# The model's training loss may be label-smoothed (config.label_smoothing = ε, 0.1 in the main job): each label keeps
+# 1 − ε of the target and ε is spread evenly over the vocabulary, so the loss adds ε · mean_v(−log p[v]).
+smoothing = getattr(config, "label_smoothing", 0.0)
+loss_by_hand = (1 - smoothing) * -label_log_probs.mean() + smoothing * -log_probs.mean(-1).mean()
 report["teacher_forcing_loss_by_hand"] = loss_by_hand.item()
 report["teacher_forcing_loss_library"] = loss_library.item()
 report["decoder_inputs_are_shifted_labels"] = bool(
     (decoder_inputs[0, 1:] == labels[0, :-1]).all() and decoder_inputs[0, 0] == config.decoder_start_token_id
 )
-print(f"cross-entropy by hand {loss_by_hand.item():.5f}, model(..., labels=labels).loss {loss_library.item():.5f}")
+print(
+    f"cross-entropy by hand (label smoothing {smoothing}) {loss_by_hand.item():.5f}, "
+    f"model(..., labels=labels).loss {loss_library.item():.5f}"
+)
 
 # %% [markdown]
 # One forward pass scores every position at once: that is why Transformers train fast. Where the model's top guess
