@@ -203,6 +203,17 @@ def test_model_card_metadata_and_sections(trained):
     ):
         assert section in body
     assert "$" not in body.replace("$ ", "")  # every template field was filled
+    # The usage snippet is already as the project's formatter writes it (cards are copied into model_cards/).
+    snippet = body.split("```python\n", 1)[1].split("```", 1)[0]
+    formatted = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--stdin-filename", "snippet.py", "-"],
+        input=snippet,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    ).stdout
+    assert snippet == formatted
     masked = yaml.safe_load((trained["masked_lm"][0] / "final" / "README.md").read_text().split("---\n")[1])
     assert masked["pipeline_tag"] == "fill-mask" and masked["language"] == ["en"]
 

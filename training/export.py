@@ -261,6 +261,7 @@ def _usage(objective: Objective, model_name: str, *, ours: bool) -> str:
         [
             "from transformers import pipeline",
             *(["import hf_attention  # or trust_remote_code=True without the package"] if ours else []),
+            "",
             f'pipe = pipeline("{objective.pipeline_task}", model="{model_name}"{trust})',
             f'print(pipe("{objective.card.example}"))',
         ]
