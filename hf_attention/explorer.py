@@ -3,7 +3,7 @@
     hf-attention explore --model DIR --text "Open the file" --out attention.html
     hf-attention explore --model DIR --text "Open the file" --target "Datei öffnen" --kind cross --layer 0 --head 2
 
-    >>> from hf_attention.visualize import explore
+    >>> from hf_attention.explorer import explore  # also importable from hf_attention.visualize
     >>> page = explore(model, tokenizer, "Open the file", path="attention.html")
     >>> page.weights["cross"].shape        # (layers, heads, queries, keys): the numbers embedded in the page
 
@@ -15,8 +15,12 @@ and `kind` choose the view the page opens on.
 
 The weights are those of `model(..., output_attentions=True)` (one forward pass), embedded in the page as JSON with
 6 decimals. The page needs no network: its CSS and JavaScript are inline, and a Content-Security-Policy forbids any
-fetch. Sizes are capped as for the heatmaps (`max_tokens` tokens per axis, see hf_attention.visualize), and the page
+fetch. Sizes are capped as for the heatmaps (`max_tokens` tokens per axis and the model's positions), and the page
 holds at most `MAX_PAGE_WEIGHTS` numbers. Everything that can be checked before the forward pass is.
+
+The input checks, the tokens, the forward pass and the token labels are hf_attention.attention_maps', shared with the
+heatmaps (hf_attention.visualize); this module adds the page's own checks and writes the page. The page's HTML, CSS
+and JavaScript are package data (explorer_page/page.html, style.css, explorer.js), put into one file here.
 
 This module is outside the remote-code closure.
 """
@@ -35,27 +39,33 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .paths import check_checkpoint, check_text_argument, output_file
-from .visualize import (
+from .attention_maps import (
     KINDS,
     MAX_TOKENS,
     MAX_TOKENS_LIMIT,
     HeatmapTooLarge,
-    _check_index,
-    _check_length,
-    _forward_with_attentions,
-    _head,
-    _num_heads,
-    _positive_int,
-    _target_sequence,
+    Tokens,
     attention_kinds,
+    attention_layers,
     check_finite,
+    check_index,
     check_kind,
+    check_max_new_tokens,
+    check_max_tokens,
+    check_target,
+    check_text,
     decoded_text,
+    head_argument,
+    is_int,
     load_model_and_tokenizer,
+    num_heads,
+    num_layers,
+    positive_int_argument,
     token_labels,
+    tokenize,
     unknown_ids,
 )
+from .paths import check_checkpoint, check_text_argument, output_file
 
 DEFAULT_FILE_NAME = "attention.html"  # inside a folder given as the output path
 PAGE_FOLDER = "explorer_page"  # package data: page.html, style.css, explorer.js
@@ -154,13 +164,17 @@ def explore(
             kinds=attention_kinds(model.config),
         ),
     )
-    limits = _token_limits(model.config, request)
-    model.eval()
-    tokens = _tokenize(model, tokenizer, request, limits)  # each sequence checked against the caps once known
+    tokens = tokenize(  # each sequence checked against the caps as soon as it is known
+        model,
+        tokenizer,
+        request.text,
+        target=request.target,
+        max_new_tokens=request.max_new_tokens,
+        max_tokens=request.max_tokens,
+        truncate=request.truncate,
+    )
     _check_page_size(model.config, request, tokens)
-    with torch.no_grad():
-        outputs = _forward_with_attentions(model, tokens.inputs)
-    weights = _collect_weights(outputs, request)
+    weights = _collect_weights(attention_layers(model, tokens, request.kinds), request)
     layer_index, head_index = _initial_view(weights, request)
     labels = _labels(tokenizer, request, tokens)
     page = _render(request, weights, labels, layer=layer_index, head=head_index)
@@ -207,29 +221,6 @@ class _Request:
 
 
 @dataclass(frozen=True)
-class _TokenLimits:
-    """How long the text and target may be."""
-
-    max_new_tokens: int  # of a generated target, lowered to what the caps keep
-    positions: int | None  # the model's positions, when bounded
-    truncation: dict  # the tokenizer's truncation arguments: empty unless truncate
-
-
-@dataclass(frozen=True)
-class _Tokens:
-    """The token ids the page is about, and the model inputs made of them."""
-
-    source: list[int]  # the text's
-    sequence: list[int] | None  # encoder-decoder models: the start token, then the target (given or generated)
-    inputs: dict  # for the forward pass; decoder_input_ids are `decoder_inputs`
-
-    @property
-    def decoder_inputs(self) -> list[int]:
-        """The decoder rows: the sequence without its last token, which no row needs as input."""
-        return self.sequence[:-1] if len(self.sequence) > 1 else self.sequence
-
-
-@dataclass(frozen=True)
 class _Labels:
     """The page's text besides the weights."""
 
@@ -242,20 +233,13 @@ class _Labels:
 
 def _checked_request(model, request: _Request) -> _Request:
     """`request` checked against the model, before the tokenizer runs, with its defaults filled in."""
-    if not (_is_int(request.max_tokens) and 1 <= request.max_tokens <= MAX_TOKENS_LIMIT):
-        raise ValueError(f"max_tokens={request.max_tokens!r} is out of range: 1 … {MAX_TOKENS_LIMIT} tokens per axis.")
-    if not (_is_int(request.max_new_tokens) and request.max_new_tokens >= 1):
-        raise ValueError(f"max_new_tokens={request.max_new_tokens!r} must be a positive integer.")
+    check_max_tokens(request.max_tokens)
+    check_max_new_tokens(request.max_new_tokens)
     path = output_path(request.path) if request.path is not None else None
-    if not isinstance(request.text, str) or not request.text.strip():
-        raise ValueError("The text is empty: there are no tokens to show attention between.")
+    check_text(request.text)
     kind = _checked_kind(model, request)
     head = _checked_view(model.config, request, kind)
     return replace(request, kind=kind, head=head, path=path, title=request.title or type(model).__name__)
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _checked_kind(model, request: _Request) -> str:
@@ -264,14 +248,7 @@ def _checked_kind(model, request: _Request) -> str:
     if kind is None:
         kind = "cross" if "cross" in request.kinds else (request.kinds[0] if request.kinds else "self")
     check_kind(model, kind)
-    target = request.target
-    if target is not None and not request.is_seq2seq:
-        raise ValueError(
-            f"target={target!r}: {type(model).__name__} is not an encoder-decoder model, so it has no "
-            "target side; leave the target out (the text is all it reads)."
-        )
-    if target is not None and (not isinstance(target, str) or not target.strip()):
-        raise ValueError("The target text is empty: pass a target with tokens, or None to generate one.")
+    check_target(model, request.target)
     return kind
 
 
@@ -279,74 +256,32 @@ def _checked_view(config, request: _Request, kind: str) -> int | str:
     """The head the page opens on ("mean" for None), after checking it and the layer against the config when it
     names its layers and heads (the forward pass's weights are checked again)."""
     head, layer = request.head, request.layer
-    if not (head is None or head == "mean" or _is_int(head)):
+    if not (head is None or head == "mean" or is_int(head)):
         raise ValueError(f"head={head!r} is not supported; pass a head index or 'mean' (the average over heads).")
     head = "mean" if head is None else head
-    if layer is not None and not _is_int(layer):
+    if layer is not None and not is_int(layer):
         raise ValueError(f"layer={layer!r} must be a layer index (an integer).")
-    num_layers, num_heads = _num_layers(config, kind), _num_heads(config)
-    if num_layers is not None and layer is not None:
-        _check_index("layer", layer, num_layers, f"{request.titles[kind]} layers")
-    if num_heads is not None and isinstance(head, int):
-        _check_index("head", head, num_heads, "heads per layer")
+    layers, heads = num_layers(config, kind), num_heads(config)
+    if layers is not None and layer is not None:
+        check_index("layer", layer, layers, f"{request.titles[kind]} layers")
+    if heads is not None and isinstance(head, int):
+        check_index("head", head, heads, "heads per layer")
     return head
 
 
-def _token_limits(config, request: _Request) -> _TokenLimits:
-    """The caps on the text and target: `max_tokens`, the model's positions, and what `truncate` keeps."""
-    max_new_tokens, max_tokens = request.max_new_tokens, request.max_tokens
-    if request.is_seq2seq and request.target is None and max_new_tokens > max_tokens:  # rows: start + generated[:-1]
-        if not request.truncate:
-            raise HeatmapTooLarge(
-                f"max_new_tokens={max_new_tokens} could generate a target longer than max_tokens={max_tokens} per "
-                "axis; lower max_new_tokens, pass truncate=True, or pass the target.",
-                f"--max-new-tokens {max_new_tokens} could generate a target longer than the cap of {max_tokens} "
-                "tokens per axis (--max-tokens); lower --max-new-tokens, pass --truncate, or pass --target.",
-            )
-        max_new_tokens = max_tokens
-    positions = _position_limit(config)
-    longest = max_tokens if positions is None else min(max_tokens, positions)  # what truncation keeps
-    if not request.truncate:
-        return _TokenLimits(max_new_tokens, positions, {})
-    return _TokenLimits(min(max_new_tokens, longest), positions, {"truncation": True, "max_length": longest})
-
-
-def _tokenize(model, tokenizer, request: _Request, limits: _TokenLimits) -> _Tokens:
-    """The text's tokens and, for an encoder-decoder model, the target's (given, or generated greedily), each
-    checked against the caps as soon as it is known."""
-    device = next(model.parameters()).device
-    encoded = tokenizer(request.text, return_tensors="pt", **limits.truncation).to(device)
-    source = encoded["input_ids"][0].tolist()
-    if not source:
-        raise ValueError(f"The text {request.text!r} has no tokens: there are no tokens to show attention between.")
-    _check_length("text", len(source), request.max_tokens)
-    _check_positions("text", len(source), limits.positions)
-    inputs = {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
-    if not request.is_seq2seq:
-        return _Tokens(source, None, inputs)
-    with torch.no_grad():
-        sequence = _target_sequence(model, tokenizer, inputs, request.target, limits.max_new_tokens, limits.truncation)
-    tokens = _Tokens(source, sequence[0].tolist(), inputs)
-    _check_length("target", len(tokens.decoder_inputs), request.max_tokens)
-    _check_positions("target", len(tokens.decoder_inputs), limits.positions)
-    return replace(
-        tokens, inputs={**inputs, "decoder_input_ids": torch.tensor([tokens.decoder_inputs], device=device)}
-    )
-
-
-def _check_page_size(config, request: _Request, tokens: _Tokens) -> None:
+def _check_page_size(config, request: _Request, tokens: Tokens) -> None:
     """Refuse, before the forward pass, a page over MAX_PAGE_WEIGHTS numbers (when the config names its layers and
     heads; `_collect_weights` checks the weights returned in any case)."""
-    heads = _num_heads(config)
-    if _num_layers(config, request.kind) is None or heads is None:
+    heads = num_heads(config)
+    if num_layers(config, request.kind) is None or heads is None:
         return
     source = len(tokens.source)
     if request.is_seq2seq:
         target = len(tokens.decoder_inputs)
-        encoder, decoder = _num_layers(config, "self"), _num_layers(config, "cross")
+        encoder, decoder = num_layers(config, "self"), num_layers(config, "cross")
         _check_page_total(heads * (encoder * source * source + decoder * (target * target + target * source)))
     else:
-        _check_page_total(heads * _num_layers(config, "self") * source * source)
+        _check_page_total(heads * num_layers(config, "self") * source * source)
 
 
 def _check_page_total(total: int) -> None:
@@ -357,14 +292,9 @@ def _check_page_total(total: int) -> None:
         )
 
 
-def _collect_weights(outputs, request: _Request) -> dict[str, np.ndarray]:
-    """kind → (layers, heads, queries, keys) float32 array, from the forward pass's outputs."""
-    names = {
-        "self": "encoder_attentions" if request.is_seq2seq else "attentions",
-        "decoder": "decoder_attentions",
-        "cross": "cross_attentions",
-    }
-    weights = {k: torch.stack([w[0] for w in getattr(outputs, names[k])]).float().cpu().numpy() for k in request.kinds}
+def _collect_weights(layers: dict[str, list[torch.Tensor]], request: _Request) -> dict[str, np.ndarray]:
+    """kind → (layers, heads, queries, keys) float32 array, from kind → one (H, Q, K) tensor per layer."""
+    weights = {kind: torch.stack(layers[kind]).float().numpy() for kind in request.kinds}
     _check_page_total(sum(w.size for w in weights.values()))
     for kind, values in weights.items():  # NaN would make the page's data unreadable (JSON has no NaN)
         check_finite(values, request.titles[kind])
@@ -374,14 +304,14 @@ def _collect_weights(outputs, request: _Request) -> dict[str, np.ndarray]:
 def _initial_view(weights: dict[str, np.ndarray], request: _Request) -> tuple[int, int | str]:
     """The layer (non-negative) and head (non-negative, or "mean") the page opens on, checked against `weights`."""
     layers, heads = weights[request.kind].shape[:2]
-    layer = _check_index(
+    layer = check_index(
         "layer", -1 if request.layer is None else request.layer, layers, f"{request.titles[request.kind]} layers"
     )
-    head = _check_index("head", request.head, heads, "heads per layer") if isinstance(request.head, int) else "mean"
+    head = check_index("head", request.head, heads, "heads per layer") if isinstance(request.head, int) else "mean"
     return layer, head
 
 
-def _labels(tokenizer, request: _Request, tokens: _Tokens) -> _Labels:
+def _labels(tokenizer, request: _Request, tokens: Tokens) -> _Labels:
     """Row and column labels of every kind, and for the decoder rows the token each one writes."""
     source = token_labels(tokenizer, tokens.source, mathtext=False)
     if not request.is_seq2seq:
@@ -398,45 +328,6 @@ def _labels(tokenizer, request: _Request, tokens: _Tokens) -> _Labels:
         target,
         unknown,
     )
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Checks
-
-
-def _num_layers(config, kind: str) -> int | None:
-    """Layers of `kind` when the config names them (hf-attention's and most HF configs do)."""
-    if getattr(config, "is_encoder_decoder", False):
-        names = (
-            ("encoder_layers", "num_layers")
-            if kind == "self"
-            else ("decoder_layers", "num_decoder_layers", "num_layers")
-        )
-    else:
-        names = ("num_hidden_layers",)
-    for name in names:
-        value = getattr(config, name, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
-
-
-def _position_limit(config) -> int | None:
-    """Most positions the model can take, or None when its positions are not bounded (an hf-attention config says:
-    only a learned table has a last row; a recurrent model takes any length)."""
-    if str(getattr(config, "model_type", "")).startswith("hf_attention"):
-        return config.position_limit
-    value = getattr(config, "max_position_embeddings", None)
-    return value if isinstance(value, int) and value > 0 else None
-
-
-def _check_positions(what: str, length: int, limit: int | None) -> None:
-    if limit is not None and length > limit:
-        raise ValueError(
-            f"The {what} is {length} tokens, more than the model's {limit} positions "
-            f"(max_position_embeddings={limit}); shorten it (or pass truncate=True / --truncate with "
-            f"max_tokens / --max-tokens {limit} or less)."
-        )
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -471,8 +362,10 @@ def _render(request: _Request, weights: dict[str, np.ndarray], labels: _Labels, 
     }
     # "<" escaped so that no token can close the <script> element; the JSON is otherwise unchanged.
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
-    return page_template().replace("__TITLE__", html.escape(f"Attention explorer: {request.title}")).replace(
-        "__DATA__", payload
+    return (
+        page_template()
+        .replace("__TITLE__", html.escape(f"Attention explorer: {request.title}"))
+        .replace("__DATA__", payload)
     )
 
 
@@ -521,14 +414,16 @@ def add_explore_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--layer", type=int, default=None, help="layer the page opens on (default: the last)")
     parser.add_argument(
         "--head",
-        type=_head,
+        type=head_argument,
         default="mean",
         help="head the page opens on: an index, or 'mean' for the average (default: %(default)s)",
     )
-    parser.add_argument("--max-new-tokens", type=_positive_int(), default=20, help="length of a generated target")
+    parser.add_argument(
+        "--max-new-tokens", type=positive_int_argument(), default=20, help="length of a generated target"
+    )
     parser.add_argument(
         "--max-tokens",
-        type=_positive_int(MAX_TOKENS_LIMIT),
+        type=positive_int_argument(MAX_TOKENS_LIMIT),
         default=MAX_TOKENS,
         help=f"most tokens per axis, up to {MAX_TOKENS_LIMIT}; a longer text is refused unless "
         "--truncate (default: %(default)s)",
