@@ -18,12 +18,14 @@ token i.
 
 The weights come from the forward pass with `output_attentions=True`. hf-attention models switch to the eager path for
 that one call whatever backend they were loaded with; for other models saved with a fused backend that returns no
-weights, the model is switched to "eager" for the call and switched back.
+weights, the model is switched to "eager" for the call and switched back. That pass, the token labels and every input
+check are hf_attention.attention_maps', shared with the explorer; this module chooses what to draw and draws it.
 
 Size limits: a heatmap axis shows at most `max_tokens` tokens (default `MAX_TOKENS`, at most `MAX_TOKENS_LIMIT`), and
 the whole figure at most `MAX_FIGURE_PIXELS` pixels. Drawing costs about 40 bytes per pixel of a panel (a 128-token
 panel: ~0.8 GB, 200 tokens: ~2 GB), so longer inputs are refused before the forward pass, with the length, the cap and
-how to shorten them; `truncate=True` draws only the first `max_tokens` tokens instead.
+how to shorten them; `truncate=True` draws only the first `max_tokens` tokens instead. A text or target longer than
+the model's positions (`config.position_limit`, or `max_position_embeddings` of another model) is refused likewise.
 
 Command line: `hf-attention attention-map --model DIR --text "..." --out map.png` (see `add_attention_map_command`).
 Every layer and head at once, in one interactive HTML page: `explore` (hf_attention.explorer, `hf-attention explore`).
@@ -31,10 +33,8 @@ This module is outside the remote-code closure (it uses matplotlib).
 """
 
 import argparse
-import functools
 import math
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,57 +43,58 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from .attention_maps import (
+    KINDS,
+    MAX_TOKENS,
+    MAX_TOKENS_LIMIT,
+    HeatmapTooLarge,
+    attention_kinds,
+    attention_layers,
+    check_finite,
+    check_index,
+    check_kind,
+    check_max_new_tokens,
+    check_max_tokens,
+    check_target,
+    check_text,
+    decoded_text,
+    head_argument,
+    load_model_and_tokenizer,
+    num_heads,
+    positive_int_argument,
+    token_labels,
+    tokenize,
+    unknown_id_label,
+    unknown_ids,
+)
 from .paths import check_checkpoint, check_text_argument, output_file
 
-KINDS = ("self", "decoder", "cross")
+# The public names, among them those that moved to attention_maps and are still imported from here (users, the
+# tutorials, training/export.py); `explore` too, through __getattr__ below.
+__all__ = [
+    "KINDS",
+    "MAX_TOKENS",
+    "MAX_TOKENS_LIMIT",
+    "AttentionMap",
+    "HeatmapTooLarge",
+    "attention_kinds",
+    "attention_weights",
+    "check_finite",
+    "check_kind",
+    "decoded_text",
+    "load_model_and_tokenizer",
+    "output_path",
+    "plot_attention",
+    "token_labels",
+    "unknown_id_label",
+    "unknown_ids",
+]
 
 
-def attention_kinds(config) -> tuple[str, ...]:
-    """The kinds of attention a model of `config` computes: every kind for a Transformer encoder-decoder, "self"
-    for an encoder or a decoder alone, and what the config declares (`attention_kinds`) otherwise: "cross" alone for
-    a recurrent encoder-decoder with attention, nothing without."""
-    declared = getattr(config, "attention_kinds", None)
-    if declared is not None:
-        return tuple(declared)
-    return KINDS if getattr(config, "is_encoder_decoder", False) else ("self",)
-
-
-def check_kind(model, kind: str) -> None:
-    """ValueError unless `kind` is one of KINDS and an attention the model computes, naming what it has."""
-    if kind not in KINDS:
-        raise ValueError(f"kind={kind!r} is not supported; allowed values are {', '.join(map(repr, KINDS))}.")
-    kinds = attention_kinds(model.config)
-    if kind in kinds:
-        return
-    name = type(model).__name__
-    if not kinds:
-        raise ValueError(
-            f"{name} computes no attention weights (its decoder sees the source through one fixed vector): there is "
-            "no attention to draw."
-        )
-    if kinds == ("self",):
-        raise ValueError(
-            f"kind={kind!r} needs an encoder-decoder model; {name} has only self-attention, use kind='self'."
-        )
-    raise ValueError(f"kind={kind!r}: {name} has no such attention; it has {', '.join(map(repr, kinds))}.")
-
-
-# Tokens per heatmap axis: the default cap (labels stay legible, drawing one panel takes < 1 GB) and the largest cap
-# allowed (~2 GB for one panel).
-MAX_TOKENS = 128
-MAX_TOKENS_LIMIT = 200
 # Pixels of a whole figure (one panel per head makes a grid of them): 150 million take 600 MB as RGBA.
 MAX_FIGURE_PIXELS = 150_000_000
 DPI = 120
 DEFAULT_FILE_NAME = "attention_map.png"  # inside a folder given as the output path
-
-
-class HeatmapTooLarge(ValueError):
-    """A heatmap over the size limits; `cli_message` says the same with the command's flags."""
-
-    def __init__(self, message: str, cli_message: str):
-        super().__init__(message)
-        self.cli_message = cli_message
 
 
 @dataclass
@@ -161,11 +162,10 @@ def plot_attention(
             a layer / head out of range, a path matplotlib cannot write, or (`HeatmapTooLarge`) a text, target or
             figure over the size limits.
     """
-    if not (isinstance(max_tokens, int) and 1 <= max_tokens <= MAX_TOKENS_LIMIT):
-        raise ValueError(f"max_tokens={max_tokens!r} is out of range: 1 … {MAX_TOKENS_LIMIT} tokens per axis.")
+    check_max_tokens(max_tokens)
     if path is not None:
         path = output_path(path)
-    panels = 1 if head is not None else _num_heads(model.config)
+    panels = 1 if head is not None else num_heads(model.config)
     layers, query_tokens, key_tokens = _attention_weights(
         model,
         tokenizer,
@@ -175,10 +175,9 @@ def plot_attention(
         max_new_tokens=max_new_tokens,
         max_tokens=max_tokens,
         truncate=truncate,
-        # The figure's size, checked before the forward pass when the number of panels is known from the config.
-        before_forward=functools.partial(_check_figure_size, panels) if panels is not None else None,
+        panels=panels,
     )
-    layer_index = _check_index("layer", layer if layer is not None else -1, len(layers))
+    layer_index = check_index("layer", layer if layer is not None else -1, len(layers))
     plotted = _plotted_heads(layers[layer_index], head)
     _check_figure_size(len(plotted) if plotted.ndim == 3 else 1, len(query_tokens), len(key_tokens))
     figure = _draw(plotted, query_tokens, key_tokens, kind=kind, layer=layer_index, head=head)
@@ -196,18 +195,20 @@ def _plotted_heads(weights: torch.Tensor, head: int | str | None) -> np.ndarray:
     elif head == "mean":
         plotted = weights.mean(0)  # (Q, K)
     elif isinstance(head, int) and not isinstance(head, bool):
-        plotted = weights[_check_index("head", head, weights.shape[0])]  # (Q, K)
+        plotted = weights[check_index("head", head, weights.shape[0])]  # (Q, K)
     else:
         raise ValueError(f"head={head!r} is not supported; pass a head index, 'mean' or None (every head).")
     return plotted.float().numpy()
 
 
-def explore(model, tokenizer, text: str, **options):
-    """Write an interactive HTML page with every layer and head of the model's attention on `text`; see
-    `hf_attention.explorer.explore` for the options. Returns an `AttentionPage`."""
-    from .explorer import explore as write_page  # the explorer imports this module
+def __getattr__(name: str):
+    """`explore`, still importable from here as it was before the explorer had a module of its own. Looked up on
+    first use only, so that importing this module never imports the explorer (each imports attention_maps alone)."""
+    if name == "explore":
+        from .explorer import explore
 
-    return write_page(model, tokenizer, text, **options)
+        return explore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def attention_weights(
@@ -243,7 +244,6 @@ def attention_weights(
     )
 
 
-@torch.no_grad()
 def _attention_weights(
     model,
     tokenizer,
@@ -254,175 +254,36 @@ def _attention_weights(
     max_new_tokens: int,
     max_tokens: int | None,
     truncate: bool,
-    before_forward: Callable[[int, int], None] | None = None,
+    panels: int | None = None,
 ) -> tuple[list[torch.Tensor], list[str], list[str]]:
-    """`attention_weights`, calling `before_forward(Q, K)` once the sizes are known, before the forward pass."""
+    """`attention_weights`; with `panels` (known from the config), the figure's size is checked once the token counts
+    are known, before the forward pass."""
     check_kind(model, kind)
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError("The text is empty: there are no tokens to draw attention between.")
-    config = model.config
-    is_seq2seq = bool(getattr(config, "is_encoder_decoder", False))
-    if kind != "self" and target is not None and (not isinstance(target, str) or not target.strip()):
-        raise ValueError("The target text is empty: pass a target with tokens, or None to generate one.")
-    if kind != "self" and target is None and max_tokens is not None and max_new_tokens > max_tokens:
-        if not truncate:
-            raise HeatmapTooLarge(
-                f"max_new_tokens={max_new_tokens} could generate a target longer than max_tokens={max_tokens} per "
-                f"heatmap axis; lower max_new_tokens, pass truncate=True, or pass the target.",
-                f"--max-new-tokens {max_new_tokens} could generate a target longer than the cap of {max_tokens} "
-                f"tokens per heatmap axis (--max-tokens); lower --max-new-tokens, pass --truncate, or pass --target.",
-            )
-        max_new_tokens = max_tokens
-    limit = {"truncation": True, "max_length": max_tokens} if truncate and max_tokens is not None else {}
-    model.eval()
-    device = next(model.parameters()).device
-    encoded = tokenizer(text, return_tensors="pt", **limit).to(device)
-    source = encoded["input_ids"][0].tolist()
-    if not source:
-        raise ValueError(f"The text {text!r} has no tokens: there are no tokens to draw attention between.")
-    _check_length("text", len(source), max_tokens)
-    inputs = {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
-    decoder_ids = None
-    if is_seq2seq:
-        decoder_ids = _decoder_inputs(model, tokenizer, inputs, target, max_new_tokens, limit)
-        if kind != "self":
-            _check_length("target", decoder_ids.shape[1], max_tokens)
-        inputs["decoder_input_ids"] = decoder_ids
-    if before_forward is not None:
-        queries = len(source) if kind == "self" else decoder_ids.shape[1]
-        before_forward(queries, len(source) if kind != "decoder" else decoder_ids.shape[1])
-    outputs = _forward_with_attentions(model, inputs)
-    name = {
-        "self": "encoder_attentions" if is_seq2seq else "attentions",
-        "decoder": "decoder_attentions",
-        "cross": "cross_attentions",
-    }[kind]
-    layers = [weights[0].detach().cpu() for weights in getattr(outputs, name)]  # L × (H, Q, K)
+    check_text(text)
+    check_max_new_tokens(max_new_tokens)
+    if kind != "self":  # no target is drawn with kind "self"; check_kind made sure the model has a target side
+        check_target(model, target)
+    tokens = tokenize(
+        model,
+        tokenizer,
+        text,
+        target=target,
+        max_new_tokens=max_new_tokens,
+        max_tokens=max_tokens,
+        truncate=truncate,
+        target_on_axis=kind != "self",
+    )
+    if panels is not None:
+        queries = len(tokens.source) if kind == "self" else len(tokens.decoder_inputs)
+        _check_figure_size(panels, queries, len(tokens.source) if kind != "decoder" else len(tokens.decoder_inputs))
+    layers = attention_layers(model, tokens, (kind,))[kind]  # L × (H, Q, K)
     for index, weights in enumerate(layers):
         check_finite(weights, f"{kind} layer {index}")
-    source_labels = token_labels(tokenizer, source)
+    source_labels = token_labels(tokenizer, tokens.source)
     if kind == "self":
         return layers, source_labels, source_labels
-    target_labels = token_labels(tokenizer, decoder_ids[0].tolist())
+    target_labels = token_labels(tokenizer, tokens.decoder_inputs)
     return layers, target_labels, target_labels if kind == "decoder" else source_labels
-
-
-def token_labels(tokenizer, ids: list[int], *, mathtext: bool = True) -> list[str]:
-    """Readable tick labels: byte-level pieces decoded ("Ġthe" → "the"), whitespace shown as "␣", control characters
-    escaped, and (`mathtext`, for matplotlib) "$" escaped so that matplotlib does not read it as mathtext. An id the
-    tokenizer does not know (a model whose vocab_size is larger than the tokenizer's, as T5's) reads "<id N>"."""
-    labels = []
-    for token_id, token in zip(ids, tokenizer.convert_ids_to_tokens(ids), strict=True):
-        if token is None:
-            labels.append(unknown_id_label(token_id))
-            continue
-        label = tokenizer.convert_tokens_to_string([token]).strip() or "␣"
-        if not label.isprintable():
-            label = repr(label)[1:-1]
-        labels.append(label.replace("$", r"\$") if mathtext else label)
-    return labels
-
-
-def unknown_id_label(token_id: int) -> str:
-    """The label of a token id outside the tokenizer's vocabulary."""
-    return f"<id {token_id}>"
-
-
-def unknown_ids(tokenizer, ids: list[int]) -> list[int]:
-    """The ids among `ids` that the tokenizer has no token for, in order, each once."""
-    tokens = tokenizer.convert_ids_to_tokens(ids)
-    return list(dict.fromkeys(i for i, token in zip(ids, tokens, strict=True) if token is None))
-
-
-def decoded_text(tokenizer, ids: list[int]) -> str:
-    """`tokenizer.decode(ids, skip_special_tokens=True)`, with "<id N>" for each id the tokenizer does not know (it
-    would fail on those): the runs of known ids are decoded as usual."""
-    pieces, run = [], []
-    for token_id, token in zip(ids, tokenizer.convert_ids_to_tokens(ids), strict=True):
-        if token is not None:
-            run.append(token_id)
-            continue
-        pieces += [tokenizer.decode(run, skip_special_tokens=True)] if run else []
-        pieces.append(unknown_id_label(token_id))
-        run = []
-    pieces += [tokenizer.decode(run, skip_special_tokens=True)] if run else []
-    return " ".join(piece.strip() for piece in pieces if piece.strip())
-
-
-def check_finite(weights: torch.Tensor | np.ndarray, what: str) -> None:
-    """Raise ValueError when attention weights hold NaN or infinity (a drawing or a page of them would be blank)."""
-    finite = np.isfinite(weights).all() if isinstance(weights, np.ndarray) else bool(torch.isfinite(weights).all())
-    if not finite:
-        raise ValueError(
-            f"The {what} attention weights are not finite numbers (NaN or infinity): the model computes no "
-            "attention to show. Check its weights (a training run that diverged, or a float16 overflow)."
-        )
-
-
-def _check_length(what: str, length: int, max_tokens: int | None) -> None:
-    if max_tokens is not None and length > max_tokens:
-        raise HeatmapTooLarge(
-            f"The {what} is {length} tokens, more than max_tokens={max_tokens} per heatmap axis; shorten it, pass "
-            f"truncate=True to draw its first {max_tokens} tokens, or raise max_tokens (at most {MAX_TOKENS_LIMIT}).",
-            f"--{what} is {length} tokens, more than the cap of {max_tokens} per heatmap axis (--max-tokens); "
-            f"shorten it, pass --truncate to draw its first {max_tokens} tokens, or raise --max-tokens (at most "
-            f"{MAX_TOKENS_LIMIT}).",
-        )
-
-
-def _decoder_inputs(
-    model, tokenizer, inputs: dict, target: str | None, max_new_tokens: int, limit: dict
-) -> torch.Tensor:
-    """(1, T) decoder inputs: the start token, then the target (given, or generated greedily), without its last
-    token, which no row needs as input. `limit` holds the tokenizer's truncation arguments."""
-    sequence = _target_sequence(model, tokenizer, inputs, target, max_new_tokens, limit)
-    return sequence[:, :-1] if sequence.shape[1] > 1 else sequence
-
-
-def _target_sequence(
-    model, tokenizer, inputs: dict, target: str | None, max_new_tokens: int, limit: dict
-) -> torch.Tensor:
-    """(1, 1 + N): the decoder's start token, then the N target tokens, given or generated greedily."""
-    config = model.config
-    start = config.decoder_start_token_id if config.decoder_start_token_id is not None else config.bos_token_id
-    if target is not None:
-        labels = tokenizer(text_target=target, return_tensors="pt", **limit)["input_ids"]
-        labels = labels.to(inputs["input_ids"].device)
-        if labels.shape[1] == 0:
-            raise ValueError("The target text is empty.")
-        return torch.cat([labels.new_full((1, 1), start), labels], dim=1)
-    if not hasattr(model, "generate") or not model.can_generate():
-        raise ValueError(f"{type(model).__name__} cannot generate a target: pass target=... or use a ...ForSeq2SeqLM.")
-    return model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1)
-
-
-def _forward_with_attentions(model, inputs: dict):
-    """Forward pass returning attention weights; switches a fused-backend HF model to eager for this call only."""
-    outputs = model(**inputs, output_attentions=True, return_dict=True)
-    names = ("attentions", "encoder_attentions", "cross_attentions")  # a recurrent model has only the last
-    returned = [getattr(outputs, name, None) for name in names]
-    if any(weights and weights[0] is not None for weights in returned):  # a fused kernel returns None weights
-        return outputs
-    previous = model.config._attn_implementation
-    model.set_attn_implementation("eager")
-    try:
-        return model(**inputs, output_attentions=True, return_dict=True)
-    finally:
-        model.set_attn_implementation(previous)
-
-
-def _check_index(name: str, index: int, size: int, what: str | None = None) -> int:
-    """`index` into `size` items (negative from the end) as a non-negative index, or a ValueError naming `what`."""
-    if not -size <= index < size:
-        counted = f"{size} {what}" if what else f"{size}"
-        raise ValueError(f"{name}={index} is out of range: the model has {counted} (valid: {-size} … {size - 1}).")
-    return index % size
-
-
-def _num_heads(config) -> int | None:
-    """The number of attention heads, when the config names it (most do, through their attribute maps)."""
-    heads = getattr(config, "num_attention_heads", None)
-    return heads if isinstance(heads, int) and heads > 0 else None
 
 
 def _figure_inches(panels: int, queries: int, keys: int) -> tuple[float, float]:
@@ -508,16 +369,18 @@ def add_attention_map_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--layer", type=int, default=None, help="layer index, negative from the end (default: last)")
     parser.add_argument(
         "--head",
-        type=_head,
+        type=head_argument,
         default=None,
         help="head index, or 'mean' for the average over heads (default: one panel per head)",
     )
     parser.add_argument("--kind", choices=KINDS, default="self", help="which attention (default: %(default)s)")
     parser.add_argument("--target", default=None, help="target text for --kind decoder/cross (default: generate)")
-    parser.add_argument("--max-new-tokens", type=_positive_int(), default=20, help="length of a generated target")
+    parser.add_argument(
+        "--max-new-tokens", type=positive_int_argument(), default=20, help="length of a generated target"
+    )
     parser.add_argument(
         "--max-tokens",
-        type=_positive_int(MAX_TOKENS_LIMIT),
+        type=positive_int_argument(MAX_TOKENS_LIMIT),
         default=MAX_TOKENS,
         help=f"most tokens per axis, up to {MAX_TOKENS_LIMIT}; a longer text is refused unless "
         "--truncate (default: %(default)s)",
@@ -525,50 +388,6 @@ def add_attention_map_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--truncate", action="store_true", help="draw the first --max-tokens tokens of a longer text")
     parser.add_argument("--trust-remote-code", action="store_true", help="load code shipped with the checkpoint")
     parser.set_defaults(run=_run_attention_map)
-
-
-def _head(value: str) -> int | str:
-    if value == "mean":
-        return value
-    try:
-        return int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a head index (an integer) or 'mean', got {value!r}") from None
-
-
-def _positive_int(largest: int | None = None) -> Callable[[str], int]:
-    def parse(value: str) -> int:
-        try:
-            number = int(value)
-        except ValueError:
-            number = 0
-        if number < 1 or (largest is not None and number > largest):
-            allowed = f"1 … {largest}" if largest is not None else "a positive integer"
-            raise argparse.ArgumentTypeError(f"must be {allowed}, got {value!r}")
-        return number
-
-    return parse
-
-
-def load_model_and_tokenizer(directory: str | Path, *, trust_remote_code: bool = False):
-    """The model of a checkpoint folder with the head that fits its family, and its tokenizer.
-
-    Raises:
-        ValueError: When `directory` is a local path but not a checkpoint folder with a tokenizer.
-    """
-    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
-
-    directory = check_checkpoint(directory, argument="directory", tokenizer=True)
-    config = AutoConfig.from_pretrained(directory, trust_remote_code=trust_remote_code)
-    if getattr(config, "is_encoder_decoder", False):
-        auto = AutoModelForSeq2SeqLM  # generate() is needed to draw a target
-    elif getattr(config, "is_decoder", False) or any(a.endswith("ForCausalLM") for a in config.architectures or ()):
-        auto = AutoModelForCausalLM
-    else:
-        auto = AutoModel
-    model = auto.from_pretrained(directory, trust_remote_code=trust_remote_code)
-    tokenizer = AutoTokenizer.from_pretrained(directory, trust_remote_code=trust_remote_code)
-    return model, tokenizer
 
 
 def _run_attention_map(args: argparse.Namespace) -> int:

@@ -10,6 +10,7 @@ from test_parity_hf import build_reference
 from test_visualize import TEXT, model_and_tokenizer
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+import hf_attention.attention_maps as attention_maps
 import hf_attention.visualize as visualize
 from hf_attention import HFAttentionForCausalLM, HFAttentionForSeq2SeqLM
 from hf_attention.cli import main
@@ -259,7 +260,7 @@ def no_forward(monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("the forward pass ran or a figure was allocated before the size check")
 
-    monkeypatch.setattr(visualize, "_forward_with_attentions", fail)
+    monkeypatch.setattr(attention_maps, "forward_with_attentions", fail)
     monkeypatch.setattr(visualize, "_draw", fail)
 
 

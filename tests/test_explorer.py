@@ -116,12 +116,13 @@ def test_page_needs_no_network_and_escapes_its_text(saved_checkpoint):
 
 
 def test_page_size_is_capped_before_the_forward_pass(saved_checkpoint, monkeypatch):
+    import hf_attention.attention_maps as attention_maps
     import hf_attention.explorer as explorer
 
     model, tokenizer = load_model_and_tokenizer(checkpoint(saved_checkpoint, "encoder"))
     calls = []
     monkeypatch.setattr(explorer, "MAX_PAGE_WEIGHTS", 100)
-    monkeypatch.setattr(explorer, "_forward_with_attentions", lambda *a: calls.append(a))
+    monkeypatch.setattr(attention_maps, "forward_with_attentions", lambda *a: calls.append(a))
     with pytest.raises(ValueError, match="more than 100"):
         explore(model, tokenizer, TEXT)
     assert not calls and MAX_PAGE_WEIGHTS >= 1_000_000
