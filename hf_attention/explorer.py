@@ -32,6 +32,7 @@ import functools
 import html
 import json
 import os
+import re
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
@@ -362,11 +363,9 @@ def _render(request: _Request, weights: dict[str, np.ndarray], labels: _Labels, 
     }
     # "<" escaped so that no token can close the <script> element; the JSON is otherwise unchanged.
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
-    return (
-        page_template()
-        .replace("__TITLE__", html.escape(f"Attention explorer: {request.title}"))
-        .replace("__DATA__", payload)
-    )
+    fields = {"__TITLE__": html.escape(f"Attention explorer: {request.title}"), "__DATA__": payload}
+    # One pass over the template: a title or a token that contains a marker's text is never filled in again.
+    return re.sub("__TITLE__|__DATA__", lambda marker: fields[marker.group()], page_template())
 
 
 @functools.cache

@@ -407,3 +407,12 @@ def test_attention_that_is_not_finite_is_refused_not_written(saved_checkpoint, t
     code, _, err = run(capsys, ["explore", "--model", str(tmp_path / "nan"), "--text", TEXT, "--out", str(tmp_path)])
     assert_error(code, err, ["hf-attention explore: error:", "not finite numbers"])
     assert not list(tmp_path.glob("*.html")) and not list(tmp_path.glob("*.png"))
+
+
+def test_a_title_or_text_holding_the_templates_markers_is_written_as_it_is(saved_checkpoint):
+    """The page template is filled in one pass: a title containing `__DATA__` (or a text containing `__TITLE__`) is
+    shown as written, and the data element still holds the data."""
+    model, tokenizer = load_model_and_tokenizer(checkpoint(saved_checkpoint, "decoder"))
+    page = explore(model, tokenizer, "a __TITLE__ b", title="x __DATA__ y").html
+    assert "<title>Attention explorer: x __DATA__ y</title>" in page
+    assert embedded_data(page)["text"] == "a __TITLE__ b"
