@@ -53,12 +53,13 @@ CAUSAL_CONFIG = Path(__file__).resolve().parents[1] / "training" / "configs" / "
 def test_split(run_dir: Path):
     """The test split of a finished training run, rebuilt from its run_config.json (hash splits are deterministic)."""
     from training.args import DataArguments
-    from training.objectives import objective_for, split_corpus
+    from training.corpus import split_corpus
+    from training.objectives import objective_for
 
     saved = json.loads((run_dir / "run_config.json").read_text())
     objective = objective_for(saved["model"]["objective"])
     data_args = DataArguments(**saved["data"])
-    return split_corpus(objective, objective.load_corpus(data_args), data_args)["test"], saved
+    return split_corpus(objective, objective.data.load_corpus(data_args), data_args)["test"], saved
 
 
 def translation(run_dir: Path, rows: int, rounds: int, batch_size: int) -> dict:
@@ -67,7 +68,7 @@ def translation(run_dir: Path, rows: int, rounds: int, batch_size: int) -> dict:
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     import hf_attention  # noqa: F401  (registers our classes)
-    from training.evaluate import bleu_chrf
+    from training.metrics import bleu_chrf
 
     split, saved = test_split(run_dir)
     split = split.select(range(min(rows, len(split))))

@@ -17,7 +17,7 @@ from training import catalogs
 from training.args import parse_args
 from training.averaging import AVERAGE_FILE, WeightAverage
 from training.data import held_out_translation_set, translation_corpus
-from training.evaluate import placeholder_accuracy, placeholders, repeat_rate, stutters, translation_scores
+from training.metrics import placeholder_accuracy, placeholders, repeat_rate, stutters, translation_scores
 from training.train import run
 
 
@@ -237,7 +237,8 @@ def test_label_smoothing_reaches_a_hugging_face_model_through_the_training_loss(
     from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
     from training.losses import token_loss
-    from training.objectives import check_model_config, objective_for
+    from training.models import check_model_config
+    from training.objectives import objective_for
 
     fields = {"d_model": 16, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2}
     fields |= {"decoder_attention_heads": 2, "encoder_ffn_dim": 32, "decoder_ffn_dim": 32, "vocab_size": 50}
@@ -266,7 +267,7 @@ def test_a_length_penalty_with_greedy_decoding_does_not_break_the_export(tmp_pat
     from training.evaluate import GenerationSettings
     from training.objectives import objective_for
 
-    set_defaults = objective_for("translation").set_generation_defaults
+    set_defaults = objective_for("translation").evaluation.set_generation_defaults
     model = SimpleNamespace(config=SimpleNamespace(decoder_start_token_id=1))
     for beams, expected in ((1, None), (4, 0.6)):  # None: generate()'s default
         config = GenerationConfig()

@@ -178,7 +178,7 @@ def test_a_packed_batch_has_the_loss_of_its_texts_padded_one_per_row():
         for piece in _pieces_of(row)
         if len(piece) > 1
     ]
-    make_collator = OBJECTIVES["causal_lm"].make_collator
+    make_collator = OBJECTIVES["causal_lm"].data.make_collator
     packed_batch = make_collator(tokenizer, model, DataArguments(causal_lm_layout="packed"))(rows)
     padded_batch = make_collator(tokenizer, model, DataArguments(causal_lm_layout="padded"))(texts)
     assert "attention_mask" not in packed_batch and packed_batch["position_ids"].shape == (4, 48)

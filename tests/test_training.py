@@ -419,7 +419,8 @@ def test_yaml_config_with_command_line_overrides(tmp_path):
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
 def test_shipped_configs_parse_and_match_their_objective(path):
-    from training.objectives import check_export_target, check_model_type, objective_for
+    from training.models import check_export_target, check_model_type
+    from training.objectives import objective_for
 
     model_args, _, train_args, model_config = parse_args(["--config", str(path)])
     objective = objective_for(model_args.objective)
@@ -467,7 +468,7 @@ def test_the_training_loss_is_token_normalised_for_every_architecture(name, obje
     labels = ids.clone()
     labels[0, :3] = -100
     batch = {"input_ids": ids, "labels": labels}
-    if objective.encoder_decoder:  # as DataCollatorForSeq2Seq(model=...) makes them
+    if objective.model.encoder_decoder:  # as DataCollatorForSeq2Seq(model=...) makes them
         batch["decoder_input_ids"] = model.prepare_decoder_input_ids_from_labels(labels=labels)
     num_items = torch.tensor(23.0)  # more than this batch holds: the count of a whole accumulation window
     assert loss_takes_num_items(model) == own_loss

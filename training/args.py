@@ -19,7 +19,9 @@ import yaml
 from transformers import HfArgumentParser
 
 from hf_attention.to_hf import ARCHITECTURES
-from training.objectives import OBJECTIVES, objective_for
+from training.data import DEFAULT_LANGUAGES
+from training.objective import TRAIN
+from training.objectives import names, objective_for
 
 # How causal-LM text becomes rows (training/data.py).
 CAUSAL_LM_LAYOUTS = ("blocks", "padded", "packed")
@@ -82,7 +84,7 @@ def check_fields(arguments, rules: dict) -> None:
 class ModelArguments:
     """Which objective and which architecture."""
 
-    objective: str = field(default="translation", metadata={"help": f"One of {', '.join(OBJECTIVES)}."})
+    objective: str = field(default="translation", metadata={"help": f"One of {', '.join(names(TRAIN))}."})
     model_type: str | None = field(
         default=None,
         metadata={
@@ -147,6 +149,11 @@ class DataArguments:
         default=None, metadata={"help": "Score at most this many out-of-domain rows (a fixed hashed sample)."}
     )
     max_topics: int | None = field(default=None, metadata={"help": "Read only this many pydoc topics."})
+    languages: str = field(
+        default=",".join(DEFAULT_LANGUAGES),
+        metadata={"help": "Language id: comma-separated gettext language codes (label order)."},
+    )
+    max_per_language: int | None = field(default=3000, metadata={"help": "Language id: strings per language."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training rows."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Keep the first N validation rows."})
     max_test_samples: int | None = field(default=None, metadata={"help": "Keep the first N test rows."})
@@ -178,6 +185,7 @@ class DataArguments:
                 "max_catalogs": at_least(1, optional=True),
                 "max_ood_samples": at_least(1, optional=True),
                 "max_topics": at_least(1, optional=True),
+                "max_per_language": at_least(1, optional=True),
                 "max_train_samples": at_least(1, optional=True),
                 "max_eval_samples": at_least(1, optional=True),
                 "max_test_samples": at_least(1, optional=True),

@@ -1,4 +1,5 @@
-"""Evaluation: token-level loss and perplexity on a split, and BLEU / chrF of generated translations.
+"""Evaluation: token-level loss and perplexity on a split, and the model's translations, scored by
+training/metrics.py (BLEU / chrF, placeholders, stutters).
 
 Both run on every process over its shard and combine the results, so 2 processes evaluate twice as fast and give
 the same numbers as 1. Evaluation never consumes the training RNG (masking for MLM uses a fixed seed inside
@@ -8,16 +9,14 @@ the same numbers as 1. Evaluation never consumes the training RNG (masking for M
 from __future__ import annotations
 
 import math
-import re
-from collections import Counter
 from dataclasses import dataclass
 
-import sacrebleu
 import torch
 from accelerate.utils import gather_object
 
 from training.losses import per_token_sum, target_labels
-from training.objectives import Objective
+from training.metrics import translation_scores
+from training.objective import Objective
 
 
 @dataclass(frozen=True)
@@ -112,75 +111,3 @@ def translate(accelerator, model, tokenizer, sources: list[str], settings: Gener
     gathered = gather_object(results) if world > 1 else results
     by_index = dict(gathered)
     return [by_index[i] for i in range(len(sources))]
-
-
-def bleu_chrf(hypotheses: list[str], references: list[str]) -> dict:
-    """Corpus BLEU and chrF (sacrebleu defaults: 13a tokenisation, chrF with character 6-grams)."""
-    bleu = sacrebleu.corpus_bleu(hypotheses, [references])
-    chrf = sacrebleu.corpus_chrf(hypotheses, [references])
-    return {"bleu": round(bleu.score, 2), "chrf": round(chrf.score, 2)}
-
-
-def translation_scores(sources: list[str], hypotheses: list[str], references: list[str]) -> dict:
-    """BLEU / chrF, the share of the sources' placeholders kept (`placeholders`, %) and the share of outputs that
-    stutter (`repeats`, %), and what copying the source unchanged scores (`copy_bleu`, `copy_chrf`)."""
-    copy = bleu_chrf(sources, references)
-    return {
-        **bleu_chrf(hypotheses, references),
-        "placeholders": placeholder_accuracy(sources, hypotheses),
-        "repeats": repeat_rate(hypotheses),
-        "copy_bleu": copy["bleu"],
-        "copy_chrf": copy["chrf"],
-    }
-
-
-# HTML elements: a tag with another name ("<file>", "<options>", "<none>") is a metavariable or a word in brackets,
-# which translators translate ("<Datei>"), so it is not a placeholder.
-_HTML_TAGS = (
-    "a|abbr|b|big|blockquote|body|br|center|code|dd|del|div|dl|dt|em|font|h[1-6]|head|hr|html|i|img|ins|kbd|li|"
-    "ol|p|pre|q|s|samp|small|span|strike|strong|sub|sup|table|td|th|title|tr|tt|u|ul|var"
-)
-
-# What a translation must carry over unchanged, as translators' QA checks (translate-toolkit's pofilter, Pology)
-# look for them: printf conversions (%s, %d, %1$s, %-5.2f, %(name)s), Qt's %1, str.format fields ({0}, {name},
-# {:.2f}), HTML tags and character entities. Narrower than the tokenizer's pattern on purpose: "50% done" holds
-# no placeholder, and "<file>"-style metavariables are words a translator translates.
-QA_PLACEHOLDER = re.compile(
-    r"%\([A-Za-z_][\w.-]*\)[-+#0]*\d*(?:\.\d+)?[diouxXeEfFgGcrsa]"
-    r"|%(?:\d+\$)?[-+#0]*\d*(?:\.\d+)?(?:hh|h|ll|l|L|z|j|t)?[diouxXeEfFgGcsp]"
-    r"|%\d+"
-    r"|\{[A-Za-z0-9_.]*(?:![rsa])?(?::[^{}]*)?\}"
-    rf"|</?(?i:{_HTML_TAGS})(?:\s[^<>]*)?\s*/?>"
-    r"|&(?:[A-Za-z]+|#\d+|#x[0-9A-Fa-f]+);"
-)
-
-
-def placeholders(text: str) -> Counter:
-    """The placeholders of `text` (see `QA_PLACEHOLDER`) with their counts."""
-    return Counter(QA_PLACEHOLDER.findall(text))
-
-
-def placeholder_accuracy(sources: list[str], outputs: list[str]) -> float | None:
-    """Of all placeholders in the sources (counted with repeats), the percentage found as often in the outputs;
-    None when the sources hold none."""
-    total = kept = 0
-    for source, output in zip(sources, outputs, strict=True):
-        wanted = placeholders(source)
-        total += sum(wanted.values())
-        kept += sum((wanted & placeholders(output)).values())
-    return round(100 * kept / total, 2) if total else None
-
-
-def stutters(text: str) -> bool:
-    """Whether `text` repeats a word or a pair of words right after itself ("noch noch", "ist ein ist ein");
-    placeholders ("%s %s") and punctuation are not words."""
-    words = [word.lower() for word in text.split()]
-    wordy = [any(ch.isalpha() for ch in QA_PLACEHOLDER.sub("", word)) for word in words]
-    if any(words[i] == words[i + 1] and wordy[i] for i in range(len(words) - 1)):
-        return True
-    return any(words[i : i + 2] == words[i + 2 : i + 4] and (wordy[i] or wordy[i + 1]) for i in range(len(words) - 3))
-
-
-def repeat_rate(outputs: list[str]) -> float:
-    """The percentage of `outputs` that stutter (`stutters`)."""
-    return round(100 * sum(map(stutters, outputs)) / max(len(outputs), 1), 2)

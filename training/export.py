@@ -25,7 +25,7 @@ from huggingface_hub import HfApi  # noqa: E402
 from hf_attention.pipelines import save_translation_pipeline  # noqa: E402
 from hf_attention.to_hf import exportable_as  # noqa: E402
 from hf_attention.visualize import attention_kinds  # noqa: E402
-from training.objectives import Objective  # noqa: E402
+from training.objective import Objective  # noqa: E402
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "model_cards" / "TEMPLATE.md"
 LOSS_PLOT = "loss_curve.png"
@@ -99,7 +99,7 @@ def _export_siblings(final: Path) -> tuple[Path, Path]:
 def _write_export(
     model, tokenizer, directory: Path, *, objective: Objective, card: dict, figures: ExportFigures
 ) -> None:
-    if objective.custom_pipeline:
+    if objective.card.custom_pipeline:
         save_translation_pipeline(model, tokenizer, directory)
     else:
         model.save_pretrained(directory)
@@ -108,7 +108,7 @@ def _write_export(
         shutil.copyfile(figures.loss_plot, directory / LOSS_PLOT)
     attention_figures = ""
     # cross-attention, which only encoder-decoders have, drawn by our visualisations of our models
-    if objective.encoder_decoder and figures.heatmap_text and _is_ours(model):
+    if objective.model.encoder_decoder and figures.heatmap_text and _is_ours(model):
         if "cross" in attention_kinds(model.config):
             attention_figures = _draw_attention(
                 model, tokenizer, directory, figures.heatmap_text, title=card.get("model_name") or type(model).__name__
@@ -178,7 +178,7 @@ def card_metadata(objective: Objective, report: RunReport) -> dict:
         "language": report.language,
         "license": report.license,
         "library_name": "transformers",
-        "pipeline_tag": objective.pipeline_task,
+        "pipeline_tag": objective.card.pipeline_task,
         "tags": ["hf-attention", objective.name.replace("_", "-"), "from-scratch"],
         "datasets": datasets,
         "metrics": sorted(name for name in splits["test"] if name in ("bleu", "chrf", "perplexity")),
@@ -187,7 +187,7 @@ def card_metadata(objective: Objective, report: RunReport) -> dict:
                 "name": report.model_name,
                 "results": [
                     {
-                        "task": {"type": objective.pipeline_task, "name": objective.task_name},
+                        "task": {"type": objective.card.pipeline_task, "name": objective.card.task_name},
                         "dataset": {"type": datasets[0], "name": datasets[0], "split": split},
                         "metrics": [
                             {"type": name, "value": float(value), "name": f"{split} {name}"}
@@ -256,13 +256,13 @@ def export_note(model) -> str:
 
 def _usage(objective: Objective, model_name: str, *, ours: bool) -> str:
     """The card's code snippet: the model in its pipeline."""
-    trust = ", trust_remote_code=True" if ours and objective.custom_pipeline else ""
+    trust = ", trust_remote_code=True" if ours and objective.card.custom_pipeline else ""
     return "\n".join(
         [
             "from transformers import pipeline",
             *(["import hf_attention  # or trust_remote_code=True without the package"] if ours else []),
             "",
-            f'pipe = pipeline("{objective.pipeline_task}", model="{model_name}"{trust})',
+            f'pipe = pipeline("{objective.card.pipeline_task}", model="{model_name}"{trust})',
             f'print(pipe("{objective.card.example}"))',
         ]
     )

@@ -8,12 +8,17 @@
 
 Tasks:
 
-- `language_id`: which language a UI string from the machine's gettext catalogs is in
-  (`training.data.language_id_corpus`, hash splits), with `AutoModelForSequenceClassification` (our
-  `HFAttentionForSequenceClassification`). The saved folder loads with `pipeline("text-classification", model=DIR)`
-  and answers with language codes (id2label / label2id come from the `ClassLabel` names).
-- `translation`: English → `target_lang` UI strings (`training.data.translation_corpus`) with
-  `AutoModelForSeq2SeqLM` and `Seq2SeqTrainer`; test BLEU / chrF with sacrebleu on generated translations.
+Tasks are the objectives whose `entry_points` include training.finetune (training/objectives/): their modules say
+what data, model, collator and metrics each uses, for this entry point and for training.train alike.
+
+- `language_id` (training/objectives/language_id.py): which language a UI string from the machine's gettext
+  catalogs is in, with `AutoModelForSequenceClassification`; test accuracy and macro-F1.
+- `translation` (training/objectives/translation.py): English → `target_lang` UI strings with
+  `AutoModelForSeq2SeqLM` and `Seq2SeqTrainer`; test BLEU / chrF on generated translations.
+
+What this entry point adds to the objective: its arguments (`FinetuneArguments` mapped onto the shared
+`DataArguments`), a salted hash split capped after a shuffle, small default model configs, LoRA, and 🤗 Trainer as
+the loop.
 
 The model starts from a pretrained hf_attention checkpoint folder (`--model_name_or_path DIR`, e.g. the masked-LM
 or translation export of `training.train`; its tokenizer is reused when the folder has one) or from scratch (a small
@@ -34,19 +39,12 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-import numpy as np
 import torch
+from datasets import DatasetDict
 from transformers import (
-    AutoModelForSeq2SeqLM,
-    AutoModelForSequenceClassification,
-    AutoTokenizer,
-    DataCollatorForSeq2Seq,
-    DataCollatorWithPadding,
     Seq2SeqTrainer,
     Seq2SeqTrainingArguments,
     Trainer,
@@ -55,8 +53,8 @@ from transformers import (
 )
 
 import hf_attention  # noqa: F401  (registers the hf_attention model types with the Auto classes)
-from hf_attention import HFAttentionEncoderConfig, HFAttentionSeq2SeqConfig
 from training.args import (
+    DataArguments,
     at_least,
     check_checkpoint_folder,
     check_fields,
@@ -64,22 +62,15 @@ from training.args import (
     read_config,
     with_model_config_flag,
 )
-from training.data import (
-    DEFAULT_LANGUAGES,
-    language_id_corpus,
-    split_dataset,
-    translation_corpus,
-    translation_features,
-)
-from training.tokenizer import train_tokenizer
-
-if TYPE_CHECKING:
-    from datasets import DatasetDict
-    from transformers import PreTrainedTokenizerBase
+from training.corpus import make_tokenizer, saved_tokenizer, split_corpus
+from training.data import DEFAULT_LANGUAGES
+from training.models import build_model, pretrained_model
+from training.objective import FINETUNE, Objective
+from training.objectives import OBJECTIVES, names, objective_for
 
 logger = logging.getLogger("training.finetune")
 
-TASKS = ("language_id", "translation")
+TASKS = tuple(names(FINETUNE))
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 # Small from-scratch models: what `model_config` entries override.
@@ -147,6 +138,23 @@ class FinetuneArguments:
     )
     num_threads: int | None = field(default=None, metadata={"help": "torch.set_num_threads (None: torch default)."})
 
+    def data_arguments(self) -> DataArguments:
+        """The shared data arguments that the objective's functions read."""
+        return DataArguments(
+            languages=self.languages,
+            max_per_language=self.max_per_language,
+            min_chars=self.min_chars,
+            max_chars=self.max_chars,
+            max_catalogs=self.max_catalogs,
+            max_length=self.max_length,
+            target_lang=self.target_lang,
+            max_source_length=self.max_source_length,
+            max_target_length=self.max_target_length,
+            max_train_samples=self.max_train_samples,
+            max_eval_samples=self.max_eval_samples,
+            max_test_samples=self.max_test_samples,
+        )
+
     def __post_init__(self):
         if self.task not in TASKS:
             raise ValueError(f"task={self.task!r} is not supported; allowed values are {', '.join(map(repr, TASKS))}.")
@@ -193,7 +201,8 @@ def parse_args(argv: list[str] | None = None):
     task = config.values.get("task", "language_id")
     if "--task" in config.argv and config.argv.index("--task") + 1 < len(config.argv):
         task = config.argv[config.argv.index("--task") + 1]
-    args_class = Seq2SeqTrainingArguments if task == "translation" else TrainingArguments
+    seq2seq = task in OBJECTIVES and OBJECTIVES[task].model.encoder_decoder
+    args_class = Seq2SeqTrainingArguments if seq2seq else TrainingArguments
     defaults = {
         "output_dir": f"runs/finetune_{task}",
         "use_cpu": not torch.cuda.is_available(),
@@ -246,252 +255,101 @@ _LORA_ALLOWED = {
 
 
 def apply_lora(model, spec: str, *, task: str):
-    """Wrap `model` with a PEFT LoRA adapter described by `spec` (see `parse_lora`)."""
+    """Wrap `model` with a PEFT LoRA adapter described by `spec` (see `parse_lora`), of the objective's task type."""
     from peft import LoraConfig, TaskType, get_peft_model
 
-    kwargs = parse_lora(spec)
-    if task == "language_id":
-        config = LoraConfig(task_type=TaskType.SEQ_CLS, modules_to_save=["classifier"], **kwargs)
-    else:
-        config = LoraConfig(task_type=TaskType.SEQ_2_SEQ_LM, **kwargs)
+    spec_of_model = objective_for(task, FINETUNE).model
+    config = LoraConfig(
+        task_type=TaskType[spec_of_model.peft_task_type],
+        modules_to_save=list(spec_of_model.modules_to_save) or None,
+        **parse_lora(spec),
+    )
     return get_peft_model(model, config)
 
 
-# ---------------------------------------------------------------------------------------------- components
+# --------------------------------------------------------------------------------------------------- the run
 
 
-def load_or_train_tokenizer(model_name_or_path: str | None, texts, *, vocab_size: int, kind: str, max_length: int):
-    """The tokenizer saved in the checkpoint folder, or a byte-level BPE trained on `texts`."""
-    if model_name_or_path and any(
-        (Path(model_name_or_path) / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")
-    ):
-        return AutoTokenizer.from_pretrained(model_name_or_path)
-    return train_tokenizer(texts, vocab_size, kind=kind, model_max_length=max_length)
-
-
-def language_id_data(ft_args: FinetuneArguments):
-    """The language-identification splits (train / validation / test) and the label names."""
-    corpus = language_id_corpus(
-        [lang.strip() for lang in ft_args.languages.split(",") if lang.strip()],
-        min_chars=ft_args.min_chars,
-        max_chars=ft_args.max_chars,
-        max_per_language=ft_args.max_per_language,
-        max_catalogs=ft_args.max_catalogs,
+def finetune(ft_args: FinetuneArguments, training_args, model_config: dict) -> dict:
+    """Fine-tune (or train) the model of objective `ft_args.task` with 🤗 Trainer; returns the test metrics."""
+    objective = objective_for(ft_args.task, FINETUNE)
+    data_args = ft_args.data_arguments()
+    corpus = objective.data.load_corpus(data_args)
+    splits = split_corpus(
+        objective, corpus, data_args, salt=ft_args.split_salt, shuffle_before_cap=True, require_every_split=False
     )
-    splits = _cap(split_dataset(corpus, key="text", salt=ft_args.split_salt), ft_args)
-    return splits, corpus.features["label"].names
+    tokenizer = saved_tokenizer(ft_args.model_name_or_path)
+    if tokenizer is None:
+        tokenizer = make_tokenizer(objective, splits["train"], data_args, vocab_size=ft_args.vocab_size)
+    data_fields = objective.model.config_from_data(splits) if objective.model.config_from_data else {}
+    model = _model(objective, ft_args, model_config, tokenizer, data_fields)
+    features = DatasetDict(
+        {name: objective.data.featurize(split, tokenizer, data_args) for name, split in splits.items()}
+    )
+    if isinstance(training_args, Seq2SeqTrainingArguments) and training_args.generation_max_length is None:
+        training_args.generation_max_length = ft_args.max_target_length + 1
+    metrics = objective.evaluation.trainer_metrics
+    generates = not objective.model.encoder_decoder or training_args.predict_with_generate
+    # What results.json names besides the scores: a classifier's labels, or the target language.
+    described = (
+        {"labels": list(data_fields["id2label"].values())}
+        if "id2label" in data_fields
+        else {"target_lang": ft_args.target_lang}
+    )
+    return _train(
+        objective,
+        model,
+        tokenizer,
+        features,
+        ft_args=ft_args,
+        training_args=training_args,
+        collator=objective.data.make_collator(tokenizer, model, data_args),
+        compute_metrics=metrics(tokenizer) if metrics is not None and generates else None,
+        extra={**described, "rows": {name: len(split) for name, split in splits.items()}},
+    )
 
 
-def _cap(splits, ft_args: FinetuneArguments):
-    caps = {
-        "train": ft_args.max_train_samples,
-        "validation": ft_args.max_eval_samples,
-        "test": ft_args.max_test_samples,
-    }
-    for name, cap in caps.items():
-        if name in splits and cap is not None:
-            # Shuffle before capping: language_id rows are grouped by label.
-            splits[name] = splits[name].shuffle(seed=0).select(range(min(cap, len(splits[name]))))
-    return splits
-
-
-def build_classifier(ft_args: FinetuneArguments, model_config: dict, tokenizer, labels: list[str]):
-    """AutoModelForSequenceClassification from the checkpoint folder, or a new small encoder."""
-    label_kwargs = {
-        "num_labels": len(labels),
-        "id2label": dict(enumerate(labels)),
-        "label2id": {name: i for i, name in enumerate(labels)},
-    }
+def _model(objective: Objective, ft_args: FinetuneArguments, model_config: dict, tokenizer, data_fields: dict):
+    """The checkpoint folder's model, or a new small one of our family (DEFAULT_MODEL_CONFIGS under
+    `model_config`)."""
     if ft_args.model_name_or_path:
-        model = AutoModelForSequenceClassification.from_pretrained(ft_args.model_name_or_path, **label_kwargs)
-    else:
-        fields_ = {
-            **DEFAULT_MODEL_CONFIGS["language_id"],
-            "max_position_embeddings": ft_args.max_length,
-            **model_config,
-        }
-        config = HFAttentionEncoderConfig(
-            vocab_size=len(tokenizer),
-            pad_token_id=tokenizer.pad_token_id,
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            **fields_,
-            **label_kwargs,
-        )
-        model = AutoModelForSequenceClassification.from_config(config)
-    _fit_vocabulary(model, tokenizer)
-    return model
-
-
-def build_seq2seq(ft_args: FinetuneArguments, model_config: dict, tokenizer):
-    """AutoModelForSeq2SeqLM from the checkpoint folder, or a new small encoder-decoder."""
-    if ft_args.model_name_or_path:
-        model = AutoModelForSeq2SeqLM.from_pretrained(ft_args.model_name_or_path)
+        model = pretrained_model(objective, ft_args.model_name_or_path, tokenizer, data_fields)
     else:
         longest = max(ft_args.max_source_length, ft_args.max_target_length)
-        fields_ = {
-            **DEFAULT_MODEL_CONFIGS["translation"],
-            "max_position_embeddings": max(64, 2 * longest),
-            **model_config,
-        }
-        config = HFAttentionSeq2SeqConfig(
-            vocab_size=len(tokenizer),
-            pad_token_id=tokenizer.pad_token_id,
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            decoder_start_token_id=tokenizer.bos_token_id,
-            **fields_,
-        )
-        model = AutoModelForSeq2SeqLM.from_config(config)
-    _fit_vocabulary(model, tokenizer)
-    model.generation_config.max_length = ft_args.max_target_length + 1
+        positions = max(64, 2 * longest) if objective.model.encoder_decoder else ft_args.max_length
+        fields = {**DEFAULT_MODEL_CONFIGS[objective.name], "max_position_embeddings": positions, **model_config}
+        model = build_model(objective, objective.model.our_model_type, fields, tokenizer, data_fields)
+    if objective.model.encoder_decoder:
+        model.generation_config.max_length = ft_args.max_target_length + 1
     return model
 
 
-def _fit_vocabulary(model, tokenizer) -> None:
-    """Resize the embeddings when a tokenizer trained here is larger than the checkpoint's vocabulary."""
-    if len(tokenizer) > model.get_input_embeddings().num_embeddings:
-        logger.warning(
-            "Tokenizer has %d tokens, the model %d embeddings: resizing.",
-            len(tokenizer),
-            model.get_input_embeddings().num_embeddings,
-        )
-        model.resize_token_embeddings(len(tokenizer))
-
-
-def classification_metrics(eval_pred) -> dict:
-    """Accuracy and macro-F1 from (logits, labels)."""
-    logits, labels = eval_pred
-    logits = logits[0] if isinstance(logits, tuple) else logits
-    predictions = np.asarray(logits).argmax(-1)
-    labels = np.asarray(labels)
-    f1s = []
-    for c in np.unique(labels):
-        tp = np.sum((predictions == c) & (labels == c))
-        precision = tp / max(np.sum(predictions == c), 1)
-        recall = tp / max(np.sum(labels == c), 1)
-        f1s.append(0.0 if tp == 0 else 2 * precision * recall / (precision + recall))
-    return {"accuracy": float(np.mean(predictions == labels)), "macro_f1": float(np.mean(f1s))}
-
-
-def translation_metrics(tokenizer):
-    """compute_metrics for Seq2SeqTrainer(predict_with_generate=True): corpus BLEU and chrF (sacrebleu)."""
-    import sacrebleu
-
-    def compute(eval_pred) -> dict:
-        predictions, labels = eval_pred
-        predictions = predictions[0] if isinstance(predictions, tuple) else predictions
-        predictions = np.where(np.asarray(predictions) < 0, tokenizer.pad_token_id, predictions)
-        labels = np.where(np.asarray(labels) < 0, tokenizer.pad_token_id, labels)
-        hypotheses = [t.strip() for t in tokenizer.batch_decode(predictions, skip_special_tokens=True)]
-        references = [t.strip() for t in tokenizer.batch_decode(labels, skip_special_tokens=True)]
-        return {
-            "bleu": sacrebleu.corpus_bleu(hypotheses, [references]).score,
-            "chrf": sacrebleu.corpus_chrf(hypotheses, [references]).score,
-        }
-
-    return compute
-
-
-# --------------------------------------------------------------------------------------------------- tasks
-
-
-def finetune_language_id(ft_args, training_args, model_config: dict) -> dict:
-    """Fine-tune a language-identification classifier; returns the test metrics (and timings)."""
-    splits, labels = language_id_data(ft_args)
-    tokenizer = load_or_train_tokenizer(
-        ft_args.model_name_or_path,
-        splits["train"]["text"],
-        vocab_size=ft_args.vocab_size,
-        kind="masked",
-        max_length=ft_args.max_length,
-    )
-    model = build_classifier(ft_args, model_config, tokenizer, labels)
-    features = splits.map(
-        lambda batch: tokenizer(batch["text"], truncation=True, max_length=ft_args.max_length),
-        batched=True,
-        remove_columns=["text"],
-    )
-    job = FinetuneJob(
-        trainer_class=Trainer,
-        model=model,
-        tokenizer=tokenizer,
-        features=features,
-        collator=DataCollatorWithPadding(tokenizer),
-        compute_metrics=classification_metrics,
-        extra={"labels": labels, "rows": {name: len(split) for name, split in splits.items()}},
-    )
-    return _run(job, ft_args, training_args)
-
-
-def finetune_translation(ft_args, training_args, model_config: dict) -> dict:
-    """Fine-tune (or train) an English → target_lang translation model with Seq2SeqTrainer; returns test metrics."""
-    corpus = translation_corpus(ft_args.target_lang, max_chars=ft_args.max_chars, max_catalogs=ft_args.max_catalogs)
-    splits = _cap(split_dataset(corpus, key="source", salt=ft_args.split_salt), ft_args)
-    texts = list(splits["train"]["source"]) + list(splits["train"]["target"])
-    tokenizer = load_or_train_tokenizer(
-        ft_args.model_name_or_path,
-        texts,
-        vocab_size=ft_args.vocab_size,
-        kind="seq2seq",
-        max_length=max(ft_args.max_source_length, ft_args.max_target_length),
-    )
-    model = build_seq2seq(ft_args, model_config, tokenizer)
-    features = type(splits)(
-        {
-            name: translation_features(
-                split,
-                tokenizer,
-                max_source_length=ft_args.max_source_length,
-                max_target_length=ft_args.max_target_length,
-            )
-            for name, split in splits.items()
-        }
-    )
-    if training_args.generation_max_length is None:
-        training_args.generation_max_length = ft_args.max_target_length + 1
-    collator = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
-    metrics = translation_metrics(tokenizer) if training_args.predict_with_generate else None
-    job = FinetuneJob(
-        trainer_class=Seq2SeqTrainer,
-        model=model,
-        tokenizer=tokenizer,
-        features=features,
-        collator=collator,
-        compute_metrics=metrics,
-        extra={"target_lang": ft_args.target_lang, "rows": {name: len(split) for name, split in splits.items()}},
-    )
-    return _run(job, ft_args, training_args)
-
-
-@dataclass(frozen=True)
-class FinetuneJob:
-    """What a task hands to its Trainer: the model, the tokenizer, the features, how batches are made and scored."""
-
-    trainer_class: type  # Trainer or Seq2SeqTrainer
-    model: torch.nn.Module
-    tokenizer: PreTrainedTokenizerBase
-    features: DatasetDict  # train / validation / test
-    collator: Callable
-    compute_metrics: Callable | None
-    extra: dict  # written into the results as they are
-
-
-def _run(job: FinetuneJob, ft_args, training_args) -> dict:
+def _train(
+    objective: Objective,
+    model,
+    tokenizer,
+    features: DatasetDict,
+    *,
+    ft_args,
+    training_args,
+    collator,
+    compute_metrics,
+    extra: dict,
+) -> dict:
     """Train, evaluate on the test split, save model + tokenizer (+ adapter) and results.json."""
-    model, tokenizer, features = job.model, job.tokenizer, job.features
     if ft_args.lora:
         model = apply_lora(model, ft_args.lora, task=ft_args.task)
         model.print_trainable_parameters()
     validation = features.get("validation")
-    trainer = job.trainer_class(
+    trainer_class = Seq2SeqTrainer if objective.model.encoder_decoder else Trainer
+    trainer = trainer_class(
         model=model,
         args=training_args,
-        data_collator=job.collator,
+        data_collator=collator,
         train_dataset=features["train"],
         eval_dataset=validation if validation is not None and len(validation) else None,
         processing_class=tokenizer,
-        compute_metrics=job.compute_metrics,
+        compute_metrics=compute_metrics,
     )
     start = time.perf_counter()
     train_result = trainer.train()
@@ -503,7 +361,7 @@ def _run(job: FinetuneJob, ft_args, training_args) -> dict:
         "train_loss": train_result.training_loss,
         "global_step": train_result.global_step,
         **test_metrics,
-        **job.extra,
+        **extra,
         "loss_history": [row["loss"] for row in trainer.state.log_history if "loss" in row],
     }
     if trainer.is_world_process_zero():
@@ -530,8 +388,7 @@ def main(argv: list[str] | None = None) -> dict:
     if ft_args.num_threads:
         torch.set_num_threads(ft_args.num_threads)
     set_seed(training_args.seed)
-    run = finetune_language_id if ft_args.task == "language_id" else finetune_translation
-    results = run(ft_args, training_args, model_config)
+    results = finetune(ft_args, training_args, model_config)
     shown = {k: (round(v, 4) if isinstance(v, float) and math.isfinite(v) else v) for k, v in results.items()}
     logger.info("results: %s", json.dumps(shown))
     return results

@@ -58,7 +58,7 @@ def _final_evaluation(run: TrainingRun, model) -> tuple[dict, list[tuple[str, st
         "test_perplexity": round(test["perplexity"], 2),
     }
     samples = []
-    if run.objective.scores_translations:
+    if run.objective.evaluation.scores_translations:
         settings = GenerationSettings.from_args(run.args.data, run.args.train)
         limit = run.args.train.bleu_samples
         scores, triples = score_translations(
@@ -84,7 +84,7 @@ def _export(run: TrainingRun, model, results: dict, samples: list[tuple[str, str
     report = RunReport(
         model_name=train_args.hub_model_id or output_dir.name,
         data_description=_describe_data(run),
-        datasets=[run.args.data.dataset or run.objective.default_dataset],
+        datasets=[run.args.data.dataset or run.objective.card.default_dataset],
         language=run.objective.languages(run.args.data),
         license=train_args.license,
         hyperparameters=_hyperparameters(run),
@@ -119,8 +119,8 @@ def _set_generation_defaults(run: TrainingRun, model) -> None:
     if config is None:  # encoders do not generate
         return
     config.pad_token_id, config.eos_token_id = run.tokenizer.pad_token_id, run.tokenizer.eos_token_id
-    if run.objective.set_generation_defaults is not None:
-        run.objective.set_generation_defaults(
+    if run.objective.evaluation.set_generation_defaults is not None:
+        run.objective.evaluation.set_generation_defaults(
             config, model, run.tokenizer, GenerationSettings.from_args(run.args.data, run.args.train)
         )
 
@@ -131,7 +131,7 @@ def _describe_data(run: TrainingRun) -> str:
     if data_args.dataset:
         source = f"`{data_args.dataset}`"
     else:
-        source = run.objective.default_corpus_description.format(**asdict(data_args))
+        source = run.objective.card.default_corpus_description.format(**asdict(data_args))
     packages = data_args.catalog_packages if not data_args.dataset else []
     if packages:
         source += f"; and the `{data_args.target_lang}` catalogs inside these PyPI wheels: {_packages(run, packages)}"

@@ -208,7 +208,7 @@ def _evaluate(run: TrainingRun) -> None:
         seed=train_args.seed,
         max_batches=train_args.max_eval_batches,
     )
-    if run.objective.scores_translations and train_args.eval_bleu_during_training:
+    if run.objective.evaluation.scores_translations and train_args.eval_bleu_during_training:
         # generate() runs a different number of steps per process: not with a sharded model
         generator = plain_copy(run.model, run.model_class) if run.sharded else run.model
         scores, _ = score_translations(

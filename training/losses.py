@@ -12,12 +12,12 @@ import torch
 from torch import nn
 
 import hf_attention
-from training.objectives import Objective
+from training.objective import Objective
 
 
 def target_labels(objective: Objective, labels: torch.Tensor) -> torch.Tensor:
     """The labels the loss is taken against: for a causal LM, position t predicts token t+1."""
-    if objective.predicts_next_token:
+    if objective.evaluation.predicts_next_token:
         return nn.functional.pad(labels, (0, 1), value=-100)[:, 1:]
     return labels
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from training.batching import Loaders
     from training.checkpoint import Progress
     from training.metrics_log import MetricsLogger
-    from training.objectives import Objective
+    from training.objective import Objective
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,9 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_attention  # noqa: F401  (registers our model types with the Auto classes)
 from training.args import parse_args
+from training.corpus import split_corpus
 from training.evaluate import GenerationSettings, score_translations
-from training.objectives import objective_for, split_corpus
+from training.objectives import objective_for
 from training.train import resolve_mixed_precision
 
 
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 
     _, data_args, train_args, _ = parse_args(["--config", options.config])
     objective = objective_for("translation")
-    splits = split_corpus(objective, objective.load_corpus(data_args), data_args)
+    splits = split_corpus(objective, objective.data.load_corpus(data_args), data_args)
     model = AutoModelForSeq2SeqLM.from_pretrained(options.model)
     if options.weights:
         load_model(model, options.weights)

@@ -6,7 +6,7 @@
     python -m training.train --config ... --resume_from_checkpoint latest               # exact resume
 
 Objectives: causal LM (decoder), masked LM (encoder), translation (encoder-decoder, teacher forcing). See
-training/args.py for every argument and training/objectives.py for what each objective does.
+training/args.py for every argument and training/objectives/ for what each objective does.
 
 A run has five stages, each reading what the previous ones set up: `configure` checks every input and makes the
 accelerator and the output folder; `load_data` reads and splits the corpus, trains the tokenizer and tokenises;
@@ -40,19 +40,13 @@ from training.args import DataArguments, ModelArguments, TrainArguments, parse_a
 from training.averaging import WeightAverage
 from training.batching import Loaders, make_loaders
 from training.checkpoint import Progress, load_checkpoint, resolve_checkpoint
+from training.corpus import make_tokenizer, split_corpus
 from training.finish import finish
 from training.loop import train_loop
 from training.metrics_log import METRICS_FILE, MetricsLogger
-from training.objectives import (
-    Objective,
-    build_model,
-    check_export_target,
-    check_model_config,
-    check_model_type,
-    make_tokenizer,
-    objective_for,
-    split_corpus,
-)
+from training.models import build_model, check_export_target, check_model_config, check_model_type
+from training.objective import Objective
+from training.objectives import objective_for
 from training.run_state import RunArguments, TrainingRun
 from training.sharding import check_cpu_fsdp_settings, cpu_fsdp_requested, shard
 
@@ -192,12 +186,12 @@ def load_data(setup: RunSetup) -> tuple[DatasetDict, PreTrainedTokenizerBase, di
     """The corpus split into train / validation / test, the tokenizer, and the token ids of every split."""
     objective, args, accelerator = setup.objective, setup.args, setup.accelerator
     # A missing dataset or column, or a corpus emptied by the filters, fails here, before anything is written.
-    splits = split_corpus(objective, objective.load_corpus(args.data), args.data)
+    splits = split_corpus(objective, objective.data.load_corpus(args.data), args.data)
     if accelerator.is_main_process:
         start_output_dir(setup)
     set_seed(args.train.seed)
     tokenizer = load_tokenizer(setup, splits["train"])
-    features = {name: objective.featurize(split, tokenizer, args.data) for name, split in splits.items()}
+    features = {name: objective.data.featurize(split, tokenizer, args.data) for name, split in splits.items()}
     return splits, tokenizer, features
 
 
@@ -234,7 +228,15 @@ def load_tokenizer(setup: RunSetup, train_split: Dataset) -> PreTrainedTokenizer
     tokenizer_dir = setup.output_dir / "tokenizer"
     accelerator = setup.accelerator
     if accelerator.is_main_process and not (setup.resume_path is not None and tokenizer_dir.is_dir()):
-        make_tokenizer(setup.objective, train_split, setup.args.model, setup.args.data).save_pretrained(tokenizer_dir)
+        model_args = setup.args.model
+        make_tokenizer(
+            setup.objective,
+            train_split,
+            setup.args.data,
+            vocab_size=model_args.vocab_size,
+            min_frequency=model_args.tokenizer_min_frequency,
+            keep_placeholders=model_args.tokenizer_keep_placeholders,
+        ).save_pretrained(tokenizer_dir)
     accelerator.wait_for_everyone()
     return AutoTokenizer.from_pretrained(tokenizer_dir)
 
@@ -249,7 +251,7 @@ def set_up_training(
     args, accelerator = setup.args, setup.accelerator
     set_seed(args.train.seed)  # the same initial weights whatever the data step consumed
     model = build_model(setup.objective, setup.model_type, args.model_config, tokenizer)
-    loaders = make_loaders(features, setup.objective.make_collator(tokenizer, model, args.data), args.train)
+    loaders = make_loaders(features, setup.objective.data.make_collator(tokenizer, model, args.data), args.train)
     model_class = type(model)
     model, optimizer, loaders, sharded = distribute(setup, model, loaders)
     total_steps = count_steps(args.train, len(loaders.train))

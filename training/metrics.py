@@ -1,0 +1,125 @@
+"""Every score of a model's outputs, for both entry points: BLEU / chrF, the placeholders a translation keeps,
+the share of stuttering outputs, the copy-the-source baseline (training.train, training.score), and the
+`compute_metrics` functions of 🤗 Trainer (training.finetune): accuracy / macro-F1 of a classifier, BLEU / chrF of
+generated translations.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import numpy as np
+import sacrebleu
+
+
+def corpus_bleu_chrf(hypotheses: list[str], references: list[str]) -> tuple[float, float]:
+    """Corpus BLEU and chrF, unrounded (sacrebleu defaults: 13a tokenisation, chrF with character 6-grams)."""
+    bleu = sacrebleu.corpus_bleu(hypotheses, [references])
+    chrf = sacrebleu.corpus_chrf(hypotheses, [references])
+    return bleu.score, chrf.score
+
+
+def bleu_chrf(hypotheses: list[str], references: list[str]) -> dict:
+    """Corpus BLEU and chrF rounded to two decimals, as runs report them."""
+    bleu, chrf = corpus_bleu_chrf(hypotheses, references)
+    return {"bleu": round(bleu, 2), "chrf": round(chrf, 2)}
+
+
+def translation_scores(sources: list[str], hypotheses: list[str], references: list[str]) -> dict:
+    """BLEU / chrF, the share of the sources' placeholders kept (`placeholders`, %) and the share of outputs that
+    stutter (`repeats`, %), and what copying the source unchanged scores (`copy_bleu`, `copy_chrf`)."""
+    copy = bleu_chrf(sources, references)
+    return {
+        **bleu_chrf(hypotheses, references),
+        "placeholders": placeholder_accuracy(sources, hypotheses),
+        "repeats": repeat_rate(hypotheses),
+        "copy_bleu": copy["bleu"],
+        "copy_chrf": copy["chrf"],
+    }
+
+
+# HTML elements: a tag with another name ("<file>", "<options>", "<none>") is a metavariable or a word in brackets,
+# which translators translate ("<Datei>"), so it is not a placeholder.
+_HTML_TAGS = (
+    "a|abbr|b|big|blockquote|body|br|center|code|dd|del|div|dl|dt|em|font|h[1-6]|head|hr|html|i|img|ins|kbd|li|"
+    "ol|p|pre|q|s|samp|small|span|strike|strong|sub|sup|table|td|th|title|tr|tt|u|ul|var"
+)
+
+# What a translation must carry over unchanged, as translators' QA checks (translate-toolkit's pofilter, Pology)
+# look for them: printf conversions (%s, %d, %1$s, %-5.2f, %(name)s), Qt's %1, str.format fields ({0}, {name},
+# {:.2f}), HTML tags and character entities. Narrower than the tokenizer's pattern on purpose: "50% done" holds
+# no placeholder, and "<file>"-style metavariables are words a translator translates.
+QA_PLACEHOLDER = re.compile(
+    r"%\([A-Za-z_][\w.-]*\)[-+#0]*\d*(?:\.\d+)?[diouxXeEfFgGcrsa]"
+    r"|%(?:\d+\$)?[-+#0]*\d*(?:\.\d+)?(?:hh|h|ll|l|L|z|j|t)?[diouxXeEfFgGcsp]"
+    r"|%\d+"
+    r"|\{[A-Za-z0-9_.]*(?:![rsa])?(?::[^{}]*)?\}"
+    rf"|</?(?i:{_HTML_TAGS})(?:\s[^<>]*)?\s*/?>"
+    r"|&(?:[A-Za-z]+|#\d+|#x[0-9A-Fa-f]+);"
+)
+
+
+def placeholders(text: str) -> Counter:
+    """The placeholders of `text` (see `QA_PLACEHOLDER`) with their counts."""
+    return Counter(QA_PLACEHOLDER.findall(text))
+
+
+def placeholder_accuracy(sources: list[str], outputs: list[str]) -> float | None:
+    """Of all placeholders in the sources (counted with repeats), the percentage found as often in the outputs;
+    None when the sources hold none."""
+    total = kept = 0
+    for source, output in zip(sources, outputs, strict=True):
+        wanted = placeholders(source)
+        total += sum(wanted.values())
+        kept += sum((wanted & placeholders(output)).values())
+    return round(100 * kept / total, 2) if total else None
+
+
+def stutters(text: str) -> bool:
+    """Whether `text` repeats a word or a pair of words right after itself ("noch noch", "ist ein ist ein");
+    placeholders ("%s %s") and punctuation are not words."""
+    words = [word.lower() for word in text.split()]
+    wordy = [any(ch.isalpha() for ch in QA_PLACEHOLDER.sub("", word)) for word in words]
+    if any(words[i] == words[i + 1] and wordy[i] for i in range(len(words) - 1)):
+        return True
+    return any(words[i : i + 2] == words[i + 2 : i + 4] and (wordy[i] or wordy[i + 1]) for i in range(len(words) - 3))
+
+
+def repeat_rate(outputs: list[str]) -> float:
+    """The percentage of `outputs` that stutter (`stutters`)."""
+    return round(100 * sum(map(stutters, outputs)) / max(len(outputs), 1), 2)
+
+
+# ------------------------------------------------------------------------------- 🤗 Trainer's compute_metrics
+
+
+def classification_metrics(eval_pred) -> dict:
+    """Accuracy and macro-F1 from (logits, labels)."""
+    logits, labels = eval_pred
+    logits = logits[0] if isinstance(logits, tuple) else logits
+    predictions = np.asarray(logits).argmax(-1)
+    labels = np.asarray(labels)
+    f1s = []
+    for c in np.unique(labels):
+        tp = np.sum((predictions == c) & (labels == c))
+        precision = tp / max(np.sum(predictions == c), 1)
+        recall = tp / max(np.sum(labels == c), 1)
+        f1s.append(0.0 if tp == 0 else 2 * precision * recall / (precision + recall))
+    return {"accuracy": float(np.mean(predictions == labels)), "macro_f1": float(np.mean(f1s))}
+
+
+def translation_metrics(tokenizer):
+    """compute_metrics for Seq2SeqTrainer(predict_with_generate=True): corpus BLEU and chrF, unrounded."""
+
+    def compute(eval_pred) -> dict:
+        predictions, labels = eval_pred
+        predictions = predictions[0] if isinstance(predictions, tuple) else predictions
+        predictions = np.where(np.asarray(predictions) < 0, tokenizer.pad_token_id, predictions)
+        labels = np.where(np.asarray(labels) < 0, tokenizer.pad_token_id, labels)
+        hypotheses = [t.strip() for t in tokenizer.batch_decode(predictions, skip_special_tokens=True)]
+        references = [t.strip() for t in tokenizer.batch_decode(labels, skip_special_tokens=True)]
+        bleu, chrf = corpus_bleu_chrf(hypotheses, references)
+        return {"bleu": bleu, "chrf": chrf}
+
+    return compute

@@ -1,0 +1,93 @@
+"""What an objective is: four small records (model, data, evaluation, card) under one name.
+
+Each objective is one module of training/objectives/ that fills an `Objective`; the code that reads the records
+(training/corpus.py, models.py, losses.py, evaluate.py, loop.py, finish.py, export.py, and the two entry points
+training.train and training.finetune) is written once for all objectives. This module imports nothing from training/,
+so every other module can read the type without an import cycle.
+
+The functions an objective holds take the run's `DataArguments` (training/args.py) as `data_args`; they read only
+the fields that concern them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+# The commands that can train an objective: training.train (the Accelerate loop, token-level losses) and
+# training.finetune (🤗 Trainer / Seq2SeqTrainer).
+TRAIN = "train"
+FINETUNE = "finetune"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The model: our family by default, or any Hugging Face type its Auto class can build."""
+
+    our_model_type: str
+    auto_class: type
+    architecture: str  # "a decoder-only", ...: what error messages ask for
+    example_model_types: tuple[str, ...]  # Hugging Face types that work, named by error messages
+    encoder_decoder: bool | None  # whether the architecture must (not) be an encoder-decoder; None: either
+    # Model-config fields the data decides (a classifier's labels), from the splits; None: none.
+    config_from_data: Callable | None = None
+    # PEFT's TaskType name for a LoRA adapter (training.finetune --lora), and the modules LoRA trains in full.
+    peft_task_type: str | None = None
+    modules_to_save: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """The corpus, its tokenizer, and how texts become batches."""
+
+    load_corpus: Callable  # (data_args) → Dataset: the embedded corpus or the user's, with `text_columns`
+    text_columns: tuple[str, ...]  # source first: the split hashes it, the tokenizer learns from all
+    tokenizer_kind: str  # training/tokenizer.py
+    tokenizer_max_length: Callable  # (data_args) → int: where the tokenizer truncates
+    featurize: Callable  # (split, tokenizer, data_args) → Dataset of token ids
+    make_collator: Callable  # (tokenizer, model, data_args) → collator that pads (and masks)
+
+
+@dataclass(frozen=True)
+class EvaluationSpec:
+    """How the model is scored and what it generates by default."""
+
+    predicts_next_token: bool  # position t is scored against token t + 1 (the labels are not shifted yet)
+    scores_translations: bool  # BLEU / chrF of generated translations, at evaluations and on the test split
+    # (generation_config, model, tokenizer, GenerationSettings) → None: the export's generate() defaults; None: the
+    # model does not generate.
+    set_generation_defaults: Callable | None = None
+    # (tokenizer) → the `compute_metrics` of a 🤗 Trainer (training.finetune); None: loss only.
+    trainer_metrics: Callable | None = None
+
+
+@dataclass(frozen=True)
+class CardSpec:
+    """What the exported folder and its model card say about the objective."""
+
+    default_dataset: str  # the embedded corpus, as the model card names it
+    default_corpus_description: str  # how the card describes it (formatted with the DataArguments fields)
+    pipeline_task: str
+    task_name: str  # the Hub's name of `pipeline_task`
+    # Our own pipeline class (transformers 5 has no translation pipeline): the export carries its code, and the
+    # card's usage snippet loads it with trust_remote_code=True.
+    custom_pipeline: bool
+    example: str  # the input of the usage snippet
+    intended_use: str
+    limitations: str = ""  # added after the limitations every card states
+
+
+@dataclass(frozen=True)
+class Objective:
+    """One training objective: its name, the commands that train it, and the four records."""
+
+    name: str
+    entry_points: tuple[str, ...]  # TRAIN and / or FINETUNE
+    model: ModelSpec
+    data: DataSpec
+    evaluation: EvaluationSpec
+    card: CardSpec
+
+    def languages(self, data_args) -> list[str]:
+        """The languages of the text columns (model card): the source language, and the target language of pairs."""
+        return [data_args.source_lang, data_args.target_lang][: len(self.data.text_columns)]

@@ -1,0 +1,80 @@
+"""Translation: an encoder-decoder learns English → `target_lang` UI strings of the gettext catalogs (or the user's
+pairs) by teacher forcing; it is scored by BLEU / chrF of its generated translations.
+
+Trained by both entry points: training.train (the Accelerate loop, the main recipe) and training.finetune
+(Seq2SeqTrainer, e.g. from a trained checkpoint).
+"""
+
+from __future__ import annotations
+
+from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq
+
+from training import data as data_lib
+from training.corpus import parallel_corpus
+from training.metrics import translation_metrics
+from training.objective import FINETUNE, TRAIN, CardSpec, DataSpec, EvaluationSpec, ModelSpec, Objective
+
+
+def featurize(split, tokenizer, data_args):
+    return data_lib.translation_features(
+        split, tokenizer, max_source_length=data_args.max_source_length, max_target_length=data_args.max_target_length
+    )
+
+
+def make_collator(tokenizer, model, data_args):
+    # with the model: decoder_input_ids are the labels shifted right
+    return DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100, padding=True)
+
+
+def set_generation_defaults(config, model, tokenizer, generation) -> None:
+    config.decoder_start_token_id = model.config.decoder_start_token_id
+    config.num_beams = generation.num_beams
+    if generation.num_beams > 1:  # a beam-search setting (a greedy config that holds one fails validation)
+        config.length_penalty = generation.length_penalty
+    config.max_new_tokens = generation.max_new_tokens
+    config.max_length = None
+
+
+OBJECTIVE = Objective(
+    name="translation",
+    entry_points=(TRAIN, FINETUNE),
+    model=ModelSpec(
+        our_model_type="hf_attention_seq2seq",
+        auto_class=AutoModelForSeq2SeqLM,
+        architecture="an encoder-decoder",
+        example_model_types=("bart", "marian"),
+        encoder_decoder=True,
+        peft_task_type="SEQ_2_SEQ_LM",
+    ),
+    data=DataSpec(
+        load_corpus=parallel_corpus,
+        text_columns=("source", "target"),
+        tokenizer_kind="seq2seq",
+        tokenizer_max_length=lambda data_args: max(data_args.max_source_length, data_args.max_target_length),
+        featurize=featurize,
+        make_collator=make_collator,
+    ),
+    evaluation=EvaluationSpec(
+        predicts_next_token=False,
+        scores_translations=True,
+        set_generation_defaults=set_generation_defaults,
+        trainer_metrics=translation_metrics,
+    ),
+    card=CardSpec(
+        default_dataset="gettext-catalogs",
+        default_corpus_description=(
+            "English → `{target_lang}` user-interface strings from the gettext catalogs installed on the training "
+            "machine (`/usr/share/locale/<lang>/LC_MESSAGES/*.mo`, the kind of data in the OPUS GNOME/KDE/Ubuntu "
+            "corpora): single-line, not format-only, translated, de-duplicated pairs of at most {max_chars} "
+            "characters"
+        ),
+        pipeline_task="translation",
+        task_name="Translation",
+        custom_pipeline=True,
+        example="Open the file",
+        intended_use="Translating short English user-interface strings (menu items, buttons, messages) into "
+        "the target language; a small research / teaching model for comparing attention designs.",
+        limitations='UI strings are short and often lack context, so ambiguous words ("Open", "Close") '
+        "are translated by frequency; long sentences are outside the training distribution.",
+    ),
+)
