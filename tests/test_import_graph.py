@@ -13,10 +13,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("hf_attention", "training")
 
-# explorer.py and visualize.py import each other; that cycle is being removed on another branch. Until then it is
-# the only one hf_attention/ may have (tighten to set() once it is gone).
-KNOWN_HF_ATTENTION_CYCLE = {"hf_attention.explorer", "hf_attention.visualize"}
-
 
 def module_name(path: Path) -> str:
     parts = path.relative_to(REPO).with_suffix("").parts
@@ -127,8 +123,7 @@ def test_training_has_no_import_cycle():
     assert not found, f"import cycles in training/: {describe(graph, found)}"
 
 
-def test_hf_attention_has_no_import_cycle_but_the_one_being_removed():
+def test_hf_attention_has_no_import_cycle():
     graph = import_graph()
     found = [component for component in cycles(graph) if component[0].startswith("hf_attention")]
-    unexpected = [component for component in found if not set(component) <= KNOWN_HF_ATTENTION_CYCLE]
-    assert not unexpected, f"import cycles in hf_attention/: {describe(graph, unexpected)}"
+    assert not found, f"import cycles in hf_attention/: {describe(graph, found)}"
