@@ -8,7 +8,6 @@ live in scores.py. Backends follow HF's attention-function signature
 registered in `transformers.AttentionInterface` can be plugged in by name.
 """
 
-import contextlib
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -90,6 +89,9 @@ def eager_attention_forward(
     return output.transpose(1, 2).contiguous(), weights
 
 
+_LOW_PRECISION = (torch.bfloat16, torch.float16)
+
+
 def sdpa_attention_forward(
     module: nn.Module,
     query: Tensor,
@@ -105,11 +107,12 @@ def sdpa_attention_forward(
 ) -> tuple[Tensor, None]:
     """The same maths through `torch.nn.functional.scaled_dot_product_attention` (fused; never stores T×S weights).
 
-    A causal stack without padding passes no mask and the kernel's own causal flag is used; with a cache (T ≠ S) an
-    explicit offset-aware mask is built instead, since the kernel's flag aligns to the top-left corner. A bias is
-    folded into a float mask with −inf where attention is not allowed, which the kernel turns into zero rows.
-    Arguments as in `eager_attention_forward`; returns (B, T, H, D) and None.
+    Three cases before the general one (`_sdpa_general`): the plain one-token decoding step, a position bias while
+    exporting, and low-precision inputs on CPU. Arguments as in `eager_attention_forward`; returns (B, T, H, D) and
+    None.
     """
+    # (The conditions are written inline, not as helper functions: this runs once per layer and decoded token.)
+    dropout = dropout if module.training else 0.0
     if (
         attention_mask is None
         and position_bias is None
@@ -117,42 +120,98 @@ def sdpa_attention_forward(
         and query.shape[1] == key.shape[1]
         and query.dtype == torch.float32
         and not torch.is_autocast_enabled(query.device.type)
-    ):
-        # The plain decoding step (one new token, no mask, no bias, no grouped heads, fp32): what the general path
-        # below would do, without its bookkeeping.
-        output = nn.functional.scaled_dot_product_attention(
-            query, key, value, dropout_p=dropout if module.training else 0.0, scale=scaling
-        )
-        return output.transpose(1, 2).contiguous(), None
+    ):  # one new token, no mask, no bias, no grouped heads, fp32
+        return _sdpa_decoding_step(query, key, value, scaling, dropout), None
     if position_bias is not None and torch.compiler.is_exporting():
-        # torch.export's decomposition of the kernel with a float bias mask does not survive ONNX translation (NaN
-        # rows, a failing reshape); the written-out path computes the same attention and exports cleanly.
-        output, _ = eager_attention_forward(
-            module,
-            query,
-            key,
-            value,
-            attention_mask,
-            scaling=scaling,
-            dropout=dropout,
-            position_bias=position_bias,
-            is_causal=is_causal,
-        )
-        return output, None
+        return _sdpa_exportable(module, query, key, value, attention_mask, scaling, dropout, position_bias, is_causal)
+    causal = module.is_causal if is_causal is None else is_causal
+    if query.device.type == "cpu" and (
+        torch.is_autocast_enabled("cpu")
+        or query.dtype in _LOW_PRECISION
+        or key.dtype in _LOW_PRECISION
+        or value.dtype in _LOW_PRECISION
+    ):
+        return _sdpa_upcast(query, key, value, attention_mask, scaling, dropout, position_bias, causal), None
+    return _sdpa_general(query, key, value, attention_mask, scaling, dropout, position_bias, causal), None
+
+
+def _sdpa_decoding_step(query: Tensor, key: Tensor, value: Tensor, scaling: float, dropout: float) -> Tensor:
+    """The plain decoding step: what `_sdpa_general` would do, without its bookkeeping (no grouped heads to repeat,
+    no causal flag or mask for a single query, no dtype to restore)."""
+    output = nn.functional.scaled_dot_product_attention(query, key, value, dropout_p=dropout, scale=scaling)
+    return output.transpose(1, 2).contiguous()  # (B, T, H, D)
+
+
+def _sdpa_exportable(
+    module: nn.Module,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    scaling: float,
+    dropout: float,
+    position_bias: Tensor,
+    is_causal: bool | None,
+) -> tuple[Tensor, None]:
+    """A position bias under torch.export: torch.export's decomposition of the kernel with a float bias mask does not
+    survive ONNX translation (NaN rows, a failing reshape); the written-out path computes the same attention and
+    exports cleanly."""
+    output, _ = eager_attention_forward(
+        module,
+        query,
+        key,
+        value,
+        attention_mask,
+        scaling=scaling,
+        dropout=dropout,
+        position_bias=position_bias,
+        is_causal=is_causal,
+    )
+    return output, None
+
+
+def _sdpa_upcast(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    scaling: float,
+    dropout: float,
+    position_bias: Tensor | None,
+    causal: bool,
+) -> Tensor:
+    """bf16/fp16 (or autocast) on CPU: PyTorch's CPU flash kernel has no fast low-precision path (forward + backward
+    run slower in bf16 than in fp32). Attention therefore runs in fp32 on CPU (faster and more exact), with autocast
+    off around the kernel, which would otherwise cast it back to bf16; the projections around it stay in bf16.
+    (Autocast is switched off only here: a context manager per call and layer is a measurable share of a one-token
+    decoding step.)"""
+    output_dtype = value.dtype
+    query, key, value = (t.float() if t.dtype in _LOW_PRECISION else t for t in (query, key, value))
+    with torch.autocast(device_type="cpu", enabled=False):
+        output = _sdpa_general(query, key, value, attention_mask, scaling, dropout, position_bias, causal)
+    return output.to(output_dtype)
+
+
+def _sdpa_general(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    scaling: float,
+    dropout: float,
+    position_bias: Tensor | None,
+    causal: bool,
+) -> Tensor:
+    """The kernel with grouped heads repeated, a causal flag or mask, and a bias folded into the mask.
+
+    A causal stack without padding passes no mask and the kernel's own causal flag is used; with a cache (T ≠ S) an
+    explicit offset-aware mask is built instead, since the kernel's flag aligns to the top-left corner. A bias is
+    folded into a float mask with −inf where attention is not allowed, which the kernel turns into zero rows.
+    Returns (B, T, H, D) in the values' dtype.
+    """
     groups = query.shape[1] // key.shape[1]
     key, value = repeat_kv(key, groups), repeat_kv(value, groups)  # (B, H, S, D)
-    output_dtype = value.dtype
-    low_precision = (torch.bfloat16, torch.float16)
-    upcast = query.device.type == "cpu" and (
-        torch.is_autocast_enabled("cpu") or any(t.dtype in low_precision for t in (query, key, value))
-    )
-    if upcast:
-        # PyTorch's CPU flash kernel has no fast low-precision path (forward + backward run slower in bf16 than in
-        # fp32). Attention therefore runs in fp32 on CPU (faster and more exact), with autocast off around the kernel,
-        # which would otherwise cast it back to bf16; the projections around it stay in bf16.
-        query, key, value = (t.float() if t.dtype in low_precision else t for t in (query, key, value))
     mask = attention_mask
-    causal = module.is_causal if is_causal is None else is_causal
     use_causal_flag = causal and mask is None and query.shape[2] > 1
     if use_causal_flag and query.shape[2] != key.shape[2]:
         mask = causal_mask(query.shape[2], key.shape[2], key.shape[2] - query.shape[2], query.device)
@@ -165,19 +224,10 @@ def sdpa_attention_forward(
             mask = causal_mask(query.shape[2], key.shape[2], 0, query.device)
             use_causal_flag = False
         mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
-    # Autocast off while upcast: it would cast the fp32 inputs straight back to bf16. (Entered only then: a context
-    # manager per call and layer is a measurable share of a one-token decoding step.)
-    with torch.autocast(device_type="cpu", enabled=False) if upcast else contextlib.nullcontext():
-        output = nn.functional.scaled_dot_product_attention(
-            query,
-            key,
-            value,
-            attn_mask=mask,
-            dropout_p=dropout if module.training else 0.0,
-            scale=scaling,
-            is_causal=use_causal_flag,
-        )  # (B, H, T, D)
-    return output.transpose(1, 2).contiguous().to(output_dtype), None
+    output = nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=mask, dropout_p=dropout, scale=scaling, is_causal=use_causal_flag
+    )  # (B, H, T, D)
+    return output.transpose(1, 2).contiguous().to(value.dtype)
 
 
 class AttentionBackend(NamedTuple):
