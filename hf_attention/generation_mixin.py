@@ -9,7 +9,7 @@ from torch import Tensor
 from transformers import GenerationMixin
 
 from .cache_argument import CACHE_FIELD
-from .decoding import blocked_vocabulary_projection, stacked_projections
+from .decoding import faster_decoding
 from .kv_cache import use_generation_layers
 
 
@@ -28,7 +28,7 @@ class _KeepPaddingMaskForGeneration:
     def generate(self, *args, **kwargs):
         """`GenerationMixin.generate`, with q/k/v projected by one stacked product per layer and the vocabulary
         projection of a few rows computed in blocks (identical results; see hf_attention.decoding)."""
-        with stacked_projections(self), blocked_vocabulary_projection(self):
+        with faster_decoding(self):
             return super().generate(*args, **kwargs)
 
     generate.__signature__ = inspect.signature(GenerationMixin.generate)  # for tools that read generate()'s options
