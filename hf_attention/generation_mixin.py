@@ -36,28 +36,21 @@ class _KeepPaddingMaskForGeneration:
     def _prepare_cache_for_generation(
         self, generation_config, model_kwargs, generation_mode, batch_size: int, max_cache_length: int
     ):
-        """transformers' cache for this call; on CPU, the dynamic cache it makes gets layers that copy less (identical
-        values; see hf_attention.kv_cache) when its tensors grow large enough for that to pay. A cache the caller
-        passed is left as it is."""
+        """transformers' cache for this call, then `use_generation_layers` on it (a cache the caller passed is left as
+        it is)."""
         result = super()._prepare_cache_for_generation(
             generation_config, model_kwargs, generation_mode, batch_size, max_cache_length
         )
-        cache = model_kwargs.get(CACHE_FIELD)
-        if (
-            cache is not None
-            and not getattr(cache, "_is_user_defined", False)
-            and generation_config.cache_implementation in (None, "dynamic")
-            and not generation_config.is_assistant
-            and self.device.type == "cpu"
-        ):
-            num_beams = generation_config.num_beams or 1
-            # one layer's keys at the longest this generation can get: (batch · beams, K, max_cache_length, D)
-            config = self.config
-            rows = batch_size * num_beams
-            largest = rows * config.num_key_value_heads * max_cache_length * config.head_dim * self.dtype.itemsize
-            use_generation_layers(
-                cache, num_beams=num_beams, capacity_hint=generation_config.max_length or 0, largest_bytes=largest
-            )
+        use_generation_layers(
+            model_kwargs.get(CACHE_FIELD),
+            generation_config,
+            batch_size=batch_size,
+            max_cache_length=max_cache_length,
+            kv_heads=self.config.num_key_value_heads,
+            head_dim=self.config.head_dim,
+            dtype=self.dtype,
+            device=self.device,
+        )
         return result
 
     def _prepare_model_inputs(self, inputs=None, bos_token_id=None, model_kwargs=None):
