@@ -1,4 +1,4 @@
-"""What the generative heads (causal LM, seq2seq LM) add to transformers' `GenerationMixin`.
+"""What the generative heads (causal LM, seq2seq LM) change in transformers' `GenerationMixin`.
 
 This module is inside the remote-code closure: it imports only torch, transformers and its siblings.
 """
@@ -13,13 +13,15 @@ from .decoding import faster_decoding
 from .kv_cache import use_generation_layers
 
 
-class _KeepPaddingMaskForGeneration:
-    """Mixin for generative heads: hand the 2D padding mask to the model unchanged, also with static caches,
-    refuse an empty batch with a clear error, and while generating stack the q/k/v projections and compute the
-    vocabulary projection in blocks.
+class GenerationOverrides:
+    """Mixin for generative heads, listed before `GenerationMixin`: what `generate()` does differently for them.
 
-    `generate()` otherwise turns it into a 4D mask for compilable caches; the stack needs the 2D mask to count
-    real tokens (positions under left padding, ALiBi and relative-bucket distances) and builds its masks itself.
+    - It hands the 2D padding mask to the model unchanged, also with static caches: `generate()` otherwise turns it
+      into a 4D mask for compilable caches, and the stack needs the 2D mask to count real tokens (positions under
+      left padding, ALiBi and relative-bucket distances) and builds its masks itself.
+    - It refuses an empty batch with a clear error.
+    - While it runs, the decoding speed-ups of hf_attention.decoding are installed (identical results).
+    - On CPU, the cache it makes gets the layers of hf_attention.kv_cache that copy less (identical values).
     """
 
     def create_masks_for_generate(self, *, attention_mask: Tensor | None = None, **kwargs) -> Tensor | None:
