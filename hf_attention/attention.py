@@ -8,7 +8,6 @@ live in scores.py. Backends follow HF's attention-function signature
 registered in `transformers.AttentionInterface` can be plugged in by name.
 """
 
-import contextlib
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -90,6 +89,9 @@ def eager_attention_forward(
     return output.transpose(1, 2).contiguous(), weights
 
 
+_LOW_PRECISION = (torch.bfloat16, torch.float16)
+
+
 def sdpa_attention_forward(
     module: nn.Module,
     query: Tensor,
@@ -105,11 +107,12 @@ def sdpa_attention_forward(
 ) -> tuple[Tensor, None]:
     """The same maths through `torch.nn.functional.scaled_dot_product_attention` (fused; never stores T×S weights).
 
-    A causal stack without padding passes no mask and the kernel's own causal flag is used; with a cache (T ≠ S) an
-    explicit offset-aware mask is built instead, since the kernel's flag aligns to the top-left corner. A bias is
-    folded into a float mask with −inf where attention is not allowed, which the kernel turns into zero rows.
-    Arguments as in `eager_attention_forward`; returns (B, T, H, D) and None.
+    Three cases before the general one (`_sdpa_general`): the plain one-token decoding step, a position bias while
+    exporting, and low-precision inputs on CPU. Arguments as in `eager_attention_forward`; returns (B, T, H, D) and
+    None.
     """
+    # (The conditions are written inline, not as helper functions: this runs once per layer and decoded token.)
+    dropout = dropout if module.training else 0.0
     if (
         attention_mask is None
         and position_bias is None
@@ -117,42 +120,98 @@ def sdpa_attention_forward(
         and query.shape[1] == key.shape[1]
         and query.dtype == torch.float32
         and not torch.is_autocast_enabled(query.device.type)
-    ):
-        # The plain decoding step (one new token, no mask, no bias, no grouped heads, fp32): what the general path
-        # below would do, without its bookkeeping.
-        output = nn.functional.scaled_dot_product_attention(
-            query, key, value, dropout_p=dropout if module.training else 0.0, scale=scaling
-        )
-        return output.transpose(1, 2).contiguous(), None
+    ):  # one new token, no mask, no bias, no grouped heads, fp32
+        return _sdpa_decoding_step(query, key, value, scaling, dropout), None
     if position_bias is not None and torch.compiler.is_exporting():
-        # torch.export's decomposition of the kernel with a float bias mask does not survive ONNX translation (NaN
-        # rows, a failing reshape); the written-out path computes the same attention and exports cleanly.
-        output, _ = eager_attention_forward(
-            module,
-            query,
-            key,
-            value,
-            attention_mask,
-            scaling=scaling,
-            dropout=dropout,
-            position_bias=position_bias,
-            is_causal=is_causal,
-        )
-        return output, None
+        return _sdpa_exportable(module, query, key, value, attention_mask, scaling, dropout, position_bias, is_causal)
+    causal = module.is_causal if is_causal is None else is_causal
+    if query.device.type == "cpu" and (
+        torch.is_autocast_enabled("cpu")
+        or query.dtype in _LOW_PRECISION
+        or key.dtype in _LOW_PRECISION
+        or value.dtype in _LOW_PRECISION
+    ):
+        return _sdpa_upcast(query, key, value, attention_mask, scaling, dropout, position_bias, causal), None
+    return _sdpa_general(query, key, value, attention_mask, scaling, dropout, position_bias, causal), None
+
+
+def _sdpa_decoding_step(query: Tensor, key: Tensor, value: Tensor, scaling: float, dropout: float) -> Tensor:
+    """The plain decoding step: what `_sdpa_general` would do, without its bookkeeping (no grouped heads to repeat,
+    no causal flag or mask for a single query, no dtype to restore)."""
+    output = nn.functional.scaled_dot_product_attention(query, key, value, dropout_p=dropout, scale=scaling)
+    return output.transpose(1, 2).contiguous()  # (B, T, H, D)
+
+
+def _sdpa_exportable(
+    module: nn.Module,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    scaling: float,
+    dropout: float,
+    position_bias: Tensor,
+    is_causal: bool | None,
+) -> tuple[Tensor, None]:
+    """A position bias under torch.export: torch.export's decomposition of the kernel with a float bias mask does not
+    survive ONNX translation (NaN rows, a failing reshape); the written-out path computes the same attention and
+    exports cleanly."""
+    output, _ = eager_attention_forward(
+        module,
+        query,
+        key,
+        value,
+        attention_mask,
+        scaling=scaling,
+        dropout=dropout,
+        position_bias=position_bias,
+        is_causal=is_causal,
+    )
+    return output, None
+
+
+def _sdpa_upcast(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    scaling: float,
+    dropout: float,
+    position_bias: Tensor | None,
+    causal: bool,
+) -> Tensor:
+    """bf16/fp16 (or autocast) on CPU: PyTorch's CPU flash kernel has no fast low-precision path (forward + backward
+    run slower in bf16 than in fp32). Attention therefore runs in fp32 on CPU (faster and more exact), with autocast
+    off around the kernel, which would otherwise cast it back to bf16; the projections around it stay in bf16.
+    (Autocast is switched off only here: a context manager per call and layer is a measurable share of a one-token
+    decoding step.)"""
+    output_dtype = value.dtype
+    query, key, value = (t.float() if t.dtype in _LOW_PRECISION else t for t in (query, key, value))
+    with torch.autocast(device_type="cpu", enabled=False):
+        output = _sdpa_general(query, key, value, attention_mask, scaling, dropout, position_bias, causal)
+    return output.to(output_dtype)
+
+
+def _sdpa_general(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    scaling: float,
+    dropout: float,
+    position_bias: Tensor | None,
+    causal: bool,
+) -> Tensor:
+    """The kernel with grouped heads repeated, a causal flag or mask, and a bias folded into the mask.
+
+    A causal stack without padding passes no mask and the kernel's own causal flag is used; with a cache (T ≠ S) an
+    explicit offset-aware mask is built instead, since the kernel's flag aligns to the top-left corner. A bias is
+    folded into a float mask with −inf where attention is not allowed, which the kernel turns into zero rows.
+    Returns (B, T, H, D) in the values' dtype.
+    """
     groups = query.shape[1] // key.shape[1]
     key, value = repeat_kv(key, groups), repeat_kv(value, groups)  # (B, H, S, D)
-    output_dtype = value.dtype
-    low_precision = (torch.bfloat16, torch.float16)
-    upcast = query.device.type == "cpu" and (
-        torch.is_autocast_enabled("cpu") or any(t.dtype in low_precision for t in (query, key, value))
-    )
-    if upcast:
-        # PyTorch's CPU flash kernel has no fast low-precision path (forward + backward run slower in bf16 than in
-        # fp32). Attention therefore runs in fp32 on CPU (faster and more exact), with autocast off around the kernel,
-        # which would otherwise cast it back to bf16; the projections around it stay in bf16.
-        query, key, value = (t.float() if t.dtype in low_precision else t for t in (query, key, value))
     mask = attention_mask
-    causal = module.is_causal if is_causal is None else is_causal
     use_causal_flag = causal and mask is None and query.shape[2] > 1
     if use_causal_flag and query.shape[2] != key.shape[2]:
         mask = causal_mask(query.shape[2], key.shape[2], key.shape[2] - query.shape[2], query.device)
@@ -165,19 +224,10 @@ def sdpa_attention_forward(
             mask = causal_mask(query.shape[2], key.shape[2], 0, query.device)
             use_causal_flag = False
         mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
-    # Autocast off while upcast: it would cast the fp32 inputs straight back to bf16. (Entered only then: a context
-    # manager per call and layer is a measurable share of a one-token decoding step.)
-    with torch.autocast(device_type="cpu", enabled=False) if upcast else contextlib.nullcontext():
-        output = nn.functional.scaled_dot_product_attention(
-            query,
-            key,
-            value,
-            attn_mask=mask,
-            dropout_p=dropout if module.training else 0.0,
-            scale=scaling,
-            is_causal=use_causal_flag,
-        )  # (B, H, T, D)
-    return output.transpose(1, 2).contiguous().to(output_dtype), None
+    output = nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=mask, dropout_p=dropout, scale=scaling, is_causal=use_causal_flag
+    )  # (B, H, T, D)
+    return output.transpose(1, 2).contiguous().to(value.dtype)
 
 
 class AttentionBackend(NamedTuple):
@@ -251,12 +301,6 @@ def fused_linear(projections: tuple[nn.Linear, ...], states: Tensor) -> Tensor:
     return nn.functional.linear(states, weight, bias)
 
 
-def stack_weights(projections: tuple[nn.Linear, ...]) -> tuple[Tensor, Tensor | None]:
-    """The weights (and biases) of several nn.Linear stacked into one, detached: for inference-only products."""
-    bias = None if projections[0].bias is None else torch.cat([p.bias.detach() for p in projections])
-    return torch.cat([p.weight.detach() for p in projections]), bias
-
-
 class MultiHeadAttention(nn.Module):
     """Multi-head attention (Vaswani 2017 §3.2.2) for self-attention (keys from the same sequence) and
     cross-attention (keys from the encoder output), with grouped-query heads (Ainslie et al. 2023).
@@ -310,55 +354,26 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(kv_input_size, num_kv_heads * head_dim, bias=bias)
         self.v_proj = nn.Linear(kv_input_size, num_kv_heads * head_dim, bias=bias)
         self.o_proj = nn.Linear(num_heads * head_dim, hidden_size, bias=bias)
-        self._stacked: tuple[Tensor, Tensor | None] | None = None  # set while generate() runs
-        self._stacked_is_exact: dict[int, bool] = {}  # rows → whether the stacked product gives the separate bits
 
-    def stackable_projections(self) -> tuple[nn.Linear, ...]:
-        """The projections of the same input that generate() may run as one product (hf_attention.decoding): q, k
-        and v of causal self-attention, which runs once per new token (an encoder's runs once per generation, and
-        cross-attention projects its keys and values once per generation)."""
-        return (self.q_proj, self.k_proj, self.v_proj) if self.is_causal and not self.is_cross_attention else ()
+    def project_qkv(
+        self, hidden_states: Tensor, position_embeddings: tuple[Tensor, Tensor] | None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Self-attention's queries, keys and values: (B, H, T, D), (B, K, T, D), (B, K, T, D), q and k rotated when
+        rotary (cos, sin) tables are given.
 
-    def stack_projections(self) -> None:
-        """Keep q/k/v weights stacked for one-product projections without gradients (see hf_attention.decoding)."""
-        self._stacked = stack_weights(self.stackable_projections())
-        self._stacked_is_exact = {}
-
-    def unstack_projections(self) -> None:
-        self._stacked = None
-        self._stacked_is_exact = {}
-
-    def _use_stacked(self, states: Tensor) -> bool:
-        """Whether this step projects q/k/v with the stacked product: one new token per row, no gradients, and the
-        stacked product known to give the same bits as the separate ones for this many rows.
-
-        The wider product is not always exact: a BLAS picks its kernel and blocking by matrix shape, and for some
-        shapes the sum over E runs in another order in the wider product (seen with MKL in float32: E = 128 with 4
-        rows; E = 384 with grouped heads and 4 rows). So the first step with a given number of rows in each
-        generate() call computes both and compares them; later steps use the stacked product only if they agreed.
-        A compiled step (torch.compile) uses it without the check: inductor chooses its own kernels there."""
-        if self._stacked is None or states.shape[1] != 1 or torch.is_grad_enabled():
-            return False
-        if torch.compiler.is_compiling():
-            return True
-        rows = states.shape[0]
-        exact = self._stacked_is_exact.get(rows)
-        if exact is None:
-            stacked = nn.functional.linear(states, *self._stacked)
-            separate = torch.cat([proj(states) for proj in self.stackable_projections()], dim=-1)
-            exact = self._stacked_is_exact[rows] = torch.equal(stacked, separate)
-        return exact
-
-    def _project_stacked(self, states: Tensor, rotary: tuple[Tensor, Tensor] | None) -> tuple[Tensor, Tensor, Tensor]:
-        """q, k, v from the stacked product; with rotary tables, q and k are rotated together (one elementwise
-        pass over their H + K heads instead of two: the same values)."""
-        batch, length, _ = states.shape
-        heads = nn.functional.linear(states, *self._stacked).view(batch, length, -1, self.head_dim).transpose(1, 2)
-        query_and_key = heads[:, : self.num_heads + self.num_kv_heads]  # (B, H + K, T, D)
-        if rotary is not None:
-            query_and_key = apply_rotary(query_and_key, *rotary)
-        query, key = query_and_key.split((self.num_heads, self.num_kv_heads), dim=1)
-        return query, key, heads[:, self.num_heads + self.num_kv_heads :]
+        While `generate()` runs, hf_attention.decoding may replace this method on the instance with one computing
+        the same values faster (q, k and v from one stacked product); the parameters stay q_proj, k_proj, v_proj.
+        """
+        if self._fuse_projections(hidden_states):
+            query, key, value = self._project_fused((self.q_proj, self.k_proj, self.v_proj), hidden_states)
+        else:
+            query = self._project_heads(self.q_proj, hidden_states, self.num_heads)  # (B, H, T, D)
+            key = self._project_heads(self.k_proj, hidden_states, self.num_kv_heads)  # (B, K, T, D)
+            value = self._project_heads(self.v_proj, hidden_states, self.num_kv_heads)  # (B, K, T, D)
+        if position_embeddings is not None:
+            cos, sin = position_embeddings
+            query, key = apply_rotary(query, cos, sin), apply_rotary(key, cos, sin)
+        return query, key, value
 
     def _project_heads(self, proj: nn.Linear, states: Tensor, heads: int) -> Tensor:
         batch, length, _ = states.shape
@@ -370,7 +385,7 @@ class MultiHeadAttention(nn.Module):
         Used while training: one (B·T, E) × (E, 3·H·D) product forward and one of each kind backward run faster on
         CPU than three thin ones, in fp32 and more so in bf16. Without gradients the weight copy at every call would
         cost more than it saves, so inference keeps separate projections, except inside generate(), which stacks the
-        weights once per call (`stack_projections`). The parameters stay separate (q_proj, k_proj, v_proj), as in
+        weights once per call (hf_attention.decoding). The parameters stay separate (q_proj, k_proj, v_proj), as in
         the checkpoints.
         """
         batch, length, _ = states.shape
@@ -436,19 +451,7 @@ class MultiHeadAttention(nn.Module):
             query = self._project_heads(self.q_proj, hidden_states, self.num_heads)  # (B, H, T, D)
             key, value = self._cross_keys_values(key_value_states, cache)
         else:
-            if self._use_stacked(hidden_states):
-                # generate(): one product (rotary applied inside), the same values as the separate path below
-                query, key, value = self._project_stacked(hidden_states, position_embeddings)
-            else:
-                if self._fuse_projections(hidden_states):
-                    query, key, value = self._project_fused((self.q_proj, self.k_proj, self.v_proj), hidden_states)
-                else:
-                    query = self._project_heads(self.q_proj, hidden_states, self.num_heads)  # (B, H, T, D)
-                    key = self._project_heads(self.k_proj, hidden_states, self.num_kv_heads)  # (B, K, T, D)
-                    value = self._project_heads(self.v_proj, hidden_states, self.num_kv_heads)  # (B, K, T, D)
-                if position_embeddings is not None:
-                    cos, sin = position_embeddings
-                    query, key = apply_rotary(query, cos, sin), apply_rotary(key, cos, sin)
+            query, key, value = self.project_qkv(hidden_states, position_embeddings)
             if cache is not None:
                 key, value = self._cached_keys_values(cache, key, value, kwargs)  # (B, K, past + T, D)
         attention_function = attention_function or sdpa_attention_forward  # layers pass None for "default"

@@ -23,18 +23,28 @@ when it ends: nothing is cached across calls that an in-place weight update (an 
 The results are the same to the bit, and checked to be. A BLAS picks its kernel by matrix shape, and for some shapes
 a wider or narrower product sums in another order (MKL, float32: q/k/v stacked at E = 128 with 4 rows; a vocabulary
 block product with 1 row). So in each generate() call the first step with a given number of rows computes both ways
-and compares them (`MultiHeadAttention._use_stacked`, `BlockedProjection.__call__`); a shape where they differ keeps
+and compares them (`StackedProjection.__call__`, `BlockedProjection.__call__`); a shape where they differ keeps
 the plain products for the rest of the call.
+
+**How they are installed.** The model's own code has one plain path for each product: `MultiHeadAttention.project_qkv`
+and `lm_head`. `faster_decoding(model)` replaces them from outside for the length of the call: a `StackedProjection`
+is set as the `project_qkv` of each eligible attention module (an instance attribute, which Python finds before the
+class's method), a `BlockedProjection` as the model's `vocabulary_projection`; leaving the block deletes them again,
+which brings the class's plain paths back.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+import types
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import Tensor, nn
+
+from .attention import MultiHeadAttention
+from .positional import apply_rotary
 
 # Stacked weights above this many elements (12.6M: q/k/v at E = 2048) are not made: products that large dominate the
 # cost of a call, and a large model should not pay memory for a negligible saving.
@@ -48,66 +58,106 @@ VOCABULARY_BLOCK_BYTES = 2 * 2**20
 # only add calls), and from 12-16 rows on it switches to a product that blocks by itself.
 BLOCKED_ROWS = range(4, 12)
 
-_lock = threading.Lock()
 
-
-def _stackable(module: nn.Module) -> bool:
-    """Whether `module` offers projections to stack, and they are plain hook-free CPU nn.Linear of one dtype."""
-    # looked up on the class: a missing attribute on the instance goes through nn.Module.__getattr__, which raises
-    # (slow) for every module of the model
-    offer = getattr(type(module), "stackable_projections", None)
-    projections = offer(module) if offer is not None else ()
-    if not projections or any(type(p) is not nn.Linear for p in projections):
+def _plain_cpu_linears(projections: tuple[nn.Module, ...]) -> bool:
+    """Whether each is a plain nn.Linear without hooks (a PEFT adapter, a quantized layer or a forward hook must see
+    its own call) holding an ordinary tensor on CPU (the only device measured)."""
+    if _global_hooks():
         return False
-    if any(p._forward_hooks or p._forward_pre_hooks for p in projections):
-        return False
-    weights = [p.weight for p in projections]
-    if any(type(w.data) is not torch.Tensor or w.device.type != "cpu" or w.dtype != weights[0].dtype for w in weights):
-        return False
-    if len({p.bias is None for p in projections}) != 1:
-        return False
-    return sum(w.numel() for w in weights) <= MAX_STACKED_ELEMENTS
-
-
-@contextlib.contextmanager
-def _while_inside(model: nn.Module, depth_name: str, start, stop) -> Iterator[None]:
-    """`start()` when the first caller enters, `stop()` when the last one leaves: re-entrant (a nested generate())
-    and thread-safe (several threads generating with one model), the depth kept on the model as `depth_name`."""
-    with _lock:
-        depth = getattr(model, depth_name, 0)
-        setattr(model, depth_name, depth + 1)
-        if depth == 0:
-            start()
-    try:
-        yield
-    finally:
-        with _lock:
-            setattr(model, depth_name, getattr(model, depth_name) - 1)
-            if getattr(model, depth_name) == 0:
-                stop()
+    for linear in projections:
+        if type(linear) is not nn.Linear or linear._forward_hooks or linear._forward_pre_hooks:
+            return False
+        if type(linear.weight.data) is not torch.Tensor or linear.weight.device.type != "cpu":
+            return False
+    return True
 
 
 def _global_hooks() -> bool:
     return bool(nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks)
 
 
-def stacked_projections(model: nn.Module) -> contextlib.AbstractContextManager:
-    """Within the block, every eligible module of `model` (one offering `stackable_projections`: causal self-attention)
-    runs those projections as one stacked product when gradients are off. Re-entrant and thread-safe: the stacked
-    weights live while any caller is inside."""
+def stack_weights(projections: tuple[nn.Linear, ...]) -> tuple[Tensor, Tensor | None]:
+    """The weights (and biases) of several nn.Linear stacked into one, detached: for inference-only products."""
+    bias = None if projections[0].bias is None else torch.cat([p.bias.detach() for p in projections])
+    return torch.cat([p.weight.detach() for p in projections]), bias
 
-    def start() -> None:
-        model._stacked_modules = [] if _global_hooks() else [m for m in model.modules() if _stackable(m)]
-        with torch.no_grad():
-            for module in model._stacked_modules:
-                module.stack_projections()
 
-    def stop() -> None:
-        for module in model._stacked_modules:
-            module.unstack_projections()
-        model._stacked_modules = []
+class StackedProjection:
+    """`MultiHeadAttention.project_qkv` of one module, with q, k and v from one stacked product on one-token steps.
 
-    return _while_inside(model, "_stacked_projection_depth", start, stop)
+    Prompts (several tokens per row), gradients and a row count whose stacked product was not the same to the bit as
+    the three separate ones on its first use go to the module's own `project_qkv`.
+
+    The wider product is not always exact: a BLAS picks its kernel and blocking by matrix shape, and for some shapes
+    the sum over E runs in another order in the wider product (seen with MKL in float32: E = 128 with 4 rows;
+    E = 384 with grouped heads and 4 rows). So the first step with a given number of rows computes both and compares
+    them; later steps use the stacked product only if they agreed. A compiled step (torch.compile) uses it without
+    the check: inductor chooses its own kernels there.
+
+    Args:
+        attention: Causal self-attention whose q/k/v projections are plain CPU nn.Linear (see `_stackable`).
+    """
+
+    def __init__(self, attention: MultiHeadAttention):
+        self.plain = types.MethodType(type(attention).project_qkv, attention)  # the class's own path
+        self.projections = (attention.q_proj, attention.k_proj, attention.v_proj)
+        self.weight, self.bias = stack_weights(self.projections)
+        self.head_dim = attention.head_dim
+        self.split = (attention.num_heads, attention.num_kv_heads)
+        self.query_and_key_heads = attention.num_heads + attention.num_kv_heads
+        self.is_exact: dict[int, bool] = {}  # rows → whether the stacked product gives the separate bits
+
+    def __call__(
+        self, hidden_states: Tensor, position_embeddings: tuple[Tensor, Tensor] | None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        batch, length, _ = hidden_states.shape
+        if length != 1 or torch.is_grad_enabled():
+            return self.plain(hidden_states, position_embeddings)
+        if not torch.compiler.is_compiling():
+            exact = self.is_exact.get(batch)
+            if exact is None:
+                stacked = nn.functional.linear(hidden_states, self.weight, self.bias)
+                separate = torch.cat([proj(hidden_states) for proj in self.projections], dim=-1)
+                exact = self.is_exact[batch] = torch.equal(stacked, separate)
+            if not exact:
+                return self.plain(hidden_states, position_embeddings)
+        # one product, viewed as H + 2K heads; with rotary tables q and k are rotated together (one elementwise pass
+        # over their H + K heads instead of two: the same values)
+        heads = nn.functional.linear(hidden_states, self.weight, self.bias)
+        heads = heads.view(batch, length, -1, self.head_dim).transpose(1, 2)  # (B, H + 2K, T, D)
+        query_and_key = heads[:, : self.query_and_key_heads]  # (B, H + K, T, D)
+        if position_embeddings is not None:
+            query_and_key = apply_rotary(query_and_key, *position_embeddings)
+        query, key = query_and_key.split(self.split, dim=1)
+        return query, key, heads[:, self.query_and_key_heads :]
+
+
+def _stackable(module: nn.Module) -> bool:
+    """Causal self-attention (it runs once per new token; an encoder's runs once per generation, and cross-attention
+    projects its keys and values once per generation) with plain CPU q/k/v projections of one dtype and bias layout,
+    small enough for the saving to be worth the copy (`MAX_STACKED_ELEMENTS`)."""
+    if not isinstance(module, MultiHeadAttention) or not module.is_causal or module.is_cross_attention:
+        return False
+    projections = (module.q_proj, module.k_proj, module.v_proj)
+    if not _plain_cpu_linears(projections):
+        return False
+    if len({p.weight.dtype for p in projections}) != 1 or len({p.bias is None for p in projections}) != 1:
+        return False
+    return sum(p.weight.numel() for p in projections) <= MAX_STACKED_ELEMENTS
+
+
+def install_stacked_projections(model: nn.Module) -> Callable[[], None]:
+    """Give every eligible attention module of `model` a `StackedProjection` as its `project_qkv`; returns the undo."""
+    modules = [module for module in model.modules() if _stackable(module)]
+    with torch.no_grad():
+        for module in modules:
+            module.project_qkv = StackedProjection(module)
+
+    def undo() -> None:
+        for module in modules:
+            del module.project_qkv  # the class's method again
+
+    return undo
 
 
 class BlockedProjection:
@@ -153,26 +203,69 @@ class BlockedProjection:
         return out
 
 
-def _blockable(linear: nn.Module) -> bool:
+def _blockable(linear: nn.Module | None) -> bool:
     """A plain hook-free nn.Linear with float32 weights on CPU, large enough for at least two blocks."""
-    if type(linear) is not nn.Linear or linear._forward_hooks or linear._forward_pre_hooks:
+    if linear is None or not _plain_cpu_linears((linear,)) or linear.weight.dtype != torch.float32:
         return False
-    weight = linear.weight
-    if type(weight.data) is not torch.Tensor or weight.device.type != "cpu" or weight.dtype != torch.float32:
-        return False
-    return weight.numel() * weight.element_size() >= 2 * VOCABULARY_BLOCK_BYTES
+    return linear.weight.numel() * linear.weight.element_size() >= 2 * VOCABULARY_BLOCK_BYTES
 
 
-def blocked_vocabulary_projection(model: nn.Module) -> contextlib.AbstractContextManager:
-    """Within the block, `model`'s vocabulary projection (`model.lm_head`) runs as a `BlockedProjection` when it is
-    eligible: `model.vocabulary_projection` is that object, or None. Re-entrant and thread-safe, as
-    `stacked_projections`."""
+def install_blocked_vocabulary_projection(model: nn.Module) -> Callable[[], None]:
+    """Set `model.vocabulary_projection` (which the heads call in place of `lm_head` when it is set) to a
+    `BlockedProjection` of `model.lm_head` when that is eligible; returns the undo."""
+    head = getattr(model, "lm_head", None)
+    if not _blockable(head):
+        return lambda: None
+    model.vocabulary_projection = BlockedProjection(head)
 
-    def start() -> None:
-        head = getattr(model, "lm_head", None)
-        model.vocabulary_projection = None if _global_hooks() or not _blockable(head) else BlockedProjection(head)
+    def undo() -> None:
+        del model.vocabulary_projection  # the class's None again
 
-    def stop() -> None:
-        model.vocabulary_projection = None
+    return undo
 
-    return _while_inside(model, "_blocked_projection_depth", start, stop)
+
+# What `faster_decoding` installs, in order.
+DECODING_SPEEDUPS: tuple[Callable[[nn.Module], Callable[[], None]], ...] = (
+    install_stacked_projections,
+    install_blocked_vocabulary_projection,
+)
+
+
+class _Installed:
+    """A model's speed-ups while any `faster_decoding` block of it runs: how many are inside, the undo functions, and
+    the lock that guards them (this model's own: other models' generations never wait for it)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.depth = 0
+        self.undo: list[Callable[[], None]] = []
+
+    def __reduce__(self):
+        return _Installed, ()  # a copied or pickled model carries no generation in progress (and no lock)
+
+
+_STATE = "_decoding_speedups"
+
+
+@contextlib.contextmanager
+def faster_decoding(model: nn.Module) -> Iterator[None]:
+    """Within the block, `model` decodes with the speed-ups of `DECODING_SPEEDUPS` (identical results).
+
+    Re-entrant (a nested generate()) and thread-safe (several threads generating with one model): the first caller
+    to enter installs them, the last one to leave removes them, under a lock of this model's. The state lives in the
+    model's `__dict__`, set there with `dict.setdefault`, which is atomic, so two first callers share one state.
+    """
+    state = model.__dict__.get(_STATE) or model.__dict__.setdefault(_STATE, _Installed())
+    with state.lock:
+        if state.depth == 0:
+            state.undo = [install(model) for install in DECODING_SPEEDUPS]
+        state.depth += 1
+    try:
+        yield
+    finally:
+        with state.lock:
+            state.depth -= 1
+            if state.depth == 0:
+                for undo in reversed(state.undo):
+                    undo()
+                state.undo = []

@@ -1,4 +1,4 @@
-"""What the generative heads (causal LM, seq2seq LM) add to transformers' `GenerationMixin`.
+"""What the generative heads (causal LM, seq2seq LM) change in transformers' `GenerationMixin`.
 
 This module is inside the remote-code closure: it imports only torch, transformers and its siblings.
 """
@@ -9,17 +9,19 @@ from torch import Tensor
 from transformers import GenerationMixin
 
 from .cache_argument import CACHE_FIELD
-from .decoding import blocked_vocabulary_projection, stacked_projections
+from .decoding import faster_decoding
 from .kv_cache import use_generation_layers
 
 
-class _KeepPaddingMaskForGeneration:
-    """Mixin for generative heads: hand the 2D padding mask to the model unchanged, also with static caches,
-    refuse an empty batch with a clear error, and while generating stack the q/k/v projections and compute the
-    vocabulary projection in blocks.
+class GenerationOverrides:
+    """Mixin for generative heads, listed before `GenerationMixin`: what `generate()` does differently for them.
 
-    `generate()` otherwise turns it into a 4D mask for compilable caches; the stack needs the 2D mask to count
-    real tokens (positions under left padding, ALiBi and relative-bucket distances) and builds its masks itself.
+    - It hands the 2D padding mask to the model unchanged, also with static caches: `generate()` otherwise turns it
+      into a 4D mask for compilable caches, and the stack needs the 2D mask to count real tokens (positions under
+      left padding, ALiBi and relative-bucket distances) and builds its masks itself.
+    - It refuses an empty batch with a clear error.
+    - While it runs, the decoding speed-ups of hf_attention.decoding are installed (identical results).
+    - On CPU, the cache it makes gets the layers of hf_attention.kv_cache that copy less (identical values).
     """
 
     def create_masks_for_generate(self, *, attention_mask: Tensor | None = None, **kwargs) -> Tensor | None:
@@ -28,7 +30,7 @@ class _KeepPaddingMaskForGeneration:
     def generate(self, *args, **kwargs):
         """`GenerationMixin.generate`, with q/k/v projected by one stacked product per layer and the vocabulary
         projection of a few rows computed in blocks (identical results; see hf_attention.decoding)."""
-        with stacked_projections(self), blocked_vocabulary_projection(self):
+        with faster_decoding(self):
             return super().generate(*args, **kwargs)
 
     generate.__signature__ = inspect.signature(GenerationMixin.generate)  # for tools that read generate()'s options
@@ -36,28 +38,21 @@ class _KeepPaddingMaskForGeneration:
     def _prepare_cache_for_generation(
         self, generation_config, model_kwargs, generation_mode, batch_size: int, max_cache_length: int
     ):
-        """transformers' cache for this call; on CPU, the dynamic cache it makes gets layers that copy less (identical
-        values; see hf_attention.kv_cache) when its tensors grow large enough for that to pay. A cache the caller
-        passed is left as it is."""
+        """transformers' cache for this call, then `use_generation_layers` on it (a cache the caller passed is left as
+        it is)."""
         result = super()._prepare_cache_for_generation(
             generation_config, model_kwargs, generation_mode, batch_size, max_cache_length
         )
-        cache = model_kwargs.get(CACHE_FIELD)
-        if (
-            cache is not None
-            and not getattr(cache, "_is_user_defined", False)
-            and generation_config.cache_implementation in (None, "dynamic")
-            and not generation_config.is_assistant
-            and self.device.type == "cpu"
-        ):
-            num_beams = generation_config.num_beams or 1
-            # one layer's keys at the longest this generation can get: (batch · beams, K, max_cache_length, D)
-            config = self.config
-            rows = batch_size * num_beams
-            largest = rows * config.num_key_value_heads * max_cache_length * config.head_dim * self.dtype.itemsize
-            use_generation_layers(
-                cache, num_beams=num_beams, capacity_hint=generation_config.max_length or 0, largest_bytes=largest
-            )
+        use_generation_layers(
+            model_kwargs.get(CACHE_FIELD),
+            generation_config,
+            batch_size=batch_size,
+            max_cache_length=max_cache_length,
+            kv_heads=self.config.num_key_value_heads,
+            head_dim=self.config.head_dim,
+            dtype=self.dtype,
+            device=self.device,
+        )
         return result
 
     def _prepare_model_inputs(self, inputs=None, bos_token_id=None, model_kwargs=None):

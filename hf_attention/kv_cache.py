@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+from transformers import GenerationConfig
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, EncoderDecoderCache
 
 # Below this many bytes per cached tensor, appending by `torch.cat` (one op per tensor) costs less than the in-place
@@ -265,25 +266,54 @@ class BeamSharedCrossLayer(DynamicLayer):
 
 
 def use_generation_layers(
-    cache: Cache | None, *, num_beams: int, capacity_hint: int, largest_bytes: int | None = None
+    cache: Cache | None,
+    generation_config: GenerationConfig,
+    *,
+    batch_size: int,
+    max_cache_length: int,
+    kv_heads: int,
+    head_dim: int,
+    dtype: torch.dtype,
+    device: torch.device,
 ) -> None:
-    """Swap the fresh, empty `DynamicLayer`s of a CPU cache that `generate()` just made for the layers above:
-    `GrowingKVLayer` for self-attention without beams; with beams, `BeamReorderedLayer` for self-attention and
-    `BeamSharedCrossLayer` for cross-attention.
+    """Give the cache `generate()` just made the layers above where they pay: on CPU, for a dynamic cache that the
+    caller did not pass, `GrowingKVLayer` for self-attention without beams; with beams, `BeamReorderedLayer` for
+    self-attention and `BeamSharedCrossLayer` for cross-attention. Any other cache is left as it is.
 
-    `largest_bytes` is the size one cached key tensor reaches at the generation's longest (`None`: unknown). When it
-    stays below the size from which a self-attention layer above pays (`IN_PLACE_MIN_BYTES`,
-    `DEFERRED_REORDER_MIN_BYTES`), self-attention keeps `DynamicLayer`: the layer would only ever act as one, and its
-    checks on every append and reorder would cost 0.5-1% of a short generation (measured end to end on CPU)."""
+    Self-attention keeps `DynamicLayer` when one layer's cached keys stay below the size from which the layer above
+    pays (`IN_PLACE_MIN_BYTES`, `DEFERRED_REORDER_MIN_BYTES`) even at the generation's longest: the layer would only
+    ever act as one, and its checks on every append and reorder would cost 0.5-1% of a short generation (measured end
+    to end on CPU).
+
+    Args:
+        cache: The cache `generate()` prepared (transformers' `_prepare_cache_for_generation`), or None.
+        generation_config: The call's generation config (its cache kind, beams, `max_length`, assistant flag).
+        batch_size: Prompts in the call (each has `num_beams` rows in the cache).
+        max_cache_length: Positions the cache can reach in this call.
+        kv_heads, head_dim: K and D of the cached (B·beams, K, L, D) keys.
+        dtype, device: The model's.
+    """
+    if (
+        cache is None
+        or getattr(cache, "_is_user_defined", False)
+        or generation_config.cache_implementation not in (None, "dynamic")
+        or generation_config.is_assistant
+        or device.type != "cpu"
+    ):
+        return
+    num_beams = generation_config.num_beams or 1
+    # one layer's keys at the longest this generation can get: (batch · beams, K, max_cache_length, D)
+    largest_bytes = batch_size * num_beams * kv_heads * max_cache_length * head_dim * dtype.itemsize
     if isinstance(cache, EncoderDecoderCache):
         self_attention, cross_attention = cache.self_attention_cache, cache.cross_attention_cache
     else:
         self_attention, cross_attention = cache, None
     if num_beams == 1:
-        if largest_bytes is None or largest_bytes >= IN_PLACE_MIN_BYTES:
+        if largest_bytes >= IN_PLACE_MIN_BYTES:
+            capacity_hint = generation_config.max_length or 0
             _replace_layers(self_attention, lambda: GrowingKVLayer(capacity_hint))
         return
-    if largest_bytes is None or largest_bytes >= DEFERRED_REORDER_MIN_BYTES:
+    if largest_bytes >= DEFERRED_REORDER_MIN_BYTES:
         _replace_layers(self_attention, BeamReorderedLayer)
     if cross_attention is not None:
         _replace_layers(cross_attention, lambda: BeamSharedCrossLayer(num_beams))

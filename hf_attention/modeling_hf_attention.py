@@ -42,7 +42,7 @@ from .configuration_hf_attention import (
     HFAttentionSeq2SeqConfig,
 )
 from .flex import block_mask
-from .generation_mixin import _KeepPaddingMaskForGeneration
+from .generation_mixin import GenerationOverrides
 from .layers import (
     GATED_ACTIVATIONS,
     NORMS,
@@ -1066,7 +1066,7 @@ class HFAttentionDecoderModel(_OneStackModel, HFAttentionDecoderPreTrainedModel)
         return output if return_dict else output.to_tuple()
 
 
-class HFAttentionForCausalLM(_KeepPaddingMaskForGeneration, HFAttentionDecoderPreTrainedModel, GenerationMixin):
+class HFAttentionForCausalLM(GenerationOverrides, HFAttentionDecoderPreTrainedModel, GenerationMixin):
     """Decoder with a vocabulary projection: next-token prediction and `generate()`."""
 
     _tied_weights_keys = {"lm_head.weight": "model.decoder.embed_tokens.weight"}
@@ -1357,7 +1357,7 @@ class HFAttentionSeq2SeqModel(HFAttentionSeq2SeqPreTrainedModel):
         return output if return_dict else output.to_tuple()
 
 
-class HFAttentionForSeq2SeqLM(_KeepPaddingMaskForGeneration, HFAttentionSeq2SeqPreTrainedModel, GenerationMixin):
+class HFAttentionForSeq2SeqLM(GenerationOverrides, HFAttentionSeq2SeqPreTrainedModel, GenerationMixin):
     """Encoder-decoder with a vocabulary projection: translation, summarisation, `generate()`."""
 
     _tied_weights_keys = {"lm_head.weight": "model.shared.weight"}

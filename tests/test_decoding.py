@@ -10,7 +10,7 @@ import torch
 from conftest import build, left_pad
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from hf_attention import HFAttentionForCausalLM, HFAttentionForSeq2SeqLM, attention, decoding
+from hf_attention import HFAttentionForCausalLM, HFAttentionForSeq2SeqLM, decoding
 
 GENERATIVE = [
     (HFAttentionForCausalLM, "decoder", {"position_encoding": "rotary", "hidden_act": "swiglu"}),
@@ -87,11 +87,15 @@ def test_one_product_instead_of_three_and_nothing_kept_afterwards(hidden_act):
     separate = _count_products(model, prompt, steps + 1, stack=False)
     stacked = _count_products(model, prompt, steps + 1, stack=True)
     attention = [layer.self_attn for layer in model.model.decoder.layers]
-    assert all(m._stacked is None and not m._stacked_is_exact for m in attention)  # copies and checks dropped
-    assert model._stacked_projection_depth == 0
+    assert all("project_qkv" not in m.__dict__ for m in attention)  # copies and checks dropped: the plain path again
+    assert model._decoding_speedups.depth == 0
     # the check runs inside the call: see what it found by stacking again for one step of one row
-    with decoding.stacked_projections(model), torch.no_grad():
-        exact = [m._use_stacked(torch.randn(1, 1, model.config.hidden_size)) for m in attention]
+    with decoding.faster_decoding(model), torch.no_grad():
+        hidden = torch.randn(1, 1, model.config.hidden_size)
+        exact = []
+        for m in attention:
+            m.project_qkv(hidden, None)
+            exact.append(m.project_qkv.is_exact[1])
     # first step: the check's 1 stacked + 3 separate, then the step's own product (1 if exact, else 3 again);
     # each later step: 1 stacked if exact, else 3 separate
     extra_per_layer = [(4 + 1 - 3) - (steps - 1) * 2 if ok else 1 for ok in exact]
@@ -103,13 +107,13 @@ def test_a_stacked_product_that_differs_is_never_used(monkeypatch):
     here the stacked weights are made to differ in their last bits, and the result is still the separate one."""
     model = build(HFAttentionForCausalLM, "decoder", position_encoding="rotary")
     expected = _generate(model, {"do_sample": False, "num_beams": 2})
-    exact_stack = attention.stack_weights
+    exact_stack = decoding.stack_weights
 
     def perturbed(projections):
         weight, bias = exact_stack(projections)
         return torch.nextafter(weight, torch.full_like(weight, torch.inf)), bias
 
-    monkeypatch.setattr(attention, "stack_weights", perturbed)
+    monkeypatch.setattr(decoding, "stack_weights", perturbed)
     observed = _generate(model, {"do_sample": False, "num_beams": 2})
     assert torch.equal(observed.sequences, expected.sequences)
     assert all(torch.equal(a, b) for a, b in zip(observed.scores, expected.scores, strict=True))
@@ -177,7 +181,7 @@ def test_concurrent_generations_match_sequential_ones():
     for thread in threads:
         thread.join()
     assert all(torch.equal(a, b) for a, b in zip(results, expected, strict=True))
-    assert model._stacked_projection_depth == 0
+    assert model._decoding_speedups.depth == 0 and not model._decoding_speedups.undo
 
 
 # Blocked vocabulary projection. The test models' heads (99 × 32) are far below the default block size, so the tests
@@ -213,7 +217,7 @@ def test_blocked_vocabulary_projection_changes_nothing(model_class, family, over
     plain = _generate(model, options, prompts=FIVE_PROMPTS)
     assert torch.equal(blocked.sequences, plain.sequences)
     assert all(torch.equal(a, b) for a, b in zip(blocked.scores, plain.scores, strict=True))
-    assert model.vocabulary_projection is None and model._blocked_projection_depth == 0  # dropped afterwards
+    assert "vocabulary_projection" not in model.__dict__ and model.vocabulary_projection is None  # dropped afterwards
 
 
 @pytest.mark.parametrize("bias", [False, True])
@@ -270,3 +274,29 @@ def test_the_vocabulary_projection_is_left_alone_when_it_must_be_seen_or_was_not
     _generate(hooked, {"do_sample": False}, prompts=FIVE_PROMPTS)
     assert not calls
     assert len(seen) == 6  # the prompt and five one-token steps, each through the hooked head
+
+
+def test_the_speedups_stay_until_the_outermost_block_ends_and_a_model_copies_without_them():
+    """Nested blocks (a generate() inside a generate() callback) keep the speed-ups until the outer one leaves; a model
+    copied or pickled afterwards carries no generation state (its lock is made afresh)."""
+    import copy
+    import pickle
+
+    model = build(HFAttentionForCausalLM, "decoder")
+    attention = model.model.decoder.layers[0].self_attn
+    with decoding.faster_decoding(model):
+        installed = attention.project_qkv
+        assert isinstance(installed, decoding.StackedProjection)
+        with decoding.faster_decoding(model):
+            assert attention.project_qkv is installed  # installed once, by the first caller
+        assert attention.project_qkv is installed
+    assert "project_qkv" not in attention.__dict__
+    for copied in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+        assert (
+            copied._decoding_speedups.depth == 0
+            and copied._decoding_speedups.lock is not model._decoding_speedups.lock
+        )
+        assert torch.equal(
+            copied.generate(torch.tensor([[5, 6]]), max_new_tokens=3),
+            model.generate(torch.tensor([[5, 6]]), max_new_tokens=3),
+        )
