@@ -32,6 +32,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils import ModelOutput
 
+from .activations import gate_activation
 from .attention import MultiHeadAttention, get_attention_backend
 from .cache_argument import cache_from_arguments, cache_of, is_paged, with_cache
 from .configuration_hf_attention import (
@@ -43,16 +44,7 @@ from .configuration_hf_attention import (
 )
 from .flex import block_mask
 from .generation_mixin import _KeepPaddingMaskForGeneration
-from .layers import (
-    GATED_ACTIVATIONS,
-    NORMS,
-    DecoderLayer,
-    EncoderLayer,
-    HeadTransform,
-    make_feed_forward,
-    make_norm,
-    maybe_dropout,
-)
+from .layers import DecoderLayer, EncoderLayer, HeadTransform, make_feed_forward, maybe_dropout
 from .losses import check_labels, linear_cross_entropy, shift_tokens_right, token_cross_entropy
 from .masks import (
     MaskParts,
@@ -63,6 +55,7 @@ from .masks import (
     packed_documents,
     to_additive,
 )
+from .norms import NORMS, make_norm
 from .positional import NO_POSITIONAL_ENCODING, POSITIONAL_ENCODINGS, PositionalEncoding
 from .recurrent import HFAttentionRecurrentForSeq2SeqLM, HFAttentionRecurrentModel
 from .scores import ScoreModule, make_score
@@ -203,7 +196,7 @@ class HFAttentionPreTrainedModel(PreTrainedModel):
         """The vocabulary projection `lm_head` of a language-model head, with the optional bias and transform."""
         self.lm_head_transform = None
         if config.lm_head_transform:
-            activation = GATED_ACTIVATIONS.get(config.hidden_act, config.hidden_act)  # a gated FFN names its gate
+            activation = gate_activation(config.hidden_act)  # a gated FFN names its gate
             self.lm_head_transform = HeadTransform(
                 hidden_size=config.hidden_size,
                 activation=activation,
@@ -559,8 +552,8 @@ class TransformerStack(nn.Module):
 
     def _add_positions_and_normalize(self, hidden: Tensor, position_ids: Tensor) -> Tensor:
         """Absolute position embeddings (sinusoidal, learned), the embedding norm and dropout: the layers' input."""
-        if getattr(self.position, "kind", None) == "absolute":
-            hidden = hidden + self.position(position_ids).to(hidden.dtype)
+        if self.position is not None:
+            hidden = self.position.add_to_embeddings(hidden, position_ids)
         if self.embedding_norm is not None:
             hidden = self.embedding_norm(hidden)
         return maybe_dropout(self.dropout, hidden)
@@ -571,15 +564,11 @@ class TransformerStack(nn.Module):
         """What the attention layers receive of the positions: (rotary (cos, sin) tables or None, an additive score
         bias or None): a (B|1, H, T, S) tensor, or for FlexAttention a score modification computing it from the
         positions."""
-        kind = getattr(self.position, "kind", None)
-        rotary = bias = None
-        if kind == "rotary":
-            cos, sin = self.position(position_ids, dtype)
-            rotary = cos[:, None], sin[:, None]  # (B, 1, T, D): broadcast over heads, shared by every layer
-        elif kind == "bias" and backend.mask_format == "block":
-            bias = self.position.score_mod(position_ids, key_positions, batch)
-        elif kind == "bias":
-            bias = self.position(position_ids, key_positions).to(dtype)  # (B|1, H, T, S)
+        if self.position is None:
+            return None, None
+        rotary = self.position.rotary_tables(position_ids, dtype)
+        flex = backend.mask_format == "block"
+        bias = self.position.score_bias(position_ids, key_positions, dtype=dtype, batch=batch, flex=flex)
         return rotary, bias
 
     def _cross_attention_mask(
@@ -673,7 +662,7 @@ class TransformerStack(nn.Module):
         changes nothing.
         """
         device = self.embed_tokens.weight.device
-        needs_keys = getattr(self.position, "kind", None) == "bias"
+        needs_keys = self.position is not None and self.position.needs_key_positions
         given = position_ids is not None
         real_before = None
         if attention_mask is not None:
