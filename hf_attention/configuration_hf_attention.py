@@ -3,21 +3,24 @@
 One shared base holds every knob; each family adds its layer counts and its `model_type`. Variant choices are plain
 strings checked against the tuples below, or, for the attention score and the positional encoding, against the
 registries `scores.SCORES` and `positional.POSITIONAL_ENCODINGS`, whose classes also say what they need from a config
-(so a new variant is one class and one registry entry). So `config.json` stays JSON and a typo fails at construction
+(so a new variant is one class and one registry entry), and for the norm and the activation against the tables of
+norms.py and activations.py, which the layers build from. So `config.json` stays JSON and a typo fails at construction
 time with an error that names the field, the value and what is allowed. Every field of ours is type- and
 range-checked whenever it is set (booleans must be real booleans, numbers real numbers, not strings), so a
 hand-edited `config.json` fails on load with the same errors. Keys we do not know are stored on the config, as
 `PretrainedConfig` does.
 
-This file is shipped with every checkpoint (remote code). It imports the standard library, `transformers` and the two
-registries, scores.py and positional.py, which import only torch (loaded by transformers anyway) and transformers'
-init functions; never the modeling code.
+This file is shipped with every checkpoint (remote code). It imports the standard library, `transformers` and the
+registries, scores.py, positional.py, norms.py and activations.py, which import only torch (loaded by transformers
+anyway) and transformers' init functions and activation table; never the modeling code.
 """
 
 import math
 
 from transformers import PretrainedConfig
 
+from .activations import HIDDEN_ACTS
+from .norms import NORMS
 from .positional import NO_POSITIONAL_ENCODING, POSITIONAL_ENCODINGS
 from .scores import SCORES, dot_product_scores
 
@@ -26,12 +29,12 @@ def _position_encodings() -> tuple[str, ...]:
     return (*POSITIONAL_ENCODINGS, NO_POSITIONAL_ENCODING)
 
 
-# The registered names, for parameter lists and docs; the checks below read the registries themselves.
+# The registered names, for parameter lists and docs (with activations.HIDDEN_ACTS, imported above); the checks below
+# read the registries themselves.
 ATTENTION_SCORES = tuple(SCORES)
 POSITION_ENCODINGS = _position_encodings()
 NORM_POSITIONS = ("post", "pre")
-NORM_TYPES = ("layernorm", "rmsnorm")
-HIDDEN_ACTS = ("relu", "gelu", "gelu_new", "silu", "swiglu", "geglu", "geglu_new")
+NORM_TYPES = tuple(NORMS)
 SINUSOIDAL_LAYOUTS = ("interleaved", "concat")
 CLASSIFIER_POOLINGS = ("mean", "first")
 
@@ -157,7 +160,7 @@ _FIELD_CHECKS = {
     "attention_score": lambda field, value: _check_choice(field, value, tuple(SCORES)),
     "position_encoding": lambda field, value: _check_choice(field, value, _position_encodings()),
     "norm_position": lambda field, value: _check_choice(field, value, NORM_POSITIONS),
-    "norm_type": lambda field, value: _check_choice(field, value, NORM_TYPES),
+    "norm_type": lambda field, value: _check_choice(field, value, tuple(NORMS)),
     "hidden_act": lambda field, value: _check_choice(field, value, HIDDEN_ACTS),
     "sinusoidal_layout": lambda field, value: _check_choice(field, value, SINUSOIDAL_LAYOUTS),
     "classifier_pooling": lambda field, value: _check_choice(field, value, CLASSIFIER_POOLINGS),

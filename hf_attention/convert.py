@@ -52,6 +52,7 @@ from transformers import (
     T5ForConditionalGeneration,
 )
 
+from .activations import ACTIVATION_SYNONYMS, PLAIN_ACTIVATIONS, hidden_act_of
 from .configuration_hf_attention import (
     HFAttentionDecoderConfig,
     HFAttentionEncoderConfig,
@@ -69,22 +70,20 @@ from .positional import SinusoidalPositionalEmbedding
 
 logger = logging.getLogger(__name__)
 
-# Plain activations of the references that ACT2FN names the same way as our `hidden_act`.
-_PLAIN_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_new", "silu": "silu", "swish": "silu"}
-# Gate activation of a gated feed-forward network → our gated `hidden_act`.
-_GATED_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu", "gelu_new": "geglu_new"}
-
 
 def _unsupported(what: str) -> ValueError:
     return ValueError(f"from_hf: {what} is not supported by hf_attention; the model cannot be converted exactly.")
 
 
 def _activation(name: str, field: str, *, gated: bool = False) -> str:
-    table = _GATED_ACTIVATIONS if gated else _PLAIN_ACTIVATIONS
-    if name not in table:
+    """Our `hidden_act` for a reference's ACT2FN name (its gate's, for a gated network): activations.py's table."""
+    hidden_act = hidden_act_of(name, gated=gated)
+    if hidden_act is None:
         kind = "gated activation" if gated else "activation"
-        raise _unsupported(f"{field}={name!r} ({kind}; supported: {', '.join(table)})")
-    return table[name]
+        known = (*PLAIN_ACTIVATIONS, *ACTIVATION_SYNONYMS)
+        supported = [known_name for known_name in known if hidden_act_of(known_name, gated=gated)]
+        raise _unsupported(f"{field}={name!r} ({kind}; supported: {', '.join(supported)})")
+    return hidden_act
 
 
 class _Weights:

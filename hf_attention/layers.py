@@ -1,100 +1,23 @@
-"""Norms, the position-wise feed-forward network, and the encoder and decoder layers.
+"""The position-wise feed-forward network, the LM head's transform, and the encoder and decoder layers.
 
 Notation: B batch, T target length, S source length, E model dim, F feed-forward dim.
 
 A layer is attention and a feed-forward network, each wrapped in a residual connection with a norm. "post" puts the
 norm after the residual add, LayerNorm(x + Sublayer(x)) (Add & Norm, Vaswani 2017 §5.4); "pre" puts it before the
 sublayer, x + Sublayer(Norm(x)) (GPT-2, Llama), which trains deep stacks without warm-up tricks (Xiong et al. 2020).
-Layers receive their submodules ready-made; they never see a config.
+Layers receive their submodules ready-made; they never see a config. Norms and activations are named in the tables
+of norms.py and activations.py.
 """
 
 from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
-from transformers.activations import ACT2FN
 from transformers.modeling_layers import GradientCheckpointingLayer
 
+from .activations import GATED_ACTIVATIONS, activation_function
 from .attention import FUSED_PROJECTION_MIN_ROWS, MultiHeadAttention, fused_linear
-
-
-class _RMSNormFunction(torch.autograd.Function):
-    """g ⊙ x̂ with x̂ = x·r, r = (mean(x²) + ε)^(-1/2), and its gradient in closed form (fp32 training).
-
-    dL/dx = r·(g' − x̂·mean(g'·x̂)) with g' = dL/dy ⊙ g, and dL/dg = Σ dL/dy ⊙ x̂ over all rows. Autograd through the
-    composite form runs a dozen elementwise passes backward; this runs five, which matters because a T5 step has 22
-    norms.
-    """
-
-    @staticmethod
-    def forward(ctx, x: Tensor, weight: Tensor, eps: float) -> Tensor:
-        rstd = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)  # (…, 1)
-        normed = x * rstd
-        ctx.save_for_backward(normed, rstd, weight)
-        return weight * normed
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_output: Tensor):
-        normed, rstd, weight = ctx.saved_tensors
-        grad_x = grad_weight = None
-        if ctx.needs_input_grad[0]:
-            grad_normed = grad_output * weight
-            grad_x = (grad_normed - normed * (grad_normed * normed).mean(-1, keepdim=True)).mul_(rstd)
-        if ctx.needs_input_grad[1]:
-            grad_weight = (grad_output * normed).reshape(-1, normed.shape[-1]).sum(0)
-        return grad_x, grad_weight, None
-
-
-class RMSNorm(nn.Module):
-    """Root-mean-square norm (Zhang & Sennrich 2019): x / sqrt(mean(x²) + ε) · g, no mean subtraction, no bias.
-
-    Statistics are computed in float32 whatever the input dtype (as T5 and Llama do).
-
-    Args:
-        dim: E.
-        eps: ε.
-    """
-
-    def __init__(self, dim: int, eps: float = 1e-6):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
-
-    def forward(self, x: Tensor) -> Tensor:
-        """(…, E) → (…, E)."""
-        fp32 = x.dtype == self.weight.dtype == torch.float32
-        if (
-            fp32
-            and torch.is_grad_enabled()
-            and not torch.compiler.is_compiling()
-            and (x.requires_grad or self.weight.requires_grad)
-        ):
-            return _RMSNormFunction.apply(x, self.weight, self.eps)
-        # torch's kernel computes exactly x·rsqrt(mean(x²) + ε) (bit-identical to the three-op form above); in fp32
-        # it also applies the gain (the same products as `weight * normed`, one op fewer per call).
-        if fp32:
-            return nn.functional.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
-        normed = nn.functional.rms_norm(x.float(), (x.shape[-1],), eps=self.eps)
-        return self.weight * normed.to(x.dtype)
-
-
-def activation_function(name: str) -> nn.Module:
-    """The ACT2FN activation `name`, with GPT-2's "gelu_new" run by torch's fused tanh-GELU kernel.
-
-    Both compute 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))); HF's "gelu_new" spells it out in six elementwise ops
-    (each a pass over the (B, T, F) activations, forward and backward), the fused kernel in one. They agree to float
-    rounding (|Δ| ≤ 5e-7 on N(0, 3²) inputs).
-    """
-    return ACT2FN["gelu_pytorch_tanh" if name == "gelu_new" else name]
-
-
-NORMS = {"layernorm": nn.LayerNorm, "rmsnorm": RMSNorm}
-
-
-def make_norm(norm_type: str, dim: int, eps: float) -> nn.Module:
-    """A norm by name ("layernorm" or "rmsnorm")."""
-    return NORMS[norm_type](dim, eps=eps)
+from .norms import NORMS, RMSNorm, make_norm  # noqa: F401 (importable from here, as before norms.py)
 
 
 def maybe_dropout(module: nn.Dropout, x: Tensor) -> Tensor:
@@ -109,7 +32,7 @@ class FeedForward(nn.Module):
     Args:
         hidden_size: E.
         intermediate_size: F.
-        activation: Name in `transformers.activations.ACT2FN` ("relu", "gelu", "gelu_new", "silu").
+        activation: A plain activation of `activations.PLAIN_ACTIVATIONS` ("relu", "gelu", "gelu_new", "silu").
         bias: Biases on both projections.
         dropout: Dropout after the activation.
     """
@@ -168,14 +91,10 @@ class GatedFeedForward(nn.Module):
         return self.down_proj(maybe_dropout(self.dropout, self.act(gate) * up))
 
 
-# Gated variants name the activation of their gate ("geglu_new": T5 v1.1's tanh-approximated GELU gate).
-GATED_ACTIVATIONS = {"swiglu": "silu", "geglu": "gelu", "geglu_new": "gelu_new"}
-
-
 def make_feed_forward(
     hidden_act: str, *, hidden_size: int, intermediate_size: int, bias: bool, dropout: float
 ) -> nn.Module:
-    """FeedForward, or GatedFeedForward for "swiglu"/"geglu"."""
+    """FeedForward, or GatedFeedForward for a gated `hidden_act` (`activations.GATED_ACTIVATIONS`)."""
     if hidden_act in GATED_ACTIVATIONS:
         return GatedFeedForward(
             hidden_size=hidden_size,

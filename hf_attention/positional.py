@@ -2,10 +2,12 @@
 
 Notation: B batch, T query length, S key length, H heads, D head dim, E model dim.
 
-Each encoding declares a `kind` that tells the stack where it acts:
-- "absolute": a (B, T, E) vector added to the token embeddings (sinusoidal, learned);
-- "rotary": (cos, sin) tables that rotate queries and keys inside every attention layer (RoPE);
-- "bias": an additive (1|B, H, T, S) term on the attention scores (ALiBi, T5 relative buckets).
+An encoding acts in one of three places, named by its `kind` and by the base class it derives from:
+- "absolute" (`AbsolutePositionalEncoding`): a (B, T, E) vector added to the token embeddings (sinusoidal, learned);
+- "rotary" (`RotaryEmbedding`): (cos, sin) tables that rotate queries and keys inside every attention layer (RoPE);
+- "bias" (`PositionBias`): an additive (1|B, H, T, S) term on the attention scores (ALiBi, T5 relative buckets).
+The stack never branches on the kind: it asks every scheme the same questions (`needs_key_positions`,
+`add_to_embeddings`, `rotary_tables`, `score_bias`), and each base answers for its place, "nothing" by default.
 Every encoding takes explicit position ids (never `arange(T)`), so caches and left padding stay correct. The stack
 computes each signal once and hands it to every layer.
 
@@ -31,11 +33,14 @@ NO_POSITIONAL_ENCODING = "none"
 class PositionalEncoding(nn.Module):
     """Base of the positional schemes: what the rest of the library asks of one, besides its forward.
 
-    Subclasses set `kind` and implement `from_config`; the other hooks default to "no requirement, no limit, no
-    parameters of its own".
+    A scheme derives from the base of the place where it acts (`AbsolutePositionalEncoding`, `PositionBias`, or
+    `RotaryEmbedding` itself), which sets `kind` and answers the stack's questions, and implements `from_config`; the
+    other hooks default to "no requirement, no limit, no parameters of its own".
     """
 
-    kind: str  # "absolute", "rotary" or "bias": where the stack applies the signal (see the module docstring)
+    kind: str  # "absolute", "rotary" or "bias": where the signal acts (see the module docstring), for people and tests
+    # Whether the stack must compute the keys' positions (B|1, S) too: a signal that depends on query-key distances.
+    needs_key_positions = False
     # The config field of a width the scheme works on in pairs of coordinates (sinusoids, rotations), which must then
     # be even; None when there is none.
     paired_width: str | None = None
@@ -64,13 +69,66 @@ class PositionalEncoding(nn.Module):
         """Initial values of the parameters this module holds directly (the models' `_init_weights` calls this);
         nn.Embedding children are initialised like every embedding, normal(0, std)."""
 
+    def __init_subclass__(cls, **kwargs):
+        """A class that declares a `kind` but answers none of the stack's questions would be silently ignored by the
+        stack (the kind alone no longer decides anything): refuse it, naming the base to derive from."""
+        super().__init_subclass__(**kwargs)
+        answers = ("add_to_embeddings", "rotary_tables", "score_bias")
+        if "kind" in vars(cls) and all(getattr(cls, name) is getattr(PositionalEncoding, name) for name in answers):
+            raise TypeError(
+                f"{cls.__name__} sets kind={cls.kind!r} but derives from PositionalEncoding directly; derive from "
+                "AbsolutePositionalEncoding (kind 'absolute'), PositionBias ('bias') or RotaryEmbedding ('rotary'), "
+                "which apply the signal where it acts."
+            )
+
+    def add_to_embeddings(self, hidden: Tensor, position_ids: Tensor) -> Tensor:
+        """The (B, T, E) embeddings with this scheme's absolute position vectors added; unchanged by default."""
+        return hidden
+
+    def rotary_tables(self, position_ids: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor] | None:
+        """The (cos, sin) tables, each (B, 1, T, D), with which every attention layer rotates q and k; None by
+        default (no rotation)."""
+        return None
+
+    def score_bias(
+        self, query_positions: Tensor, key_positions: Tensor | None, *, dtype: torch.dtype, batch: int, flex: bool
+    ):
+        """The additive term on every layer's scores: a (B|1, H, T, S) tensor in `dtype`, or with `flex` (the
+        FlexAttention backend) a score modification computing it from the positions (`score_mod`); None by default.
+        """
+        return None
+
     def score_mod(self, query_positions: Tensor, key_positions: Tensor, batch: int):
         """A "bias" scheme's bias as a FlexAttention score modification: `(score, b, h, q, kv) -> score + bias`,
         computed from the (B|1, T) and (B|1, S) positions instead of stored as a (B, H, T, S) tensor."""
         raise NotImplementedError(f"{type(self).__name__} adds no bias to the scores.")
 
 
-class SinusoidalPositionalEmbedding(PositionalEncoding):
+class AbsolutePositionalEncoding(PositionalEncoding):
+    """Base of the schemes whose `forward(position_ids)` gives (B, T, E) vectors added to the token embeddings."""
+
+    kind = "absolute"
+
+    def add_to_embeddings(self, hidden: Tensor, position_ids: Tensor) -> Tensor:
+        return hidden + self(position_ids).to(hidden.dtype)
+
+
+class PositionBias(PositionalEncoding):
+    """Base of the schemes whose `forward(query_positions, key_positions)` gives an additive (B|1, H, T, S) term on
+    the attention scores; `score_mod` gives it to FlexAttention without storing the tensor."""
+
+    kind = "bias"
+    needs_key_positions = True
+
+    def score_bias(
+        self, query_positions: Tensor, key_positions: Tensor | None, *, dtype: torch.dtype, batch: int, flex: bool
+    ):
+        if flex:
+            return self.score_mod(query_positions, key_positions, batch)
+        return self(query_positions, key_positions).to(dtype)  # (B|1, H, T, S)
+
+
+class SinusoidalPositionalEmbedding(AbsolutePositionalEncoding):
     """Fixed sinusoids of "Attention Is All You Need" §3.5: PE(p, 2i) = sin(p / 10000^(2i/E)), PE(p, 2i+1) = cos(…).
 
     Computed on the fly in float64 from the position ids, so no table limits the length and large positions keep
@@ -82,7 +140,6 @@ class SinusoidalPositionalEmbedding(PositionalEncoding):
         base: The 10000 of the formula.
     """
 
-    kind = "absolute"
     paired_width = "hidden_size"  # a (sin, cos) pair per frequency
 
     def __init__(self, *, embedding_dim: int, layout: str = "interleaved", base: float = 10000.0):
@@ -110,7 +167,7 @@ class SinusoidalPositionalEmbedding(PositionalEncoding):
         return table.float()
 
 
-class LearnedPositionalEmbedding(PositionalEncoding):
+class LearnedPositionalEmbedding(AbsolutePositionalEncoding):
     """A trained vector per position (BERT, GPT-2, BART); cannot go beyond the table.
 
     Args:
@@ -118,8 +175,6 @@ class LearnedPositionalEmbedding(PositionalEncoding):
         embedding_dim: E.
         offset: Extra leading rows, skipped by adding `offset` to every position (BART reserves 2).
     """
-
-    kind = "absolute"
 
     def __init__(self, *, num_positions: int, embedding_dim: int, offset: int = 0):
         super().__init__()
@@ -209,6 +264,10 @@ class RotaryEmbedding(PositionalEncoding):
             angles = torch.cat((angles, angles), dim=-1)  # (B, T, D)
             return angles.cos().to(dtype), angles.sin().to(dtype)
 
+    def rotary_tables(self, position_ids: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        cos, sin = self(position_ids, dtype)
+        return cos[:, None], sin[:, None]  # (B, 1, T, D): broadcast over heads, shared by every layer
+
 
 def rotate_half(x: Tensor) -> Tensor:
     """[x1, x2] → [-x2, x1] on the last axis: the 90° turn of every (x_i, x_{i+D/2}) pair."""
@@ -241,7 +300,7 @@ def alibi_slopes(num_heads: int) -> list[float]:
     return power_of_two_slopes(lower) + alibi_slopes(2 * lower)[0::2][: num_heads - lower]
 
 
-class ALiBiBias(PositionalEncoding):
+class ALiBiBias(PositionBias):
     """Attention with Linear Biases: score(i, j) += −m_h · |i − j| (Press et al. 2022).
 
     The causal paper bias −m_h·(i − j) for j ≤ i equals −m_h·|i − j|, so one symmetric formula serves decoders and,
@@ -250,8 +309,6 @@ class ALiBiBias(PositionalEncoding):
     Args:
         num_heads: H.
     """
-
-    kind = "bias"
 
     def __init__(self, *, num_heads: int):
         super().__init__()
@@ -314,7 +371,7 @@ def relative_position_bucket(
     return buckets + torch.where(distance < exact, distance, log_scaled)
 
 
-class RelativePositionBias(PositionalEncoding):
+class RelativePositionBias(PositionBias):
     """T5's learned relative position bias: one scalar per (bucket, head) added to the scores, shared by all layers.
 
     Args:
@@ -323,8 +380,6 @@ class RelativePositionBias(PositionalEncoding):
         max_distance: Farthest distance that gets its own log bucket (T5: 128).
         bidirectional: True in the encoder, False in a causal decoder.
     """
-
-    kind = "bias"
 
     def __init__(self, *, num_heads: int, num_buckets: int = 32, max_distance: int = 128, bidirectional: bool = True):
         super().__init__()

@@ -53,6 +53,7 @@ from transformers import (
     T5ForConditionalGeneration,
 )
 
+from .activations import GATED_ACTIVATIONS, PLAIN_ACTIVATIONS
 from .configuration_hf_attention import _FIELD_CHECKS, TOKEN_ID_FIELDS, HFAttentionConfigBase
 from .convert import CONVERTERS, _check_destination, _check_weight_files, _Weights, _write_folder
 from .modeling_hf_attention import (
@@ -114,7 +115,7 @@ _COMPARED = tuple(dict.fromkeys((*_FIELD_CHECKS, *_LAYER_COUNTS, *TOKEN_ID_FIELD
 # Our config → each architecture's config. A value the architecture cannot take is replaced by the one it has, and the
 # comparison afterwards names the difference.
 
-_PLAIN = ("relu", "gelu", "gelu_new", "silu")
+_PLAIN = tuple(PLAIN_ACTIVATIONS)  # the activations every reference names as we do
 
 
 def _ids(c: HFAttentionConfigBase, *, seq2seq: bool = False) -> dict:
@@ -153,7 +154,6 @@ def _gpt2_config(c: HFAttentionConfigBase) -> PretrainedConfig:
 
 
 def _llama_config(c: HFAttentionConfigBase) -> PretrainedConfig:
-    gate = {"swiglu": "silu", "geglu": "gelu", "geglu_new": "gelu_new"}
     return LlamaConfig(
         vocab_size=c.vocab_size,
         hidden_size=c.hidden_size,
@@ -162,7 +162,7 @@ def _llama_config(c: HFAttentionConfigBase) -> PretrainedConfig:
         num_key_value_heads=c.num_key_value_heads,
         head_dim=c.head_dim,
         intermediate_size=c.intermediate_size,
-        hidden_act=gate.get(c.hidden_act, "silu"),
+        hidden_act=GATED_ACTIVATIONS.get(c.hidden_act, "silu"),
         max_position_embeddings=c.max_position_embeddings,
         rope_parameters={"rope_type": "default", "rope_theta": float(c.rope_theta)},
         attention_bias=c.attention_bias,

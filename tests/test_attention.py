@@ -11,6 +11,7 @@ from reference import naive
 from torch import nn
 from transformers.cache_utils import DynamicCache
 
+from hf_attention import scores
 from hf_attention.attention import (
     AdditiveScore,
     GaussianScore,
@@ -24,7 +25,7 @@ from hf_attention.attention import (
 from hf_attention.masks import causal_mask
 
 BACKENDS = {"eager": eager_attention_forward, "sdpa": sdpa_attention_forward}
-SCORES = ["scaled_dot", "dot", "additive", "gaussian"]
+SCORES = list(scores.SCORES)  # every registered score; each needs a naive reference in _REFERENCE_SCORES
 
 
 class Core(nn.Module):
@@ -45,15 +46,23 @@ def _core(name: str, heads: int, head_dim: int, dtype=torch.float64) -> tuple[Co
     return core, scaling
 
 
+# score name → the naive reference (tests/reference) for a built core of that score
+_REFERENCE_SCORES = {
+    "scaled_dot": lambda score: naive.scaled_dot_score,
+    "dot": lambda score: naive.dot_score,
+    "additive": lambda score: naive.additive_score(
+        score.query_proj.weight, score.key_proj.weight, score.energy.weight
+    ),
+    "gaussian": lambda score: naive.gaussian_score(score.log_width.exp().tolist()),
+}
+
+
 def _reference_score(name: str, core: Core) -> naive.ScoreFn:
-    score = core.score
-    if name == "scaled_dot":
-        return naive.scaled_dot_score
-    if name == "dot":
-        return naive.dot_score
-    if name == "additive":
-        return naive.additive_score(score.query_proj.weight, score.key_proj.weight, score.energy.weight)
-    return naive.gaussian_score(score.log_width.exp().tolist())
+    return _REFERENCE_SCORES[name](core.score)
+
+
+def test_every_registered_score_has_a_naive_reference():
+    assert set(_REFERENCE_SCORES) == set(scores.SCORES)
 
 
 def _qkv(batch=2, heads=4, kv_heads=2, queries=3, keys=5, dim=8, dtype=torch.float64, requires_grad=False):

@@ -17,9 +17,10 @@ from transformers import AutoModelForCausalLM
 
 from hf_attention import HFAttentionEncoderModel, HFAttentionForCausalLM, HFAttentionForSeq2SeqLM, positional, scores
 from hf_attention import configuration_hf_attention as configuration
+from hf_attention.activations import GATED_ACTIVATIONS, HIDDEN_ACTS, PLAIN_ACTIVATIONS
 from hf_attention.attention import make_score
-from hf_attention.layers import NORMS
-from hf_attention.positional import NO_POSITIONAL_ENCODING, POSITIONAL_ENCODINGS, PositionalEncoding
+from hf_attention.norms import NORMS
+from hf_attention.positional import NO_POSITIONAL_ENCODING, POSITIONAL_ENCODINGS, PositionalEncoding, PositionBias
 from hf_attention.scores import SCORES, ScoreModule
 
 MODELS = {"encoder": HFAttentionEncoderModel, "decoder": HFAttentionForCausalLM, "seq2seq": HFAttentionForSeq2SeqLM}
@@ -140,10 +141,8 @@ class CosineScore(ScoreModule):
         return self.temperature[None, :, None, None] * torch.matmul(query, key.transpose(-1, -2))
 
 
-class LearnedSlopeBias(PositionalEncoding):
+class LearnedSlopeBias(PositionBias):
     """ALiBi with a learned slope per head: score(i, j) += −softplus(a_h) · |i − j|."""
-
-    kind = "bias"
 
     def __init__(self, *, num_heads: int):
         super().__init__()
@@ -223,6 +222,21 @@ VARIANTS_DOC = ROOT / "docs" / "variants.md"
 
 def test_norm_names_of_the_config_are_the_registered_norms():
     assert tuple(NORMS) == configuration.NORM_TYPES
+    assert allowed_in_error("norm_type") == list(NORMS)
+
+
+def test_activation_names_of_the_config_are_the_registered_activations():
+    assert (*PLAIN_ACTIVATIONS, *GATED_ACTIVATIONS) == HIDDEN_ACTS
+    assert allowed_in_error("hidden_act") == list(HIDDEN_ACTS)
+    assert set(GATED_ACTIVATIONS.values()) <= set(PLAIN_ACTIVATIONS)  # every gate is a plain activation
+
+
+def test_a_scheme_that_only_declares_its_kind_is_refused():
+    """The stack asks the scheme's methods, not its `kind`: a class setting only the kind would be ignored."""
+    with pytest.raises(TypeError, match="derive from AbsolutePositionalEncoding"):
+
+        class KindOnly(PositionalEncoding):
+            kind = "bias"
 
 
 def test_the_worked_example_of_the_variants_doc_runs():

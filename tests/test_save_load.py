@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -14,6 +15,7 @@ from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, 
 
 from hf_attention import HFAttentionForCausalLM, HFAttentionForMaskedLM, HFAttentionForSeq2SeqLM
 from hf_attention.modeling_hf_attention import AUTO_CLASSES
+from hf_attention.shipped_code import closure_files
 
 CASES = [
     ("decoder", HFAttentionForCausalLM, AutoModelForCausalLM, {"position_encoding": "rotary"}),
@@ -121,31 +123,10 @@ def test_closure_imports_only_stdlib_torch_transformers_and_siblings():
     import hf_attention
 
     package = pathlib.Path(hf_attention.__file__).parent
-    allowed = {
-        "torch",
-        "transformers",
-        "math",
-        "collections",
-        "typing",
-        "dataclasses",
-        "functools",
-        "itertools",
-        "warnings",
-        "copy",
-        "inspect",
-        "contextlib",
-        "__future__",
-    }
-    for name in (
-        "configuration_hf_attention",
-        "masks",
-        "positional",
-        "scores",
-        "attention",
-        "layers",
-        "losses",
-        "modeling_hf_attention",
-    ):
+    allowed = {"torch", "transformers", *sys.stdlib_module_names}
+    names = [Path(name).stem for name in closure_files()]  # every file a checkpoint ships, found by its imports
+    assert {"configuration_hf_attention", "modeling_hf_attention", "stack", "builders", "pretrained"} <= set(names)
+    for name in names:
         tree = ast.parse((package / f"{name}.py").read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):

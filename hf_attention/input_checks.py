@@ -1,0 +1,221 @@
+"""The checks of a stack's inputs: kinds, ranks, shapes and ranges, with errors that name the caller's argument.
+
+Notation: B batch, T new tokens, S keys (cached + new), H heads, E model dim.
+
+`TransformerStack` runs these before computing anything. Shape checks are free (no device sync) and run on every
+call outside compilation; token-id range checks cost a sync off the CPU, so the stack runs them where they are free
+or once per generation (see `TransformerStack.embed`). The errors name the argument as the caller passed it: the
+decoder of an encoder-decoder model reports `decoder_input_ids`, `decoder_attention_mask`, ... (`input_prefix`).
+"""
+
+import torch
+from torch import Tensor
+
+from .cache_argument import is_paged
+from .masks import check_attention_mask, check_mask_kind
+
+
+def is_integer_tensor(tensor: Tensor) -> bool:
+    return not (tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool)
+
+
+class StackInputChecks:
+    """Mixin of TransformerStack: the checks of its inputs. Reads `config`, `is_decoder` and `input_prefix`."""
+
+    # What the stack itself passes to layers, attention modules and attention functions: not for a caller's kwargs.
+    _SET_BY_THE_STACK = frozenset(
+        {
+            "attention_function",
+            "position_embeddings",
+            "position_bias",
+            "key_value_states",
+            "scaling",
+            "dropout",
+            "encoder_hidden_states",
+            "encoder_attention_mask",
+        }
+    )
+
+    def check_call(
+        self,
+        input_ids: Tensor | None,
+        inputs_embeds: Tensor | None,
+        token_type_ids: Tensor | None,
+        attention_mask: Tensor | None,
+        encoder_attention_mask: Tensor | None,
+        encoder_hidden_states: Tensor | None,
+        cache,
+        kwargs: dict,
+    ) -> tuple[int, int]:
+        """What can be checked before the cache is read: the inputs, the extra keyword arguments and the kinds of
+        the masks; returns (batch, length)."""
+        batch, length = self.check_inputs(input_ids, inputs_embeds, token_type_ids)
+        if length == 0:
+            # generate() would otherwise fail later with an IndexError on the empty logits.
+            raise ValueError("The input is empty (0 tokens); pass at least one token, e.g. the bos token as a prompt.")
+        self._check_attention_kwargs(kwargs, cache, encoder_hidden_states)
+        check_mask_kind(attention_mask, f"{self.input_prefix}attention_mask")
+        check_mask_kind(encoder_attention_mask, "encoder_attention_mask")
+        return batch, length
+
+    def check_shapes(
+        self,
+        position_ids: Tensor | None,
+        padding: Tensor | None,
+        ready_mask: Tensor | None,
+        encoder_hidden_states: Tensor | None,
+        encoder_attention_mask: Tensor | None,
+        *,
+        batch: int,
+        length: int,
+        past: int,
+        key_length: int,
+    ) -> None:
+        """Shapes of the given positions and masks against the inputs and the cache (free: no device sync)."""
+        self._check_position_ids(position_ids, batch, length)
+        self._check_masks(
+            padding,
+            ready_mask,
+            encoder_hidden_states,
+            encoder_attention_mask,
+            batch=batch,
+            length=length,
+            past=past,
+            key_length=key_length,
+        )
+
+    def check_inputs(
+        self, input_ids: Tensor | None, inputs_embeds: Tensor | None, token_type_ids: Tensor | None
+    ) -> tuple[int, int]:
+        """Kinds, ranks and widths of the inputs (free: shapes only, no device sync); returns (batch, length)."""
+        ids_name, embeds_name = f"{self.input_prefix}input_ids", f"{self.input_prefix}inputs_embeds"
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError(f"Pass exactly one of {ids_name} and {embeds_name}.")
+        name, given = (ids_name, input_ids) if input_ids is not None else (embeds_name, inputs_embeds)
+        if not isinstance(given, Tensor):
+            raise TypeError(
+                f"{name} must be a torch.Tensor, got {type(given).__name__}; tokenize with return_tensors='pt'."
+            )
+        if input_ids is not None:
+            if input_ids.dim() != 2:
+                raise ValueError(
+                    f"{ids_name} has shape {tuple(input_ids.shape)}, expected 2-D (batch, length); a single text "
+                    "needs a batch axis too, e.g. ids[None] or tokenizer(text, return_tensors='pt')."
+                )
+            if not is_integer_tensor(input_ids):
+                raise ValueError(f"{ids_name} must hold integer token ids (torch.long), got dtype {input_ids.dtype}.")
+        elif inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != self.config.hidden_size:
+            raise ValueError(
+                f"{embeds_name} has shape {tuple(inputs_embeds.shape)}, expected 3-D (batch, length, hidden_size) = "
+                f"(batch, length, {self.config.hidden_size})."
+            )
+        elif not inputs_embeds.is_floating_point():
+            raise ValueError(f"{embeds_name} must be floating point vectors, got dtype {inputs_embeds.dtype}.")
+        batch, length = given.shape[:2]
+        if token_type_ids is not None:
+            if not isinstance(token_type_ids, Tensor) or not is_integer_tensor(token_type_ids):
+                kind = token_type_ids.dtype if isinstance(token_type_ids, Tensor) else type(token_type_ids).__name__
+                raise ValueError(f"token_type_ids must be an integer torch.Tensor, got {kind}.")
+            if tuple(token_type_ids.shape) != (batch, length):
+                raise ValueError(
+                    f"token_type_ids has shape {tuple(token_type_ids.shape)}, expected (batch, length) = "
+                    f"({batch}, {length}): one segment id per token of {name}."
+                )
+        return batch, length
+
+    def _check_token_ids(self, input_ids: Tensor) -> None:
+        if not input_ids.numel():
+            return
+        low, high = int(input_ids.min()), int(input_ids.max())
+        if low < 0 or high >= self.config.vocab_size:
+            bad = high if high >= self.config.vocab_size else low
+            hint = (
+                (
+                    "check decoder_start_token_id (config or generate()) and that the tokenizer matches the model's "
+                    "vocab_size"
+                )
+                if self.input_prefix
+                else "check that the tokenizer matches the model's vocab_size"
+            )
+            raise ValueError(
+                f"{self.input_prefix}input_ids contains token id {bad}, outside the vocabulary "
+                f"[0, {self.config.vocab_size}); {hint}."
+            )
+
+    def _check_token_type_ids(self, token_type_ids: Tensor) -> None:
+        if not token_type_ids.numel():
+            return
+        low, high = int(token_type_ids.min()), int(token_type_ids.max())
+        types = self.config.type_vocab_size
+        if low < 0 or high >= max(types, 1):
+            bad = low if low < 0 else high
+            if types:
+                raise ValueError(f"token_type_ids contains segment id {bad}, outside [0, type_vocab_size={types}).")
+            raise ValueError(
+                f"token_type_ids contains segment id {bad}, but the model has no token-type embeddings "
+                "(type_vocab_size=0): only 0, what tokenizers return for single texts, is accepted; set "
+                "type_vocab_size to use segments."
+            )
+
+    def _check_attention_kwargs(self, kwargs: dict, cache, encoder_hidden_states: Tensor | None) -> None:
+        """Extra keyword arguments go to the attention functions; refuse those that would clash with what the stack
+        passes itself, and a paged cache where it cannot be used."""
+        clashing = sorted(self._SET_BY_THE_STACK & kwargs.keys())
+        if clashing:
+            raise TypeError(
+                f"forward() got {', '.join(clashing)}: {'these are' if len(clashing) > 1 else 'this is'} computed "
+                "by the model itself and passed to its attention layers; remove it from the call."
+            )
+        if is_paged(cache) and (encoder_hidden_states is not None or not self.is_decoder):
+            raise ValueError(
+                "Continuous batching (generate_batch, transformers serve) holds decoder-only self-attention in its "
+                "paged cache; this stack is an encoder or attends to an encoder (the encoder-decoder family). "
+                "Use generate() for encoder-decoder models."
+            )
+
+    def _check_masks(
+        self,
+        padding: Tensor | None,
+        ready_mask: Tensor | None,
+        encoder_hidden_states: Tensor | None,
+        encoder_attention_mask: Tensor | None,
+        *,
+        batch: int,
+        length: int,
+        past: int,
+        key_length: int,
+    ) -> None:
+        """Shapes of the 2-D padding mask, a ready 4-D mask and the encoder mask (free: no device sync)."""
+        mask_name = f"{self.input_prefix}attention_mask"
+        check_attention_mask(padding, batch, past + length, mask_name)
+        if ready_mask is not None:
+            self._check_ready_mask(ready_mask, batch, length, key_length, mask_name)
+        if encoder_hidden_states is not None:
+            check_attention_mask(
+                encoder_attention_mask, batch, encoder_hidden_states.shape[1], "encoder_attention_mask"
+            )
+
+    def _check_position_ids(self, position_ids: Tensor | None, batch: int, length: int) -> None:
+        """Given positions: an integer tensor of shape (batch or 1, length), one position per new token."""
+        if position_ids is None:
+            return
+        name = f"{self.input_prefix}position_ids"
+        if not isinstance(position_ids, Tensor) or not is_integer_tensor(position_ids):
+            kind = position_ids.dtype if isinstance(position_ids, Tensor) else type(position_ids).__name__
+            raise ValueError(f"{name} must be an integer torch.Tensor of positions, got {kind}.")
+        if position_ids.dim() != 2 or position_ids.shape[0] not in (1, batch) or position_ids.shape[1] != length:
+            raise ValueError(
+                f"{name} has shape {tuple(position_ids.shape)}, expected (batch, length) = ({batch} or 1, {length}): "
+                "one position per new token."
+            )
+
+    def _check_ready_mask(self, mask: Tensor, batch: int, length: int, key_length: int, name: str) -> None:
+        """A 4-D mask must broadcast to (batch, heads, T, S) = (B|1, 1|H, new tokens, cached + new tokens)."""
+        heads = self.config.num_attention_heads
+        batch_ok, heads_ok = mask.shape[0] in (1, batch), mask.shape[1] in (1, heads)
+        if not (batch_ok and heads_ok and tuple(mask.shape[2:]) == (length, key_length)):
+            raise ValueError(
+                f"{name} is 4-D with shape {tuple(mask.shape)}, expected (batch, heads, query length, key length) = "
+                f"({batch} or 1, 1 or {heads}, {length}, {key_length}): True/0 where a query may attend to a key, "
+                "cached keys included; or pass a 2-D (batch, length) 0/1 padding mask."
+            )

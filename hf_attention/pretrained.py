@@ -1,0 +1,176 @@
+"""What every hf-attention model shares: `HFAttentionPreTrainedModel` (weight initialisation, backend checks, the
+vocabulary head and its loss, saving with the full `auto_map`) and the base model of one stack.
+
+Notation: B batch, T length, E model dim, V vocabulary.
+"""
+
+from torch import Tensor, nn
+from transformers import PreTrainedModel
+from transformers import initialization as init
+
+from .activations import gate_activation
+from .builders import build_norm
+from .configuration_hf_attention import HFAttentionConfigBase
+from .layers import HeadTransform
+from .losses import linear_cross_entropy
+from .norms import NORMS
+from .positional import PositionalEncoding
+from .scores import ScoreModule
+from .stack import TransformerStack
+
+
+class HFAttentionPreTrainedModel(PreTrainedModel):
+    """Weight initialisation, backend checks and full `auto_map` saving for every hf-attention model."""
+
+    config_class = HFAttentionConfigBase
+    base_model_prefix = "model"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["EncoderLayer", "DecoderLayer"]
+    _skip_keys_device_placement = ["cache", "past_key_values"]  # the cache's name from transformers 5.24, and before
+    _supports_flex_attn = True
+    _supports_sdpa = True
+    _supports_attention_backend = True
+    _can_compile_fullgraph = True
+
+    def _sdpa_can_dispatch(self, is_init_check: bool = False) -> bool:
+        # The config's rule (dot-product scores only); HF falls back to eager when sdpa was not asked for explicitly.
+        self.config.check_attention_implementation("sdpa")
+        return super()._sdpa_can_dispatch(is_init_check)
+
+    def _check_and_adjust_attn_implementation(self, attn_implementation, is_init_check=False, **kwargs):
+        if isinstance(attn_implementation, str) and attn_implementation.startswith("flash_attention"):
+            raise ValueError(
+                f"attn_implementation={attn_implementation!r} is not supported by {type(self).__name__}: flash "
+                "kernels "
+                "take no additive position bias or custom score; use 'sdpa' or 'eager'."
+            )
+        return super()._check_and_adjust_attn_implementation(attn_implementation, is_init_check, **kwargs)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            init.normal_(module.weight, mean=0.0, std=std)
+        elif isinstance(module, tuple(NORMS.values())):  # every registered norm starts as the identity scale
+            init.ones_(module.weight)
+            if getattr(module, "bias", None) is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, (PositionalEncoding, ScoreModule)):  # the variants declare their own start
+            module.init_weights(std)
+
+    def sequence_classification_loss(
+        self, pooled_logits: Tensor, labels: Tensor, num_items_in_batch: Tensor | int | None
+    ) -> Tensor:
+        """The loss of (B, num_labels) logits by `config.problem_type`, as transformers' classifiers compute it.
+
+        The Trainer passes `num_items_in_batch` (forward takes **kwargs) and then skips its own division by the
+        accumulation steps, so the loss must then be a sum over the global count of labels, not a batch mean.
+        """
+        loss = self.loss_function(
+            labels=labels, pooled_logits=pooled_logits, config=self.config, num_items_in_batch=num_items_in_batch
+        )
+        if num_items_in_batch is not None and self.config.problem_type != "single_label_classification":
+            loss = loss * labels.numel() / num_items_in_batch  # MSE / BCE are means over labels.numel()
+        return loss
+
+    def _build_lm_head(self, config: HFAttentionConfigBase) -> None:
+        """The vocabulary projection `lm_head` of a language-model head, with the optional bias and transform."""
+        self.lm_head_transform = None
+        if config.lm_head_transform:
+            activation = gate_activation(config.hidden_act)  # a gated FFN names its gate
+            self.lm_head_transform = HeadTransform(
+                hidden_size=config.hidden_size,
+                activation=activation,
+                norm=build_norm(config),
+            )
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=config.lm_head_bias)
+        self._freeze_lm_head_bias()
+
+    def _freeze_lm_head_bias(self) -> None:
+        lm_head = getattr(self, "lm_head", None)
+        if getattr(self.config, "freeze_lm_head_bias", False) and lm_head is not None and lm_head.bias is not None:
+            lm_head.bias.requires_grad_(False)  # BART's final_logits_bias: loaded and used, never trained
+
+    def tie_weights(self, *args, **kwargs):
+        """HF's weight tying, then a frozen `lm_head` bias frozen again: `from_pretrained` and
+        `resize_token_embeddings` install new Parameters (requires_grad=True) and call this after doing so."""
+        super().tie_weights(*args, **kwargs)
+        self._freeze_lm_head_bias()
+
+    # While generate() runs: the vocabulary projection computed in blocks (hf_attention.decoding), or None
+    vocabulary_projection = None
+
+    def vocabulary_logits(self, hidden: Tensor) -> Tensor:
+        """Last hidden states (B, T, E) → logits (B, T, V) through the configured output head."""
+        hidden = self._lm_head_input(hidden)
+        blocked = self.vocabulary_projection
+        return self.lm_head(hidden) if blocked is None else blocked(hidden)
+
+    def vocabulary_logits_and_loss(
+        self, hidden: Tensor, labels: Tensor | None, num_items_in_batch: Tensor | int | None = None
+    ) -> tuple[Tensor, Tensor | None]:
+        """`vocabulary_logits`, and with `labels` (B, T) their token cross-entropy; while training the vocabulary
+        projection and the loss run fused (losses.linear_cross_entropy)."""
+        if labels is None:
+            return self.vocabulary_logits(hidden), None
+        return linear_cross_entropy(
+            self._lm_head_input(hidden), self.lm_head, labels, num_items_in_batch, self.config.label_smoothing
+        )
+
+    def _lm_head_input(self, hidden: Tensor) -> Tensor:
+        if self.config.scale_lm_head_input:
+            # T5 scales embeddings by 1 on the way in, so a tied output matrix would see √E-sized logits otherwise.
+            hidden = hidden * self.config.hidden_size**-0.5
+        if self.lm_head_transform is not None:
+            hidden = self.lm_head_transform(hidden)
+        return hidden
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """Save weights (safetensors), config and this package's code, with an `auto_map` naming every Auto class
+        of the family, so that `trust_remote_code=True` loads the folder where hf_attention is not installed."""
+        # Imported here: modeling_hf_attention, the module auto_map names, imports every family, hence this file.
+        from .modeling_hf_attention import auto_map_of
+
+        auto_map = auto_map_of(self.config.model_type, type(self.config))
+        self.config.auto_map = {**auto_map, **(getattr(self.config, "auto_map", None) or {})}
+        return super().save_pretrained(save_directory, *args, **kwargs)
+
+
+def output_options(config: HFAttentionConfigBase, output_attentions, output_hidden_states, return_dict):
+    """Fill per-call output switches from the config, as every HF model does."""
+    return (
+        config.output_attentions if output_attentions is None else output_attentions,
+        config.output_hidden_states if output_hidden_states is None else output_hidden_states,
+        config.return_dict if return_dict is None else return_dict,
+    )
+
+
+class OneStackModel:
+    """Mixin of the encoder and decoder base models: a token embedding of their own and one TransformerStack.
+
+    The stack is stored as `self.<stack_name>` ("encoder": bidirectional, or "decoder": causal); that attribute is the
+    prefix of its weights in checkpoints (`encoder.layers.0...`, or `model.encoder...` under a head).
+    """
+
+    stack_name: str
+
+    def __init__(self, config: HFAttentionConfigBase):
+        super().__init__(config)
+        embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        stack = TransformerStack(
+            config,
+            num_layers=config.num_hidden_layers,
+            is_decoder=self.stack_name == "decoder",
+            embed_tokens=embed_tokens,
+        )
+        setattr(self, self.stack_name, stack)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return getattr(self, self.stack_name).embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        getattr(self, self.stack_name).embed_tokens = value

@@ -1,0 +1,390 @@
+"""The stack shared by every family: embeddings → positions → masks → N layers → final norm.
+
+Notation: B batch, T new tokens, S keys (cached + new), H heads, D head dim, E model dim.
+
+A `TransformerStack` is an encoder (bidirectional), a causal decoder, or a decoder with cross-attention (the
+encoder-decoder family). Per call it computes once what every layer needs, and hands it down: the positions (which
+count real tokens, so left padding and the cache keep them right), the positional scheme's signals (it answers for
+itself where they act: `positional.PositionalEncoding`), and the masks in the form the attention backend takes. Its
+inputs are checked first (input_checks.py); its modules come from the builders (builders.py).
+"""
+
+import math
+
+import torch
+from torch import Tensor, nn
+from transformers.cache_utils import Cache, EncoderDecoderCache
+from transformers.modeling_outputs import BaseModelOutputWithPastAndCrossAttentions
+
+from .attention import get_attention_backend
+from .builders import build_layer, build_norm, build_positional
+from .cache_argument import is_paged, with_cache
+from .configuration_hf_attention import HFAttentionConfigBase
+from .flex import block_mask
+from .input_checks import StackInputChecks
+from .layers import maybe_dropout
+from .masks import MaskParts, fit_to_length, has_padding, packed_documents, to_additive
+
+
+class TransformerStack(StackInputChecks, nn.Module):
+    """Embeddings, N layers and an optional final norm; an encoder, a causal decoder, or a decoder with
+    cross-attention.
+
+    Args:
+        config: The family config.
+        num_layers: N.
+        is_decoder: Causal self-attention (and a cache).
+        has_cross_attention: Attend to `encoder_hidden_states` in every layer.
+        embed_tokens: The token embedding (shared between encoder and decoder in the encoder-decoder family).
+    """
+
+    def __init__(
+        self,
+        config: HFAttentionConfigBase,
+        *,
+        num_layers: int,
+        is_decoder: bool,
+        has_cross_attention: bool = False,
+        embed_tokens: nn.Embedding,
+    ):
+        super().__init__()
+        self.config = config
+        self.is_decoder = is_decoder
+        # Errors name the arguments the caller passed: the decoder of an encoder-decoder gets decoder_input_ids, ...
+        self.input_prefix = "decoder_" if has_cross_attention else ""
+        self.embed_tokens = embed_tokens
+        self.embed_scale = math.sqrt(config.hidden_size) if config.scale_embeddings else 1.0
+        self.token_type_embeddings = (
+            nn.Embedding(config.type_vocab_size, config.hidden_size) if config.type_vocab_size else None
+        )
+        self.position = build_positional(config, bidirectional=not is_decoder)
+        self.embedding_norm = build_norm(config) if config.embedding_norm else None
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.layers = nn.ModuleList(
+            build_layer(config, i, is_decoder=is_decoder, has_cross_attention=has_cross_attention)
+            for i in range(num_layers)
+        )
+        self.norm = build_norm(config) if config.final_norm else None
+        self.gradient_checkpointing = False
+
+    def embed(
+        self,
+        input_ids: Tensor | None,
+        inputs_embeds: Tensor | None,
+        token_type_ids: Tensor | None,
+        *,
+        first_call: bool = True,
+    ) -> Tensor:
+        """Token embeddings × scale (+ token-type embeddings): (B, T) ids → (B, T, E). Inputs passed `check_inputs`.
+
+        Ids outside the vocabulary get an error that names them. On CPU the lookup itself finds them for free (an
+        IndexError, translated); elsewhere an explicit check would cost a device sync, so it runs on the first call
+        only (no cache yet), not at every decoding step.
+        """
+        checking = not torch.compiler.is_compiling()
+        if inputs_embeds is None:
+            if checking and input_ids.device.type != "cpu" and first_call:
+                self._check_token_ids(input_ids)
+            try:
+                inputs_embeds = self.embed_tokens(input_ids)
+            except IndexError:
+                if checking:
+                    self._check_token_ids(input_ids)
+                raise
+        if token_type_ids is not None and checking:
+            self._check_token_type_ids(token_type_ids)
+        # ×1 would still be a pass over (B, T, E), forward and backward
+        hidden = inputs_embeds * self.embed_scale if self.embed_scale != 1.0 else inputs_embeds
+        if self.token_type_embeddings is not None:
+            if token_type_ids is None:
+                token_type_ids = torch.zeros(hidden.shape[:2], dtype=torch.long, device=hidden.device)
+            hidden = hidden + self.token_type_embeddings(token_type_ids)
+        return hidden
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        encoder_hidden_states: Tensor | None = None,
+        encoder_attention_mask: Tensor | None = None,
+        cache: Cache | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+        return_dict: bool = True,
+        **kwargs,
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        """Run the stack over (B, T) new tokens (after `past` cached ones): embed → positions → masks → layers.
+
+        `attention_mask` is a (B, past + T) 0/1 padding mask, or a ready (B, 1, T, S) mask (boolean, True = attend,
+        or additive, 0 = attend; causality included). Position ids default to the number of real tokens before each
+        token, which keeps every positional scheme right under left padding and caching. Other keyword arguments
+        reach the attention function of every layer (and a paged cache), as in transformers' models.
+        """
+        batch, length = self.check_call(
+            input_ids,
+            inputs_embeds,
+            token_type_ids,
+            attention_mask,
+            encoder_attention_mask,
+            encoder_hidden_states,
+            cache,
+            kwargs,
+        )
+        ready_mask, padding = _split_mask(attention_mask)
+        past, key_length = _cache_lengths(cache, length, ready_mask)
+        checking = not torch.compiler.is_compiling()
+        if checking:
+            self.check_shapes(
+                position_ids,
+                padding,
+                ready_mask,
+                encoder_hidden_states,
+                encoder_attention_mask,
+                batch=batch,
+                length=length,
+                past=int(past),
+                key_length=key_length,
+            )
+        first_call = cache is None or (isinstance(past, int) and past == 0)
+        hidden = self.embed(input_ids, inputs_embeds, token_type_ids, first_call=first_call)  # (B, T, E)
+        documents = None
+        if position_ids is not None and attention_mask is None and cache is None:
+            documents = self._packed_documents(position_ids, batch, checking)
+        position_ids, key_positions = self._positions(padding, position_ids, length, key_length, past)
+        if is_paged(cache) and key_positions is not None:
+            key_positions = _paged_key_positions(kwargs.get("cu_seq_lens_k"), key_length)
+        hidden = self._add_positions_and_normalize(hidden, position_ids)
+        backend = get_attention_backend("eager" if output_attentions else self.config._attn_implementation)
+        parts = self._self_attention_parts(padding, ready_mask, documents, length, key_length, past, checking)
+        rotary, bias = self._position_signals(position_ids, key_positions, hidden.dtype, backend, batch)
+        # Tensors that may carry gradients go to the layers positionally (see EncoderLayer.forward), the rest by name.
+        layer_args = (bias, encoder_hidden_states) if self.is_decoder else (bias,)
+        layer_inputs = self._layer_inputs(
+            parts, rotary, cache, backend, hidden, encoder_attention_mask, encoder_hidden_states, checking
+        )
+        return self._run_layers(
+            hidden,
+            layer_args,
+            {**layer_inputs, **kwargs},
+            cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            has_cross_attention=encoder_hidden_states is not None,
+        )
+
+    def _layer_inputs(
+        self,
+        parts: MaskParts,
+        rotary: tuple[Tensor, Tensor] | None,
+        cache: Cache | None,
+        backend,
+        hidden: Tensor,
+        encoder_attention_mask: Tensor | None,
+        encoder_hidden_states: Tensor | None,
+        checking: bool,
+    ) -> dict:
+        """What every layer takes by name: the masks in the backend's form, the rotary tables, the cache and the
+        attention function."""
+        batch, length = hidden.shape[:2]
+        layer_inputs = {
+            "attention_mask": _render_mask(parts, backend, batch, hidden),
+            "position_embeddings": rotary,
+            "cache": cache,
+            "attention_function": backend.function,
+        }
+        if self.is_decoder:
+            layer_inputs["encoder_attention_mask"] = self._cross_attention_mask(
+                encoder_attention_mask, encoder_hidden_states, length, backend, hidden, checking
+            )
+        return layer_inputs
+
+    def _add_positions_and_normalize(self, hidden: Tensor, position_ids: Tensor) -> Tensor:
+        """Absolute position embeddings (sinusoidal, learned), the embedding norm and dropout: the layers' input."""
+        if self.position is not None:
+            hidden = self.position.add_to_embeddings(hidden, position_ids)
+        if self.embedding_norm is not None:
+            hidden = self.embedding_norm(hidden)
+        return maybe_dropout(self.dropout, hidden)
+
+    def _position_signals(
+        self, position_ids: Tensor, key_positions: Tensor | None, dtype: torch.dtype, backend, batch: int
+    ) -> tuple:
+        """What the attention layers receive of the positions: (rotary (cos, sin) tables or None, an additive score
+        bias or None): a (B|1, H, T, S) tensor, or for FlexAttention a score modification computing it from the
+        positions."""
+        if self.position is None:
+            return None, None
+        rotary = self.position.rotary_tables(position_ids, dtype)
+        flex = backend.mask_format == "block"
+        bias = self.position.score_bias(position_ids, key_positions, dtype=dtype, batch=batch, flex=flex)
+        return rotary, bias
+
+    def _cross_attention_mask(
+        self,
+        encoder_attention_mask: Tensor | None,
+        encoder_hidden_states: Tensor | None,
+        length: int,
+        backend,
+        hidden: Tensor,
+        checking: bool,
+    ):
+        """The mask over the encoder output in the backend's form ((B, 1, 1, S) for boolean masks), or None when no
+        source token is padding."""
+        if encoder_hidden_states is None:
+            return None
+        padded = encoder_attention_mask is not None and (not checking or has_padding(encoder_attention_mask))
+        parts = MaskParts(
+            query_length=length,
+            key_length=encoder_hidden_states.shape[1],
+            key_padding=encoder_attention_mask if padded else None,
+        )
+        return _render_mask(parts, backend, hidden.shape[0], hidden)
+
+    def _run_layers(
+        self,
+        hidden: Tensor,
+        layer_args: tuple,
+        layer_inputs: dict,
+        cache: Cache | None,
+        *,
+        output_attentions: bool,
+        output_hidden_states: bool,
+        has_cross_attention: bool,
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        """The layer loop and the final norm, collecting hidden states and attention weights when asked."""
+        all_hidden, self_weights, cross_weights = [], [], []
+        for layer in self.layers:
+            if output_hidden_states:
+                all_hidden.append(hidden)
+            outputs = layer(hidden, *layer_args, **layer_inputs)
+            hidden = outputs[0]
+            if output_attentions:
+                self_weights.append(outputs[1])
+                if self.is_decoder and has_cross_attention:
+                    cross_weights.append(outputs[2])
+        if self.norm is not None:
+            hidden = self.norm(hidden)
+        if output_hidden_states:
+            all_hidden.append(hidden)
+        return with_cache(
+            BaseModelOutputWithPastAndCrossAttentions,
+            cache,
+            last_hidden_state=hidden,
+            hidden_states=tuple(all_hidden) if output_hidden_states else None,
+            attentions=tuple(self_weights) if output_attentions else None,
+            cross_attentions=tuple(cross_weights) if output_attentions and cross_weights else None,
+        )
+
+    @staticmethod
+    def _packed_documents(position_ids: Tensor, batch: int, checking: bool) -> Tensor | None:
+        """(B, T) document indices when the rows pack several texts (positions restart), else None.
+
+        As in transformers' masking utilities, this applies to uncached calls with positions and no attention mask
+        (padding-free training); under compilation the check cannot run and the document mask is always built.
+        """
+        documents = packed_documents(position_ids.expand(batch, -1))
+        if checking and not bool(documents[:, -1].any()):
+            return None
+        return documents
+
+    def _positions(
+        self, attention_mask: Tensor | None, position_ids: Tensor | None, length: int, key_length: int, past
+    ) -> tuple[Tensor, Tensor | None]:
+        """Query positions (B|1, T), and key positions (B|1, S) when a distance bias needs them (else None).
+
+        With a padding mask a token's position is the number of real tokens before it, so a left-padded row sees the
+        same positions as the row alone; without one, positions continue from the cache length. When every key is a
+        token of this call (no cached keys), the keys' positions are the queries' own, given or not: distance-based
+        biases (ALiBi, T5 buckets) then restart with given positions in packed rows, and a mask that hides nothing
+        changes nothing.
+        """
+        device = self.embed_tokens.weight.device
+        needs_keys = self.position is not None and self.position.needs_key_positions
+        given = position_ids is not None
+        real_before = None
+        if attention_mask is not None:
+            real_before = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, past + T)
+        if not given:
+            position_ids = (
+                torch.arange(length, device=device)[None] + past if real_before is None else real_before[:, -length:]
+            )
+        if not needs_keys:
+            return position_ids, None
+        if given and key_length == length:
+            return position_ids, position_ids
+        if real_before is None:
+            return position_ids, torch.arange(key_length, device=device)[None]  # (1, S)
+        return position_ids, fit_to_length(real_before, key_length)
+
+    def _self_attention_parts(
+        self,
+        padding: Tensor | None,
+        ready_mask: Tensor | None,
+        documents: Tensor | None,
+        length: int,
+        key_length: int,
+        past,
+        checking: bool,
+    ) -> MaskParts:
+        """What limits self-attention: causality (decoders), padding, packed documents, or a caller's ready mask.
+
+        A causal stack without padding needs no mask under SDPA: the kernel's causal flag (T = S) or no mask at all
+        (one new token sees the whole past) is exact and faster (`MaskParts.boolean`). Packed texts (`documents`)
+        attend within their own text only.
+        """
+        if ready_mask is not None:
+            ready = ready_mask if ready_mask.dtype == torch.bool else ready_mask == 0
+            return MaskParts(query_length=length, key_length=key_length, ready=ready)
+        padded = padding is not None and (not checking or has_padding(padding))
+        return MaskParts(
+            query_length=length,
+            key_length=key_length,
+            past=past,
+            causal=self.is_decoder,
+            key_padding=fit_to_length(padding, key_length) if padded else None,
+            documents=documents,
+        )
+
+
+def _render_mask(parts: MaskParts, backend, batch: int, hidden: Tensor):
+    """`parts` drawn in the form `backend` takes: a boolean tensor, an additive one, a flex block mask, or None."""
+    if backend.mask_format is None:
+        return None
+    if backend.mask_format == "block":
+        return block_mask(parts, batch=batch, device=hidden.device)
+    mask = parts.boolean(hidden.device, implicit_causal=backend.implicit_causal)
+    if mask is None or backend.mask_format == "bool":
+        return mask
+    return to_additive(mask, hidden.dtype)
+
+
+def _paged_key_positions(cumulative_key_lengths, key_length: int) -> Tensor:
+    """(1, S) position of each key of a paged batch within its own request: continuous batching lays the requests'
+    cached and new keys end to end, request r at [cu[r], cu[r + 1])."""
+    if isinstance(cumulative_key_lengths, dict):  # one entry per kind of layer; ours are all full attention
+        cumulative_key_lengths = next(iter(cumulative_key_lengths.values()))
+    bounds = cumulative_key_lengths.long()
+    keys = torch.arange(key_length, device=bounds.device)
+    request = torch.searchsorted(bounds[1:], keys, right=True).clamp(max=bounds.numel() - 2)
+    return (keys - bounds[request])[None]
+
+
+def _split_mask(attention_mask: Tensor | None) -> tuple[Tensor | None, Tensor | None]:
+    """(a caller's ready 4-D mask, a (B, past + T) 0/1 padding mask): one of them, or neither, is given."""
+    ready_mask = attention_mask if attention_mask is not None and attention_mask.dim() == 4 else None
+    return ready_mask, None if ready_mask is not None else attention_mask
+
+
+def _cache_lengths(cache: Cache | None, length: int, ready_mask: Tensor | None) -> tuple:
+    """(tokens already in the self-attention cache, key length of this call): (0, T) without a cache. A paged cache
+    (continuous batching) holds many requests; its keys are those its ready mask covers."""
+    if is_paged(cache):
+        return 0, length if ready_mask is None else ready_mask.shape[-1]
+    if isinstance(cache, EncoderDecoderCache):
+        cache = cache.self_attention_cache
+    if cache is None:
+        return 0, length
+    return cache.get_seq_length(), cache.get_mask_sizes(length, 0)[0]
