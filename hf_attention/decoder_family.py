@@ -23,7 +23,7 @@ from .cache_argument import cache_from_arguments, cache_of, with_cache
 from .configuration_hf_attention import HFAttentionDecoderConfig
 from .generation_mixin import GenerationOverrides
 from .heads import label_shape, logit_slice
-from .losses import check_labels
+from .losses import check_labels, next_token_labels
 from .pretrained import HFAttentionPreTrainedModel, OneStackModel, output_options
 
 
@@ -218,7 +218,7 @@ class HFAttentionForCausalLM(GenerationOverrides, DecoderHead, GenerationMixin):
         if labels is not None:
             next_tokens = shift_labels
             if next_tokens is None:
-                next_tokens = nn.functional.pad(labels, (0, 1), value=-100)[:, 1:]  # label of position t is token t+1
+                next_tokens = next_token_labels(labels)
         hidden = outputs.last_hidden_state[:, logit_slice(logits_to_keep)]
         logits, loss = self.vocabulary_logits_and_loss(hidden, next_tokens, num_items_in_batch)
         return with_cache(

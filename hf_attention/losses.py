@@ -26,6 +26,11 @@ from torch.autograd.function import once_differentiable
 CHUNK_ROWS = 512
 
 
+def next_token_labels(labels: Tensor) -> Tensor:
+    """Causal LM: the label of position t is token t+1 (labels moved one step left, -100 after the last token)."""
+    return nn.functional.pad(labels, (0, 1), value=-100)[:, 1:]
+
+
 def shift_tokens_right(labels: Tensor, pad_token_id: int, decoder_start_token_id: int) -> Tensor:
     """Teacher forcing: decoder inputs are the labels moved one step right behind the start token; -100 → pad."""
     shifted = labels.new_zeros(labels.shape)

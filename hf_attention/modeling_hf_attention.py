@@ -16,6 +16,7 @@ copies (with every sibling it imports) beside the weights. The code lives in mod
 Masks and positional signals are computed once per stack and passed to every layer; caches are HF Cache objects.
 """
 
+from .auto_classes import AUTO_CLASS_NAMES, auto_map_of
 from .builders import build_attention, build_layer, build_norm, build_positional
 from .configuration_hf_attention import (
     HFAttentionDecoderConfig,
@@ -86,7 +87,7 @@ __all__ = [
 # the file of a class's `__module__` (and its relative imports) and writes "<that module>.<Class>" into auto_map, and
 # transformers reads that file's source to decide whether the attention implementation can be switched. Pickles
 # name the same module as before too.
-for _class in (
+_MOVED_CLASSES = (
     HFAttentionPreTrainedModel,
     TransformerStack,
     HFAttentionEncoderPreTrainedModel,
@@ -101,41 +102,18 @@ for _class in (
     HFAttentionSeq2SeqPreTrainedModel,
     HFAttentionSeq2SeqModel,
     HFAttentionForSeq2SeqLM,
-):
+)
+for _class in _MOVED_CLASSES:
     _class.__module__ = __name__
 
 # model_type → {Auto class name: model class}: what `import hf_attention` registers and what `auto_map` lists.
-AUTO_CLASSES = {
-    HFAttentionEncoderConfig.model_type: {
-        "AutoModel": HFAttentionEncoderModel,
-        "AutoModelForMaskedLM": HFAttentionForMaskedLM,
-        "AutoModelForSequenceClassification": HFAttentionForSequenceClassification,
-        "AutoModelForTokenClassification": HFAttentionForTokenClassification,
-    },
-    HFAttentionDecoderConfig.model_type: {
-        "AutoModel": HFAttentionDecoderModel,
-        "AutoModelForCausalLM": HFAttentionForCausalLM,
-        "AutoModelForSequenceClassification": HFAttentionDecoderForSequenceClassification,
-    },
-    HFAttentionSeq2SeqConfig.model_type: {
-        "AutoModel": HFAttentionSeq2SeqModel,
-        "AutoModelForSeq2SeqLM": HFAttentionForSeq2SeqLM,
-    },
-    HFAttentionRecurrentConfig.model_type: {
-        "AutoModel": HFAttentionRecurrentModel,
-        "AutoModelForSeq2SeqLM": HFAttentionRecurrentForSeq2SeqLM,
-    },
+_PUBLIC_CLASSES = {
+    cls.__name__: cls for cls in (*_MOVED_CLASSES, HFAttentionRecurrentModel, HFAttentionRecurrentForSeq2SeqLM)
 }
-
-
-def auto_map_of(model_type: str, config_class: type | None = None) -> dict[str, str]:
-    """The `auto_map` of a checkpoint of `model_type`: its config class and every Auto class of its family →
-    "file.Class" (`config_class` defaults to the family's)."""
-    family = AUTO_CLASSES.get(model_type, {})
-    config_class = config_class or next(iter(family.values())).config_class
-    auto_map = {"AutoConfig": f"configuration_hf_attention.{config_class.__name__}"}
-    auto_map.update({auto: f"modeling_hf_attention.{cls.__name__}" for auto, cls in family.items()})
-    return auto_map
+AUTO_CLASSES = {
+    model_type: {auto: _PUBLIC_CLASSES[name] for auto, name in names.items()}
+    for model_type, names in AUTO_CLASS_NAMES.items()
+}
 
 
 # Saving any of these classes copies this package's closure next to the weights (remote code).

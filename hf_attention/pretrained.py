@@ -9,6 +9,7 @@ from transformers import PreTrainedModel
 from transformers import initialization as init
 
 from .activations import gate_activation
+from .auto_classes import auto_map_of
 from .builders import build_norm
 from .configuration_hf_attention import HFAttentionConfigBase
 from .layers import HeadTransform
@@ -131,9 +132,6 @@ class HFAttentionPreTrainedModel(PreTrainedModel):
     def save_pretrained(self, save_directory, *args, **kwargs):
         """Save weights (safetensors), config and this package's code, with an `auto_map` naming every Auto class
         of the family, so that `trust_remote_code=True` loads the folder where hf_attention is not installed."""
-        # Imported here: modeling_hf_attention, the module auto_map names, imports every family, hence this file.
-        from .modeling_hf_attention import auto_map_of
-
         auto_map = auto_map_of(self.config.model_type, type(self.config))
         self.config.auto_map = {**auto_map, **(getattr(self.config, "auto_map", None) or {})}
         return super().save_pretrained(save_directory, *args, **kwargs)

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from transformers.activations import ACT2FN
 
-from hf_attention import layers, losses
+from hf_attention import losses, norms
 from hf_attention.attention import FUSED_PROJECTION_MIN_ROWS, MultiHeadAttention, fused_linear
 from hf_attention.convert import from_hf
 from hf_attention.layers import GatedFeedForward, RMSNorm, activation_function
@@ -133,8 +133,8 @@ def test_rms_norm_closed_form_gradient_equals_autograd_of_the_composite(frozen_w
     norm.weight.data.normal_()
     norm.weight.requires_grad_(not frozen_weight)
     calls = []
-    original = layers._RMSNormFunction.apply
-    monkeypatch.setattr(layers._RMSNormFunction, "apply", lambda *a: calls.append(1) or original(*a))
+    original = norms._RMSNormFunction.apply
+    monkeypatch.setattr(norms._RMSNormFunction, "apply", lambda *a: calls.append(1) or original(*a))
     x = (torch.randn(3, 5, 64) * 3).requires_grad_()
     upstream = torch.randn(3, 5, 64)
     ours = norm(x)
@@ -153,7 +153,7 @@ def test_rms_norm_closed_form_gradient_equals_autograd_of_the_composite(frozen_w
 
 
 def test_rms_norm_keeps_the_composite_path_without_grad_and_in_16_bit(monkeypatch):
-    monkeypatch.setattr(layers._RMSNormFunction, "apply", lambda *a: pytest.fail("closed-form path taken"))
+    monkeypatch.setattr(norms._RMSNormFunction, "apply", lambda *a: pytest.fail("closed-form path taken"))
     norm, x = RMSNorm(8), torch.randn(2, 8, requires_grad=True)
     with torch.no_grad():
         norm(x)

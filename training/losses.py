@@ -12,13 +12,14 @@ import torch
 from torch import nn
 
 import hf_attention
+from hf_attention.losses import next_token_labels
 from training.objective import Objective
 
 
 def target_labels(objective: Objective, labels: torch.Tensor) -> torch.Tensor:
     """The labels the loss is taken against: for a causal LM, position t predicts token t+1."""
     if objective.evaluation.predicts_next_token:
-        return nn.functional.pad(labels, (0, 1), value=-100)[:, 1:]
+        return next_token_labels(labels)
     return labels
 
 
