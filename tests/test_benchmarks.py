@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks import report, run
+from benchmarks import before_after, report, run
 from benchmarks.flops import decode_step_flops, model_flops
 from benchmarks.generate import MODES
 from benchmarks.harness import paired_ratio_spread
@@ -205,3 +205,42 @@ def test_encoder_batch_is_berts_masked_lm_recipe_and_its_flops_count_only_labell
     full = model_flops(ours, batch=2, source_length=16, target_length=16, training=True)
     sparse = model_flops(ours, batch=2, source_length=16, target_length=16, training=True, labelled_fraction=0.25)
     assert full - sparse == 4 * head * 2 * 16 * 0.75  # the head's backward (dh, dW) over the unlabelled rows
+
+
+def test_before_after_compares_our_code_at_a_revision_with_our_code_now(tmp_path, capsys):
+    """HEAD against the working tree: the old package is imported under another name, logits and tokens are checked
+    equal before timing, and every row gives a paired ratio with its interval (no timing asserted)."""
+    out = tmp_path / "before_after.json"
+    families = "gpt2,bert,t5"
+    assert (
+        before_after.main(["HEAD", "--preset", "tiny", "--rounds", "2", "--families", families, "--out", str(out)])
+        == 0
+    )
+    report_ = json.loads(out.read_text())
+    assert report_["revision"] == "HEAD" and report_["machine"]["torch"] == torch.__version__
+    rows = report_["rows"]
+    assert [(r["section"], r["family"]) for r in rows if r["section"] == "train"] == [
+        ("train", "gpt2"),
+        ("train", "bert"),
+        ("train", "t5"),
+    ]
+    generated = {(r["family"], r["batch"], r["mode"]) for r in rows if r["section"] == "generate"}
+    assert generated == {
+        (f, b, m) for f in ("gpt2", "t5") for b in PRESETS["tiny"].gen_batches for m in before_after.TIMED_MODES
+    }
+    assert all(r["rounds"] == 2 and r["ci95"][0] <= r["before_over_now"] <= r["ci95"][1] for r in rows)
+    assert len(capsys.readouterr().out.splitlines()) == len(rows)  # one JSON line per row as it is measured
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["no-such-revision-anywhere"], "is not a revision of"),
+        (["HEAD", "--families", "gpt3"], "unknown section or family: gpt3"),
+        (["HEAD", "--rounds", "1"], "at least 2 rounds"),
+    ],
+)
+def test_before_after_refuses_bad_arguments(argv, message, capsys):
+    with pytest.raises(SystemExit) as raised:
+        before_after.main(argv)
+    assert message in str(raised.value) + capsys.readouterr().err
