@@ -2,7 +2,9 @@
 slower?
 
     python -m benchmarks.before_after REV [--preset full|quick|tiny] [--rounds N] [--sections train,generate]
-        [--families gpt2,llama,...] [--out FILE.json]
+        [--families gpt2,llama,...] [--out FILE.json]    (also writes FILE.md, the table printed at the end)
+
+    python -m benchmarks.before_after --render FILE.json    (the table again, without measuring)
 
 The package as it was at REV (`git archive`) is imported under another name (its modules import each other
 relatively, so the copy runs as it was), both versions are converted from the same Hugging Face reference model
@@ -119,15 +121,36 @@ def generate_rows(old_package, plan: Plan, families, rounds: int) -> list[dict]:
     return rows
 
 
+def markdown(rows: list[dict]) -> str:
+    """The rows as a Markdown table: before time / time now per round, median and 95% interval."""
+    lines = [
+        "| section | family | batch | mode | before / now | 95% interval | now, median s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        low, high = row["ci95"]
+        lines.append(
+            f"| {row['section']} | {row['family']} | {row.get('batch', '')} | {row.get('mode', '')} | "
+            f"{row['before_over_now']:.3f} | {low:.3f}–{high:.3f} | {row['now_median_s']:.3f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("revision", help="The git revision to compare with (a commit, tag or branch).")
+    parser.add_argument("revision", nargs="?", help="The git revision to compare with (a commit, tag or branch).")
+    parser.add_argument("--render", default=None, help="Print the table of a results file written by --out.")
     parser.add_argument("--preset", choices=sorted(PRESETS), default="full", help="Model dimensions (run.py's).")
     parser.add_argument("--rounds", type=int, default=24, help="Timed rounds per row (default 24).")
     parser.add_argument("--sections", default="train,generate", help="train, generate or both (default).")
     parser.add_argument("--families", default="gpt2,llama,bert,bart,t5", help="bert has no generate rows.")
     parser.add_argument("--out", default=None, help="Also write the rows and the machine to this JSON file.")
     options = parser.parse_args(argv)
+    if options.render:
+        print(markdown(json.loads(Path(options.render).read_text())["rows"]), end="")
+        return 0
+    if not options.revision:
+        parser.error("give the revision to compare with (or --render FILE.json)")
     sections = options.sections.split(",")
     families = options.families.split(",")
     unknown = sorted(set(sections) - {"train", "generate"}) + sorted(
@@ -151,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     if options.out:
         report = {"revision": options.revision, "preset": plan.name, "machine": machine_info("cpu"), "rows": rows}
         Path(options.out).write_text(json.dumps(report, indent=1) + "\n")
+        Path(options.out).with_suffix(".md").write_text(markdown(rows))
+    print(markdown(rows), end="")
     return 0
 
 

@@ -229,7 +229,11 @@ def test_before_after_compares_our_code_at_a_revision_with_our_code_now(tmp_path
         (f, b, m) for f in ("gpt2", "t5") for b in PRESETS["tiny"].gen_batches for m in before_after.TIMED_MODES
     }
     assert all(r["rounds"] == 2 and r["ci95"][0] <= r["before_over_now"] <= r["ci95"][1] for r in rows)
-    assert len(capsys.readouterr().out.splitlines()) == len(rows)  # one JSON line per row as it is measured
+    printed = capsys.readouterr().out.splitlines()  # one JSON line per row as it is measured, then the table
+    assert [json.loads(line) for line in printed[: len(rows)]] == rows
+    table = printed[len(rows) :]
+    assert len(table) == len(rows) + 2 and out.with_suffix(".md").read_text().splitlines() == table
+    assert before_after.main(["--render", str(out)]) == 0 and capsys.readouterr().out.splitlines() == table
 
 
 @pytest.mark.parametrize(
@@ -238,6 +242,7 @@ def test_before_after_compares_our_code_at_a_revision_with_our_code_now(tmp_path
         (["no-such-revision-anywhere"], "is not a revision of"),
         (["HEAD", "--families", "gpt3"], "unknown section or family: gpt3"),
         (["HEAD", "--rounds", "1"], "at least 2 rounds"),
+        ([], "give the revision to compare with"),
     ],
 )
 def test_before_after_refuses_bad_arguments(argv, message, capsys):
