@@ -53,6 +53,11 @@ def package_at(revision: str, folder: Path):
     with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
         tar.extractall(folder, filter="data")
     (folder / "hf_attention").rename(folder / name)
+    # Its __init__ would register the old classes with transformers' Auto classes and pipelines, in place of ours,
+    # for the rest of the process; the modules compared here need none of it.
+    (folder / name / "__init__.py").write_text(
+        '"""hf_attention at an earlier revision, without its registrations."""\n'
+    )
     sys.path.insert(0, str(folder))
     return importlib.import_module(name)
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import tiny_config
+from transformers import AutoConfig, AutoModelForCausalLM
 
 from benchmarks import before_after, report, run
 from benchmarks.flops import decode_step_flops, model_flops
@@ -16,6 +18,7 @@ from benchmarks.harness import paired_ratio_spread
 from benchmarks.machine import native_bf16
 from benchmarks.models import MASK_ID, PARITY_TOLERANCE, assert_parity, make_pair, training_batch
 from benchmarks.plan import PRESETS, SECTIONS
+from hf_attention import HFAttentionForCausalLM
 
 HEADINGS = (
     "Ceiling",
@@ -234,6 +237,10 @@ def test_before_after_compares_our_code_at_a_revision_with_our_code_now(tmp_path
     table = printed[len(rows) :]
     assert len(table) == len(rows) + 2 and out.with_suffix(".md").read_text().splitlines() == table
     assert before_after.main(["--render", str(out)]) == 0 and capsys.readouterr().out.splitlines() == table
+    # The old copy registered nothing: the Auto classes still build today's classes.
+    config = tiny_config("decoder")
+    assert type(AutoConfig.for_model(config.model_type)) is type(config)  # what from_pretrained reads config.json as
+    assert type(AutoModelForCausalLM.from_config(config)) is HFAttentionForCausalLM
 
 
 @pytest.mark.parametrize(
