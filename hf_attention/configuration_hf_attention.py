@@ -139,7 +139,7 @@ _FIELD_CHECKS = {
     ),
     "classifier_dropout": _optional(_check_probability),
     **dict.fromkeys(("rope_theta", "layer_norm_eps"), _check_greater_than_zero),
-    "initializer_range": _check_at_least_zero,
+    **dict.fromkeys(("initializer_range", "unlikelihood_weight"), _check_at_least_zero),
     **dict.fromkeys(
         (
             "scale_embeddings",
@@ -221,6 +221,10 @@ class HFAttentionConfigBase(PretrainedConfig):
         label_smoothing: ε of the token losses computed from `labels` (language-model and token-classification
             heads), as `F.cross_entropy(label_smoothing=ε)`: (1 − ε)(−log p[y]) + ε · mean over the vocabulary of
             −log p[v]. In [0, 1); default 0.0, the plain cross-entropy.
+        unlikelihood_weight: α of the token-level unlikelihood term added to the loss of the language-model heads
+            (`losses.repeat_unlikelihood`): α · Σ −log(1 − p[c]) over the one or two previous target tokens c that
+            differ from the target, which trains the model not to repeat the token it has just written. ≥ 0; default
+            0.0, no term.
         tie_word_embeddings: Share the input embedding matrix with the output projection.
         lm_head_bias: A bias on the vocabulary projection `lm_head` (BERT's MLM bias, BART/Marian's
             `final_logits_bias`). Default False: the paper's output layer is the (tied) embedding matrix alone.
@@ -268,6 +272,7 @@ class HFAttentionConfigBase(PretrainedConfig):
         attention_dropout: float = 0.0,
         initializer_range: float = 0.02,
         label_smoothing: float = 0.0,
+        unlikelihood_weight: float = 0.0,
         use_cache: bool = True,
         tie_word_embeddings: bool = True,
         pad_token_id: int | None = 0,
@@ -308,6 +313,7 @@ class HFAttentionConfigBase(PretrainedConfig):
         self.attention_dropout = attention_dropout
         self.initializer_range = initializer_range
         self.label_smoothing = label_smoothing
+        self.unlikelihood_weight = unlikelihood_weight
         self.use_cache = use_cache
         self.tie_word_embeddings = tie_word_embeddings
         self.pad_token_id = pad_token_id

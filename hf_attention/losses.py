@@ -106,6 +106,54 @@ def token_cross_entropy(
     return _normalise(loss, labels, num_items_in_batch)
 
 
+# How far back the unlikelihood term looks: the previous token ("noch noch") and the one before it ("ist ein ist ein").
+UNLIKELIHOOD_WINDOW = 2
+
+
+def repeat_candidates(labels: Tensor, window: int = UNLIKELIHOOD_WINDOW) -> Tensor:
+    """For labels (…, T), the tokens (…, T, window) the unlikelihood term pushes down at each position: the targets
+    y_{t−1} … y_{t−window} of the same row that differ from y_t, each once (-100 where there is none, and on every
+    unlabelled position)."""
+    labelled = labels != -100
+    columns: list[Tensor] = []
+    for distance in range(1, window + 1):
+        candidate = nn.functional.pad(labels, (distance, 0), value=-100)[..., : labels.shape[-1]]
+        use = labelled & (candidate != -100) & (candidate != labels)
+        for closer in columns:  # a token already pushed down at a smaller distance counts once
+            use &= candidate != closer
+        columns.append(candidate.masked_fill(~use, -100))
+    return torch.stack(columns, dim=-1)
+
+
+def _unlikelihood_terms(probabilities: Tensor, candidates: Tensor) -> tuple[Tensor, Tensor]:
+    """−log(1 − p[c]) and p[c] / (1 − p[c]) (its derivative's factor) per candidate, 0 where there is none. 1 − p is
+    floored, so that a certain repeat costs a large finite amount instead of inf."""
+    use = candidates != -100
+    probability = probabilities.gather(-1, candidates.clamp(min=0)).clamp(max=1.0 - 1e-6)
+    penalty = torch.where(use, -torch.log1p(-probability), 0.0)
+    factor = torch.where(use, probability / (1.0 - probability), 0.0)
+    return penalty, factor
+
+
+def repeat_unlikelihood(
+    logits: Tensor, labels: Tensor, num_items_in_batch: Tensor | int | None = None, window: int = UNLIKELIHOOD_WINDOW
+) -> Tensor:
+    """Token-level unlikelihood of repeating (Welleck et al. 2020, "Neural text generation with unlikelihood
+    training"), summed and divided as `token_cross_entropy`: Σ −log(1 − p[c]) over the `repeat_candidates` c of each
+    labelled position, the previous targets that differ from the target.
+
+    Cross-entropy raises p[y_t] and lowers every other token by its own probability; nothing in it says that the
+    token just written is a bad next token. A small model whose attention has lost its place in the source gives that
+    token high probability again ("noch noch noch"), and decoding feeds it back. This term lowers exactly those
+    probabilities where the reference does not repeat; where it does (y_t = y_{t−1}), nothing is pushed down.
+    """
+    _check_label_shape(labels, logits.shape[:-1])
+    labels = labels.to(logits.device)
+    probabilities = torch.softmax(logits.float(), -1)
+    penalty, _ = _unlikelihood_terms(probabilities, repeat_candidates(labels, window))
+    return _normalise(penalty.sum(), labels, num_items_in_batch)
+
+
 def _normalise(summed_loss: Tensor, labels: Tensor, num_items_in_batch: Tensor | int | None) -> Tensor:
     if num_items_in_batch is None:
         num_items_in_batch = (labels != -100).sum()
@@ -130,7 +178,8 @@ def _summed_token_loss(logits: Tensor, probabilities: Tensor, targets: Tensor, l
 
 
 class _LinearCrossEntropy(torch.autograd.Function):
-    """(h, W, b, y, C, ε) → (logits = h Wᵀ + b, Σ over labelled rows of −log softmax(logits)[y], label-smoothed by ε).
+    """(h, W, b, y, C, ε, c, α) → (logits = h Wᵀ + b, Σ over labelled rows of −log softmax(logits)[y], label-smoothed
+    by ε, plus α Σ −log(1 − softmax(logits)[c]) over the unlikelihood candidates c when given).
 
     The forward also forms dh, dW and db of the summed loss (per unit of loss); the backward scales them by the
     incoming gradient, and adds the usual linear-layer gradients when the returned logits are used downstream too.
@@ -145,8 +194,11 @@ class _LinearCrossEntropy(torch.autograd.Function):
         labels: Tensor,
         chunk_rows: int,
         label_smoothing: float = 0.0,
+        candidates: Tensor | None = None,
+        unlikelihood_weight: float = 0.0,
     ):
-        """hidden (N, E), weight (V, E), bias (V,) or None, all in the compute dtype; labels (N,); ε in [0, 1)."""
+        """hidden (N, E), weight (V, E), bias (V,) or None, all in the compute dtype; labels (N,); ε in [0, 1);
+        candidates (N, K) from `repeat_candidates` or None; α ≥ 0."""
         rows, vocab = hidden.shape[0], weight.shape[0]
         # Only the gradients autograd will ask for (a frozen head, as under LoRA, needs no dW).
         need_hidden, need_weight, need_bias = ctx.needs_input_grad[:3]
@@ -158,6 +210,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         for start in range(0, rows, chunk_rows):
             end = min(start + chunk_rows, rows)
             chunk_hidden, chunk_logits, chunk_labels = hidden[start:end], logits[start:end], labels[start:end]
+            chunk_candidates = None if candidates is None else candidates[start:end]
             if bias is None:
                 torch.mm(chunk_hidden, weight.t(), out=chunk_logits)
             else:
@@ -174,6 +227,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
                 chunk_hidden, chunk_logits, chunk_labels, keep = (
                     t[index] for t in (chunk_hidden, chunk_logits, chunk_labels, keep)
                 )
+                chunk_candidates = None if chunk_candidates is None else chunk_candidates[index]
             target = chunk_labels.masked_fill(~keep, 0).unsqueeze(-1)  # (C, 1), gather-able on every row
             x = chunk_logits.float()
             # One fused kernel (row max, exponentials, their sum, the division) that keeps each row in cache: half the
@@ -185,6 +239,15 @@ class _LinearCrossEntropy(torch.autograd.Function):
                 # (1 − ε)(−log p[y]) + ε mean_v −log p[v] is −log p[y] + ε (x[y] − mean_v x): no log-sum-exp pass.
                 margin = x.gather(-1, target).squeeze(-1) - x.mean(-1)
                 loss += label_smoothing * torch.where(keep, margin, 0.0).sum()
+            if chunk_candidates is not None:
+                # d/dx of −log(1 − p[c]) is p[c]/(1 − p[c]) (onehot(c) − softmax): with w_c that factor times α, the
+                # term adds Σ_c w_c onehot(c) − (Σ_c w_c) softmax to the gradient, made in place before the softmax
+                # becomes the cross-entropy's gradient. Candidates exist only on labelled rows.
+                penalty, factor = _unlikelihood_terms(probabilities, chunk_candidates)
+                loss += unlikelihood_weight * penalty.sum()
+                factor = unlikelihood_weight * factor
+                probabilities.mul_(1.0 - factor.sum(-1, keepdim=True))
+                probabilities.scatter_add_(-1, chunk_candidates.clamp(min=0), factor)  # 0 where there is none
             # d loss / d logits = softmax − onehot(y) on labelled rows, 0 on the others, made in the (C, V) buffer.
             unlabelled = (~keep).nonzero().squeeze(1)
             if unlabelled.numel():
@@ -241,7 +304,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
                 out_bias = extra_bias if out_bias is None else out_bias + extra_bias
         out_weight = None if out_weight is None else out_weight.to(weight.dtype)
         out_bias = None if out_bias is None else out_bias.to(weight.dtype)
-        return out_hidden, out_weight, out_bias, None, None, None
+        return out_hidden, out_weight, out_bias, None, None, None, None, None
 
 
 def fusable(projection: nn.Module) -> bool:
@@ -263,9 +326,10 @@ def linear_cross_entropy(
     labels: Tensor,
     num_items_in_batch: Tensor | int | None = None,
     label_smoothing: float = 0.0,
+    unlikelihood_weight: float = 0.0,
 ) -> tuple[Tensor, Tensor]:
     """Logits `projection(hidden)` (…, V) and their token cross-entropy against `labels` (…), as `token_cross_entropy`
-    (with the same `label_smoothing`).
+    (with the same `label_smoothing`), plus `unlikelihood_weight` × `repeat_unlikelihood` when that is not 0.
 
     While training (a gradient is needed) the projection and the loss run fused, chunk by chunk (see the module
     docstring); under `torch.compile`, without gradients, or when something intercepts the projection (hooks,
@@ -275,15 +339,29 @@ def linear_cross_entropy(
     needs_grad = torch.is_grad_enabled() and (hidden.requires_grad or projection.weight.requires_grad)
     if not needs_grad or torch.compiler.is_compiling() or not fusable(projection):
         logits = projection(hidden)
-        return logits, token_cross_entropy(logits, labels, num_items_in_batch, label_smoothing)
+        loss = token_cross_entropy(logits, labels, num_items_in_batch, label_smoothing)
+        if unlikelihood_weight:
+            loss = loss + unlikelihood_weight * repeat_unlikelihood(logits, labels, num_items_in_batch)
+        return logits, loss
     device = hidden.device.type
     dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else hidden.dtype
     weight, bias = projection.weight, projection.bias
     # Under autocast the casts are explicit (and tracked by autograd), as autocast would make them for F.linear.
     flat_hidden = hidden.reshape(-1, hidden.shape[-1]).to(dtype)
     weight, bias = weight.to(dtype), None if bias is None else bias.to(dtype)
+    labels = labels.to(hidden.device)
+    candidates = None
+    if unlikelihood_weight:  # made per row (the previous targets), then flattened as the labels
+        candidates = repeat_candidates(labels).reshape(-1, UNLIKELIHOOD_WINDOW)
     with torch.autocast(device_type=device, enabled=False):
         logits, loss = _LinearCrossEntropy.apply(
-            flat_hidden, weight, bias, labels.reshape(-1).to(hidden.device), CHUNK_ROWS, float(label_smoothing)
+            flat_hidden,
+            weight,
+            bias,
+            labels.reshape(-1),
+            CHUNK_ROWS,
+            float(label_smoothing),
+            candidates,
+            float(unlikelihood_weight),
         )
     return logits.view(*hidden.shape[:-1], -1), _normalise(loss, labels, num_items_in_batch)

@@ -113,12 +113,19 @@ class HFAttentionPreTrainedModel(PreTrainedModel):
     def vocabulary_logits_and_loss(
         self, hidden: Tensor, labels: Tensor | None, num_items_in_batch: Tensor | int | None = None
     ) -> tuple[Tensor, Tensor | None]:
-        """`vocabulary_logits`, and with `labels` (B, T) their token cross-entropy; while training the vocabulary
-        projection and the loss run fused (losses.linear_cross_entropy)."""
+        """`vocabulary_logits`, and with `labels` (B, T) their token cross-entropy (label-smoothed, plus the repeat
+        unlikelihood term, as the config says); while training the vocabulary projection and the loss run fused
+        (losses.linear_cross_entropy)."""
         if labels is None:
             return self.vocabulary_logits(hidden), None
         return linear_cross_entropy(
-            self._lm_head_input(hidden), self.lm_head, labels, num_items_in_batch, self.config.label_smoothing
+            self._lm_head_input(hidden),
+            self.lm_head,
+            labels,
+            num_items_in_batch,
+            self.config.label_smoothing,
+            # A config saved before the option existed has no such field.
+            getattr(self.config, "unlikelihood_weight", 0.0),
         )
 
     def _lm_head_input(self, hidden: Tensor) -> Tensor:

@@ -94,6 +94,7 @@ _TRAINING_ONLY = {
     "initializer_range",
     "freeze_lm_head_bias",
     "label_smoothing",
+    "unlikelihood_weight",
     "use_cache",
 }
 # Fields that matter only for one positional scheme.

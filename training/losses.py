@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 import hf_attention
-from hf_attention.losses import next_token_labels
+from hf_attention.losses import next_token_labels, repeat_unlikelihood
 from training.objective import Objective
 
 
@@ -35,9 +35,16 @@ def token_loss(objective: Objective, model, batch: dict, num_items_in_batch: tor
         return model(**batch, num_items_in_batch=num_items_in_batch).loss
     inputs = {k: v for k, v in batch.items() if k != "labels"}
     logits = model(**inputs).logits
-    # A Hugging Face model's config may carry `label_smoothing` (set through model_config) as ours do.
-    smoothing = getattr(_unwrap(model).config, "label_smoothing", 0.0)
-    return per_token_sum(objective, logits, batch["labels"], label_smoothing=smoothing).sum() / num_items_in_batch
+    # A Hugging Face model's config may carry `label_smoothing` and `unlikelihood_weight` (set through model_config)
+    # as ours do; both then act as they do in our models' own loss.
+    config = _unwrap(model).config
+    smoothing = getattr(config, "label_smoothing", 0.0)
+    loss = per_token_sum(objective, logits, batch["labels"], label_smoothing=smoothing).sum() / num_items_in_batch
+    unlikelihood = getattr(config, "unlikelihood_weight", 0.0)
+    if unlikelihood:
+        targets = target_labels(objective, batch["labels"])
+        loss = loss + unlikelihood * repeat_unlikelihood(logits, targets, num_items_in_batch)
+    return loss
 
 
 def loss_takes_num_items(model) -> bool:

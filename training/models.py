@@ -50,12 +50,16 @@ def check_model_config(model_type: str, model_config: dict) -> None:
     known = set(vars(config_class())) | set(inspect.signature(config_class.__init__).parameters)
     known |= set(getattr(config_class, "attribute_map", {}))
     known |= {f.name for f in dataclasses.fields(config_class)} if dataclasses.is_dataclass(config_class) else set()
-    # Our configs declare `label_smoothing`; on a Hugging Face config it is kept as an extra field, and the training
-    # loss (training/losses.py) honours it for every model, so the same recipe applies to BART.
-    known.add("label_smoothing")
+    # Our configs declare `label_smoothing` and `unlikelihood_weight`; on a Hugging Face config they are kept as extra
+    # fields, and the training loss (training/losses.py) honours them for every model, so the same recipe applies to
+    # BART.
+    known |= {"label_smoothing", "unlikelihood_weight"}
     smoothing = model_config.get("label_smoothing", 0.0)
     if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)) or not 0.0 <= smoothing < 1.0:
         raise ValueError(f"model_config label_smoothing={smoothing!r} must be a number in [0, 1).")
+    weight = model_config.get("unlikelihood_weight", 0.0)
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight < 0.0:
+        raise ValueError(f"model_config unlikelihood_weight={weight!r} must be a number ≥ 0.")
     unknown = sorted(set(model_config) - known)
     if unknown:
         hints = [
