@@ -168,6 +168,13 @@ class DataArguments:
     )
     max_length: int = field(default=128, metadata={"help": "Masked LM: longest sequence."})
     mlm_probability: float = field(default=0.15, metadata={"help": "Masked LM: fraction of tokens masked."})
+    markup_augmentation: float = field(
+        default=0.0,
+        metadata={
+            "help": "Translation: add this fraction of the training pairs again with the same HTML tags and format "
+            "placeholders put into both sides (training/markup_augmentation.py); 0: none."
+        },
+    )
     max_source_length: int = field(default=64, metadata={"help": "Translation: longest source, in tokens."})
     max_target_length: int = field(default=64, metadata={"help": "Translation: longest target, in tokens."})
 
@@ -193,6 +200,7 @@ class DataArguments:
                 "max_length": at_least(3),
                 # 0 would give batches with no target token (nothing to learn, a loss of 0/0).
                 "mlm_probability": between(0.0, 1.0, low_open=True),
+                "markup_augmentation": between(0.0, 1.0),
                 "max_source_length": at_least(1),
                 "max_target_length": at_least(2),
             },

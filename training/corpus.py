@@ -72,7 +72,8 @@ def split_corpus(
     salts the hash (`split_salt`), shuffles before capping (language-id rows are grouped by label) and lets an
     empty validation split skip evaluation. Both are kept as they were: they decide which rows a run sees.
     """
-    splits = data_lib.split_dataset(corpus, key=objective.data.text_columns[0], salt=salt)
+    key = objective.data.text_columns[0]
+    splits = data_lib.split_dataset(corpus, key=key, salt=salt)
     caps = {
         "train": data_args.max_train_samples,
         "validation": data_args.max_eval_samples,
@@ -94,6 +95,9 @@ def split_corpus(
             max_chars=data_args.max_chars,
             max_rows=data_args.max_ood_samples,
         )
+    if objective.data.augment_train is not None:
+        held_out = {text for name, split in splits.items() if name != "train" for text in split[key]}
+        splits["train"] = objective.data.augment_train(splits["train"], held_out, data_args)
     return splits
 
 

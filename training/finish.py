@@ -135,10 +135,14 @@ def _describe_data(run: TrainingRun) -> str:
     packages = data_args.catalog_packages if not data_args.dataset else []
     if packages:
         source += f"; and the `{data_args.target_lang}` catalogs inside these PyPI wheels: {_packages(run, packages)}"
-    text = (
-        f"{source}. Split by a stable hash of the (source) text, so no string is in two splits: rows {sizes}. "
-        "A byte-level BPE tokenizer was trained on the training split."
-    )
+    text = f"{source}. Split by a stable hash of the (source) text, so no string is in two splits: rows {sizes}."
+    if data_args.markup_augmentation and run.objective.data.augment_train is not None:
+        text += (
+            f" The training rows include {data_args.markup_augmentation:g} × the training pairs again with the same "
+            "HTML tags or format placeholders put into both sides (markup augmentation; none of them has a source of "
+            "another split)."
+        )
+    text += " A byte-level BPE tokenizer was trained on the training split."
     if "ood" in run.splits:
         text += (
             f" The out-of-domain split (`ood`) is the catalogs of "

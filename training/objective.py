@@ -46,6 +46,9 @@ class DataSpec:
     tokenizer_max_length: Callable  # (data_args) → int: where the tokenizer truncates
     featurize: Callable  # (split, tokenizer, data_args) → Dataset of token ids
     make_collator: Callable  # (tokenizer, model, data_args) → collator that pads (and masks)
+    # (train split, sources of the other splits, data_args) → the training split with augmented rows added; None:
+    # the objective has no augmentation.
+    augment_train: Callable | None = None
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq
 
 from training import data as data_lib
 from training.corpus import parallel_corpus
+from training.markup_augmentation import augment_with_markup
 from training.metrics import translation_metrics
 from training.objective import FINETUNE, TRAIN, CardSpec, DataSpec, EvaluationSpec, ModelSpec, Objective
 
@@ -18,6 +19,15 @@ from training.objective import FINETUNE, TRAIN, CardSpec, DataSpec, EvaluationSp
 def featurize(split, tokenizer, data_args):
     return data_lib.translation_features(
         split, tokenizer, max_source_length=data_args.max_source_length, max_target_length=data_args.max_target_length
+    )
+
+
+def augment_train(train, held_out_sources, data_args):
+    return augment_with_markup(
+        train,
+        fraction=data_args.markup_augmentation,
+        max_chars=data_args.max_chars,
+        held_out_sources=held_out_sources,
     )
 
 
@@ -53,6 +63,7 @@ OBJECTIVE = Objective(
         tokenizer_max_length=lambda data_args: max(data_args.max_source_length, data_args.max_target_length),
         featurize=featurize,
         make_collator=make_collator,
+        augment_train=augment_train,
     ),
     evaluation=EvaluationSpec(
         predicts_next_token=False,
