@@ -3,6 +3,7 @@ that is already there, never past the length limit, never onto a held-out source
 the option reaches the training split through `split_corpus`."""
 
 import random
+import re
 
 import pytest
 from datasets import Dataset
@@ -78,6 +79,17 @@ def test_augmentation_is_reproducible_bounded_and_keeps_held_out_sources_out():
     kept = augment_with_markup(train, fraction=0.5, max_chars=40, held_out_sources=banned)
     assert not banned & set(list(kept["source"])[100:])
     assert augment_with_markup(train, fraction=0.0, max_chars=40) is train
+
+
+def test_composed_pairs_put_closing_tags_inside_the_text_and_elements_carry_attributes():
+    """Half of the pairs are made in two ways: a closing tag then sits before a line break and more text, where
+    real strings have it (`<b>Unable to load %s</b><br><br>...`), not only at the end."""
+    train = Dataset.from_dict({"source": [s for s, _ in PAIRS] * 40, "target": [t for _, t in PAIRS] * 40})
+    extra = list(augment_with_markup(train, fraction=1.0, max_chars=100)["source"])[200:]
+    closed_inside = [text for text in extra if re.search(r"</\w+><br", text)]
+    assert len(closed_inside) >= 5
+    assert any('<a href="' in text for text in extra)
+    assert all(text.count("<br") <= 2 * 2 for text in extra)  # at most two joins, each one or two breaks
 
 
 @pytest.mark.parametrize("fraction", [-0.1, 1.5])
