@@ -206,13 +206,16 @@ def test_averaging_resumes_exactly_and_the_export_holds_the_mean(tmp_path):
 
 def test_beam_settings_reach_the_export_and_the_scores(tmp_path, wheel_cache, capsys):
     """Beams and the length penalty become the export's generation defaults; the held-out catalogs are scored as
-    the 'ood' split beside the test split, each with its copy baseline; training.score rebuilds the same splits."""
+    the 'ood' split beside the test split, each with its copy baseline; training.score rebuilds the same splits
+    (the training split with its markup-augmented pairs, which the card reports)."""
     extra = ("--generation_num_beams", "3", "--generation_length_penalty", "0.6", "--bleu_samples", "4")
     extra += ("--heldout_catalog_packages", "some_app==1.0", "other_app==2.1", "--eval_steps", "0")
-    extra += ("--max_steps", "6")
+    extra += ("--max_steps", "6", "--markup_augmentation", "0.5")
     results = run(*parse_args(argv("translation", tmp_path / "run", *extra)))
     for key in ("bleu", "chrf", "placeholders", "repeats", "copy_bleu", "copy_chrf"):
         assert key in results and f"ood_{key}" in results
+    card = (tmp_path / "run" / "final" / "README.md").read_text()
+    assert "0.5 × the training pairs again with the same HTML tags or format placeholders" in card
     generation = json.loads((tmp_path / "run" / "final" / "generation_config.json").read_text())
     assert generation["num_beams"] == 3 and generation["length_penalty"] == 0.6
     config = tmp_path / "config.yaml"
