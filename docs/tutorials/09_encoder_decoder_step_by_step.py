@@ -83,13 +83,23 @@ print(
 # 1 − ε of the target and ε is spread evenly over the vocabulary, so the loss adds ε · mean_v(−log p[v]).
 smoothing = getattr(config, "label_smoothing", 0.0)
 loss_by_hand = (1 - smoothing) * -label_log_probs.mean() + smoothing * -log_probs.mean(-1).mean()
+# It may also carry the unlikelihood of repeating (config.unlikelihood_weight = α, 2.0 in the main job): at each
+# position, for each of the one or two previous labels that differs from the label, α · −log(1 − p[that token]). It
+# trains the decoder not to give the token it has just written again ("noch noch noch").
+alpha = getattr(config, "unlikelihood_weight", 0.0)
+label_ids = labels[0].tolist()
+unlikelihood = torch.zeros(())
+for t, label in enumerate(label_ids):
+    for previous in {label_ids[t - k] for k in (1, 2) if t - k >= 0} - {label}:
+        unlikelihood -= torch.log1p(-log_probs[t, previous].exp())
+loss_by_hand = loss_by_hand + alpha * unlikelihood / len(label_ids)
 report["teacher_forcing_loss_by_hand"] = loss_by_hand.item()
 report["teacher_forcing_loss_library"] = loss_library.item()
 report["decoder_inputs_are_shifted_labels"] = bool(
     (decoder_inputs[0, 1:] == labels[0, :-1]).all() and decoder_inputs[0, 0] == config.decoder_start_token_id
 )
 print(
-    f"cross-entropy by hand (label smoothing {smoothing}) {loss_by_hand.item():.5f}, "
+    f"cross-entropy by hand (label smoothing {smoothing}, unlikelihood weight {alpha}) {loss_by_hand.item():.5f}, "
     f"model(..., labels=labels).loss {loss_library.item():.5f}"
 )
 

@@ -122,7 +122,12 @@ TUTORIAL_RUN = ROOT / "outputs" / "tutorial_en_de"  # where the tutorials train 
 # The tutorials' own run: the main job's data (English → German UI strings of the machine's gettext catalogs) and
 # recipe, with a smaller model, vocabulary and budget so that it trains in about a minute on 2 idle CPU cores. It
 # reaches a test BLEU of about 10 on short strings: a weak translator, but its attention is already structured.
+# The tutorials look at attention on plain strings, so the main job's markup augmentation (training pairs added again
+# wrapped in tags) is off: in the quick run below it kept the cross-attention from sharpening within its 150 steps
+# (mean entropy 0.96 of uniform with it, 0.80 without).
+PLAIN_STRINGS = ["--markup_augmentation", "0"]
 TUTORIAL_TRAINING = [
+    *PLAIN_STRINGS,
     "--max_steps",
     "400",
     "--warmup_steps",
@@ -148,6 +153,7 @@ TUTORIAL_TRAINING = [
 ]
 # --quick: seconds, for the tests: a tiny model on a slice of the data; its output is not meant to be good.
 QUICK_TRAINING = [
+    *PLAIN_STRINGS,
     "--max_steps",
     "150",
     "--warmup_steps",
@@ -206,7 +212,7 @@ def translation_checkpoint(args: argparse.Namespace) -> tuple[Path, str]:
     if args.model is not None:
         return args.model, f"the checkpoint given with --model ({args.model})"
     if not args.quick and (MAIN_JOB_EXPORT / "config.json").is_file():
-        return MAIN_JOB_EXPORT, f"the main job's export ({MAIN_JOB_EXPORT.relative_to(ROOT)}, 720 steps)"
+        return MAIN_JOB_EXPORT, f"the main job's export ({MAIN_JOB_EXPORT.relative_to(ROOT)})"
     run = args.work_dir or (TUTORIAL_RUN.with_name(TUTORIAL_RUN.name + "_quick") if args.quick else TUTORIAL_RUN)
     final = run / "final"
     flags = QUICK_TRAINING if args.quick else TUTORIAL_TRAINING
