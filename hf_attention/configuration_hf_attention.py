@@ -221,10 +221,10 @@ class HFAttentionConfigBase(PretrainedConfig):
         label_smoothing: ε of the token losses computed from `labels` (language-model and token-classification
             heads), as `F.cross_entropy(label_smoothing=ε)`: (1 − ε)(−log p[y]) + ε · mean over the vocabulary of
             −log p[v]. In [0, 1); default 0.0, the plain cross-entropy.
-        unlikelihood_weight: α of the token-level unlikelihood term added to the loss of the language-model heads
-            (`losses.repeat_unlikelihood`): α · Σ −log(1 − p[c]) over the one or two previous target tokens c that
-            differ from the target, which trains the model not to repeat the token it has just written. ≥ 0; default
-            0.0, no term.
+        unlikelihood_weight: α of the token-level unlikelihood term added to the loss of the heads that generate
+            left to right, causal LM and encoder-decoder, not the masked LM (`losses.repeat_unlikelihood`):
+            α · Σ −log(1 − p[c]) over the one or two previous target tokens c that differ from the target, which
+            trains the model not to repeat the token it has just written. ≥ 0; default 0.0, no term.
         tie_word_embeddings: Share the input embedding matrix with the output projection.
         lm_head_bias: A bias on the vocabulary projection `lm_head` (BERT's MLM bias, BART/Marian's
             `final_logits_bias`). Default False: the paper's output layer is the (tied) embedding matrix alone.

@@ -144,7 +144,9 @@ class HFAttentionForMaskedLM(EncoderHead):
         num_items_in_batch: Tensor | int | None,
     ) -> MaskedLMOutput:
         """Logits (B, T, V); `labels` (B, T) with -100 on unmasked positions give the token-averaged loss."""
-        logits, loss = self.vocabulary_logits_and_loss(encoded.last_hidden_state, labels, num_items_in_batch)
+        logits, loss = self.vocabulary_logits_and_loss(
+            encoded.last_hidden_state, labels, num_items_in_batch, generative=False
+        )
         return MaskedLMOutput(
             loss=loss, logits=logits, hidden_states=encoded.hidden_states, attentions=encoded.attentions
         )

@@ -111,11 +111,17 @@ class HFAttentionPreTrainedModel(PreTrainedModel):
         return self.lm_head(hidden) if blocked is None else blocked(hidden)
 
     def vocabulary_logits_and_loss(
-        self, hidden: Tensor, labels: Tensor | None, num_items_in_batch: Tensor | int | None = None
+        self,
+        hidden: Tensor,
+        labels: Tensor | None,
+        num_items_in_batch: Tensor | int | None = None,
+        *,
+        generative: bool = True,
     ) -> tuple[Tensor, Tensor | None]:
         """`vocabulary_logits`, and with `labels` (B, T) their token cross-entropy (label-smoothed, plus the repeat
         unlikelihood term, as the config says); while training the vocabulary projection and the loss run fused
-        (losses.linear_cross_entropy)."""
+        (losses.linear_cross_entropy). The unlikelihood term is for heads that generate left to right
+        (`generative`): a masked LM's labels are not a sequence the model writes, so it never gets the term."""
         if labels is None:
             return self.vocabulary_logits(hidden), None
         return linear_cross_entropy(
@@ -125,7 +131,7 @@ class HFAttentionPreTrainedModel(PreTrainedModel):
             num_items_in_batch,
             self.config.label_smoothing,
             # A config saved before the option existed has no such field.
-            getattr(self.config, "unlikelihood_weight", 0.0),
+            getattr(self.config, "unlikelihood_weight", 0.0) if generative else 0.0,
         )
 
     def _lm_head_input(self, hidden: Tensor) -> Tensor:

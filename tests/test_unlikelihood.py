@@ -137,6 +137,19 @@ def test_model_loss_adds_the_weighted_unlikelihood_with_its_gradients(kind, mode
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=lambda m, p=p: f"{tuple(p.shape)}: {m}")
 
 
+def test_the_masked_lm_loss_never_gets_the_term():
+    """A masked LM's labels are scattered masked positions, not a sequence the model writes: no repeat to avoid."""
+    from hf_attention import HFAttentionForMaskedLM
+
+    torch.manual_seed(0)
+    with_term = HFAttentionForMaskedLM(tiny_config("encoder", vocab_size=VOCAB, unlikelihood_weight=5.0)).train()
+    plain = HFAttentionForMaskedLM(tiny_config("encoder", vocab_size=VOCAB, unlikelihood_weight=0.0)).train()
+    plain.load_state_dict(with_term.state_dict())
+    inputs = {"input_ids": torch.randint(3, VOCAB, (2, 8), generator=torch.Generator().manual_seed(2))}
+    labels = torch.tensor([[5, 5, 6, -100, 7, 7, -100, 5]] * 2)
+    assert torch.equal(with_term(**inputs, labels=labels).loss, plain(**inputs, labels=labels).loss)
+
+
 @pytest.mark.parametrize("kind", ["seq2seq", "decoder"])
 def test_zero_weight_is_bit_identical_to_the_loss_without_the_option(kind):
     torch.manual_seed(0)
