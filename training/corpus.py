@@ -71,6 +71,8 @@ def split_corpus(
     training.train splits unsalted, caps by taking the first rows and refuses an empty split; training.finetune
     salts the hash (`split_salt`), shuffles before capping (language-id rows are grouped by label) and lets an
     empty validation split skip evaluation. Both are kept as they were: they decide which rows a run sees.
+    Last, an objective with `augment_train` adds its augmented rows to the training split only (translation: markup
+    augmentation), none with a source of another split.
     """
     key = objective.data.text_columns[0]
     splits = data_lib.split_dataset(corpus, key=key, salt=salt)
