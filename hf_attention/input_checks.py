@@ -160,7 +160,9 @@ class StackInputChecks:
     def _check_attention_kwargs(self, kwargs: dict, cache, encoder_hidden_states: Tensor | None) -> None:
         """Extra keyword arguments go to the attention functions; refuse those that would clash with what the stack
         passes itself, and a paged cache where it cannot be used."""
-        clashing = sorted(self._SET_BY_THE_STACK & kwargs.keys())
+        # A loop over the dict, not `frozenset & kwargs.keys()`: Dynamo in torch 2.11 cannot trace set operations on
+        # dict views, and this runs inside a compiled forward.
+        clashing = sorted(name for name in kwargs if name in self._SET_BY_THE_STACK)
         if clashing:
             raise TypeError(
                 f"forward() got {', '.join(clashing)}: {'these are' if len(clashing) > 1 else 'this is'} computed "
