@@ -6,6 +6,13 @@ top-k 50, `torch.manual_seed` reset identically before every call on both sides)
 without a cache (`gen_uncached`: what the KV cache buys each side) and our static-cache `torch.compile` path
 (`hf_attention.generation.compiled_generate`, against HF's dynamic cache).
 
+With `gen_cuda_graphs` (the gpu preset), greedy rows of `gen_compiled` families also time our step compiled with
+`mode="reduce-overhead"` (replayed as a CUDA graph on a GPU; on a CPU inductor skips the graphs and it runs as a plain
+compiled step) and HF's own static cache (`cache_implementation="static"`, which transformers compiles by itself on
+a GPU, with CUDA graphs, and runs uncompiled on a CPU). Each compiled contender gets its own copy of the model:
+transformers keeps one compiled call per model, and two compile configurations taking turns on one model would
+compile again at every call.
+
 Every contender's tokens are compared with HF's (dynamic cache) before timing; one that differs is not timed and
 the run's notes say so (for sampling that would mean the same seed drew other tokens).
 
@@ -18,12 +25,13 @@ prints each interval, so a noisier machine shows itself: raise `gen_rounds` then
 slowest (about 3 s each in benchmarks/results/full-xeon-amx-2026-11-22.json).
 """
 
+import copy
 import functools
 from collections.abc import Callable
 
 import torch
 
-from hf_attention.generation import compiled_generate
+from hf_attention.generation import CPU_INDUCTOR_OPTIONS, compiled_generate, make_compile_config
 
 from .harness import Session, interleave, paired_ratio_spread, summary
 from .models import make_generation_pair, prompt_inputs
@@ -40,6 +48,8 @@ SPEEDUPS = {
     "cache": ("hf_cache", "ours_cache"),
     "no_cache": ("hf_no_cache", "ours_no_cache"),
     "compiled_static": ("hf_cache", "ours_compiled_static"),
+    "cuda_graphs": ("hf_cache", "ours_cuda_graphs"),
+    "cuda_graphs_vs_hf_static": ("hf_compiled_static", "ours_cuda_graphs"),
 }
 
 
@@ -61,13 +71,22 @@ def contenders(plan: Plan, family: str, mode: str, pair: dict, inputs: dict) -> 
     calls = {}
     for cache in (True, False) if greedy and plan.gen_uncached else (True,):
         tag = "cache" if cache else "no_cache"
-        for side, model in pair.items():
-            calls[f"{side}_{tag}"] = generate_call(model.generate, inputs, {**options, "use_cache": cache})
+        for side in ("hf", "ours"):
+            calls[f"{side}_{tag}"] = generate_call(pair[side].generate, inputs, {**options, "use_cache": cache})
     batch = inputs["input_ids"].shape[0]
     if greedy and family in plan.gen_compiled and batch in plan.gen_compiled_batches:
+        on_cpu = inputs["input_ids"].device.type == "cpu"
+        plain = make_compile_config(options=dict(CPU_INDUCTOR_OPTIONS) if on_cpu else None)  # no CUDA graphs
         calls["ours_compiled_static"] = generate_call(
-            functools.partial(compiled_generate, pair["ours"]), inputs, options
+            functools.partial(compiled_generate, pair["ours"], compile_config=plain), inputs, options
         )
+        if plan.gen_cuda_graphs:
+            graphs = make_compile_config(mode="reduce-overhead")
+            calls["ours_cuda_graphs"] = generate_call(
+                functools.partial(compiled_generate, pair["ours_graphs"], compile_config=graphs), inputs, options
+            )
+            static = functools.partial(pair["hf_static"].generate, cache_implementation="static")
+            calls["hf_compiled_static"] = generate_call(static, inputs, options)
     return calls
 
 
@@ -130,10 +149,13 @@ def measure_row(plan: Plan, session: Session, family: str, mode: str, pair: dict
 def measure(plan: Plan, session: Session) -> list[dict]:
     rows = []
     for family in plan.gen_families:
-        pair = dict(zip(("hf", "ours"), make_generation_pair(family, plan, session.device), strict=True))
+        plan_f = plan.for_family(family)
+        pair = dict(zip(("hf", "ours"), make_generation_pair(family, plan_f, session.device), strict=True))
+        if plan.gen_cuda_graphs and family in plan.gen_compiled:
+            pair["ours_graphs"], pair["hf_static"] = copy.deepcopy(pair["ours"]), copy.deepcopy(pair["hf"])
         for batch in plan.gen_batches:
             for mode in plan.gen_modes:
-                row = measure_row(plan, session, family, mode, pair, batch)
+                row = measure_row(plan_f, session, family, mode, pair, batch)
                 rows.append(row)
                 session.log(
                     f"generate {family:5s} b{batch} {mode:6s}: "

@@ -43,4 +43,5 @@ def machine_info(device: str) -> dict:
         info["loadavg_start"] = Path("/proc/loadavg").read_text().split()[:3]
     if device == "cuda":
         info["gpu"] = torch.cuda.get_device_name()
+        info["cuda"] = torch.version.cuda
     return info

@@ -31,7 +31,7 @@ def measure(plan: Plan, session: Session) -> list[dict]:
     rows = []
     for family in plan.memory_families:
         for vocab in plan.memory_vocabs:
-            sized = dataclasses.replace(plan, vocab=vocab)
+            sized = dataclasses.replace(plan.for_family(family), vocab=vocab, family_shapes={})
             reference, ours = make_pair(family, sized, device)
             assert_parity(family, reference, ours, training_batch(family, sized, plan.batch, plan.seq, device))
             del reference, ours

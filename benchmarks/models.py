@@ -30,9 +30,11 @@ MLM_PROBABILITY = 0.15  # BERT's recipe, and `DataCollatorForLanguageModeling`'s
 MASK_ID = 3  # a special id of the reference configs' range, never drawn by `random_ids`
 
 
-def reference_model(family: str, plan: Plan, max_positions: int = 512) -> nn.Module:
-    """A randomly initialised HF reference of `family` with the plan's dimensions, sdpa attention, no dropout."""
-    p = plan
+def reference_model(family: str, plan: Plan, max_positions: int | None = None) -> nn.Module:
+    """A randomly initialised HF reference of `family` with the plan's dimensions (the family's own, where the plan
+    gives it some), sdpa attention, no dropout; `max_positions` defaults to what the plan needs."""
+    p = plan.for_family(family)
+    max_positions = max_positions or plan.max_positions
     if family == "gpt2":
         model_class, config = (
             GPT2LMHeadModel,
@@ -60,7 +62,7 @@ def reference_model(family: str, plan: Plan, max_positions: int = 512) -> nn.Mod
                 intermediate_size=p.ffn,
                 num_hidden_layers=p.layers,
                 num_attention_heads=p.heads,
-                num_key_value_heads=p.heads,
+                num_key_value_heads=p.kv_heads or p.heads,
                 max_position_embeddings=max_positions,
                 bos_token_id=1,
                 eos_token_id=2,
@@ -120,7 +122,7 @@ def reference_model(family: str, plan: Plan, max_positions: int = 512) -> nn.Mod
     return model_class._from_config(config, attn_implementation="sdpa")
 
 
-def make_pair(family: str, plan: Plan, device: str, max_positions: int = 512) -> tuple[nn.Module, nn.Module]:
+def make_pair(family: str, plan: Plan, device: str, max_positions: int | None = None) -> tuple[nn.Module, nn.Module]:
     """(reference, ours) with identical weights, on `device`, in eval mode."""
     torch.manual_seed(0)
     reference = reference_model(family, plan, max_positions).to(device).eval()

@@ -1,17 +1,30 @@
-"""What a benchmark run measures: the `Plan` and its presets (`full`, `quick`, `tiny`)."""
+"""What a benchmark run measures: the `Plan` and its presets (`full`, `quick`, `tiny` for the CPU; `gpu` and its
+CPU-sized twin `gpu-tiny`)."""
 
 import dataclasses
 
-SECTIONS = ("ceiling", "train", "forward", "generate", "decode_profile", "length", "long_attention", "memory")
+SECTIONS = (
+    "ceiling",
+    "train",
+    "forward",
+    "generate",
+    "generate_batch",
+    "decode_profile",
+    "length",
+    "long_attention",
+    "flex_train",
+    "memory",
+)
 
 
 @dataclasses.dataclass
 class Plan:
     """What to run. `full` is the reference run; `quick` and `tiny` (the tests) shrink it.
 
-    Model dimensions (`vocab` … `ffn`) and the training batch (`batch` × `seq`) are shared by every section; the
-    other fields belong to the section named by their prefix. `gen_rounds`: see `benchmarks.generate` for why the
-    full run takes 24.
+    Model dimensions (`vocab` … `ffn`, `kv_heads`: Llama's key/value heads, None = `heads`) and the training batch
+    (`batch` × `seq`) are shared by every section, except where `family_shapes` gives a family its own dimensions
+    (`for_family`); the other fields belong to the section named by their prefix. `gen_rounds`: see
+    `benchmarks.generate` for why the full run takes 24.
     """
 
     name: str = "full"
@@ -20,6 +33,8 @@ class Plan:
     layers: int = 4
     heads: int = 4
     ffn: int = 1024
+    kv_heads: int | None = None
+    family_shapes: dict = dataclasses.field(default_factory=dict)  # family -> {"vocab": ..., "hidden": ..., ...}
     batch: int = 8
     seq: int = 128
     warmup: int = 2
@@ -27,6 +42,7 @@ class Plan:
     train_dtypes: tuple = ("fp32", "bf16")
     train_rounds: int = 24
     train_compiled: tuple = ()  # families whose training step is also timed through torch.compile (ours and HF's)
+    train_liger: bool = False  # also HF with liger-kernel's Triton kernels (CUDA, where liger-kernel is installed)
     forward_batches: tuple = (1, 8)
     forward_rounds: int = 10
     gen_families: tuple = ("gpt2", "llama", "bart", "t5")
@@ -38,6 +54,12 @@ class Plan:
     gen_uncached: bool = True
     gen_compiled: tuple = ("llama", "bart")  # our static-cache compiled path (tens of s to compile)
     gen_compiled_batches: tuple = (1,)
+    gen_cuda_graphs: bool = False  # also our step replayed as a CUDA graph and HF's own compiled static cache
+    batch_requests: int = 64  # generate_batch: this many requests of prompt lengths spread over batch_prompts
+    batch_prompts: tuple = (8, 512)
+    batch_new: int = 64
+    batch_rounds: int = 3
+    batch_scheduler: dict | None = None  # ContinuousBatchingConfig fields; None: transformers' defaults
     decode_rounds: int = 8
     length_seqs: tuple = (128, 512, 1024, 2048, 4096)
     length_tokens: int = 4096
@@ -49,11 +71,25 @@ class Plan:
     long_layers: int = 2
     long_rounds: int = 3
     long_memory: bool = True  # peak memory per figure (a fresh process each, which compiles FlexAttention again)
+    flex_documents: int = 16  # flex_train: a training step on this many packed documents of flex_lengths tokens
+    flex_lengths: tuple = (1024, 896, 1152)  # each a new total length: FlexAttention must not compile again
+    flex_layers: int = 2
+    flex_rounds: int = 5
     memory_families: tuple = ("gpt2", "llama")
     memory_vocabs: tuple = (8000, 32000, 128000)
     ceiling_size: int = 2048
     ceiling_rounds: int = 8
-    sections: tuple = SECTIONS
+    sections: tuple = tuple(s for s in SECTIONS if s not in ("generate_batch", "flex_train"))
+
+    def for_family(self, family: str) -> "Plan":
+        """This plan with `family`'s own dimensions (`family_shapes`), if it has any."""
+        return dataclasses.replace(self, **self.family_shapes.get(family, {}))
+
+    @property
+    def max_positions(self) -> int:
+        """Positions the models must hold: the training sequence and the longest generation (at least 512)."""
+        served = max(self.batch_prompts) + self.batch_new if "generate_batch" in self.sections else 0
+        return max(512, self.seq, self.gen_prompt + self.gen_new, served)
 
 
 PRESETS = {
@@ -116,4 +152,82 @@ PRESETS = {
         ceiling_size=128,
         ceiling_rounds=1,
     ),
+    # GPT-2 124M and a Llama-shaped decoder of about 200M (grouped-query attention, 4 key/value heads) at 1024 tokens,
+    # bf16 autocast: eager and compiled training steps (and HF with liger-kernel), decoding at batch 1 and 32 (dynamic
+    # cache, compiled static cache, CUDA graphs), continuous batching, FlexAttention on packed documents. Sized for one
+    # call of at most 10 minutes on one H100/H200: `python -m benchmarks.run --preset gpu --device cuda`.
+    "gpu": Plan(
+        name="gpu",
+        vocab=32000,
+        hidden=1024,
+        layers=12,
+        heads=16,
+        kv_heads=4,
+        ffn=2816,
+        family_shapes={"gpt2": {"vocab": 50257, "hidden": 768, "heads": 12, "kv_heads": None, "ffn": 3072}},
+        batch=16,
+        seq=1024,
+        warmup=3,
+        train_families=("gpt2", "llama"),
+        train_dtypes=("bf16",),
+        train_rounds=10,
+        train_compiled=("gpt2", "llama"),
+        train_liger=True,
+        gen_families=("llama",),
+        gen_batches=(1, 32),
+        gen_modes=("greedy",),
+        gen_prompt=128,
+        gen_new=128,
+        gen_rounds=5,
+        gen_uncached=False,
+        gen_compiled=("llama",),
+        gen_compiled_batches=(1, 32),
+        gen_cuda_graphs=True,
+        batch_requests=64,
+        batch_prompts=(8, 512),
+        batch_new=64,
+        batch_rounds=3,
+        flex_documents=16,
+        flex_lengths=(16384, 15360, 14336),
+        flex_layers=2,
+        flex_rounds=5,
+        ceiling_size=8192,
+        ceiling_rounds=10,
+        sections=("ceiling", "train", "generate", "generate_batch", "flex_train"),
+    ),
 }
+# The gpu preset's sections and contenders at the tiny preset's size: the tests run it on the CPU, so that the code of
+# every GPU figure stays alive between the runs on a GPU.
+PRESETS["gpu-tiny"] = dataclasses.replace(
+    PRESETS["gpu"],
+    name="gpu-tiny",
+    vocab=99,
+    hidden=32,
+    layers=1,
+    heads=4,
+    kv_heads=2,
+    ffn=64,
+    family_shapes={"gpt2": {"vocab": 101, "hidden": 48, "heads": 4, "kv_heads": None, "ffn": 96}},
+    batch=2,
+    seq=16,
+    warmup=1,
+    train_rounds=1,
+    train_compiled=(),  # a minute of compiling on 2 CPU cores; tests/test_compile.py compiles the same models
+    gen_batches=(1, 2),
+    gen_prompt=4,
+    gen_new=3,
+    gen_rounds=1,
+    gen_compiled_batches=(1,),
+    batch_requests=4,
+    batch_prompts=(2, 9),
+    batch_new=3,
+    batch_rounds=1,
+    # transformers' default scheduler sizes its paged cache from the memory it finds: seconds per call on a CPU
+    batch_scheduler={"num_blocks": 16, "page_size": 16, "max_batch_tokens": 32, "max_requests_per_batch": 4},
+    flex_documents=2,
+    flex_lengths=(32, 24),
+    flex_layers=1,
+    flex_rounds=1,
+    ceiling_size=128,
+    ceiling_rounds=1,
+)

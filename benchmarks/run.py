@@ -1,6 +1,7 @@
 """hf_attention vs the Hugging Face reference implementations, side by side in one run.
 
-    python -m benchmarks.run [--preset full|quick|tiny] [--sections ...] [--families ...] [--out DIR] [--docs PATH]
+    python -m benchmarks.run [--preset full|quick|tiny|gpu|gpu-tiny] [--device cpu|cuda] [--sections ...]
+                             [--families ...] [--out DIR] [--docs PATH]
 
 Every pair is the reference model (GPT-2, Llama, BERT, BART, T5; random weights, same dimensions) and our model
 converted from it with `hf_attention.convert.from_hf`, so weights and maths are identical; logit parity (and, when
@@ -15,7 +16,15 @@ generating, identical tokens) is ASSERTED before anything is timed. Sections, on
                   own glue, GenerationMixin's per-step work), aten ops per step, overhead over the FLOP floor;
 - length:         forward + backward time and peak memory per token at 128 … 4096 tokens per sequence;
 - long_attention: inference at 4k-16k tokens, SDPA against FlexAttention (causal, packed documents, ALiBi);
-- memory:         peak memory of a causal-LM training step, ours vs HF, at vocabularies of 8k, 32k and 128k.
+- memory:         peak memory of a causal-LM training step, ours vs HF, at vocabularies of 8k, 32k and 128k;
+- generate_batch: continuous batching (`generate_batch`), requests of many prompt lengths (gpu preset);
+- flex_train:     a training step on packed documents, SDPA against FlexAttention, as the packed length changes,
+                  with the first call's (compiling) time and the graphs compiled (gpu preset).
+
+The `gpu` preset (`--preset gpu --device cuda`) measures GPT-2 124M and a Llama-shaped 200M decoder at 1024 tokens in
+bf16: eager and compiled training (and HF with liger-kernel where it is installed), decoding at batch 1 and 32 with
+the dynamic cache, the compiled static cache and CUDA graphs, continuous batching and FlexAttention; `gpu-tiny` is
+the same at the tiny preset's size, which the tests run on the CPU.
 
 Method (`benchmarks.harness`): contenders are interleaved (A B, then B A, …) after warm-up; each row reports the
 median and min–max, and the speed-up is the median of per-round paired ratios (adjacent runs see the same machine
@@ -36,12 +45,23 @@ from pathlib import Path
 import torch
 from transformers.utils import logging as hf_logging
 
-from . import ceiling, decode_profile, forward, generate, length, long_attention, memory, train
+from . import (
+    ceiling,
+    decode_profile,
+    flex_train,
+    forward,
+    generate,
+    generate_batch,
+    length,
+    long_attention,
+    memory,
+    train,
+)
 from .harness import Session
 from .machine import machine_info, native_bf16
 from .models import make_pair, training_batch
 from .plan import PRESETS, SECTIONS, Plan
-from .report import DOCS_PAGE, markdown, write_docs_page
+from .report import DOCS_PAGE, GPU_PAGE, markdown, write_docs_page, write_gpu_block
 
 # make_pair, training_batch and Plan stay importable from here for code written against the single-file benchmark.
 __all__ = ["PRESETS", "Plan", "main", "make_pair", "training_batch"]
@@ -51,9 +71,11 @@ MEASURE = {
     "train": train.measure,
     "forward": forward.measure,
     "generate": generate.measure,
+    "generate_batch": generate_batch.measure,
     "decode_profile": decode_profile.measure,
     "length": length.measure,
     "long_attention": long_attention.measure,
+    "flex_train": flex_train.measure,
     "memory": memory.measure,
 }
 NEEDS_CEILING = ("decode_profile",)  # its FLOP floor divides by the fp32 ceiling of the same run
@@ -62,7 +84,11 @@ NEEDS_CEILING = ("decode_profile",)  # its FLOP floor divides by the fp32 ceilin
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a reduced set (a few minutes)")
-    parser.add_argument("--preset", choices=list(PRESETS), help="full, quick or tiny (tests); overrides --quick")
+    parser.add_argument(
+        "--preset",
+        choices=list(PRESETS),
+        help="full, quick, tiny (tests), gpu (one GPU) or gpu-tiny (tests); overrides --quick",
+    )
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
     parser.add_argument("--sections", help=f"comma-separated subset of {','.join(SECTIONS)}")
@@ -87,6 +113,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "docs/benchmarks.md after a full run of every section and family)",
     )
     args = parser.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error(f"--device cuda: torch {torch.__version__} sees no CUDA device here; use --device cpu")
     unknown = set(args.sections.split(",")) - set(SECTIONS) if args.sections else set()
     if unknown:
         parser.error(f"unknown sections {', '.join(sorted(unknown))}; known: {', '.join(SECTIONS)}")
@@ -150,7 +178,15 @@ def main(argv: list[str] | None = None) -> dict:
     (out / f"{stem}.json").write_text(json.dumps(results, indent=1))
     (out / f"{stem}.md").write_text(markdown(results))
     log(f"wrote {out / stem}.json and .md")
-    docs = args.docs or (DOCS_PAGE if plan.name == "full" and not (args.sections or args.families) else None)
+    whole = not (args.sections or args.families)
+    if plan.name.startswith("gpu"):
+        # a whole gpu run on a GPU fills docs/performance.md's GPU tables; --docs PATH writes them into another page
+        docs = args.docs or (GPU_PAGE if plan.name == "gpu" and args.device == "cuda" and whole else None)
+        if docs:
+            write_gpu_block(results, out / f"{stem}.json", docs)
+            log(f"wrote the GPU tables of {docs}")
+        return results
+    docs = args.docs or (DOCS_PAGE if plan.name == "full" and whole else None)
     if docs:
         write_docs_page(results, out / f"{stem}.json", docs)
         log(f"wrote {docs}")

@@ -64,8 +64,9 @@ def header_lines(results: dict) -> list[str]:
     """Where and how the figures were taken, the ceiling and the run's notes."""
     m, plan = results["machine"], results["plan"]
     ceiling = results.get("ceiling", {})
+    gpu = f"{m['gpu']} (CUDA {m.get('cuda', '?')}) with " if m.get("gpu") else ""
     lines = [
-        f"Run `{plan['name']}` on {m.get('cpu_model', m['device'])} ({m.get('cpus', '?')} CPUs, "
+        f"Run `{plan['name']}` on {gpu}{m.get('cpu_model', m['device'])} ({m.get('cpus', '?')} CPUs, "
         f"{m['threads']} threads, OMP_WAIT_POLICY={m['omp_wait_policy']}), torch {m['torch']}, transformers "
         f"{m['transformers']}, {m['date']}. Median (min–max) over interleaved rounds; speed-up = median of "
         "paired per-round ratios HF time / our time.",
@@ -89,12 +90,23 @@ def train_lines(results: dict) -> list[str]:
     plan, rows = results["plan"], []
     for r in results.get("train", []):
         per_token = r["flops_per_step"] / r["tokens_per_step"]
-        extra = ""
+        extras = []
         if "ours_compiled" in r:
-            extra = (
+            extras.append(
                 f"compiled: ours {r['ours_compiled']['rate']:.0f}, HF {r['hf_compiled']['rate']:.0f} "
-                f"({r['speedup_compiled_vs_hf_compiled']:.2f}×)"
+                f"({r['speedup_compiled_vs_hf_compiled']:.2f}×; MFU ours "
+                f"{_mfu(results, r['ours_compiled']['rate'], per_token, r['dtype'])}, HF "
+                f"{_mfu(results, r['hf_compiled']['rate'], per_token, r['dtype'])})"
             )
+        if "hf_liger" in r:
+            extras.append(f"HF + liger-kernel {r['hf_liger']['rate']:.0f} ({r['speedup_vs_hf_liger']:.2f}×)")
+        peaks = {name: r[name].get("peak_above_resident_bytes") for name in ("hf", "ours") if name in r}
+        if None not in peaks.values() and len(peaks) == 2:
+            extras.append(
+                f"peak above resident: HF {_mib(peaks['hf'])} MiB, ours {_mib(peaks['ours'])} MiB "
+                f"({peaks['ours'] / peaks['hf']:.2f}×)"
+            )
+        extra = "; ".join(extras)
         rows.append(
             [
                 r["family"],
@@ -109,10 +121,16 @@ def train_lines(results: dict) -> list[str]:
         )
     if not rows:
         return []
+    shapes = "".join(
+        f"; {family}: d_model {shape.get('hidden', plan['hidden'])}, {shape.get('heads', plan['heads'])} heads, "
+        f"ffn {shape.get('ffn', plan['ffn'])}, vocab {shape.get('vocab', plan['vocab'])}"
+        for family, shape in plan.get("family_shapes", {}).items()
+    )
+    kv = f" ({plan['kv_heads']} key/value heads)" if plan.get("kv_heads") else ""
     return [
         f"**Training step** (forward + backward + AdamW), batch {plan['batch']} × {plan['seq']} tokens, "
-        f"d_model {plan['hidden']}, {plan['layers']} layers, {plan['heads']} heads, ffn {plan['ffn']}, "
-        f"vocab {plan['vocab']}; labels: next token (decoders), teacher forcing (seq2seq), BERT's "
+        f"d_model {plan['hidden']}, {plan['layers']} layers, {plan['heads']} heads{kv}, ffn {plan['ffn']}, "
+        f"vocab {plan['vocab']}{shapes}; labels: next token (decoders), teacher forcing (seq2seq), BERT's "
         f"{MLM_PROBABILITY:.0%} masked positions (encoder); tokens/s:",
         "",
     ] + _table(["family", "dtype", "HF tokens/s", "ours tokens/s", "speed-up", "MFU HF", "MFU ours", "extra"], rows)
@@ -228,7 +246,100 @@ def generate_lines(results: dict) -> list[str]:
             ],
             greedy_rows,
         )
-    return lines
+    return lines + compiled_decoding_lines(results)
+
+
+def compiled_decoding_lines(results: dict) -> list[str]:
+    """Greedy decoding compiled: our static-cache step without and with CUDA graphs, and HF's own static cache."""
+    rows = []
+    for r in results.get("generate", []):
+        if "ours_cuda_graphs" not in r and "hf_compiled_static" not in r:
+            continue
+        rows.append(
+            [
+                r["family"],
+                str(r["batch"]),
+                _rate(r, "hf_cache"),
+                _rate(r, "hf_compiled_static"),
+                _rate(r, "ours_cache"),
+                _rate(r, "ours_compiled_static"),
+                _rate(r, "ours_cuda_graphs"),
+                *_spread_cells(r, "cuda_graphs")[:1],
+                *_spread_cells(r, "cuda_graphs_vs_hf_static")[:1],
+            ]
+        )
+    if not rows:
+        return []
+    plan = results["plan"]
+    return [
+        f"**Compiled decoding** (greedy, prompt {plan['gen_prompt']}, {plan['gen_new']} new tokens, fp32, new "
+        "tokens/s): HF with the dynamic cache and with its own static cache (transformers compiles it on a GPU); "
+        "ours with the dynamic cache, `compiled_generate` without CUDA graphs, and with them "
+        '(`mode="reduce-overhead"`):',
+        "",
+    ] + _table(
+        [
+            "family",
+            "batch",
+            "HF dynamic",
+            "HF static",
+            "ours dynamic",
+            "ours compiled",
+            "ours CUDA graphs",
+            "graphs / HF dynamic",
+            "graphs / HF static",
+        ],
+        rows,
+    )
+
+
+def generate_batch_lines(results: dict) -> list[str]:
+    rows = []
+    for r in results.get("generate_batch", []):
+        timed = "hf" in r and "ours" in r
+        rows.append(
+            [
+                r["family"],
+                f"{r['requests']} × {r['prompt_lengths'][0]}–{r['prompt_lengths'][1]}",
+                str(r["new_tokens"]),
+                _rate(r, "hf"),
+                _rate(r, "ours"),
+                f"**{r['speedup']:.2f}×**" if timed else DASH,
+                "yes" if r["same_tokens_as_hf"] else "no (not timed)",
+            ]
+        )
+    if not rows:
+        return []
+    return [
+        "**Continuous batching** (`generate_batch`, greedy, every request's tokens compared with HF's; new "
+        "tokens/s over the whole call):",
+        "",
+    ] + _table(["family", "requests × prompt tokens", "new", "HF tokens/s", "ours tokens/s", "speed-up", "same"], rows)
+
+
+def flex_train_lines(results: dict) -> list[str]:
+    rows = []
+    for r in results.get("flex_train", []):
+        rows.append(
+            [
+                str(r["length"]),
+                "yes" if r["with_grad"] else "no (CPU)",
+                _ms_range(r["sdpa"]),
+                _ms_range(r["flex_attention"]),
+                f"{r['speedup_flex']:.2f}",
+                f"{r['first_call_s']:.1f}",
+                str(r["graphs_compiled"]),
+            ]
+        )
+    if not rows:
+        return []
+    plan = results["plan"]
+    return [
+        f"**FlexAttention training on packed documents** (our Llama-architecture decoder, {plan['flex_layers']} "
+        f"layers, one row of {plan['flex_documents']} texts; the lengths in turn, as packed batches change length; "
+        "first call: the first FlexAttention step at that length, compiling included):",
+        "",
+    ] + _table(["tokens", "gradients", "sdpa ms", "flex ms", "sdpa / flex", "first call s", "graphs compiled"], rows)
 
 
 def length_lines(results: dict) -> list[str]:

@@ -1,6 +1,15 @@
-"""Section `train`: forward + backward + AdamW step, tokens/s, fp32 and bf16 autocast (autocast on both sides)."""
+"""Section `train`: forward + backward + AdamW step, tokens/s, fp32 and bf16 autocast (autocast on both sides).
+
+Contenders: HF and ours, eager; through `torch.compile` for the families in `train_compiled`; and with `train_liger`,
+on CUDA where liger-kernel is installed, HF's Llama with liger-kernel's Triton kernels (RMSNorm, SwiGLU, the fused
+linear cross-entropy; not its rotary kernel, which liger patches module-wide, so that the plain HF contender in the
+same process would run it too). On CUDA every contender's peak memory above what is resident between steps (weights,
+optimizer state) is measured after the timed rounds.
+"""
 
 import contextlib
+import copy
+import importlib.util
 
 import torch
 from torch import nn
@@ -38,23 +47,49 @@ class TrainStep:
         self.optimizer.zero_grad(set_to_none=True)
 
 
+def liger_model(reference: nn.Module, family: str, device: str) -> nn.Module | None:
+    """A copy of HF's Llama with liger-kernel's kernels, or None where they cannot run (no CUDA, no liger-kernel,
+    a family liger-kernel does not cover)."""
+    if device != "cuda" or family != "llama" or importlib.util.find_spec("liger_kernel") is None:
+        return None
+    from liger_kernel.transformers import apply_liger_kernel_to_llama
+
+    model = copy.deepcopy(reference)
+    apply_liger_kernel_to_llama(rope=False, model=model)
+    return model
+
+
+def peak_memory_above_resident(call, device: str) -> int | None:
+    """Bytes allocated at the peak of one call beyond what was allocated before it (CUDA only)."""
+    if device != "cuda":
+        return None
+    torch.cuda.synchronize()
+    resident = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    call()
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - resident
+
+
 def measure(plan: Plan, session: Session) -> list[dict]:
     device = session.device
     rows = []
-    tokens = plan.batch * plan.seq
     for family in plan.train_families:
-        reference, ours = make_pair(family, plan, device)
-        batch = training_batch(family, plan, plan.batch, plan.seq, device)
+        plan_f = plan.for_family(family)
+        tokens = plan_f.batch * plan_f.seq
+        reference, ours = make_pair(family, plan_f, device)
+        batch = training_batch(family, plan_f, plan_f.batch, plan_f.seq, device)
         diff = assert_parity(family, reference, ours, batch)
         labelled = (batch["labels"] != -100).float().mean().item()
         flops = model_flops(
             ours,
-            batch=plan.batch,
-            source_length=plan.seq,
-            target_length=plan.seq,
+            batch=plan_f.batch,
+            source_length=plan_f.seq,
+            target_length=plan_f.seq,
             training=True,
             labelled_fraction=labelled,
         )
+        calls = {}
         for dtype in plan.train_dtypes:
             calls = {
                 "hf": TrainStep(reference.train(), batch, dtype, device),
@@ -63,10 +98,17 @@ def measure(plan: Plan, session: Session) -> list[dict]:
             if family in plan.train_compiled:
                 calls["hf_compiled"] = TrainStep(reference, batch, dtype, device, compiled=True)
                 calls["ours_compiled"] = TrainStep(ours, batch, dtype, device, compiled=True)
+            liger = liger_model(reference, family, device) if plan.train_liger else None
+            if liger is not None:
+                calls["hf_liger"] = TrainStep(liger.train(), batch, dtype, device)
+            elif plan.train_liger and dtype == plan.train_dtypes[0]:
+                session.note(f"train {family}: no liger-kernel contender (needs CUDA, liger-kernel and a Llama).")
             times = interleave(calls, rounds=plan.train_rounds, warmup=plan.warmup, device=device)
             row = {
                 "family": family,
                 "dtype": dtype,
+                "shape": {k: getattr(plan_f, k) for k in ("vocab", "hidden", "layers", "heads", "kv_heads", "ffn")},
+                "parameters": sum(p.numel() for p in ours.parameters()),
                 "tokens_per_step": tokens,
                 "flops_per_step": flops,
                 "parity_max_logit_diff": diff,
@@ -74,6 +116,11 @@ def measure(plan: Plan, session: Session) -> list[dict]:
             }
             for name, t in times.items():
                 row[name] = summary(t, tokens)
+                peak = peak_memory_above_resident(calls[name], device)
+                if peak is not None:
+                    row[name]["peak_above_resident_bytes"] = peak
+            if "hf_liger" in times:
+                row["speedup_vs_hf_liger"] = paired_speedup(times["hf_liger"], times["ours"])
             if "ours_compiled" in times:
                 row["speedup_compiled_vs_hf_eager"] = paired_speedup(times["hf"], times["ours_compiled"])
                 row["speedup_compiled_vs_hf_compiled"] = paired_speedup(times["hf_compiled"], times["ours_compiled"])
@@ -83,5 +130,5 @@ def measure(plan: Plan, session: Session) -> list[dict]:
                 f"{row['ours']['rate']:8.0f} tok/s, speed-up {row['speedup']:.2f}x (parity {diff:.1e})"
             )
         reference.eval(), ours.eval()
-        del reference, ours
+        del reference, ours, calls
     return rows

@@ -17,7 +17,7 @@ from benchmarks.generate import MODES
 from benchmarks.harness import paired_ratio_spread
 from benchmarks.machine import native_bf16
 from benchmarks.models import MASK_ID, PARITY_TOLERANCE, assert_parity, make_pair, training_batch
-from benchmarks.plan import PRESETS, SECTIONS
+from benchmarks.plan import PRESETS
 from hf_attention import HFAttentionForCausalLM
 
 HEADINGS = (
@@ -45,7 +45,7 @@ def test_tiny_benchmark_writes_reports(tiny_run):
     results, out = tiny_run
     data = json.loads((out / "tiny.json").read_text())
     markdown = (out / "tiny.md").read_text()
-    assert {"machine", "plan", *SECTIONS} <= set(data)
+    assert {"machine", "plan", *PRESETS["tiny"].sections} <= set(data)
     dtypes = ("fp32", "bf16") if native_bf16("cpu") else ("fp32",)  # slow bf16 rows need --bf16-anyway
     assert {(r["family"], r["dtype"]) for r in results["train"]} == {
         (f, d) for f in ("gpt2", "bert", "t5") for d in dtypes
