@@ -26,7 +26,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from .cache_argument import is_paged
 from .flex import flex_attention_forward
 from .masks import causal_mask
-from .positional import apply_rotary
+from .positional import rotate_query_and_key
 from .scores import AdditiveScore, GaussianScore, make_score  # noqa: F401 (importable from here, as before scores.py)
 
 
@@ -372,7 +372,7 @@ class MultiHeadAttention(nn.Module):
             value = self._project_heads(self.v_proj, hidden_states, self.num_kv_heads)  # (B, K, T, D)
         if position_embeddings is not None:
             cos, sin = position_embeddings
-            query, key = apply_rotary(query, cos, sin), apply_rotary(key, cos, sin)
+            query, key = rotate_query_and_key(query, key, cos, sin)
         return query, key, value
 
     def _project_heads(self, proj: nn.Linear, states: Tensor, heads: int) -> Tensor:

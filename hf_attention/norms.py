@@ -10,6 +10,8 @@ validate `norm_type` against the table without loading the modeling code.
 import torch
 from torch import Tensor, nn
 
+from .compiled_regions import ElementwiseRegion
+
 
 class _RMSNormFunction(torch.autograd.Function):
     """g ⊙ x̂ with x̂ = x·r, r = (mean(x²) + ε)^(-1/2), and its gradient in closed form (fp32 training).
@@ -39,6 +41,15 @@ class _RMSNormFunction(torch.autograd.Function):
         return grad_x, grad_weight, None
 
 
+def _rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
+    """g ⊙ x / sqrt(mean(x²) + ε), the statistics in float32, the result in x's dtype times g."""
+    return weight * nn.functional.rms_norm(x.float(), (x.shape[-1],), eps=eps).to(x.dtype)
+
+
+# Fused into one kernel forward and one or two backward while training on a GPU (see compiled_regions.py).
+rms_norm_region = ElementwiseRegion(_rms_norm)
+
+
 class RMSNorm(nn.Module):
     """Root-mean-square norm (Zhang & Sennrich 2019): x / sqrt(mean(x²) + ε) · g, no mean subtraction, no bias.
 
@@ -56,6 +67,8 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """(…, E) → (…, E)."""
+        if rms_norm_region.applies(x, self.weight):
+            return rms_norm_region(x, self.weight, self.eps)
         fp32 = x.dtype == self.weight.dtype == torch.float32
         if (
             fp32
@@ -68,8 +81,7 @@ class RMSNorm(nn.Module):
         # it also applies the gain (the same products as `weight * normed`, one op fewer per call).
         if fp32:
             return nn.functional.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
-        normed = nn.functional.rms_norm(x.float(), (x.shape[-1],), eps=self.eps)
-        return self.weight * normed.to(x.dtype)
+        return _rms_norm(x, self.weight, self.eps)
 
 
 NORMS = {"layernorm": nn.LayerNorm, "rmsnorm": RMSNorm}

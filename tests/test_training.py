@@ -624,6 +624,24 @@ def test_mixed_precision_bf16_on_a_cpu_without_bf16_warns_and_bad_values_fail(mo
         parse_args(["--objective", "causal_lm", "--mixed_precision", "fp8"])
 
 
+@pytest.mark.parametrize(
+    ("requested", "cuda", "expected"),
+    [(None, True, True), (None, False, False), (False, True, False), (True, False, True)],
+)
+def test_torch_compile_defaults_to_compiling_on_a_gpu_only(requested, cuda, expected):
+    from training import train as train_module
+
+    assert train_module.resolve_torch_compile(requested, use_cuda=cuda) is expected
+
+
+def test_torch_compile_flag_parses_unset_true_and_false():
+    flags = {
+        value: parse_args(["--objective", "causal_lm", *value])[2].torch_compile
+        for value in [(), ("--torch_compile", "true"), ("--torch_compile", "false")]
+    }
+    assert list(flags.values()) == [None, True, False]
+
+
 def test_cpu_bf16_detection_says_no_below_avx512():
     from hf_attention.hardware import cpu_has_fast_bf16
 

@@ -269,11 +269,12 @@ class TrainArguments:
     bleu_samples: int | None = field(default=500, metadata={"help": "Test rows translated for BLEU/chrF."})
     eval_bleu_during_training: bool = field(default=False, metadata={"help": "Also BLEU at periodic evals."})
     num_threads: int | None = field(default=None, metadata={"help": "torch.set_num_threads per process."})
-    torch_compile: bool = field(
-        default=False,
+    torch_compile: bool | None = field(
+        default=None,
         metadata={
             "help": "Compile the model with torch.compile (Inductor) through Accelerate's TorchDynamoPlugin; the "
-            "first steps (and the first evaluation) pay the compile time."
+            "first steps (and the first evaluation) pay the compile time. Default: on a GPU (where the compiled step "
+            "fuses the elementwise work around the matmuls), not on the CPU."
         },
     )
     report_to: str = field(default="tensorboard", metadata={"help": "tensorboard or none (JSONL is always on)."})
