@@ -14,7 +14,7 @@ The stack builds both from the same `MaskParts` and positions as the other backe
 positional scheme, padding, causality, cross-attention and packed documents give the logits of SDPA and eager (to
 float rounding). On CPU, torch has no FlexAttention backward pass: training with this backend on CPU is refused with
 a clear error, and inference (forward, generate) works. The kernel is compiled by torch.compile on first use (seconds)
-and again for new shapes, so it pays for long inputs, not for short ones.
+and, on the CPU, again for new shapes (on a GPU once for all lengths), so it pays for long inputs, not for short ones.
 """
 
 import warnings
@@ -38,25 +38,30 @@ COMPILE = True
 COMPILED_BLOCK_MASK_MIN_POSITIONS = 2**20
 # Fewest queries run by the compiled kernel (one block of FlexAttention's 128 × 128; see `_kernel`).
 COMPILED_MIN_QUERIES = 128
-_compiled_flex_attention = None
+# Device types whose kernel is compiled once for every length (dynamic shapes). Elsewhere (the CPU) the kernel is
+# compiled per shape: inductor's dynamic-shape FlexAttention kernels for the CPU fail to build in torch 2.11 to 2.15
+# (undeclared `cur_qSplitSize`/`cur_kvSplitSize` variables in the generated C++).
+DYNAMIC_DEVICE_TYPES = frozenset({"cuda"})
+_compiled_flex_attention: dict[bool, Callable] = {}
 
 
-def _kernel(query_length: int) -> Callable:
+def _kernel(query: Tensor) -> Callable:
     """The FlexAttention to call: the compiled kernel for at least one block of queries, else the plain function.
 
-    The kernel is compiled for each input shape it meets (dynamic-shape kernels for CPU fail to build in torch 2.13:
-    undeclared `cur_qSplitSize`/`cur_kvSplitSize` variables in the generated C++), up to torch.compile's limit of
-    recompilations per function (`torch._dynamo.config.recompile_limit`, 8 by default), after which further shapes
-    run the plain function. Fewer queries than a block (128), a decoding step among them, run the plain function: their
-    scores are at most a block's rows, and a kernel per step's key length would be compiled at every step. Inside an
-    already compiled graph the plain function is traced into it.
+    On a GPU the kernel is compiled once, with symbolic lengths: packed training batches change length at every step
+    and must not compile again each time (the first call compiles; measured by the benchmarks' flex_train section).
+    On the CPU it is compiled for each input shape it meets, up to torch.compile's limit of recompilations per
+    function (`torch._dynamo.config.recompile_limit`, 8 by default), after which further shapes run the plain
+    function. Fewer queries than a block (128), a decoding step among them, run the plain function: their scores are
+    at most a block's rows, and a kernel per step's key length would be compiled at every step. Inside an already
+    compiled graph the plain function is traced into it.
     """
-    global _compiled_flex_attention
-    if torch.compiler.is_compiling() or query_length < COMPILED_MIN_QUERIES or not COMPILE:
+    if torch.compiler.is_compiling() or query.shape[2] < COMPILED_MIN_QUERIES or not COMPILE:
         return _plain_flex_attention
-    if _compiled_flex_attention is None:
-        _compiled_flex_attention = torch.compile(flex_attention, dynamic=False)
-    return _compiled_flex_attention
+    dynamic = query.device.type in DYNAMIC_DEVICE_TYPES
+    if dynamic not in _compiled_flex_attention:
+        _compiled_flex_attention[dynamic] = torch.compile(flex_attention, dynamic=dynamic)
+    return _compiled_flex_attention[dynamic]
 
 
 def _plain_flex_attention(*args, **kwargs) -> Tensor:
@@ -162,7 +167,7 @@ def flex_attention_forward(
     score_mod = position_bias
     if isinstance(position_bias, Tensor):
         score_mod = dense_bias_score_mod(position_bias.to(query.dtype), query.shape[0])
-    output = _kernel(query.shape[2])(
+    output = _kernel(query)(
         query,
         key,
         value,

@@ -89,7 +89,7 @@ def test_the_compiled_kernel_gives_the_same_outputs(family, position):
     inputs = {"input_ids": ids, "attention_mask": mask}
     if family == "seq2seq":
         inputs["decoder_input_ids"] = ids[:, :140]
-    assert flex._kernel(ids.shape[1]) is not flex._plain_flex_attention
+    assert flex._kernel(torch.empty(2, 4, ids.shape[1], 8)) is not flex._plain_flex_attention
     outputs = {}
     for implementation in ("flex_attention", "sdpa"):
         model.set_attn_implementation(implementation)
@@ -105,6 +105,24 @@ def test_the_compiled_kernel_gives_the_same_outputs(family, position):
             model.set_attn_implementation(implementation)
             tokens[implementation] = model.generate(**inputs, **options)
         assert torch.equal(tokens["flex_attention"], tokens["sdpa"])
+
+
+def test_the_kernel_compiles_once_for_all_lengths_on_a_gpu_and_per_shape_on_the_cpu(monkeypatch):
+    """Packed training batches change length at every step: on a GPU the kernel is compiled with symbolic lengths
+    (dynamic=True), so a new length compiles nothing new; the CPU's dynamic-shape kernels do not build, so there the
+    kernel is compiled per shape. Short inputs (decoding steps) and compiled models run the plain function."""
+    compiled = []
+    monkeypatch.setattr(flex, "_compiled_flex_attention", {})
+    monkeypatch.setattr(torch, "compile", lambda function, **options: compiled.append(options) or function)
+    queries = torch.empty(1, 4, flex.COMPILED_MIN_QUERIES, 8)
+    assert flex._kernel(queries[:, :, :1]) is flex._plain_flex_attention
+    flex._kernel(queries), flex._kernel(queries)
+    assert compiled == [{"dynamic": False}]  # the CPU: per shape, one compiled function for all of them
+    monkeypatch.setattr(flex, "DYNAMIC_DEVICE_TYPES", frozenset({"cpu"}))  # as the CPU were a GPU
+    flex._kernel(queries), flex._kernel(queries)
+    assert compiled == [{"dynamic": False}, {"dynamic": True}]
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    assert flex._kernel(queries) is flex._plain_flex_attention
 
 
 def test_flex_refuses_to_train_on_cpu_and_non_dot_product_scores():
