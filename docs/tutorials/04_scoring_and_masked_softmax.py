@@ -126,12 +126,12 @@ scores = torch.rand(2, 2, 4)
 
 def d2l_masked_softmax(x, valid_lens):
     """The classic version (d2l.ai §11.3), for comparison: valid lengths per sequence (B,) or per query (B, T);
-    -1e6 is written into the scores past the valid length, then a plain softmax."""
+    -1e6 is written into the scores past the valid length, then a plain softmax. The fill value is cast to the scores'
+    dtype first, as older torch releases did when writing it: torch 2.15 refuses to write -1e6 into float16 at all."""
     if valid_lens.dim() == 1:
         valid_lens = valid_lens[:, None].expand(x.shape[:2])
-    x = x.clone()
-    x[torch.arange(x.shape[-1])[None, None, :] >= valid_lens[:, :, None]] = -1e6
-    return torch.softmax(x, dim=-1)
+    past_valid = torch.arange(x.shape[-1])[None, None, :] >= valid_lens[:, :, None]
+    return torch.softmax(x.masked_fill(past_valid, torch.tensor(-1e6).to(x.dtype)), dim=-1)
 
 
 def library_masked_softmax(x, mask):
@@ -163,7 +163,8 @@ report["masked_softmax_max_abs_vs_classic"] = max(
 # a padded query in a left-padded batch, or an empty source. With valid length 0 the classic softmax sees equal
 # scores ($-10^6$ everywhere) and returns a *uniform* row: the padding is averaged in as if it were real.
 # hf-attention returns a row of zeros, so such a query contributes nothing. And in float16, $-10^6$ is not
-# representable: it becomes $-\infty$, and a softmax over a row of $-\infty$ is NaN.
+# representable: cast to float16 it becomes $-\infty$, and a softmax over a row of $-\infty$ is NaN (torch 2.15 goes
+# further and refuses to write the number $-10^6$ into a float16 tensor: an error instead of a silent NaN).
 
 # %%
 zero_valid = torch.tensor([0, 3])
