@@ -168,6 +168,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     if options.rounds < 2:
         parser.error(f"--rounds {options.rounds}: at least 2 rounds (A B, B A) are needed for a paired ratio")
+    if options.out:  # before minutes of measuring, not after
+        try:
+            Path(options.out).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            parser.error(f"--out {options.out}: its folder cannot be created ({error})")
     plan = PRESETS[options.preset]
     with tempfile.TemporaryDirectory(prefix="before_after_") as folder:
         old_package = package_at(options.revision, Path(folder))

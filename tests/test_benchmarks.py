@@ -213,7 +213,7 @@ def test_encoder_batch_is_berts_masked_lm_recipe_and_its_flops_count_only_labell
 def test_before_after_compares_our_code_at_a_revision_with_our_code_now(tmp_path, capsys):
     """HEAD against the working tree: the old package is imported under another name, logits and tokens are checked
     equal before timing, and every row gives a paired ratio with its interval (no timing asserted)."""
-    out = tmp_path / "before_after.json"
+    out = tmp_path / "a folder made for it" / "before_after.json"
     families = "gpt2,bert,t5"
     assert (
         before_after.main(["HEAD", "--preset", "tiny", "--rounds", "2", "--families", families, "--out", str(out)])
@@ -249,6 +249,7 @@ def test_before_after_compares_our_code_at_a_revision_with_our_code_now(tmp_path
         (["no-such-revision-anywhere"], "is not a revision of"),
         (["HEAD", "--families", "gpt3"], "unknown section or family: gpt3"),
         (["HEAD", "--rounds", "1"], "at least 2 rounds"),
+        (["HEAD", "--out", "/dev/null/results.json"], "its folder cannot be created"),
         ([], "give the revision to compare with"),
     ],
 )
