@@ -98,9 +98,8 @@ class GatedFeedForward(nn.Module):
             gate, up = fused_linear((self.gate_proj, self.up_proj), x).chunk(2, dim=-1)
         else:
             gate, up = self.gate_proj(x), self.up_proj(x)
-        if gated_product_region.applies(gate, up):
-            return self.down_proj(maybe_dropout(self.dropout, gated_product_region(gate, up, self.act)))
-        return self.down_proj(maybe_dropout(self.dropout, _gated_product(gate, up, self.act)))
+        product = gated_product_region if gated_product_region.applies(gate, up) else _gated_product
+        return self.down_proj(maybe_dropout(self.dropout, product(gate, up, self.act)))
 
 
 def make_feed_forward(
