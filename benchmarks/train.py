@@ -47,15 +47,27 @@ class TrainStep:
         self.optimizer.zero_grad(set_to_none=True)
 
 
+# What apply_liger_kernel_to_llama replaces in transformers' modeling_llama module.
+LIGER_PATCHED_NAMES = ("LlamaRMSNorm", "LlamaMLP", "apply_rotary_pos_emb")
+
+
 def liger_model(reference: nn.Module, family: str, device: str) -> nn.Module | None:
     """A copy of HF's Llama with liger-kernel's kernels, or None where they cannot run (no CUDA, no liger-kernel,
     a family liger-kernel does not cover)."""
     if device != "cuda" or family != "llama" or importlib.util.find_spec("liger_kernel") is None:
         return None
     from liger_kernel.transformers import apply_liger_kernel_to_llama
+    from transformers.models.llama import modeling_llama
 
     model = copy.deepcopy(reference)
-    apply_liger_kernel_to_llama(rope=False, model=model)
+    # Given a model, liger-kernel patches its modules, and also transformers' Llama classes for models built later:
+    # those are put back, so that the HF models of the other contenders and sections stay plain.
+    module_level = {name: getattr(modeling_llama, name) for name in LIGER_PATCHED_NAMES}
+    try:
+        apply_liger_kernel_to_llama(rope=False, model=model)
+    finally:
+        for name, value in module_level.items():
+            setattr(modeling_llama, name, value)
     return model
 
 

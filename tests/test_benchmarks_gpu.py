@@ -81,3 +81,34 @@ def test_compiled_generate_uses_cuda_graphs_on_a_gpu_and_the_cpp_wrapper_on_a_cp
     on_gpu, on_cpu = default_compile_config(torch.device("cuda")), default_compile_config(torch.device("cpu"))
     assert on_gpu.mode == "reduce-overhead" and on_gpu.fullgraph and on_gpu._compile_all_devices
     assert on_cpu.options == CPU_INDUCTOR_OPTIONS and on_cpu.fullgraph
+
+
+def test_the_liger_contender_leaves_transformers_llama_plain_for_the_other_contenders(monkeypatch):
+    """liger-kernel, given a model, also replaces transformers' Llama classes for models built later; the benchmark
+    puts them back (a stand-in for liger-kernel here: it needs a GPU)."""
+    import sys
+    import types
+
+    from transformers.models.llama import modeling_llama
+
+    from benchmarks.train import LIGER_PATCHED_NAMES, liger_model
+
+    patched = []
+
+    def apply_liger_kernel_to_llama(rope, model):
+        assert rope is False
+        patched.append(model)
+        for name in LIGER_PATCHED_NAMES:
+            setattr(modeling_llama, name, object())
+
+    fake = types.ModuleType("liger_kernel.transformers")
+    fake.apply_liger_kernel_to_llama = apply_liger_kernel_to_llama
+    monkeypatch.setitem(sys.modules, "liger_kernel", types.ModuleType("liger_kernel"))
+    monkeypatch.setitem(sys.modules, "liger_kernel.transformers", fake)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: object())
+    before = {name: getattr(modeling_llama, name) for name in LIGER_PATCHED_NAMES}
+    reference = reference_model("llama", PRESETS["gpu-tiny"])
+    model = liger_model(reference, "llama", "cuda")
+    assert patched == [model] and model is not reference
+    assert {name: getattr(modeling_llama, name) for name in LIGER_PATCHED_NAMES} == before
+    assert liger_model(reference, "gpt2", "cuda") is None and liger_model(reference, "llama", "cpu") is None
