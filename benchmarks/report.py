@@ -112,7 +112,13 @@ def write_gpu_block(results: dict, source: Path, path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Render a benchmark results file as Markdown (no measuring).")
-    parser.add_argument("results", type=Path, help="a JSON file written by python -m benchmarks.run")
+    parser.add_argument(
+        "results",
+        type=Path,
+        nargs="+",
+        help="JSON files written by python -m benchmarks.run: one, or the parts of a run split by --sections (the "
+        "first file's machine and plan head the report)",
+    )
     parser.add_argument("--docs", type=Path, help="write the documentation page here (e.g. docs/benchmarks.md)")
     parser.add_argument(
         "--gpu-docs",
@@ -120,13 +126,24 @@ def main(argv: list[str] | None = None) -> None:
         help="write a gpu-preset run into the generated block of this page (docs/performance.md)",
     )
     args = parser.parse_args(argv)
-    results = json.loads(args.results.read_text())
+    results = merged([json.loads(path.read_text()) for path in args.results])
+    source = args.results[0]
     if args.gpu_docs:
-        write_gpu_block(results, args.results, args.gpu_docs)
+        write_gpu_block(results, source, args.gpu_docs)
     elif args.docs:
-        write_docs_page(results, args.results, args.docs)
+        write_docs_page(results, source, args.docs)
     else:
         print(markdown(results))
+
+
+def merged(parts: list[dict]) -> dict:
+    """One results dict from the files of a run split by sections: each section from the file that measured it,
+    the notes of all of them."""
+    results = dict(parts[0])
+    for part in parts[1:]:
+        results.update({key: value for key, value in part.items() if key not in ("machine", "plan", "notes")})
+        results["notes"] = results.get("notes", []) + [n for n in part.get("notes", []) if n not in results["notes"]]
+    return results
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ def test_gpu_tiny_runs_every_section_and_contender(gpu_tiny_run):
 
 @pytest.mark.slow
 def test_a_gpu_run_fills_only_the_generated_block_of_the_performance_page(gpu_tiny_run, tmp_path):
-    _, out = gpu_tiny_run
+    results, out = gpu_tiny_run
     page = tmp_path / "performance.md"
     original = report.GPU_PAGE.read_text()
     page.write_text(original)
@@ -65,6 +65,13 @@ def test_a_gpu_run_fills_only_the_generated_block_of_the_performance_page(gpu_ti
     assert written.split(start)[0] == original.split(start)[0]
     assert written.split(end)[1] == original.split(end)[1]
     assert "Compiled decoding" in written.split(start)[1] and "torch " + torch.__version__ in written
+    # a run split by sections: the tables of both files
+    first, second = ({k: v for k, v in results.items() if k not in drop} for drop in (("train",), ("generate",)))
+    for name, part in (("first.json", first), ("second.json", second)):
+        (tmp_path / name).write_text(json.dumps(part))
+    page.write_text(original)
+    report.main([str(tmp_path / "first.json"), str(tmp_path / "second.json"), "--gpu-docs", str(page)])
+    assert "Training step" in page.read_text() and "Compiled decoding" in page.read_text()
     page.write_text("no block here")
     with pytest.raises(ValueError, match="no generated GPU block"):
         report.main([str(out / "gpu-tiny.json"), "--gpu-docs", str(page)])
