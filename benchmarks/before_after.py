@@ -145,7 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("revision", nargs="?", help="The git revision to compare with (a commit, tag or branch).")
     parser.add_argument("--render", default=None, help="Print the table of a results file written by --out.")
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="full", help="Model dimensions (run.py's).")
+    parser.add_argument(
+        "--preset",
+        choices=[name for name in sorted(PRESETS) if not name.startswith("gpu")],
+        default="full",
+        help="Model dimensions (run.py's CPU presets: this tool times on the CPU).",
+    )
     parser.add_argument("--rounds", type=int, default=24, help="Timed rounds per row (default 24).")
     parser.add_argument("--sections", default="train,generate", help="train, generate or both (default).")
     parser.add_argument("--families", default="gpt2,llama,bert,bart,t5", help="bert has no generate rows.")

@@ -249,6 +249,7 @@ def test_before_after_compares_our_code_at_a_revision_with_our_code_now(tmp_path
         (["no-such-revision-anywhere"], "is not a revision of"),
         (["HEAD", "--families", "gpt3"], "unknown section or family: gpt3"),
         (["HEAD", "--rounds", "1"], "at least 2 rounds"),
+        (["HEAD", "--preset", "gpu"], "invalid choice: 'gpu'"),
         (["HEAD", "--out", "/dev/null/results.json"], "its folder cannot be created"),
         ([], "give the revision to compare with"),
     ],
