@@ -8,7 +8,7 @@ import inspect
 from torch import Tensor
 from transformers import GenerationMixin
 
-from .cache_argument import CACHE_FIELD
+from .cache_argument import CACHE_FIELD, check_one_cache
 from .decoding import faster_decoding
 from .kv_cache import use_generation_layers
 
@@ -30,6 +30,9 @@ class GenerationOverrides:
     def generate(self, *args, **kwargs):
         """`GenerationMixin.generate`, with q/k/v projected by one stacked product per layer and the vocabulary
         projection of a few rows computed in blocks (identical results; see hf_attention.decoding)."""
+        # transformers' generate() would keep `cache` and drop `past_key_values` with a warning; forward() refuses
+        # two caches, and so does generate(), before any work.
+        check_one_cache(kwargs.get("cache"), kwargs.get("past_key_values"))
         with faster_decoding(self):
             return super().generate(*args, **kwargs)
 

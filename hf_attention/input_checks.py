@@ -168,10 +168,19 @@ class StackInputChecks:
                 f"forward() got {', '.join(clashing)}: {'these are' if len(clashing) > 1 else 'this is'} computed "
                 "by the model itself and passed to its attention layers; remove it from the call."
             )
-        if is_paged(cache) and (encoder_hidden_states is not None or not self.is_decoder):
+        if not self.is_decoder and (cache is not None or kwargs.get("past_key_values") is not None):
+            # An encoder attends to its whole input in one call: there are no earlier keys to reuse, and a cache it
+            # wrote to would be read back as a "past" that shifts positions and masks on the next call.
+            given = "cache" if cache is not None else "past_key_values"
+            raise TypeError(
+                f"forward() got {given}={type(cache if cache is not None else kwargs[given]).__name__}: an encoder "
+                "takes no KV cache (it reads the whole input at once); call it without one. Continuous batching "
+                "(generate_batch) and generate() with a cache are for the decoder and encoder-decoder families."
+            )
+        if is_paged(cache) and encoder_hidden_states is not None:
             raise ValueError(
                 "Continuous batching (generate_batch, transformers serve) holds decoder-only self-attention in its "
-                "paged cache; this stack is an encoder or attends to an encoder (the encoder-decoder family). "
+                "paged cache; this decoder attends to an encoder (the encoder-decoder family). "
                 "Use generate() for encoder-decoder models."
             )
 

@@ -45,6 +45,10 @@ class HFAttentionPreTrainedModel(PreTrainedModel):
                 "kernels "
                 "take no additive position bias or custom score; use 'sdpa' or 'eager'."
             )
+        if isinstance(attn_implementation, str):
+            # Every backend but eager computes q·k itself (flex_attention too: its score_mod only changes a dot
+            # product), so a score that is not one is refused when it is asked for, not at the first forward.
+            self.config.check_attention_implementation(attn_implementation)
         return super()._check_and_adjust_attn_implementation(attn_implementation, is_init_check, **kwargs)
 
     def _init_weights(self, module: nn.Module) -> None:

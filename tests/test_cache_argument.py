@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -212,3 +213,34 @@ def test_refresh_code_refuses_folders_that_are_not_hf_attention_checkpoints(tmp_
         assert main(["refresh-code", str(folder)]) == 1
         assert message in capsys.readouterr().err
         assert (sorted(p.name for p in folder.iterdir()) if folder.is_dir() else None) == before
+
+
+@pytest.mark.parametrize("model_class", [HFAttentionForCausalLM, HFAttentionForSeq2SeqLM])
+def test_the_old_cache_name_warns_as_transformers_models_do(model_class):
+    """On releases that renamed the argument, `past_key_values=` gives transformers' FutureWarning through Python's
+    warnings (seen by catch_warnings and -W error); on 5.23, where it is the name, nothing is said."""
+    family = "decoder" if model_class is HFAttentionForCausalLM else "seq2seq"
+    model = build(model_class, family)
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        model(**_step_inputs(model), past_key_values=_empty_cache(model), use_cache=True)
+        model(**_step_inputs(model), cache=_empty_cache(model), use_cache=True)
+    said = [w for w in caught if "past_key_values" in str(w.message)]
+    if RENAMED:
+        assert [w.category for w in said] == [FutureWarning]
+        with warnings.catch_warnings(), pytest.raises(FutureWarning, match="use `cache` instead"):
+            warnings.simplefilter("error", FutureWarning)
+            model(**_step_inputs(model), past_key_values=_empty_cache(model), use_cache=True)
+    else:
+        assert said == []
+
+
+@pytest.mark.parametrize("model_class", [HFAttentionForCausalLM, HFAttentionForSeq2SeqLM])
+def test_generate_refuses_two_different_caches_as_forward_does(model_class):
+    family = "decoder" if model_class is HFAttentionForCausalLM else "seq2seq"
+    model = build(model_class, family)
+    ids = torch.tensor([[5, 6, 7]])
+    with pytest.raises(ValueError, match="Both `cache` and `past_key_values` were passed"):
+        model.generate(ids, max_new_tokens=2, cache=_empty_cache(model), past_key_values=_empty_cache(model))
+    shared = _empty_cache(model)  # one object under both names is one cache: accepted, as by forward()
+    model.generate(ids, max_new_tokens=2, do_sample=False, cache=shared, past_key_values=shared)

@@ -48,6 +48,10 @@ def test_kernel_score_with_sdpa_rejected_at_model_load_time():
     assert model.config._attn_implementation == "eager"
     with pytest.raises(ValueError, match="needs attn_implementation='eager'"):
         model.set_attn_implementation("sdpa")
+    # flex_attention's score_mod changes a dot product, so it is refused when set, as sdpa is (it was accepted)
+    with pytest.raises(ValueError, match="attention_score='gaussian' needs attn_implementation='eager'"):
+        model.set_attn_implementation("flex_attention")
+    assert model.config._attn_implementation == "eager"  # unchanged by the refused switch
 
 
 def test_flash_attention_rejected_with_reason():

@@ -351,3 +351,21 @@ def test_a_cache_that_is_not_a_cache_object_is_refused(name):
     legacy = ((torch.zeros(1, 2, 3, 8), torch.zeros(1, 2, 3, 8)),)
     with pytest.raises(TypeError, match=f"{name} must be a transformers Cache .* got tuple .*not supported since"):
         model(torch.tensor([[5]]), **{name: legacy}, use_cache=True)
+
+
+@pytest.mark.parametrize(
+    "model_class", [HFAttentionEncoderModel, HFAttentionForMaskedLM, HFAttentionForTokenClassification]
+)
+@pytest.mark.parametrize("name", ["cache", "past_key_values"])
+@pytest.mark.parametrize("value", ["cache object", "junk"])
+def test_an_encoder_refuses_a_cache(model_class, name, value):
+    """An encoder has no KV cache: one given was written to and read back as earlier keys on the next call (the
+    outputs then differed from a plain call by up to 3.6), and a string gave an AttributeError."""
+    from transformers.cache_utils import DynamicCache
+
+    model = build(model_class, "encoder")
+    ids = torch.tensor([[5, 6, 7]])
+    cache = DynamicCache() if value == "cache object" else value
+    with pytest.raises(TypeError, match=f"got {name}=.*an encoder takes no KV cache"):
+        model(ids, **{name: cache})
+    model(ids, past_key_values=None)  # what clients pass when they have no cache: accepted
