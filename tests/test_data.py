@@ -112,7 +112,7 @@ def test_python_docs_corpus_is_english_prose():
 
 @needs_catalogs
 def test_translation_corpus_has_real_pairs():
-    corpus = data.translation_corpus("de", max_catalogs=FEW)
+    corpus = data.translation_corpus("de", max_catalogs=FEW, machine=True)
     assert corpus.column_names == ["source", "target"]
     assert len(corpus) > 100
     sources = list(corpus["source"])
@@ -135,13 +135,32 @@ def test_language_id_corpus_has_class_labels():
 
 def test_unknown_language_names_the_directory(tmp_path):
     with pytest.raises(ValueError, match=r"No gettext catalogs.*'xx'.*LC_MESSAGES"):
-        data.translation_corpus("xx", locale_dir=tmp_path)
+        data.translation_corpus("xx", locale_dir=tmp_path, machine=True)
 
 
 def test_empty_translation_corpus_names_filters_and_counts(monkeypatch):
     monkeypatch.setattr(data, "read_pairs", lambda *a, **k: [("%s", "%s"), ("OK", "OK")])
     with pytest.raises(ValueError, match=r"empty after filtering.*format-only.*format_only=1.*untranslated=1"):
+        data.translation_corpus("de", machine=True)
+
+
+def test_translation_corpus_without_a_source_says_what_to_name():
+    """The default corpus is the pinned wheels' catalogs; the machine's are read only when asked for."""
+    with pytest.raises(ValueError, match=r"no source: name pinned PyPI wheels .*catalog_packages.*system_catalogs"):
         data.translation_corpus("de")
+
+
+def test_corpus_checksum_tells_the_same_data_from_other_data():
+    from datasets import Dataset
+
+    def splits(*targets):
+        return {"train": Dataset.from_dict({"source": ["a", "b"], "target": list(targets)})}
+
+    same = data.corpus_checksum(splits("x", "y"), ("source", "target"))
+    assert same == data.corpus_checksum(splits("x", "y"), ("source", "target")) and len(same) == 64
+    assert same != data.corpus_checksum(splits("x", "z"), ("source", "target"))  # one string differs
+    assert same != data.corpus_checksum(splits("xy", ""), ("source", "target"))  # strings are delimited
+    assert same != data.corpus_checksum({"test": splits("x", "y")["train"]}, ("source", "target"))  # split names count
 
 
 # ------------------------------------------------------------------------------------------------- splits
@@ -264,7 +283,7 @@ def test_translation_features_have_labels(tokenizer):
 @needs_catalogs
 def test_corpus_to_features_with_the_project_tokenizer():
     tokenizer_module = pytest.importorskip("training.tokenizer")
-    splits = data.split_dataset(data.translation_corpus("de", max_catalogs=2), key="source")
+    splits = data.split_dataset(data.translation_corpus("de", max_catalogs=2, machine=True), key="source")
     train = splits["train"].select(range(min(200, len(splits["train"]))))
     tokenizer = tokenizer_module.train_tokenizer(list(train["source"]) + list(train["target"]), 300, kind="seq2seq")
     features = data.translation_features(train, tokenizer, max_source_length=16, max_target_length=16)

@@ -2,6 +2,7 @@
 the accelerate launch configs. Tiny models and a few catalogs, so the whole file runs in well under 90 s."""
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,7 @@ def test_trainer_finetunes_classifier(language_id_run):
     assert 0.0 <= results["test_accuracy"] <= 1.0 and math.isfinite(results["test_loss"])
     assert results["labels"] == LANGUAGES.split(",")
     assert set(results["rows"]) == {"train", "validation", "test"} and results["rows"]["test"] > 0
+    assert re.fullmatch(r"[0-9a-f]{64}", results["corpus_sha256"])  # which rows were read, comparable across machines
 
 
 def test_saved_classifier_loads_in_pipeline(language_id_run):
@@ -212,6 +214,8 @@ def test_seq2seq_trainer_generates_and_scores_bleu(tmp_path):
             "translation",
             "--target_lang",
             "de",
+            "--system_catalogs",
+            "true",
             "--max_catalogs",
             "2",
             "--max_train_samples",

@@ -3,6 +3,7 @@ out-of-domain split, the QA figures of the evaluation (placeholders kept, stutte
 checkpoint averaging (exact mean, exact resume, used by the export) and beam settings carried into the export."""
 
 import json
+import re
 import struct
 import subprocess
 import zipfile
@@ -90,8 +91,8 @@ def test_package_catalogs_are_read_from_the_cached_wheel(wheel_cache, monkeypatc
 
 
 def test_translation_corpus_adds_package_pairs_after_the_machines(wheel_cache, monkeypatch):
-    machine = translation_corpus("de", max_catalogs=2)
-    both = translation_corpus("de", max_catalogs=2, packages=["some_app==1.0"])
+    machine = translation_corpus("de", max_catalogs=2, machine=True)
+    both = translation_corpus("de", max_catalogs=2, packages=["some_app==1.0"], machine=True)
     assert both["source"][: len(machine)] == machine["source"]
     added = dict(zip(both["source"][len(machine) :], both["target"][len(machine) :], strict=True))
     assert added == {k: v for k, v in APP.items() if k not in set(machine["source"])}
@@ -216,11 +217,15 @@ def test_beam_settings_reach_the_export_and_the_scores(tmp_path, wheel_cache, ca
         assert key in results and f"ood_{key}" in results
     card = (tmp_path / "run" / "final" / "README.md").read_text()
     assert "0.5 × the training pairs again with the same HTML tags or format placeholders" in card
+    # The card names where the pairs came from and the checksum that tells whether another run read the same data.
+    assert "from the catalogs installed on the training machine" in card and "differ from machine to machine" in card
+    assert re.search(r"SHA-256 of the rows of every split: `[0-9a-f]{64}`", card)
     generation = json.loads((tmp_path / "run" / "final" / "generation_config.json").read_text())
     assert generation["num_beams"] == 3 and generation["length_penalty"] == 0.6
     config = tmp_path / "config.yaml"
     config.write_text(
-        "objective: translation\nmax_catalogs: 5\nbleu_samples: 4\nmax_source_length: 24\nmax_target_length: 24\n"
+        "objective: translation\nsystem_catalogs: true\nmax_catalogs: 5\nbleu_samples: 4\nmax_source_length: 24\n"
+        "max_target_length: 24\n"
         "heldout_catalog_packages: [some_app==1.0, other_app==2.1]\ngeneration_num_beams: 3\n"
         "generation_length_penalty: 0.6\n"
     )

@@ -131,6 +131,14 @@ class DataArguments:
     max_chars: int = field(default=200, metadata={"help": "Longest source/target string kept, in characters."})
     min_chars: int = field(default=1, metadata={"help": "Shortest text kept, in characters (user datasets)."})
     max_catalogs: int | None = field(default=None, metadata={"help": "Read only this many gettext catalogs."})
+    system_catalogs: bool = field(
+        default=False,
+        metadata={
+            "help": "Translation / language id: also read the gettext catalogs installed on this machine "
+            "(/usr/share/locale). They differ from machine to machine (installing any package can add some), so a "
+            "run that reads them cannot be reproduced elsewhere; the default corpus is the pinned catalog_packages."
+        },
+    )
     catalog_packages: list[str] = field(
         default_factory=list,
         metadata={

@@ -1,7 +1,8 @@
 """From the run's data arguments to an objective's corpus, its train / validation / test splits and its tokenizer.
 
 The corpora (training/data.py reads them) are shared by the objectives: the Python documentation (causal and masked
-LM), the gettext catalogs as English → target pairs (translation), or the user's dataset with the same columns.
+LM), the gettext catalogs of pinned PyPI wheels as English → target pairs (translation), or the user's dataset with
+the same columns.
 """
 
 from __future__ import annotations
@@ -30,14 +31,15 @@ def text_corpus(data_args) -> Dataset:
 
 
 def parallel_corpus(data_args) -> Dataset:
-    """`source` / `target` pairs: the gettext catalogs, or the user's dataset (flat columns or a nested
-    `translation` column)."""
+    """`source` / `target` pairs: the gettext catalogs (of the pinned wheels, and the machine's when asked), or the
+    user's dataset (flat columns or a nested `translation` column)."""
     if data_args.dataset is None:
         return data_lib.translation_corpus(
             data_args.target_lang,
             max_chars=data_args.max_chars,
             max_catalogs=data_args.max_catalogs,
             packages=data_args.catalog_packages,
+            machine=data_args.system_catalogs,
         )
     columns = {data_args.source_column: "source", data_args.target_column: "target"}
     dataset = _load_user(data_args)

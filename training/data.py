@@ -1,12 +1,14 @@
 """The data layer of the training pipeline: corpora, deterministic splits, user data and tokenisation.
 
-Everything is a 🤗 `datasets.Dataset` / `DatasetDict`. The embedded default corpora are read at run time from files
-that ship with the machine (never copied into the repository), so training works without a network:
+Everything is a 🤗 `datasets.Dataset` / `DatasetDict`. The embedded default corpora are read at run time (never
+copied into the repository):
 
 - `python_docs_corpus()`: English prose (column `text`) from CPython's `pydoc_data.topics`, for causal / masked LM.
-- `translation_corpus(lang)`: English → `lang` pairs (columns `source`, `target`) from the gettext catalogs in
-  `/usr/share/locale/<lang>/LC_MESSAGES/*.mo`: the same kind of data as the OPUS GNOME/KDE/Ubuntu corpora; with
-  `packages`, also from the catalogs inside pinned PyPI wheels (`training.catalogs`).
+- `translation_corpus(lang, packages=…)`: English → `lang` pairs (columns `source`, `target`) from the gettext
+  catalogs inside pinned PyPI wheels (`training.catalogs`; fetched once, then read offline): the same kind of data as
+  the OPUS GNOME/KDE/Ubuntu corpora, and the same on every machine. With `machine=True`, also the machine's own
+  catalogs in `/usr/share/locale/<lang>/LC_MESSAGES/*.mo`, which differ between machines.
+- `corpus_checksum(splits, columns)`: the SHA-256 of the rows read, which the model card records.
 - `held_out_translation_set(lang, packages, seen=…)`: an out-of-domain test set from catalogs never trained on.
 - `language_id_corpus(languages)`: which language a UI string is in (columns `text`, `label` with a `ClassLabel`).
 
@@ -253,9 +255,12 @@ def translation_corpus(
     max_catalogs: int | None = None,
     locale_dir: str | os.PathLike = LOCALE_DIR,
     packages: Sequence[str] = (),
-    machine: bool = True,
+    machine: bool = False,
 ) -> Dataset:
-    """English → `lang` sentence pairs from the machine's gettext catalogs and from those of PyPI wheels.
+    """English → `lang` sentence pairs from the gettext catalogs of pinned PyPI wheels and, when asked, the machine's.
+
+    The pinned wheels are the same on every machine; the machine's catalogs are whatever its installed packages
+    brought (installing a browser adds some), so a corpus that reads them is not reproducible elsewhere.
 
     Args:
         lang: Target language code (a directory of `locale_dir`).
@@ -264,14 +269,21 @@ def translation_corpus(
         locale_dir: The locale root (default /usr/share/locale).
         packages: Pinned PyPI packages ("name==version") whose wheels ship `lang` catalogs, read after the
             machine's (`training.catalogs`); where a source string is in both, the machine's translation is kept.
-        machine: Read the machine's catalogs (False: only the packages', e.g. for an out-of-domain test set).
+        machine: Also read the machine's catalogs, before the packages'.
 
     Returns:
         A `Dataset` with string columns `source` (English) and `target` (`lang`), one pair per distinct source.
 
     Raises:
-        ValueError: If `lang` has no catalogs, or no pair survives the filters (naming them and their counts).
+        ValueError: If `lang` has no catalogs, neither packages nor the machine's catalogs are asked for, or no pair
+            survives the filters (naming them and their counts).
     """
+    if not machine and not packages:
+        raise ValueError(
+            "The translation corpus has no source: name pinned PyPI wheels that ship gettext catalogs "
+            "(catalog_packages, e.g. ['gramps==6.0.8']), or read this machine's catalogs (system_catalogs: true; "
+            "they differ between machines)."
+        )
     raw = read_pairs(lang, locale_dir=locale_dir, max_catalogs=max_catalogs) if machine else []
     for requirement in packages:
         raw += package_catalogs(requirement, lang).pairs
@@ -305,6 +317,18 @@ def held_out_translation_set(
             f"The held-out catalogs {list(packages)} have no pair whose source is not in the training data."
         )
     return corpus.select(rows)
+
+
+def corpus_checksum(splits: Mapping[str, Dataset], columns: Sequence[str]) -> str:
+    """The SHA-256 of every split's `columns`, row by row in split order: two runs read the same data exactly when
+    their checksums are equal (the model card records it, so a result can be checked on another machine)."""
+    digest = hashlib.sha256()
+    for name, split in splits.items():
+        digest.update(f"[{name}]\n".encode())
+        for column in columns:
+            for text in split[column]:
+                digest.update(str(text).encode("utf-8") + b"\0")
+    return digest.hexdigest()
 
 
 def _stable_hash(text: str, salt: str = "") -> int:

