@@ -1,0 +1,144 @@
+"""Where the writing commands (convert, export) write: never over the current folder, never under a name that is not
+UTF-8, and never over a folder that was filled while the command worked."""
+
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+from conftest import tiny_config
+from test_cli_errors import assert_error, run
+from test_parity_hf import build_reference
+
+from hf_attention import HFAttentionForCausalLM
+
+# A decoder that `export` writes as Llama.
+LLAMA = {
+    "position_encoding": "rotary",
+    "norm_position": "pre",
+    "norm_type": "rmsnorm",
+    "scale_embeddings": False,
+    "hidden_act": "swiglu",
+    "attention_bias": False,
+    "mlp_bias": False,
+    "tie_word_embeddings": False,
+}
+
+
+def state(folder: Path) -> dict[str, tuple]:
+    """Relative path → (kind, bytes or link target, permission bits) of everything under `folder`, `folder` too."""
+    found = {}
+    for path in [folder, *sorted(folder.rglob("*"))]:
+        info = path.lstat()
+        if path.is_symlink():
+            content = ("link", os.readlink(path))
+        elif path.is_dir():
+            content = ("dir", None)
+        else:
+            content = ("file", path.read_bytes())
+        found[str(path.relative_to(folder))] = (*content, stat.S_IMODE(info.st_mode))
+    return found
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory) -> dict[str, Path]:
+    """A tiny GPT-2 (a `convert` source) and a tiny hf-attention decoder that exports as Llama (an `export` source)."""
+    root = tmp_path_factory.mktemp("sources")
+    build_reference("gpt2").save_pretrained(root / "gpt2")
+    HFAttentionForCausalLM(tiny_config("decoder", **LLAMA)).eval().save_pretrained(root / "ours")
+    return {"convert": root / "gpt2", "export": root / "ours"}
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch, sources) -> Path:
+    """A fresh folder holding `src` (the convert source), `ours` (the export source) and an empty folder `empty`, which
+    is the current folder."""
+    shutil.copytree(sources["convert"], tmp_path / "src")
+    shutil.copytree(sources["export"], tmp_path / "ours")
+    (tmp_path / "empty").mkdir()
+    monkeypatch.chdir(tmp_path / "empty")
+    return tmp_path
+
+
+SOURCE = {"convert": "../src", "export": "../ours"}
+
+
+def command_line(command: str, destination: str, *extra: str) -> list[str]:
+    return [command, SOURCE[command], destination, *extra]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The current folder
+
+
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]], ids=["plain", "overwrite"])
+@pytest.mark.parametrize("command", ["convert", "export"])
+def test_the_current_folder_is_never_a_destination_even_an_empty_one(workdir, capsys, command, overwrite):
+    before = state(workdir)
+    code, out, err = run(capsys, command_line(command, ".", *overwrite))
+    assert_error(code, err, ["destination .", "is the current folder"])
+    assert state(workdir) == before
+    assert Path.cwd() == workdir / "empty"
+
+
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]], ids=["plain", "overwrite"])
+@pytest.mark.parametrize("command", ["convert", "export"])
+def test_a_folder_that_holds_the_current_folder_is_never_a_destination(
+    workdir, capsys, monkeypatch, command, overwrite
+):
+    (workdir / "empty" / "deeper").mkdir()
+    monkeypatch.chdir(workdir / "empty" / "deeper")
+    before = state(workdir)
+    # the sources are one folder further up from here
+    code, _, err = run(capsys, [command, f"../{SOURCE[command]}", "..", *overwrite])
+    assert_error(code, err, ["destination ..", f"holds the current folder {workdir / 'empty' / 'deeper'}"])
+    assert state(workdir) == before
+
+
+def test_the_export_card_names_the_folder_written(workdir, capsys):
+    code, out, err = run(capsys, ["export", "../ours", "new/sub/.."])
+    assert code == 0, err
+    card = (workdir / "empty" / "new" / "README.md").read_text(encoding="utf-8")
+    assert 'from_pretrained("new")' in card and "# new (" in card
+    assert 'from_pretrained("")' not in card and 'from_pretrained("..")' not in card
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Names that are not UTF-8
+
+
+@pytest.mark.parametrize("command", ["convert", "export"])
+def test_a_destination_name_that_is_not_utf8_is_refused_before_any_work(workdir, capsys, monkeypatch, command):
+    def no_work(*args, **kwargs):
+        raise AssertionError("the model was loaded before the destination was checked")
+
+    monkeypatch.setattr("hf_attention.convert.load_reference", no_work)
+    monkeypatch.setattr("hf_attention.to_hf.load_hf_attention", no_work)
+    before = state(workdir)
+    code, out, err = run(capsys, command_line(command, "bad\udcff"))
+    assert_error(code, err, ["destination is not valid UTF-8", "bad\\xff", "byte 0xff at byte 3"])
+    assert state(workdir) == before
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# What a write may replace
+
+
+def test_a_destination_filled_while_the_command_works_is_left_alone(workdir, capsys, monkeypatch):
+    """The destination was empty when checked; someone saves a file there while the model converts: the finished
+    checkpoint must not be swapped in over it."""
+    (workdir / "empty" / "out").mkdir()
+    from hf_attention import convert
+
+    load = convert.load_reference
+
+    def load_while_someone_writes(source):
+        (workdir / "empty" / "out" / "thesis.txt").write_text("work")
+        return load(source)
+
+    monkeypatch.setattr(convert, "load_reference", load_while_someone_writes)
+    code, _, err = run(capsys, ["convert", "../src", "out"])
+    assert_error(code, err, ["destination out", "non-empty folder"])
+    assert sorted(p.name for p in (workdir / "empty").iterdir()) == ["out"]  # no partial folder left
+    assert [p.name for p in (workdir / "empty" / "out").iterdir()] == ["thesis.txt"]
