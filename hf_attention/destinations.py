@@ -4,7 +4,9 @@ The rule: write beside, swap in when complete, never replace what we did not wri
 
 - Write beside: the output is written into a fresh folder next to its destination, so that a failure or an
   interrupted run leaves the destination as it was and no reader ever sees half of it.
-- Swap in when complete: one rename puts it in place.
+- Swap in when complete: one rename puts it in place. What it replaces keeps its permissions (the folder's and each
+  file's that is written again), and what is new gets those of a plain mkdir() or open() under the umask, so that a
+  checkpoint shared with a group stays readable by the group.
 - Never replace what we did not write: a destination is checked before any work, and again just before the swap
   (a conversion takes minutes, and someone may save a file there meanwhile). It is a new or empty folder, or, with
   `--overwrite`, one that holds only what the command writes (a model checkpoint);
@@ -16,6 +18,7 @@ This module is outside the remote-code closure.
 
 import os
 import shutil
+import stat
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -64,6 +67,7 @@ class Destination:
         try:
             partial.mkdir()  # (mkdir, unlike mkdtemp, gives the folder the user's usual permissions)
             fill(partial)
+            _give_usual_permissions(partial)
             self._swap_in(partial)
         except BaseException:
             shutil.rmtree(partial, ignore_errors=True)
@@ -93,6 +97,7 @@ class Destination:
             partial.rename(self.path)
             return
         self.check_contents()  # again: the folder may have been filled while the output was written
+        _keep_permissions(self.path, partial)
         previous = _beside(self.path, "previous")
         self.path.rename(previous)
         try:
@@ -184,3 +189,23 @@ def _remove_if_empty(folders: list[Path]) -> None:
             folder.rmdir()
         except OSError:
             return
+
+
+def _give_usual_permissions(folder: Path) -> None:
+    """Give each file in `folder` what open() gives under the umask: the permissions mkdir() gave the folder, less
+    the execute bits. Some writers make their files private (safetensors writes its files 0600), which would lock
+    the group out of a checkpoint meant to be shared."""
+    usual = stat.S_IMODE(folder.stat().st_mode) & 0o666
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            os.chmod(path, usual)
+
+
+def _keep_permissions(old: Path, new: Path) -> None:
+    """Give the folder `new` and everything in it the permissions of their counterparts in `old`, where there is
+    one of the same kind (what is new keeps those mkdir() and open() gave it)."""
+    for path in [new, *new.rglob("*")]:
+        counterpart = old / path.relative_to(new)
+        if path.is_symlink() or not counterpart.exists() or counterpart.is_dir() != path.is_dir():
+            continue
+        os.chmod(path, stat.S_IMODE(counterpart.stat().st_mode))

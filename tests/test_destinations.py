@@ -1,5 +1,5 @@
 """Where the writing commands (convert, export) write: never over the current folder, never under a name that is not
-UTF-8, and never over a folder that was filled while the command worked."""
+UTF-8; a replaced folder keeps its permissions, and one that was filled while the command worked is left alone."""
 
 import os
 import shutil
@@ -12,6 +12,7 @@ from test_cli_errors import assert_error, run
 from test_parity_hf import build_reference
 
 from hf_attention import HFAttentionForCausalLM
+from hf_attention.convert import convert_checkpoint
 
 # A decoder that `export` writes as Llama.
 LLAMA = {
@@ -123,6 +124,39 @@ def test_a_destination_name_that_is_not_utf8_is_refused_before_any_work(workdir,
 
 # ---------------------------------------------------------------------------------------------------------------------
 # What a write may replace
+
+
+def test_overwrite_keeps_the_permissions_of_the_folder_and_of_the_files_it_replaces(workdir, capsys):
+    old = workdir / "empty" / "old"
+    convert_checkpoint(str(workdir / "src"), old)
+    old.chmod(0o750)
+    (old / "config.json").chmod(0o640)
+    (old / "model.safetensors").chmod(0o600)
+    (old / "generation_config.json").unlink()  # a file the new checkpoint brings back: the usual permissions
+    umask = os.umask(0o022)
+    try:
+        code, _, err = run(capsys, ["convert", "../src", "old", "--overwrite"])
+    finally:
+        os.umask(umask)
+    assert code == 0, err
+    assert stat.S_IMODE(old.stat().st_mode) == 0o750
+    assert stat.S_IMODE((old / "config.json").stat().st_mode) == 0o640
+    assert stat.S_IMODE((old / "model.safetensors").stat().st_mode) == 0o600
+    assert stat.S_IMODE((old / "generation_config.json").stat().st_mode) == 0o644
+
+
+@pytest.mark.parametrize("command", ["convert", "export"])
+def test_a_new_checkpoint_is_readable_as_the_umask_allows(workdir, capsys, command):
+    """safetensors writes its files 0600: a checkpoint meant for a group must not lock the group out."""
+    umask = os.umask(0o027)
+    try:
+        code, _, err = run(capsys, command_line(command, "new"))
+    finally:
+        os.umask(umask)
+    assert code == 0, err
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (workdir / "empty" / "new").iterdir()}
+    assert modes["model.safetensors"] == 0o640 and set(modes.values()) == {0o640}, modes
+    assert stat.S_IMODE((workdir / "empty" / "new").stat().st_mode) == 0o750
 
 
 def test_a_destination_filled_while_the_command_works_is_left_alone(workdir, capsys, monkeypatch):
