@@ -17,6 +17,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from .checkpoint_files import remote_code_fields
 from .modeling_hf_attention import AUTO_CLASSES, auto_map_of
 
 PACKAGE = Path(__file__).resolve().parent
@@ -77,18 +78,19 @@ def _write_atomically(path: Path, data: bytes) -> None:
 def refresh_shipped_code(folder: str | os.PathLike) -> list[str]:
     """Write the installed hf-attention model code into checkpoint `folder`; returns the files written.
 
-    The folder must hold an hf-attention config.json (checked before anything is written). The closure files and,
+    The folder must hold an hf-attention config.json, with an `auto_map` and `custom_pipelines` of the form
+    transformers reads (checked before anything is written). The closure files and,
     if the config names it in `custom_pipelines`, the translation pipeline are replaced; `auto_map` in config.json
     is set to what `save_pretrained` writes today. Weights and every other file are left untouched.
     """
     folder = Path(folder)
     config = _model_config(folder)
+    auto_map, pipelines = remote_code_fields(config, str(folder / "config.json"))
     names = closure_files()
-    pipelines = config.get("custom_pipelines") or {}
-    if any(str(task.get("impl", "")).startswith(f"{Path(PIPELINE_FILE).stem}.") for task in pipelines.values()):
+    if any(task.get("impl", "").startswith(f"{Path(PIPELINE_FILE).stem}.") for task in pipelines.values()):
         names.append(PIPELINE_FILE)
     sources = {name: (PACKAGE / name).read_bytes() for name in names}  # read all before writing any
-    config["auto_map"] = {**(config.get("auto_map") or {}), **auto_map_of(config["model_type"])}
+    config["auto_map"] = {**auto_map, **auto_map_of(config["model_type"])}
     for name, data in sources.items():
         _write_atomically(folder / name, data)
     _write_atomically(folder / "config.json", (json.dumps(config, indent=2, sort_keys=True) + "\n").encode())

@@ -4,6 +4,7 @@ before the rename, and `hf-attention refresh-code`, which updates the model code
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -212,3 +213,39 @@ def test_refresh_code_refuses_folders_that_are_not_hf_attention_checkpoints(tmp_
         assert main(["refresh-code", str(folder)]) == 1
         assert message in capsys.readouterr().err
         assert (sorted(p.name for p in folder.iterdir()) if folder.is_dir() else None) == before
+
+
+def _files(folder: Path) -> dict[str, tuple[bytes | None, int]]:
+    """Name → (bytes, or None for a folder; permission bits) of everything in `folder`."""
+    return {p.name: (None if p.is_dir() else p.read_bytes(), stat.S_IMODE(p.stat().st_mode)) for p in folder.iterdir()}
+
+
+MALFORMED = {
+    "a list auto_map": ("auto_map", ["modeling_hf_attention.HFAttentionForCausalLM"], "a list"),
+    "a string auto_map": ("auto_map", "modeling_hf_attention.HFAttentionForCausalLM", "a str"),
+    "an auto_map entry that is a number": ("auto_map", {"AutoModel": 3}, "auto_map['AutoModel']"),
+    "an auto_map entry that is a dict": ("auto_map", {"AutoModel": {"x": 1}}, "auto_map['AutoModel']"),
+    "a list custom_pipelines": ("custom_pipelines", [{"impl": "pipelines.X"}], "a list"),
+    "a string custom_pipelines": ("custom_pipelines", "pipelines.X", "a str"),
+    "a pipeline that is a string": (
+        "custom_pipelines",
+        {"translation": "pipelines.X"},
+        "custom_pipelines['translation']",
+    ),
+    "a pipeline impl that is a number": ("custom_pipelines", {"translation": {"impl": 3}}, "['impl']"),
+}
+
+
+@pytest.mark.parametrize(("field", "value", "words"), MALFORMED.values(), ids=MALFORMED)
+def test_refresh_code_names_a_malformed_field_of_config_json(tmp_path, capsys, field, value, words):
+    folder = tmp_path / "checkpoint"
+    shutil.copytree(FIXTURES / "decoder", folder)
+    config = json.loads((folder / "config.json").read_text())
+    config[field] = value
+    (folder / "config.json").write_text(json.dumps(config))
+    before = _files(folder)
+    assert main(["refresh-code", str(folder)]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and f"refresh-code: error: {folder / 'config.json'}: {field}" in err, err
+    assert words in err, err
+    assert _files(folder) == before

@@ -1,6 +1,8 @@
 """Where the writing commands (convert, export) write: never over the current folder, never under a name that is not
-UTF-8; a replaced folder keeps its permissions, and one that was filled while the command worked is left alone."""
+UTF-8, never over a folder whose config.json it cannot read; a replaced folder keeps its permissions, and one that
+was filled while the command worked is left alone."""
 
+import json
 import os
 import shutil
 import stat
@@ -176,3 +178,14 @@ def test_a_destination_filled_while_the_command_works_is_left_alone(workdir, cap
     assert_error(code, err, ["destination out", "non-empty folder"])
     assert sorted(p.name for p in (workdir / "empty").iterdir()) == ["out"]  # no partial folder left
     assert [p.name for p in (workdir / "empty" / "out").iterdir()] == ["thesis.txt"]
+
+
+def test_overwrite_names_a_malformed_auto_map_of_the_destination(workdir, capsys):
+    taken = workdir / "empty" / "taken"
+    taken.mkdir()
+    (taken / "config.json").write_text(json.dumps({"model_type": "gpt2", "auto_map": ["modeling.X"]}))
+    (taken / "model.safetensors").write_bytes(b"weights")
+    before = state(workdir)
+    code, _, err = run(capsys, ["convert", "../src", "taken", "--overwrite"])
+    assert_error(code, err, ["destination taken", "not only a model checkpoint", "auto_map", "list"])
+    assert state(workdir) == before
