@@ -3,7 +3,8 @@
 `save_pretrained` writes config.json, the weights (one file, or shards and their index), a generation config, the
 tokenizer's files and, for a remote-code model, the Python files its `auto_map` names with every sibling they import
 (`from .x import y`). The writing commands read this to tell a folder that is only a checkpoint (which `--overwrite`
-may replace) from one that also holds someone's files, and `refresh-code` to check the fields it updates.
+may replace) from one that also holds someone's files; `refresh-code`, to refuse a folder without weights and to
+check the fields of config.json it updates.
 
 The code files are found by following the folder's own imports, not the installed package's: a checkpoint saved by an
 older release ships the files that release imported.

@@ -1,8 +1,9 @@
-"""Where the writing commands (`convert`, `export`) put what they write, and what they may replace there.
+"""Where the writing commands (`convert`, `export`, `refresh-code`) put what they write, and what they may
+replace there.
 
 The rule: write beside, swap in when complete, never replace what we did not write.
 
-- Write beside: the output is written into a fresh folder next to its destination, so that a failure or an
+- Write beside: the output is written into a fresh folder (or file) next to its destination, so that a failure or an
   interrupted run leaves the destination as it was and no reader ever sees half of it.
 - Swap in when complete: one rename puts it in place. What it replaces keeps its permissions (the folder's and each
   file's that is written again), and what is new gets those of a plain mkdir() or open() under the umask, so that a
@@ -209,3 +210,36 @@ def _keep_permissions(old: Path, new: Path) -> None:
         if path.is_symlink() or not counterpart.exists() or counterpart.is_dir() != path.is_dir():
             continue
         os.chmod(path, stat.S_IMODE(counterpart.stat().st_mode))
+
+
+def replace_files(folder: Path, contents: dict[str, bytes]) -> None:
+    """Write `contents` (file name → bytes) into `folder`: every file is first written beside its destination, then
+    each is renamed over it. A replaced file keeps its permissions; a new one gets what open() gives under the umask.
+
+    Raises:
+        ValueError: Before anything is written, when one of the names is a folder (or another non-file) in `folder`.
+    """
+    for name in contents:
+        path = folder / name
+        if path.exists() and not path.is_file():
+            kind = "a folder" if path.is_dir() else "not a regular file"
+            raise ValueError(f"{path} is {kind}; only files are replaced there. Nothing was written.")
+    written: list[tuple[Path, Path]] = []
+    try:
+        for name, data in contents.items():
+            written.append((_beside(folder / name), folder / name))
+            _write_new_file(*written[-1], data)
+        for temporary, path in written:
+            os.replace(temporary, path)
+    finally:
+        for temporary, _ in written:
+            temporary.unlink(missing_ok=True)
+
+
+def _write_new_file(path: Path, like: Path, data: bytes) -> None:
+    """Create `path` holding `data`, with the permissions of `like` when it exists."""
+    # os.open's mode goes through the umask, as open()'s does (tempfile.mkstemp would make the file 0600).
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "wb") as file:
+        file.write(data)
+    if like.exists():
+        os.chmod(path, stat.S_IMODE(like.stat().st_mode))
