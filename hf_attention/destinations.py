@@ -1,4 +1,4 @@
-"""Where the writing commands (`convert`, `export`, `refresh-code`) put what they write, and what they may
+"""Where the writing commands (`convert`, `export`, `demo`, `refresh-code`) put what they write, and what they may
 replace there.
 
 The rule: write beside, swap in when complete, never replace what we did not write.
@@ -10,7 +10,7 @@ The rule: write beside, swap in when complete, never replace what we did not wri
   checkpoint shared with a group stays readable by the group.
 - Never replace what we did not write: a destination is checked before any work, and again just before the swap
   (a conversion takes minutes, and someone may save a file there meanwhile). It is a new or empty folder, or, with
-  `--overwrite`, one that holds only what the command writes (a model checkpoint);
+  `--overwrite`, one that holds only what the command writes (a model checkpoint; an earlier demo's checkpoints);
   anything else is refused, naming it. It is never the source, inside it or holding it, never the current folder or
   one holding it (the swap would leave the shell in a deleted folder), and its name is UTF-8.
 

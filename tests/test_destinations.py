@@ -1,6 +1,6 @@
-"""Where the writing commands (convert, export) write: never over the current folder, never under a name that is not
-UTF-8, never over a folder whose config.json it cannot read; a replaced folder keeps its permissions, and one that
-was filled while the command worked is left alone."""
+"""Where the writing commands (convert, export, demo) write: never over the current folder or a folder of someone's
+files (nor one whose config.json cannot be read), never under a name that is not UTF-8; a replaced folder keeps its
+permissions, and one that was filled while the command worked is left alone."""
 
 import json
 import os
@@ -15,6 +15,7 @@ from test_parity_hf import build_reference
 
 from hf_attention import HFAttentionForCausalLM
 from hf_attention.convert import convert_checkpoint
+from hf_attention.demo import FAMILIES
 
 # A decoder that `export` writes as Llama.
 LLAMA = {
@@ -68,6 +69,8 @@ SOURCE = {"convert": "../src", "export": "../ours"}
 
 
 def command_line(command: str, destination: str, *extra: str) -> list[str]:
+    if command == "demo":
+        return ["demo", "--output-dir", destination, *extra]
     return [command, SOURCE[command], destination, *extra]
 
 
@@ -76,26 +79,31 @@ def command_line(command: str, destination: str, *extra: str) -> list[str]:
 
 
 @pytest.mark.parametrize("overwrite", [[], ["--overwrite"]], ids=["plain", "overwrite"])
-@pytest.mark.parametrize("command", ["convert", "export"])
+@pytest.mark.parametrize("command", ["convert", "export", "demo"])
 def test_the_current_folder_is_never_a_destination_even_an_empty_one(workdir, capsys, command, overwrite):
     before = state(workdir)
     code, out, err = run(capsys, command_line(command, ".", *overwrite))
-    assert_error(code, err, ["destination .", "is the current folder"])
+    argument = "--output-dir" if command == "demo" else "destination"
+    assert_error(code, err, [f"{argument} .", "is the current folder"])
     assert state(workdir) == before
     assert Path.cwd() == workdir / "empty"
 
 
 @pytest.mark.parametrize("overwrite", [[], ["--overwrite"]], ids=["plain", "overwrite"])
-@pytest.mark.parametrize("command", ["convert", "export"])
+@pytest.mark.parametrize("command", ["convert", "export", "demo"])
 def test_a_folder_that_holds_the_current_folder_is_never_a_destination(
     workdir, capsys, monkeypatch, command, overwrite
 ):
     (workdir / "empty" / "deeper").mkdir()
     monkeypatch.chdir(workdir / "empty" / "deeper")
     before = state(workdir)
-    # the sources are one folder further up from here
-    code, _, err = run(capsys, [command, f"../{SOURCE[command]}", "..", *overwrite])
-    assert_error(code, err, ["destination ..", f"holds the current folder {workdir / 'empty' / 'deeper'}"])
+    if command == "demo":
+        argv = ["demo", "--output-dir", "..", *overwrite]
+    else:  # the sources are one folder further up from here
+        argv = [command, f"../{SOURCE[command]}", "..", *overwrite]
+    code, _, err = run(capsys, argv)
+    argument = "--output-dir" if command == "demo" else "destination"
+    assert_error(code, err, [f"{argument} ..", f"holds the current folder {workdir / 'empty' / 'deeper'}"])
     assert state(workdir) == before
 
 
@@ -111,16 +119,18 @@ def test_the_export_card_names_the_folder_written(workdir, capsys):
 # Names that are not UTF-8
 
 
-@pytest.mark.parametrize("command", ["convert", "export"])
+@pytest.mark.parametrize("command", ["convert", "export", "demo"])
 def test_a_destination_name_that_is_not_utf8_is_refused_before_any_work(workdir, capsys, monkeypatch, command):
     def no_work(*args, **kwargs):
         raise AssertionError("the model was loaded before the destination was checked")
 
     monkeypatch.setattr("hf_attention.convert.load_reference", no_work)
     monkeypatch.setattr("hf_attention.to_hf.load_hf_attention", no_work)
+    monkeypatch.setattr("hf_attention.demo.AutoModelForCausalLM.from_config", no_work)
     before = state(workdir)
     code, out, err = run(capsys, command_line(command, "bad\udcff"))
-    assert_error(code, err, ["destination is not valid UTF-8", "bad\\xff", "byte 0xff at byte 3"])
+    argument = "--output-dir" if command == "demo" else "destination"
+    assert_error(code, err, [f"{argument} is not valid UTF-8", "bad\\xff", "byte 0xff at byte 3"])
     assert state(workdir) == before
 
 
@@ -189,3 +199,46 @@ def test_overwrite_names_a_malformed_auto_map_of_the_destination(workdir, capsys
     code, _, err = run(capsys, ["convert", "../src", "taken", "--overwrite"])
     assert_error(code, err, ["destination taken", "not only a model checkpoint", "auto_map", "list"])
     assert state(workdir) == before
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# demo --output-dir
+
+
+def test_demo_refuses_a_folder_of_the_users_files(workdir, capsys):
+    mine = workdir / "empty" / "mine" / "decoder"
+    mine.mkdir(parents=True)
+    (mine / "attention.py").write_text("# my attention, half written\n")
+    (mine / "config.json").write_text('{"editor": "vim"}')
+    before = state(workdir)
+    code, out, err = run(capsys, ["demo", "--output-dir", "mine"])
+    assert_error(code, err, ["--output-dir mine", "non-empty folder", "--overwrite"])
+    code, out, err = run(capsys, ["demo", "--output-dir", "mine", "--overwrite"])
+    assert_error(code, err, ["--output-dir mine", "decoder/", "has no model_type"])
+    assert state(workdir) == before
+
+
+def test_demo_overwrite_refuses_anything_beside_the_checkpoints(workdir, capsys):
+    demo = workdir / "empty" / "demo"
+    for family in FAMILIES:
+        shutil.copytree(workdir / "ours", demo / family)
+    (demo / "notes.txt").write_text("keep")
+    before = state(workdir)
+    code, _, err = run(capsys, ["demo", "--output-dir", "demo", "--overwrite"])
+    assert_error(code, err, ["--output-dir demo", "it also holds notes.txt"])
+    assert state(workdir) == before
+
+
+def test_demo_overwrite_replaces_an_earlier_demo_output(workdir, capsys):
+    demo = workdir / "empty" / "demo"
+    for family in FAMILIES[:2]:  # an earlier output, or part of one
+        shutil.copytree(workdir / "ours", demo / family)
+    demo.chmod(0o750)
+    code, out, err = run(capsys, ["demo", "--output-dir", "demo", "--overwrite"])
+    assert code == 0, err
+    assert sorted(p.name for p in demo.iterdir()) == sorted(FAMILIES)
+    for family in FAMILIES:
+        config = json.loads((demo / family / "config.json").read_text())
+        assert config["model_type"] == f"hf_attention_{family}"
+    assert stat.S_IMODE(demo.stat().st_mode) == 0o750
+    assert sorted(p.name for p in (workdir / "empty").iterdir()) == ["demo"]  # nothing left beside it
