@@ -623,12 +623,17 @@ def add_convert_command(subparsers: argparse._SubParsersAction) -> None:
         "checkpoint with the same outputs, loadable with the Auto classes.",
     )
     parser.add_argument("source", help="local checkpoint folder, or a Hub id when the network is available")
-    parser.add_argument("destination", help="new or empty folder to write the hf_attention checkpoint to")
+    parser.add_argument(
+        "destination",
+        help="new or empty folder to write the hf_attention checkpoint to (not the source, nor the current folder or "
+        "one holding it)",
+    )
     parser.add_argument(
         "--overwrite",
         action="store_true",
-        help="replace the checkpoint folder DESTINATION if it exists (never the source); the new "
-        "checkpoint is written beside it and swapped in when complete",
+        help="replace DESTINATION if it holds a model checkpoint and nothing else (any other file is refused, "
+        "naming it); the new checkpoint is written beside it and swapped in when complete, keeping the folder's "
+        "permissions",
     )
     parser.set_defaults(run=_run_convert)
 

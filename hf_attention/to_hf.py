@@ -581,7 +581,11 @@ def add_export_command(subparsers: argparse._SubParsersAction) -> None:
         "every field in the way.",
     )
     parser.add_argument("source", help="hf-attention checkpoint folder")
-    parser.add_argument("destination", help="new or empty folder to write the standard checkpoint to")
+    parser.add_argument(
+        "destination",
+        help="new or empty folder to write the standard checkpoint to (not the source, nor the current folder or one "
+        "holding it)",
+    )
     parser.add_argument(
         "--to",
         default="auto",
@@ -591,7 +595,8 @@ def add_export_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--overwrite",
         action="store_true",
-        help="replace the checkpoint folder DESTINATION if it exists (never the source)",
+        help="replace DESTINATION if it holds a model checkpoint and nothing else (any other file is refused, naming "
+        "it); the new checkpoint is written beside it and swapped in when complete, keeping the folder's permissions",
     )
     parser.set_defaults(run=_run_export)
 
