@@ -17,20 +17,16 @@ copies the weights under our module names and returns the equivalent hf_attentio
 Every parameter of the new model gets a value from the reference (no silently random weights), every reference
 weight is used or explicitly dropped with a reason, and options the code cannot express raise a ValueError that names
 them. `hf-attention convert SRC DST` does the same for a checkpoint folder (or Hub id) and writes a checkpoint that
-loads with the Auto classes; it never writes over the source, and replaces an existing checkpoint at DST only with
-`--overwrite`.
+loads with the Auto classes, by the rules of destinations.py: never over the source or the current folder, and over an
+existing checkpoint at DST only with `--overwrite`.
 
 This module is outside the remote-code closure: it may import anything.
 """
 
 import argparse
 import copy
-import json
 import logging
 import os
-import re
-import shutil
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -58,6 +54,7 @@ from .configuration_hf_attention import (
     HFAttentionEncoderConfig,
     HFAttentionSeq2SeqConfig,
 )
+from .destinations import check_destination
 from .modeling_hf_attention import (
     HFAttentionDecoderForSequenceClassification,
     HFAttentionEncoderModel,
@@ -578,11 +575,12 @@ def convert_checkpoint(source: str, destination: str | os.PathLike, *, overwrite
 
     Raises:
         ValueError: Before loading anything, when `source` is a local path that is not a checkpoint folder, or when
-            `destination` is the source, inside it or holds it, is a file, or is a non-empty folder (replaced only
-            when it is a checkpoint folder and `overwrite` is true).
+            `destination` is not UTF-8, is the source, inside it or holds it, is the current folder or holds it, is
+            a file, or is a non-empty folder (replaced only when it holds only a checkpoint and `overwrite` is true);
+            and before the swap, when the folder was filled meanwhile.
     """
     source = check_checkpoint(source, argument="source")
-    target = _check_destination(source, destination, overwrite=overwrite)
+    target = check_destination(destination, source=source, overwrite=overwrite)
     _check_weight_files(source)
     converted = from_hf(load_reference(source))
 
@@ -597,75 +595,8 @@ def convert_checkpoint(source: str, destination: str | os.PathLike, *, overwrite
         except (OSError, ValueError, TypeError) as error:  # e.g. a Hub repo with weights only: not an error
             logger.warning("No tokenizer copied from %s: %s", source, error)
 
-    _write_folder(target, write)
+    target.write(write)
     return converted
-
-
-# The files a saved model folder holds besides its weights (transformers' config, generation config, tokenizer files,
-# a model card), and the weight files themselves: what `--overwrite` may replace.
-CHECKPOINT_FILES = (
-    "config.json",
-    "generation_config.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "added_tokens.json",
-    "vocab.json",
-    "vocab.txt",
-    "merges.txt",
-    "tokenizer.model",
-    "spiece.model",
-    "source.spm",
-    "target.spm",
-    "sentencepiece.bpe.model",
-    "chat_template.jinja",
-    "README.md",
-)
-WEIGHT_FILES = (
-    "model.safetensors",
-    "model.safetensors.index.json",
-    "pytorch_model.bin",
-    "pytorch_model.bin.index.json",
-)
-SHARDED_WEIGHTS = re.compile(r"(model|pytorch_model)-\d+-of-\d+\.(safetensors|bin)")
-
-
-def _not_checkpoint_contents(folder: Path) -> str | None:
-    """What in `folder` shows it is not (only) a saved model, said in a few words; None when it is one."""
-    try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return "it has no config.json"
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return "its config.json is not a model config (not JSON)"
-    if not isinstance(config, dict) or not isinstance(config.get("model_type"), str):
-        return "its config.json has no model_type, so it is not a model config"
-    code = {f"{module.split('.')[0]}.py" for module in _code_modules(config)}
-    names = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir())
-    weights = [n for n in names if n in WEIGHT_FILES or SHARDED_WEIGHTS.fullmatch(n)]
-    others = [n for n in names if n not in CHECKPOINT_FILES and n not in code and n not in weights]
-    if others:
-        listed = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
-        return f"it also holds {listed}"
-    if not weights:
-        return "it has no model weights (model.safetensors or pytorch_model.bin)"
-    return None
-
-
-def _code_modules(config: dict) -> list[str]:
-    """The module names of the code a checkpoint ships: named in auto_map and custom_pipelines, and for an
-    hf-attention checkpoint the rest of its remote-code closure."""
-    modules = [str(name).split("--")[-1] for entry in (config.get("auto_map") or {}).values() for name in _flat(entry)]
-    modules += [str(p.get("impl", "")) for p in (config.get("custom_pipelines") or {}).values() if isinstance(p, dict)]
-    if str(config.get("model_type", "")).startswith("hf_attention"):
-        from .shipped_code import closure_files
-
-        modules += [name.removesuffix(".py") for name in closure_files()]
-    return modules
-
-
-def _flat(value) -> list:
-    return [item for item in value if item] if isinstance(value, (list, tuple)) else [value]
 
 
 def _check_weight_files(source: str) -> None:
@@ -683,78 +614,6 @@ def _check_weight_files(source: str) -> None:
             ) from None
 
 
-def _check_destination(source: str, destination: str | os.PathLike, *, overwrite: bool) -> Path:
-    """The resolved folder to write to; raises a ValueError when writing there could lose a checkpoint."""
-    name = os.fspath(destination)
-    if not name.strip():
-        raise ValueError("destination is empty: pass the folder to write the converted checkpoint to.")
-    target = Path(name).expanduser().resolve()
-    if os.path.isdir(source):
-        origin = Path(source).resolve()
-        if target == origin or (target.exists() and os.path.samefile(target, origin)):
-            raise ValueError(
-                f"destination {name} is the source checkpoint; converting in place would overwrite it. "
-                "Pass another folder."
-            )
-        if target.is_relative_to(origin):
-            raise ValueError(f"destination {name} is inside the source checkpoint {source}; pass a folder outside it.")
-        if origin.is_relative_to(target):
-            raise ValueError(
-                f"destination {name} holds the source checkpoint {source}; writing there would replace "
-                "it. Pass another folder."
-            )
-    if target.exists() and not target.is_dir():
-        raise ValueError(f"destination {name} is a file, not a folder; pass a new or empty folder.")
-    if target.is_dir() and any(target.iterdir()):
-        if not overwrite:
-            raise ValueError(
-                f"destination {name} is a non-empty folder; pass a new or empty folder, or --overwrite "
-                "(overwrite=True) to replace the checkpoint there."
-            )
-        if Path.cwd().resolve().is_relative_to(target):
-            raise ValueError(
-                f"destination {name} is the current folder (or holds it); --overwrite (overwrite=True) would replace "
-                "the folder you are working in. Pass another folder."
-            )
-        not_a_checkpoint = _not_checkpoint_contents(target)
-        if not_a_checkpoint:
-            raise ValueError(
-                f"destination {name} is not only a model checkpoint: {not_a_checkpoint}. --overwrite (overwrite=True) "
-                "replaces a folder that holds a model config (config.json with model_type), its weights and the files "
-                "saved with them, and nothing else. Pass another folder."
-            )
-    existing = next(parent for parent in (target, *target.parents) if parent.exists())
-    if not existing.is_dir():
-        raise ValueError(f"destination {name}: {existing} is a file, so no folder can be created there.")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ValueError(f"destination {name}: {existing} is not writable.")
-    return target
-
-
-def _write_folder(target: Path, write: Callable[[Path], None]) -> None:
-    """Run `write` on a fresh sibling of `target`, then move the result to `target` (replacing what is there)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tag = uuid.uuid4().hex[:8]
-    partial = target.with_name(f".{target.name}.{tag}.partial")
-    partial.mkdir()  # (mkdir, unlike mkdtemp, gives the folder the user's usual permissions)
-    try:
-        write(partial)
-        if target.exists():  # an empty folder, or a checkpoint replaced on request
-            previous = target.with_name(f".{target.name}.{tag}.previous")
-            target.rename(previous)
-            try:
-                partial.rename(target)
-            except OSError:
-                previous.rename(target)
-                raise
-            shutil.rmtree(previous, ignore_errors=True)
-        else:
-            partial.rename(target)
-    finally:
-        if partial.exists():
-            shutil.rmtree(partial, ignore_errors=True)
-
-
 def add_convert_command(subparsers: argparse._SubParsersAction) -> None:
     """Register `hf-attention convert SRC DST`."""
     parser = subparsers.add_parser(
@@ -764,12 +623,17 @@ def add_convert_command(subparsers: argparse._SubParsersAction) -> None:
         "checkpoint with the same outputs, loadable with the Auto classes.",
     )
     parser.add_argument("source", help="local checkpoint folder, or a Hub id when the network is available")
-    parser.add_argument("destination", help="new or empty folder to write the hf_attention checkpoint to")
+    parser.add_argument(
+        "destination",
+        help="new or empty folder to write the hf_attention checkpoint to (not the source, nor the current folder or "
+        "one holding it)",
+    )
     parser.add_argument(
         "--overwrite",
         action="store_true",
-        help="replace the checkpoint folder DESTINATION if it exists (never the source); the new "
-        "checkpoint is written beside it and swapped in when complete",
+        help="replace DESTINATION if it holds a model checkpoint and nothing else (any other file is refused, "
+        "naming it); the new checkpoint is written beside it and swapped in when complete, keeping the folder's "
+        "permissions",
     )
     parser.set_defaults(run=_run_convert)
 

@@ -109,9 +109,10 @@ def output_file(path: str | os.PathLike, *, default_name: str, suffixes: tuple[s
     return file
 
 
-def check_text_argument(argument: str, value: str | None) -> None:
+def check_text_argument(argument: str, value: str | None, *, what: str = "text") -> None:
     """Raise ValueError when a text given on the command line is not valid UTF-8 (Python keeps such bytes as lone
-    surrogates in sys.argv, which tokenizers then reject with a traceback)."""
+    surrogates in sys.argv, which tokenizers then reject with a traceback, and which no model card or JSON file can
+    hold). `what` says what the value is ("text", "folder name"), for the message."""
     if value is None:
         return
     try:
@@ -119,6 +120,9 @@ def check_text_argument(argument: str, value: str | None) -> None:
     except UnicodeEncodeError as error:
         raw = value.encode("utf-8", "surrogateescape")
         position = len(value[: error.start].encode("utf-8", "surrogateescape"))
+        shown = raw.decode("utf-8", "backslashreplace")
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
         raise ValueError(
-            f"{argument} is not valid UTF-8 (byte 0x{raw[position]:02x} at byte {position}); pass the text in UTF-8."
+            f"{argument} is not valid UTF-8 ({shown}: byte 0x{raw[position]:02x} at byte {position}); pass the {what} "
+            "in UTF-8."
         ) from None

@@ -6,18 +6,21 @@ installed. That copy is frozen at save time: when transformers changes its contr
 cache argument from `past_key_values` to `cache`), a checkpoint saved earlier still runs its old code there, while
 loading it with hf_attention installed uses the installed classes. `refresh_shipped_code` writes the installed
 closure (and the translation pipeline, when the checkpoint ships one) into the folder and updates `auto_map`; the
-weights, tokenizer and every other file stay as they are.
+weights, tokenizer and every other file stay as they are. A folder that is not a saved hf-attention model (no weights,
+a config.json that is not one) is refused before anything is written, and each file is replaced the way
+destinations.py replaces files: written beside, renamed over, keeping its permissions.
 
 This module is outside the remote-code closure.
 """
 
-import ast
 import json
 import os
-import tempfile
 from pathlib import Path
 
+from .checkpoint_files import WEIGHTS_DESCRIPTION, import_closure, remote_code_fields, weight_files
+from .destinations import replace_files
 from .modeling_hf_attention import AUTO_CLASSES, auto_map_of
+from .paths import check_text_argument
 
 PACKAGE = Path(__file__).resolve().parent
 # The files whose classes auto_map names; the closure is these and every sibling they import.
@@ -27,19 +30,7 @@ PIPELINE_FILE = "pipelines.py"
 
 def closure_files() -> list[str]:
     """The package's remote-code closure: the entry files and every sibling they import (`from .x import y`)."""
-    found, todo = [], list(ENTRY_FILES)
-    while todo:
-        name = todo.pop()
-        if name in found:
-            continue
-        found.append(name)
-        tree = ast.parse((PACKAGE / name).read_text(encoding="utf-8"))
-        todo += [
-            f"{node.module}.py"
-            for node in ast.walk(tree)
-            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
-        ]
-    return sorted(found)
+    return sorted(import_closure(PACKAGE, ENTRY_FILES))
 
 
 def _model_config(folder: Path) -> dict:
@@ -62,37 +53,38 @@ def _model_config(folder: Path) -> dict:
     return config
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file in the same folder: a reader sees the old or the new file."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+def _check_weights(folder: Path) -> None:
+    """A config.json beside files of one's own (notes named layers.py, say) is not a checkpoint: its files are not
+    ours to replace."""
+    if not weight_files(folder):
+        raise ValueError(
+            f"checkpoint {str(folder)!r} has no model weights ({WEIGHTS_DESCRIPTION}): it is not a saved model "
+            "(config.json + weights), so its files are not replaced. Nothing was written."
+        )
 
 
 def refresh_shipped_code(folder: str | os.PathLike) -> list[str]:
     """Write the installed hf-attention model code into checkpoint `folder`; returns the files written.
 
-    The folder must hold an hf-attention config.json (checked before anything is written). The closure files and,
-    if the config names it in `custom_pipelines`, the translation pipeline are replaced; `auto_map` in config.json
-    is set to what `save_pretrained` writes today. Weights and every other file are left untouched.
+    The folder must hold an hf-attention config.json, with an `auto_map` and `custom_pipelines` of the form
+    transformers reads, and model weights (all checked before anything is written). The closure files and, if the
+    config names it in `custom_pipelines`, the translation pipeline are replaced; `auto_map` in config.json is set to
+    what `save_pretrained` writes today. Each replaced file keeps its permissions. Weights and every other file are
+    left untouched.
     """
+    check_text_argument("checkpoint", os.fspath(folder), what="folder name")
     folder = Path(folder)
     config = _model_config(folder)
+    auto_map, pipelines = remote_code_fields(config, str(folder / "config.json"))
+    _check_weights(folder)
     names = closure_files()
-    pipelines = config.get("custom_pipelines") or {}
-    if any(str(task.get("impl", "")).startswith(f"{Path(PIPELINE_FILE).stem}.") for task in pipelines.values()):
+    if any(task.get("impl", "").startswith(f"{Path(PIPELINE_FILE).stem}.") for task in pipelines.values()):
         names.append(PIPELINE_FILE)
-    sources = {name: (PACKAGE / name).read_bytes() for name in names}  # read all before writing any
-    config["auto_map"] = {**(config.get("auto_map") or {}), **auto_map_of(config["model_type"])}
-    for name, data in sources.items():
-        _write_atomically(folder / name, data)
-    _write_atomically(folder / "config.json", (json.dumps(config, indent=2, sort_keys=True) + "\n").encode())
-    return [*names, "config.json"]
+    contents = {name: (PACKAGE / name).read_bytes() for name in names}
+    config["auto_map"] = {**auto_map, **auto_map_of(config["model_type"])}
+    contents["config.json"] = (json.dumps(config, indent=2, sort_keys=True) + "\n").encode()
+    replace_files(folder, contents)
+    return list(contents)
 
 
 def add_refresh_code_command(subparsers) -> None:
@@ -102,12 +94,17 @@ def add_refresh_code_command(subparsers) -> None:
         help="replace the model code shipped in a checkpoint folder with the installed hf-attention's",
         description=(
             "Write the installed hf-attention model code (what trust_remote_code=True runs where hf-attention is "
-            "not installed) into CHECKPOINT, and update auto_map in its config.json. Weights, tokenizer and other "
-            "files are not touched. Use it after upgrading hf-attention, e.g. for the transformers 5.24 cache "
-            "rename, before sharing or uploading a checkpoint saved by an older version."
+            "not installed) into CHECKPOINT, and update auto_map in its config.json; each replaced file keeps its "
+            "permissions. Weights, tokenizer and other files are not touched. Use it after upgrading hf-attention, "
+            "e.g. for the transformers 5.24 cache rename, before sharing or uploading a checkpoint saved by an older "
+            "version."
         ),
     )
-    command.add_argument("checkpoint", help="an hf-attention checkpoint folder (config.json + weights)")
+    command.add_argument(
+        "checkpoint",
+        help="an hf-attention checkpoint folder (config.json + weights); a folder without weights is refused before "
+        "anything is written",
+    )
     command.set_defaults(run=_run)
 
 

@@ -55,7 +55,8 @@ from transformers import (
 
 from .activations import GATED_ACTIVATIONS, PLAIN_ACTIVATIONS
 from .configuration_hf_attention import _FIELD_CHECKS, TOKEN_ID_FIELDS, HFAttentionConfigBase
-from .convert import CONVERTERS, _check_destination, _check_weight_files, _Weights, _write_folder
+from .convert import CONVERTERS, _check_weight_files, _Weights
+from .destinations import check_destination
 from .modeling_hf_attention import (
     HFAttentionDecoderForSequenceClassification,
     HFAttentionEncoderModel,
@@ -508,10 +509,11 @@ def export_checkpoint(
     config, tokenizer, model card) that loads with the Auto classes where hf_attention is not installed.
 
     The folder is written beside `destination` and renamed into place once complete; a refusal (a config the
-    architecture cannot express, a destination that holds other files) comes before anything is written.
+    architecture cannot express, a destination that holds other files, is the current folder or is not named in
+    UTF-8) comes before anything is written.
     """
     source = check_checkpoint(source, argument="source")
-    target = _check_destination(source, destination, overwrite=overwrite)
+    target = check_destination(destination, source=source, overwrite=overwrite)
     _check_weight_files(source)
     exported = to_hf(load_hf_attention(source), to).eval()
 
@@ -526,11 +528,12 @@ def export_checkpoint(
             logger.warning("No tokenizer copied: %s holds no tokenizer files.", source)
         card = Path(source, "README.md")
         (folder / "README.md").write_text(
-            export_card(exported, Path(destination).name, card.read_text(encoding="utf-8") if card.is_file() else ""),
+            # the name of the folder written (what the user typed may be ".." or end in "/.")
+            export_card(exported, target.path.name, card.read_text(encoding="utf-8") if card.is_file() else ""),
             encoding="utf-8",
         )
 
-    _write_folder(target, write)
+    target.write(write)
     return exported
 
 
@@ -578,7 +581,11 @@ def add_export_command(subparsers: argparse._SubParsersAction) -> None:
         "every field in the way.",
     )
     parser.add_argument("source", help="hf-attention checkpoint folder")
-    parser.add_argument("destination", help="new or empty folder to write the standard checkpoint to")
+    parser.add_argument(
+        "destination",
+        help="new or empty folder to write the standard checkpoint to (not the source, nor the current folder or one "
+        "holding it)",
+    )
     parser.add_argument(
         "--to",
         default="auto",
@@ -588,7 +595,8 @@ def add_export_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--overwrite",
         action="store_true",
-        help="replace the checkpoint folder DESTINATION if it exists (never the source)",
+        help="replace DESTINATION if it holds a model checkpoint and nothing else (any other file is refused, naming "
+        "it); the new checkpoint is written beside it and swapped in when complete, keeping the folder's permissions",
     )
     parser.set_defaults(run=_run_export)
 

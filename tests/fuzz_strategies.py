@@ -1,5 +1,5 @@
 """Hypothesis strategies for tests/test_fuzz.py: configs (every knob, valid and invalid values), model inputs and
-their malformed variants, generation options and command lines.
+their malformed variants, generation options, command lines and the destinations of the writing commands.
 
 Sizes stay tiny (hidden 8-16, 1-2 layers, vocab 40, up to 6 tokens) so that a few hundred examples run in a minute.
 """
@@ -260,3 +260,32 @@ def train_command_lines(draw) -> list[str]:
     point here: each example must be refused before data is read)."""
     flags = draw(st.lists(st.sampled_from(sorted(TRAIN_FLAGS)), min_size=1, max_size=4, unique=True))
     return [item for flag in flags for item in (flag, draw(st.sampled_from(TRAIN_FLAGS[flag])))]
+
+
+# Where a writing command is pointed: layout name → the destination as typed, from the current folder. The current
+# folder is work/here inside a fresh root that also holds the source, src/; each example lays out only its own case.
+DESTINATION_LAYOUTS = {
+    "missing": "out",
+    "missing, deeper": "new/deeper/out",
+    "empty": "empty",
+    "foreign files": "mine",
+    "a checkpoint and foreign files": "mixed",
+    "a config without weights": "noweights",
+    "a file": "afile",
+    "under a file": "afile/out",
+    "the current folder": ".",
+    "a parent of the current folder": "..",
+    "the source": "../../src",
+    "inside the source": "../../src/out",
+    "a checkpoint": "old",
+    "an earlier demo's output": "demo",
+}
+WRITING_COMMANDS = ("convert", "export", "demo", "refresh-code")
+
+
+@st.composite
+def destination_cases(draw) -> tuple[str, str, bool]:
+    """(command, layout, whether --overwrite is given); refresh-code has no --overwrite."""
+    command = draw(st.sampled_from(WRITING_COMMANDS))
+    layout = draw(st.sampled_from(sorted(DESTINATION_LAYOUTS)))
+    return command, layout, command != "refresh-code" and draw(st.booleans())

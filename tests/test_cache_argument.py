@@ -4,6 +4,7 @@ before the rename, and `hf-attention refresh-code`, which updates the model code
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import warnings
@@ -244,3 +245,86 @@ def test_generate_refuses_two_different_caches_as_forward_does(model_class):
         model.generate(ids, max_new_tokens=2, cache=_empty_cache(model), past_key_values=_empty_cache(model))
     shared = _empty_cache(model)  # one object under both names is one cache: accepted, as by forward()
     model.generate(ids, max_new_tokens=2, do_sample=False, cache=shared, past_key_values=shared)
+
+
+def _files(folder: Path) -> dict[str, tuple[bytes | None, int]]:
+    """Name → (bytes, or None for a folder; permission bits) of everything in `folder`."""
+    return {p.name: (None if p.is_dir() else p.read_bytes(), stat.S_IMODE(p.stat().st_mode)) for p in folder.iterdir()}
+
+
+def test_refresh_code_refuses_a_folder_without_weights_before_writing(tmp_path, capsys):
+    """An hf-attention config.json beside a user's own layers.py and losses.py is not a checkpoint: nothing of it is
+    replaced."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    shutil.copy(FIXTURES / "decoder" / "config.json", folder)
+    (folder / "layers.py").write_text("# my notes on layers\n")
+    (folder / "losses.py").write_text("# my notes on losses\n")
+    before = _files(folder)
+    assert main(["refresh-code", str(folder)]) == 1
+    err = capsys.readouterr().err
+    assert "error:" in err and "has no model weights" in err and "model.safetensors" in err, err
+    assert _files(folder) == before
+
+
+def test_refresh_code_refuses_a_code_file_that_is_a_folder_before_writing(tmp_path, capsys):
+    folder = tmp_path / "checkpoint"
+    shutil.copytree(FIXTURES / "decoder", folder)
+    (folder / "layers.py").mkdir()
+    before = _files(folder)
+    assert main(["refresh-code", str(folder)]) == 1
+    assert "layers.py is a folder" in capsys.readouterr().err
+    assert _files(folder) == before
+
+
+def test_refresh_code_keeps_the_permissions_of_the_files_it_replaces(tmp_path, capsys):
+    folder = tmp_path / "checkpoint"
+    shutil.copytree(FIXTURES / "decoder", folder)
+    names = closure_files()
+    for name in names[:-1]:
+        (folder / name).write_text("# an older release's code\n")
+        (folder / name).chmod(0o644)
+    (folder / names[0]).chmod(0o640)
+    (folder / "config.json").chmod(0o664)
+    umask = os.umask(0o022)
+    try:
+        assert main(["refresh-code", str(folder)]) == 0
+    finally:
+        os.umask(umask)
+    modes = {name: mode for name, (_, mode) in _files(folder).items()}
+    assert modes["config.json"] == 0o664
+    assert modes[names[0]] == 0o640
+    assert {modes[name] for name in names[1:-1]} == {0o644}
+    assert modes[names[-1]] == 0o644  # a file the folder did not have: what open() gives under the umask
+    assert not [name for name in modes if name.startswith(".")]  # no temporary file left
+
+
+MALFORMED = {
+    "a list auto_map": ("auto_map", ["modeling_hf_attention.HFAttentionForCausalLM"], "a list"),
+    "a string auto_map": ("auto_map", "modeling_hf_attention.HFAttentionForCausalLM", "a str"),
+    "an auto_map entry that is a number": ("auto_map", {"AutoModel": 3}, "auto_map['AutoModel']"),
+    "an auto_map entry that is a dict": ("auto_map", {"AutoModel": {"x": 1}}, "auto_map['AutoModel']"),
+    "a list custom_pipelines": ("custom_pipelines", [{"impl": "pipelines.X"}], "a list"),
+    "a string custom_pipelines": ("custom_pipelines", "pipelines.X", "a str"),
+    "a pipeline that is a string": (
+        "custom_pipelines",
+        {"translation": "pipelines.X"},
+        "custom_pipelines['translation']",
+    ),
+    "a pipeline impl that is a number": ("custom_pipelines", {"translation": {"impl": 3}}, "['impl']"),
+}
+
+
+@pytest.mark.parametrize(("field", "value", "words"), MALFORMED.values(), ids=MALFORMED)
+def test_refresh_code_names_a_malformed_field_of_config_json(tmp_path, capsys, field, value, words):
+    folder = tmp_path / "checkpoint"
+    shutil.copytree(FIXTURES / "decoder", folder)
+    config = json.loads((folder / "config.json").read_text())
+    config[field] = value
+    (folder / "config.json").write_text(json.dumps(config))
+    before = _files(folder)
+    assert main(["refresh-code", str(folder)]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and f"refresh-code: error: {folder / 'config.json'}: {field}" in err, err
+    assert words in err, err
+    assert _files(folder) == before

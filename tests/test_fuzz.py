@@ -8,7 +8,9 @@ The properties:
 - an invalid config value, or an invalid model input, raises ValueError or TypeError naming the field or argument,
   never an IndexError, a RuntimeError from a kernel or a traceback from a dependency;
 - generate() with any combination of options either gives ids of the vocabulary or refuses with a ValueError;
-- a refused command line exits with a one-line error and changes nothing on disk.
+- a refused command line exits with a one-line error and changes nothing on disk;
+- a writing command (convert, export, demo, refresh-code) pointed at a drawn destination layout either refuses with a
+  ValueError and changes no file, byte or permission, or leaves the destination holding exactly what it writes.
 
 Every example is deterministic (`derandomize`). The suite runs the "suite" profile (a few dozen examples per
 property, about a minute in all); `HF_ATTENTION_FUZZ_PROFILE=long python -m pytest tests/test_fuzz.py` runs 1000
@@ -21,21 +23,27 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+import stat
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import tiny_config
 from fuzz_strategies import (
+    DESTINATION_LAYOUTS,
     GENERATION_OPTIONS,
     VOCAB,
     batches,
+    destination_cases,
     invalid_configs,
     malformed_inputs,
     train_command_lines,
     valid_configs,
 )
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
+from test_parity_hf import build_reference
 from transformers import AutoConfig
 
 from hf_attention import (
@@ -46,7 +54,8 @@ from hf_attention import (
     HFAttentionForSeq2SeqLM,
     HFAttentionSeq2SeqConfig,
 )
-from hf_attention.cli import main
+from hf_attention.cli import build_parser, main
+from hf_attention.shipped_code import PACKAGE, closure_files
 from training.args import parse_args
 from training.run_state import RunArguments
 from training.train import configure
@@ -289,3 +298,181 @@ def test_refused_training_command_lines_name_the_problem_before_any_file_is_writ
     else:
         assume(False)  # every flag happened to be valid: not this property's case
     assert not output.exists(), argv
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Writing commands: a destination is refused with a ValueError and nothing changes, or it ends up holding exactly
+# what the command writes
+
+
+def _state(root: Path) -> dict[str, tuple]:
+    """Relative path → (kind, content hash, permission bits) of everything under `root`."""
+    found = {}
+    for path in sorted(root.rglob("*")):
+        content = ("dir", None) if path.is_dir() else ("file", hashlib.sha256(path.read_bytes()).hexdigest())
+        found[path.relative_to(root).as_posix()] = (*content, stat.S_IMODE(path.lstat().st_mode))
+    return found
+
+
+@pytest.fixture(scope="module")
+def writing_sources(tmp_path_factory) -> dict[str, Path]:
+    """A tiny GPT-2 (what `convert` reads) and a tiny hf-attention decoder that exports as Llama (what `export` reads,
+    and the checkpoint the layouts copy)."""
+    root = tmp_path_factory.mktemp("writing-sources")
+    build_reference("gpt2").save_pretrained(root / "gpt2")
+    fields = {"position_encoding": "rotary", "norm_type": "rmsnorm", "hidden_act": "swiglu", "norm_position": "pre"}
+    fields |= {"scale_embeddings": False, "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": False}
+    HFAttentionForCausalLM(tiny_config("decoder", **fields)).eval().save_pretrained(root / "ours")
+    return {"convert": root / "gpt2", "ours": root / "ours"}
+
+
+def _lay_out(root: Path, sources: dict[str, Path], command: str, layout: str) -> Path:
+    """Build root/src (the command's source) and, in the current folder root/work/here, the `layout` case; returns the
+    current folder."""
+    shutil.copytree(sources["convert" if command == "convert" else "ours"], root / "src")
+    here = root / "work" / "here"
+    here.mkdir(parents=True)
+    checkpoint = sources["ours"]
+    if layout == "empty":
+        (here / "empty").mkdir()
+    elif layout == "foreign files":
+        (here / "mine").mkdir()
+        (here / "mine" / "notes.txt").write_text("keep")
+    elif layout == "a checkpoint and foreign files":
+        shutil.copytree(checkpoint, here / "mixed")
+        (here / "mixed" / "thesis.txt").write_text("work")
+    elif layout == "a config without weights":
+        (here / "noweights").mkdir()
+        shutil.copy(checkpoint / "config.json", here / "noweights")
+        (here / "noweights" / "layers.py").write_text("# my notes\n")
+    elif layout in ("a file", "under a file"):
+        (here / "afile").write_text("not a folder")
+    elif layout == "a checkpoint":  # shared with a group: permissions a replacement must keep
+        shutil.copytree(checkpoint, here / "old")
+        (here / "old").chmod(0o750)
+        (here / "old" / "config.json").chmod(0o640)
+    elif layout == "an earlier demo's output":
+        for family in ("decoder", "encoder", "seq2seq"):
+            shutil.copytree(checkpoint, here / "demo" / family)
+    return here
+
+
+def _accepted(command: str, layout: str, overwrite: bool) -> bool:
+    """The rule: a new or empty folder, or with --overwrite one holding only what the command writes; refresh-code
+    updates a checkpoint in place and leaves every other file alone."""
+    if command == "refresh-code":
+        return layout in ("a checkpoint", "a checkpoint and foreign files", "the source")
+    new = layout in ("missing", "missing, deeper", "empty") or (command == "demo" and layout == "inside the source")
+    replaceable = "an earlier demo's output" if command == "demo" else "a checkpoint"
+    return new or (overwrite and layout == replaceable)
+
+
+def _command_line(command: str, destination: str, overwrite: bool) -> list[str]:
+    flags = ["--overwrite"] if overwrite else []
+    if command == "demo":
+        return ["demo", "--output-dir", destination, *flags]
+    if command == "refresh-code":
+        return ["refresh-code", destination]
+    return [command, "../../src", destination, *flags]
+
+
+def _run_from(folder: Path, argv: list[str]) -> str | None:
+    """Run `hf-attention argv` in `folder`: None when it succeeds, the message of its ValueError when refused (any
+    other exception is a failure of the property)."""
+    args = build_parser().parse_args(argv)
+    old = os.getcwd()
+    os.chdir(folder)
+    try:
+        args.run(args)
+    except ValueError as error:
+        return str(error)
+    finally:
+        os.chdir(old)
+    return None
+
+
+_WRITTEN: dict[str, dict[str, tuple]] = {}
+
+
+def _what_it_writes(command: str, sources: dict[str, Path], tmp_path_factory) -> dict[str, tuple]:
+    """What `command` writes into a new folder (computed once per command), as `_state` gives it."""
+    if command not in _WRITTEN:
+        root = tmp_path_factory.mktemp(f"{command}-written")
+        here = _lay_out(root, sources, command, "missing")
+        assert _run_from(here, _command_line(command, "out", overwrite=False)) is None
+        _WRITTEN[command] = _state(here / "out")
+    return _WRITTEN[command]
+
+
+def _outside(state: dict[str, tuple], destination: str) -> dict[str, tuple]:
+    """The entries of `state` that are neither the destination, in it, nor a folder it lies in."""
+    return {
+        path: entry
+        for path, entry in state.items()
+        if not (path == destination or path.startswith(f"{destination}/") or destination.startswith(f"{path}/"))
+    }
+
+
+def _umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
+def _assert_holds_what_it_writes(written, before, after, command):
+    """The destination's files are those the command writes into a new folder, with the same bytes (the export's
+    model card names the folder); each keeps the permissions of what it replaced, else gets the usual ones."""
+    assert set(after) == set(written), (command, sorted(set(after) ^ set(written)))
+    usual = {"dir": 0o777 & ~_umask(), "file": 0o666 & ~_umask()}
+    for path, (kind, content, mode) in after.items():
+        assert kind == written[path][0], path
+        assert content == written[path][1] or path == "README.md", path
+        old = before.get(path)
+        assert mode == (old[2] if old and old[0] == kind else usual[kind]), (path, oct(mode))
+
+
+def _assert_refreshed(before, after):
+    """refresh-code wrote the installed code and config.json, kept each replaced file's permissions, and left every
+    other file as it was."""
+    written = {*closure_files(), "config.json"}
+    assert set(after) == set(before) | written
+    for path, (_, content, mode) in after.items():
+        if path not in written:
+            assert after[path] == before[path], path
+            continue
+        if path.endswith(".py"):
+            assert content == hashlib.sha256((PACKAGE / path).read_bytes()).hexdigest(), path
+        assert mode == (before[path][2] if path in before else 0o666 & ~_umask()), (path, oct(mode))
+
+
+@settings(max_examples=2 * settings.default.max_examples)
+@given(destination_cases())
+def test_writing_commands_refuse_a_destination_untouched_or_leave_exactly_their_output(
+    writing_sources, tmp_path_factory, case
+):
+    command, layout, overwrite = case
+    root = tmp_path_factory.mktemp("writing")
+    here = _lay_out(root, writing_sources, command, layout)
+    typed = DESTINATION_LAYOUTS[layout]
+    destination = Path(os.path.normpath(here / typed)).relative_to(root).as_posix()
+    before = _state(root)
+    refusal = _run_from(here, _command_line(command, typed, overwrite))
+    after = _state(root)
+    event(f"{command}: {'refused' if refusal else 'written'}")  # (shown by pytest --hypothesis-show-statistics)
+    assert (refusal is None) == _accepted(command, layout, overwrite), (case, refusal)
+    if refusal is not None:
+        named = typed if command == "refresh-code" else ("--output-dir " if command == "demo" else "destination ")
+        assert named in refusal, (case, refusal)
+        assert after == before, case
+        return
+    inside = f"{destination}/"
+    mine = {path.removeprefix(inside): entry for path, entry in after.items() if path.startswith(inside)}
+    was = {path.removeprefix(inside): entry for path, entry in before.items() if path.startswith(inside)}
+    if command == "refresh-code":
+        _assert_refreshed(was, mine)
+        assert _outside(after, destination) == _outside(before, destination), case
+        return
+    _assert_holds_what_it_writes(_what_it_writes(command, writing_sources, tmp_path_factory), was, mine, command)
+    replaced = before.get(destination)  # the folder itself: its permissions are kept too
+    assert after[destination][2] == (replaced[2] if replaced else 0o777 & ~_umask()), case
+    assert _outside(after, destination) == _outside(before, destination), case

@@ -1,0 +1,244 @@
+"""Where the writing commands (convert, export, demo) write: never over the current folder or a folder of someone's
+files (nor one whose config.json cannot be read), never under a name that is not UTF-8; a replaced folder keeps its
+permissions, and one that was filled while the command worked is left alone."""
+
+import json
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+from conftest import tiny_config
+from test_cli_errors import assert_error, run
+from test_parity_hf import build_reference
+
+from hf_attention import HFAttentionForCausalLM
+from hf_attention.convert import convert_checkpoint
+from hf_attention.demo import FAMILIES
+
+# A decoder that `export` writes as Llama.
+LLAMA = {
+    "position_encoding": "rotary",
+    "norm_position": "pre",
+    "norm_type": "rmsnorm",
+    "scale_embeddings": False,
+    "hidden_act": "swiglu",
+    "attention_bias": False,
+    "mlp_bias": False,
+    "tie_word_embeddings": False,
+}
+
+
+def state(folder: Path) -> dict[str, tuple]:
+    """Relative path → (kind, bytes or link target, permission bits) of everything under `folder`, `folder` too."""
+    found = {}
+    for path in [folder, *sorted(folder.rglob("*"))]:
+        info = path.lstat()
+        if path.is_symlink():
+            content = ("link", os.readlink(path))
+        elif path.is_dir():
+            content = ("dir", None)
+        else:
+            content = ("file", path.read_bytes())
+        found[str(path.relative_to(folder))] = (*content, stat.S_IMODE(info.st_mode))
+    return found
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory) -> dict[str, Path]:
+    """A tiny GPT-2 (a `convert` source) and a tiny hf-attention decoder that exports as Llama (an `export` source)."""
+    root = tmp_path_factory.mktemp("sources")
+    build_reference("gpt2").save_pretrained(root / "gpt2")
+    HFAttentionForCausalLM(tiny_config("decoder", **LLAMA)).eval().save_pretrained(root / "ours")
+    return {"convert": root / "gpt2", "export": root / "ours"}
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch, sources) -> Path:
+    """A fresh folder holding `src` (the convert source), `ours` (the export source) and an empty folder `empty`, which
+    is the current folder."""
+    shutil.copytree(sources["convert"], tmp_path / "src")
+    shutil.copytree(sources["export"], tmp_path / "ours")
+    (tmp_path / "empty").mkdir()
+    monkeypatch.chdir(tmp_path / "empty")
+    return tmp_path
+
+
+SOURCE = {"convert": "../src", "export": "../ours"}
+
+
+def command_line(command: str, destination: str, *extra: str) -> list[str]:
+    if command == "demo":
+        return ["demo", "--output-dir", destination, *extra]
+    return [command, SOURCE[command], destination, *extra]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The current folder
+
+
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]], ids=["plain", "overwrite"])
+@pytest.mark.parametrize("command", ["convert", "export", "demo"])
+def test_the_current_folder_is_never_a_destination_even_an_empty_one(workdir, capsys, command, overwrite):
+    before = state(workdir)
+    code, out, err = run(capsys, command_line(command, ".", *overwrite))
+    argument = "--output-dir" if command == "demo" else "destination"
+    assert_error(code, err, [f"{argument} .", "is the current folder"])
+    assert state(workdir) == before
+    assert Path.cwd() == workdir / "empty"
+
+
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]], ids=["plain", "overwrite"])
+@pytest.mark.parametrize("command", ["convert", "export", "demo"])
+def test_a_folder_that_holds_the_current_folder_is_never_a_destination(
+    workdir, capsys, monkeypatch, command, overwrite
+):
+    (workdir / "empty" / "deeper").mkdir()
+    monkeypatch.chdir(workdir / "empty" / "deeper")
+    before = state(workdir)
+    if command == "demo":
+        argv = ["demo", "--output-dir", "..", *overwrite]
+    else:  # the sources are one folder further up from here
+        argv = [command, f"../{SOURCE[command]}", "..", *overwrite]
+    code, _, err = run(capsys, argv)
+    argument = "--output-dir" if command == "demo" else "destination"
+    assert_error(code, err, [f"{argument} ..", f"holds the current folder {workdir / 'empty' / 'deeper'}"])
+    assert state(workdir) == before
+
+
+def test_the_export_card_names_the_folder_written(workdir, capsys):
+    code, out, err = run(capsys, ["export", "../ours", "new/sub/.."])
+    assert code == 0, err
+    card = (workdir / "empty" / "new" / "README.md").read_text(encoding="utf-8")
+    assert 'from_pretrained("new")' in card and "# new (" in card
+    assert 'from_pretrained("")' not in card and 'from_pretrained("..")' not in card
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Names that are not UTF-8
+
+
+@pytest.mark.parametrize("command", ["convert", "export", "demo"])
+def test_a_destination_name_that_is_not_utf8_is_refused_before_any_work(workdir, capsys, monkeypatch, command):
+    def no_work(*args, **kwargs):
+        raise AssertionError("the model was loaded before the destination was checked")
+
+    monkeypatch.setattr("hf_attention.convert.load_reference", no_work)
+    monkeypatch.setattr("hf_attention.to_hf.load_hf_attention", no_work)
+    monkeypatch.setattr("hf_attention.demo.AutoModelForCausalLM.from_config", no_work)
+    before = state(workdir)
+    code, out, err = run(capsys, command_line(command, "bad\udcff"))
+    argument = "--output-dir" if command == "demo" else "destination"
+    assert_error(code, err, [f"{argument} is not valid UTF-8", "bad\\xff", "byte 0xff at byte 3"])
+    assert state(workdir) == before
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# What a write may replace
+
+
+def test_overwrite_keeps_the_permissions_of_the_folder_and_of_the_files_it_replaces(workdir, capsys):
+    old = workdir / "empty" / "old"
+    convert_checkpoint(str(workdir / "src"), old)
+    old.chmod(0o750)
+    (old / "config.json").chmod(0o640)
+    (old / "model.safetensors").chmod(0o600)
+    (old / "generation_config.json").unlink()  # a file the new checkpoint brings back: the usual permissions
+    umask = os.umask(0o022)
+    try:
+        code, _, err = run(capsys, ["convert", "../src", "old", "--overwrite"])
+    finally:
+        os.umask(umask)
+    assert code == 0, err
+    assert stat.S_IMODE(old.stat().st_mode) == 0o750
+    assert stat.S_IMODE((old / "config.json").stat().st_mode) == 0o640
+    assert stat.S_IMODE((old / "model.safetensors").stat().st_mode) == 0o600
+    assert stat.S_IMODE((old / "generation_config.json").stat().st_mode) == 0o644
+
+
+@pytest.mark.parametrize("command", ["convert", "export"])
+def test_a_new_checkpoint_is_readable_as_the_umask_allows(workdir, capsys, command):
+    """safetensors writes its files 0600: a checkpoint meant for a group must not lock the group out."""
+    umask = os.umask(0o027)
+    try:
+        code, _, err = run(capsys, command_line(command, "new"))
+    finally:
+        os.umask(umask)
+    assert code == 0, err
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (workdir / "empty" / "new").iterdir()}
+    assert modes["model.safetensors"] == 0o640 and set(modes.values()) == {0o640}, modes
+    assert stat.S_IMODE((workdir / "empty" / "new").stat().st_mode) == 0o750
+
+
+def test_a_destination_filled_while_the_command_works_is_left_alone(workdir, capsys, monkeypatch):
+    """The destination was empty when checked; someone saves a file there while the model converts: the finished
+    checkpoint must not be swapped in over it."""
+    (workdir / "empty" / "out").mkdir()
+    from hf_attention import convert
+
+    load = convert.load_reference
+
+    def load_while_someone_writes(source):
+        (workdir / "empty" / "out" / "thesis.txt").write_text("work")
+        return load(source)
+
+    monkeypatch.setattr(convert, "load_reference", load_while_someone_writes)
+    code, _, err = run(capsys, ["convert", "../src", "out"])
+    assert_error(code, err, ["destination out", "non-empty folder"])
+    assert sorted(p.name for p in (workdir / "empty").iterdir()) == ["out"]  # no partial folder left
+    assert [p.name for p in (workdir / "empty" / "out").iterdir()] == ["thesis.txt"]
+
+
+def test_overwrite_names_a_malformed_auto_map_of_the_destination(workdir, capsys):
+    taken = workdir / "empty" / "taken"
+    taken.mkdir()
+    (taken / "config.json").write_text(json.dumps({"model_type": "gpt2", "auto_map": ["modeling.X"]}))
+    (taken / "model.safetensors").write_bytes(b"weights")
+    before = state(workdir)
+    code, _, err = run(capsys, ["convert", "../src", "taken", "--overwrite"])
+    assert_error(code, err, ["destination taken", "not only a model checkpoint", "auto_map", "list"])
+    assert state(workdir) == before
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# demo --output-dir
+
+
+def test_demo_refuses_a_folder_of_the_users_files(workdir, capsys):
+    mine = workdir / "empty" / "mine" / "decoder"
+    mine.mkdir(parents=True)
+    (mine / "attention.py").write_text("# my attention, half written\n")
+    (mine / "config.json").write_text('{"editor": "vim"}')
+    before = state(workdir)
+    code, out, err = run(capsys, ["demo", "--output-dir", "mine"])
+    assert_error(code, err, ["--output-dir mine", "non-empty folder", "--overwrite"])
+    code, out, err = run(capsys, ["demo", "--output-dir", "mine", "--overwrite"])
+    assert_error(code, err, ["--output-dir mine", "decoder/", "has no model_type"])
+    assert state(workdir) == before
+
+
+def test_demo_overwrite_refuses_anything_beside_the_checkpoints(workdir, capsys):
+    demo = workdir / "empty" / "demo"
+    for family in FAMILIES:
+        shutil.copytree(workdir / "ours", demo / family)
+    (demo / "notes.txt").write_text("keep")
+    before = state(workdir)
+    code, _, err = run(capsys, ["demo", "--output-dir", "demo", "--overwrite"])
+    assert_error(code, err, ["--output-dir demo", "it also holds notes.txt"])
+    assert state(workdir) == before
+
+
+def test_demo_overwrite_replaces_an_earlier_demo_output(workdir, capsys):
+    demo = workdir / "empty" / "demo"
+    for family in FAMILIES[:2]:  # an earlier output, or part of one
+        shutil.copytree(workdir / "ours", demo / family)
+    demo.chmod(0o750)
+    code, out, err = run(capsys, ["demo", "--output-dir", "demo", "--overwrite"])
+    assert code == 0, err
+    assert sorted(p.name for p in demo.iterdir()) == sorted(FAMILIES)
+    for family in FAMILIES:
+        config = json.loads((demo / family / "config.json").read_text())
+        assert config["model_type"] == f"hf_attention_{family}"
+    assert stat.S_IMODE(demo.stat().st_mode) == 0o750
+    assert sorted(p.name for p in (workdir / "empty").iterdir()) == ["demo"]  # nothing left beside it
