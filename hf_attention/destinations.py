@@ -68,7 +68,7 @@ class Destination:
         try:
             partial.mkdir()  # (mkdir, unlike mkdtemp, gives the folder the user's usual permissions)
             fill(partial)
-            _give_usual_permissions(partial)
+            give_usual_permissions(partial)
             self._swap_in(partial)
         except BaseException:
             shutil.rmtree(partial, ignore_errors=True)
@@ -192,7 +192,7 @@ def _remove_if_empty(folders: list[Path]) -> None:
             return
 
 
-def _give_usual_permissions(folder: Path) -> None:
+def give_usual_permissions(folder: Path) -> None:
     """Give each file in `folder` what open() gives under the umask: the permissions mkdir() gave the folder, less
     the execute bits. Some writers make their files private (safetensors writes its files 0600), which would lock
     the group out of a checkpoint meant to be shared."""

@@ -5,6 +5,7 @@ push_to_hub uploads the export (fake HfApi); bad inputs fail with clear errors b
 import json
 import math
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -163,6 +164,9 @@ def test_export_loads_with_auto_classes_and_pipelines(trained):
     ):
         final = trained[objective][0] / "final"
         assert (final / "model.safetensors").is_file()
+        # Every file gets what open() gives under the umask (safetensors alone would make the weights 0600).
+        usual = stat.S_IMODE(final.stat().st_mode) & 0o666
+        assert {stat.S_IMODE(p.stat().st_mode) for p in final.rglob("*") if p.is_file()} == {usual}
         assert (final / "generation_config.json").is_file() == (objective != "masked_lm")  # encoders do not generate
         model = auto.from_pretrained(final)
         assert model.config.vocab_size == len(AutoTokenizer.from_pretrained(final))

@@ -22,6 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import yaml  # noqa: E402
 from huggingface_hub import HfApi  # noqa: E402
 
+from hf_attention.destinations import give_usual_permissions  # noqa: E402
 from hf_attention.pipelines import save_translation_pipeline  # noqa: E402
 from hf_attention.to_hf import exportable_as  # noqa: E402
 from hf_attention.visualize import attention_kinds  # noqa: E402
@@ -83,6 +84,7 @@ def export_model(
         os.replace(previous, final)
     shutil.rmtree(partial, ignore_errors=True)
     _write_export(model, tokenizer, partial, objective=objective, card=card, figures=figures or ExportFigures())
+    give_usual_permissions(partial)  # (safetensors writes its weights 0600: the group could not read the model)
     shutil.rmtree(previous, ignore_errors=True)
     if final.exists():
         os.replace(final, previous)
