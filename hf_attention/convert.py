@@ -90,6 +90,8 @@ class _Weights:
         self.tensors = model.state_dict()
         self.used: set[str] = set()
         self.out: dict[str, Tensor] = {}
+        # Reference tensor → the reference tensor whose values it repeats (see `repeat`).
+        self.repeats: dict[str, str] = {}
 
     def __contains__(self, key: str) -> bool:
         return key in self.tensors
@@ -104,18 +106,36 @@ class _Weights:
             if f"{theirs}.{name}" in self.tensors:
                 self.out[f"{ours}.{name}"] = self.get(f"{theirs}.{name}")
 
+    def repeat(self, key: str, source: str) -> None:
+        """Reference tensor `key` must hold the values of reference tensor `source`, which is mapped to one of ours.
+
+        A reference that ties them holds one tensor under both names; untied (`tie_word_embeddings=False`),
+        transformers gives each name a tensor of its own (BART's encoder and decoder embeddings beside `shared`). The
+        import accepts the copies when they are equal, and the export writes `source`'s values into them."""
+        if key in self.tensors:
+            self.repeats[key] = source
+
+    def repeats_its_source(self, key: str) -> bool:
+        source = self.repeats.get(key)
+        return source is not None and torch.equal(self.tensors[key], self.tensors[source])
+
     def check_all_used(self, dropped: dict[str, str]) -> None:
-        """Raise unless every reference tensor was copied, aliases a copied one, or is in `dropped` (prefix → why)."""
+        """Raise unless every reference tensor was copied, aliases a copied one, repeats one (`repeat`), or is in
+        `dropped` (prefix → why)."""
         used_storage = {(self.tensors[k].data_ptr(), self.tensors[k].shape) for k in self.used}
         left = []
         for key, tensor in self.tensors.items():
-            if key in self.used or (tensor.data_ptr(), tensor.shape) in used_storage:
+            if key in self.used or (tensor.data_ptr(), tensor.shape) in used_storage or self.repeats_its_source(key):
                 continue  # tied weights appear under several names
             reason = next((why for prefix, why in dropped.items() if key.startswith(prefix)), None)
-            if reason is None:
-                left.append(key)
-            else:
+            if reason is not None:
                 logger.warning("from_hf: dropping %s (%s).", key, reason)
+            elif key in self.repeats:
+                raise _unsupported(
+                    f"a model whose {key} differs from {self.repeats[key]} (hf_attention holds them as one tensor)"
+                )
+            else:
+                left.append(key)
         if left:
             raise _unsupported(f"a model with weights that have no counterpart ({', '.join(left[:8])})")
 
@@ -301,14 +321,19 @@ def _bert(model: BertModel | BertForMaskedLM, w: _Weights):
         w.copy(f"{dst}.mlp.fc1", f"{src}.intermediate.dense")
         w.copy(f"{dst}.mlp.fc2", f"{src}.output.dense")
         w.copy(f"{dst}.mlp_norm", f"{src}.output.LayerNorm")
+    # The pooler (dense + tanh over [CLS]) serves only next-sentence prediction; no hf_attention output uses it.
+    dropped = {"pooler.": "BERT's pooler has no counterpart in HFAttentionEncoderModel"}
     if masked_lm:
         w.copy("lm_head_transform.dense", "cls.predictions.transform.dense")
         w.copy("lm_head_transform.norm", "cls.predictions.transform.LayerNorm")
-        w.out["lm_head.bias"] = w.get("cls.predictions.bias")
+        # The bias BERT adds is the decoder's; tied, `cls.predictions.bias` is that same tensor. Untied, it is a
+        # tensor of its own that the forward never reads: the export gives it the decoder's values, the import
+        # drops it when they differ.
+        w.out["lm_head.bias"] = w.get("cls.predictions.decoder.bias")
+        w.repeat("cls.predictions.bias", "cls.predictions.decoder.bias")
+        dropped["cls.predictions.bias"] = "an untied BertForMaskedLM adds cls.predictions.decoder.bias, not this one"
         if not config.tie_word_embeddings:
             w.copy("lm_head", "cls.predictions.decoder", names=("weight",))
-    # The pooler (dense + tanh over [CLS]) serves only next-sentence prediction; no hf_attention output uses it.
-    dropped = {"pooler.": "BERT's pooler has no counterpart in HFAttentionEncoderModel"}
     return (HFAttentionForMaskedLM if masked_lm else HFAttentionEncoderModel), config, dropped
 
 
@@ -372,6 +397,10 @@ def _bart_like_config(c, w: _Weights, **knobs) -> HFAttentionSeq2SeqConfig:
 
 def _bart_like_weights(w: _Weights, config: HFAttentionSeq2SeqConfig) -> None:
     w.copy("model.shared", "model.shared")
+    # One embedding for both stacks, as ours; untied (tie_word_embeddings=False) transformers holds each stack's as a
+    # tensor of its own, which must then hold the same values.
+    for stack in ("encoder", "decoder"):
+        w.repeat(f"model.{stack}.embed_tokens.weight", "model.shared.weight")
     _bart_layers(w, "model.encoder", "model.encoder", config.encoder_layers, cross=False)
     _bart_layers(w, "model.decoder", "model.decoder", config.decoder_layers, cross=True)
     w.out["lm_head.bias"] = w.get("final_logits_bias")[0]  # (1, V) → (V,)

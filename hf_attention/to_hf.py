@@ -16,7 +16,9 @@ reference's state dict.
 Two differences are neutral and filled in: a vocabulary bias that the architecture always has (BART/Marian's
 `final_logits_bias`, BERT's MLM bias) is written as zeros when our model has none, and BERT's token-type table gets one
 row of zeros when our encoder has no token types (BERT always adds row 0). Dropout rates only act in training: those
-the architecture cannot hold are reported in a warning, never a refusal.
+the architecture cannot hold are reported in a warning, never a refusal. Where the architecture holds copies of one
+of our tensors (an untied BART's per-stack embeddings, an untied BERT head's two bias names), each copy gets its
+values.
 
 This module is outside the remote-code closure: it may import anything.
 """
@@ -325,6 +327,30 @@ class _Match:
         if model_class is not type(model):  # the tables above and the converters disagree: a bug, not bad input
             raise RuntimeError(f"to_hf: {reference_class.__name__} converts to {model_class.__name__}")
         self.blocking, self.training_only = _differences(model, derived)
+        # Where every tensor goes is settled here, before anything is copied, so that `exportable_as` (which
+        # training runs before its first step) refuses whatever `to_hf` would.
+        self.zeroed = [] if self.blocking else self._place_every_tensor(model)
+
+    def _place_every_tensor(self, model: PreTrainedModel) -> list[str]:
+        """The reference tensors to zero (those the converter drops); raises if one of our tensors has no place in
+        the reference, or a reference tensor would get no value (the tables and the converter disagree: a bug)."""
+        ours = model.state_dict()
+        missing = _not_exported(ours, {name for name in self.weights.out if name in ours})
+        if missing:
+            raise RuntimeError(f"to_hf: {self.architecture} has no place for {missing}")
+        reference_tensors = self.reference.state_dict()
+        # Tensors the converter read without mapping them are fixed tables it checked (Marian's sinusoids): kept.
+        read = [reference_tensors[key] for key in self.weights.used]
+        repeats = [reference_tensors[key] for key in self.weights.repeats]
+        covered = {_storage(tensor) for tensor in (*self.weights.out.values(), *read, *repeats)}
+        zeroed = []
+        for key, tensor in reference_tensors.items():
+            if _storage(tensor) in covered:
+                continue
+            if not any(key.startswith(prefix) for prefix in self.dropped):
+                raise RuntimeError(f"to_hf: the {self.architecture} tensor {key} got no value")
+            zeroed.append(key)  # e.g. BERT's pooler: no hf-attention output uses it; zeros make it say so
+        return zeroed
 
 
 def _describe(differences: list[tuple], architecture: str) -> str:
@@ -381,7 +407,8 @@ def _no_architecture_message(model: PreTrainedModel, matches: list[_Match]) -> s
 
 
 def exportable_as(model: PreTrainedModel, to: str = "auto") -> str:
-    """The architecture `to_hf(model, to)` writes; raises the ValueError `to_hf` would, without copying weights."""
+    """The architecture `to_hf(model, to)` writes; raises what `to_hf` would (the same configuration comparison, the
+    same placing of every tensor), without copying weights."""
     return _choose(model, to).architecture
 
 
@@ -426,42 +453,33 @@ def to_hf(model: PreTrainedModel, to: str = "auto") -> PreTrainedModel:
 
 
 def _copy_into(model: PreTrainedModel, match: _Match) -> None:
-    """Write every tensor of `model` into the reference through the converter's views; zero the reference tensors
-    that have no counterpart (neutral differences, dropped modules such as BERT's pooler)."""
+    """Write every tensor of `model` into the reference through the converter's views, and into the reference
+    tensors that repeat them; zero the reference tensors that have no counterpart (neutral differences, dropped
+    modules such as BERT's pooler). Where each goes was settled by `match`."""
     ours = model.state_dict()
     weights = match.weights
-    views = weights.out
-    written: set[str] = set()
+    reference_tensors = match.reference.state_dict()
     with torch.no_grad():
-        for name, view in views.items():
+        for name, view in weights.out.items():
             if name in ours:
                 view.copy_(ours[name])
-                written.add(name)
             else:  # a neutral difference: the architecture has a tensor our model lacks
                 view.zero_()
-        missing = _not_exported(ours, written)
-        if missing:
-            raise RuntimeError(f"to_hf: {match.architecture} has no place for {missing}")
-        reference_tensors = match.reference.state_dict()
-        # Tensors the converter read without mapping them are fixed tables it checked (Marian's sinusoids): kept.
-        read = [reference_tensors[key] for key in weights.used]
-        covered = {tensor.untyped_storage().data_ptr() for tensor in (*views.values(), *read)}
-        for key, tensor in reference_tensors.items():
-            if tensor.untyped_storage().data_ptr() in covered:
-                continue
-            if not any(key.startswith(prefix) for prefix in match.dropped):
-                raise RuntimeError(f"to_hf: the {match.architecture} tensor {key} got no value")
-            tensor.zero_()  # e.g. BERT's pooler: no hf-attention output uses it; zeros make it say so
+        for key, source in weights.repeats.items():  # an untied copy (the same tensor when tied)
+            if _storage(reference_tensors[key]) != _storage(reference_tensors[source]):
+                reference_tensors[key].copy_(reference_tensors[source])
+        for key in match.zeroed:
+            reference_tensors[key].zero_()
+
+
+def _storage(tensor: Tensor) -> int:
+    return tensor.untyped_storage().data_ptr()
 
 
 def _not_exported(ours: dict[str, Tensor], written: set[str]) -> list[str]:
     """Our tensors whose values reached no reference tensor (a tied alias of a written one counts as written)."""
-    storage = {ours[name].untyped_storage().data_ptr() for name in written}
-    return [
-        name
-        for name, tensor in ours.items()
-        if name not in written and tensor.untyped_storage().data_ptr() not in storage
-    ]
+    storage = {_storage(ours[name]) for name in written}
+    return [name for name, tensor in ours.items() if name not in written and _storage(tensor) not in storage]
 
 
 # ---------------------------------------------------------------------------------------------------------------------

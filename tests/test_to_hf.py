@@ -14,7 +14,7 @@ import textwrap
 import pytest
 import torch
 from conftest import tiny_config
-from test_parity_hf import build_reference
+from test_parity_hf import REFERENCES, build_reference
 from text_fixtures import KIND_OF_FAMILY, make_tokenizer, pydoc_paragraphs
 
 from hf_attention import (
@@ -27,7 +27,7 @@ from hf_attention import (
 )
 from hf_attention.cli import main as cli
 from hf_attention.convert import from_hf
-from hf_attention.to_hf import ARCHITECTURES, export_checkpoint, to_hf
+from hf_attention.to_hf import ARCHITECTURES, export_checkpoint, exportable_as, to_hf
 
 GPT2 = {"position_encoding": "learned", "norm_position": "pre", "scale_embeddings": False, "hidden_act": "gelu_new"}
 GPT2.update(num_key_value_heads=4)
@@ -75,8 +75,13 @@ SHAPES = {
     "llama_classifier": (HFAttentionDecoderForSequenceClassification, "decoder", LLAMA, "llama"),
     "bert": (HFAttentionEncoderModel, "encoder", BERT, "bert"),
     "bert_mlm": (HFAttentionForMaskedLM, "encoder", BERT_MLM, "bert"),
+    # Untied heads: the architecture then holds the output matrix (and BART/Marian each stack's embedding, BERT its
+    # two bias names) as tensors of their own.
+    "bert_mlm_untied": (HFAttentionForMaskedLM, "encoder", {**BERT_MLM, "tie_word_embeddings": False}, "bert"),
     "bart": (HFAttentionForSeq2SeqLM, "seq2seq", BART, "bart"),
+    "bart_untied": (HFAttentionForSeq2SeqLM, "seq2seq", {**BART, "tie_word_embeddings": False}, "bart"),
     "marian": (HFAttentionForSeq2SeqLM, "seq2seq", MARIAN, "marian"),
+    "marian_untied": (HFAttentionForSeq2SeqLM, "seq2seq", {**MARIAN, "tie_word_embeddings": False}, "marian"),
     "t5": (HFAttentionForSeq2SeqLM, "seq2seq", T5, "t5"),
     "t5_v1_1": (HFAttentionForSeq2SeqLM, "seq2seq", T5_V1_1, "t5"),
 }
@@ -170,6 +175,69 @@ def test_round_trip_from_the_reference_is_bit_exact(name):
     assert all(not got[key].any() for key in expected if key.startswith("pooler."))
 
 
+def _untied_reference(name: str):
+    """A reference of `name` built with tie_word_embeddings=False: every tied name holds a tensor of its own."""
+    model_class, make_config = REFERENCES[name]
+    config = make_config()
+    config.tie_word_embeddings = False
+    return model_class._from_config(config).eval()
+
+
+@pytest.mark.parametrize("name", ["bart", "marian", "bert_mlm"])
+def test_untied_references_import_and_export_back_bit_exact(name):
+    reference = _untied_reference(name)
+    with torch.no_grad():  # one embedding for both stacks, and an untied head of its own
+        if name == "bert_mlm":
+            reference.cls.predictions.decoder.bias.normal_()
+            reference.cls.predictions.bias.copy_(reference.cls.predictions.decoder.bias)
+        else:
+            for stack in (reference.model.encoder, reference.model.decoder):
+                stack.embed_tokens.weight.copy_(reference.model.shared.weight)
+    ours = from_hf(reference)
+    assert not ours.config.tie_word_embeddings
+    family = "encoder" if name == "bert_mlm" else "seq2seq"
+    inputs = _inputs(family)
+    torch.testing.assert_close(_outputs(ours, family, inputs), _outputs(reference, family, inputs), rtol=0, atol=1e-6)
+    expected, got = reference.state_dict(), to_hf(ours).state_dict()
+    assert expected.keys() == got.keys()
+    assert [key for key in expected if not torch.equal(expected[key], got[key])] == []
+
+
+def test_untied_references_that_hf_attention_cannot_hold_are_refused_or_dropped(caplog):
+    bart = _untied_reference("bart")  # each stack's embedding initialised on its own: two embeddings
+    with pytest.raises(ValueError, match=r"model.encoder.embed_tokens.weight differs from model.shared.weight"):
+        from_hf(bart)
+    # An untied BERT head adds cls.predictions.decoder.bias; cls.predictions.bias is never read, so it may differ.
+    bert = _untied_reference("bert_mlm")
+    with torch.no_grad():
+        bert.cls.predictions.decoder.bias.normal_()
+        bert.cls.predictions.bias.fill_(7.0)
+    with caplog.at_level("WARNING", logger="hf_attention.convert"):
+        ours = from_hf(bert)
+    assert "dropping cls.predictions.bias" in caplog.text
+    inputs = _inputs("encoder")
+    torch.testing.assert_close(_outputs(ours, "encoder", inputs), _outputs(bert, "encoder", inputs), rtol=0, atol=1e-6)
+
+
+def test_exportable_as_places_every_tensor_as_to_hf_does(monkeypatch):
+    """`exportable_as` (what training checks before its first step) settles where each tensor goes, so a model
+    that `to_hf` could not write is refused there too, not only at the end."""
+    from transformers import BartForConditionalGeneration
+
+    from hf_attention import to_hf as to_hf_module
+
+    convert = to_hf_module.CONVERTERS[BartForConditionalGeneration]
+
+    def forgetful(reference, weights):  # a converter that lost the place of one of our tensors
+        converted = convert(reference, weights)
+        del weights.out["lm_head.bias"]
+        return converted
+
+    monkeypatch.setitem(to_hf_module.CONVERTERS, BartForConditionalGeneration, forgetful)
+    with pytest.raises(RuntimeError, match=r"bart has no place for \['lm_head.bias'\]"):
+        exportable_as(build("bart"), "bart")
+
+
 def test_neutral_differences_are_filled_with_zeros():
     knobs = {**BART, "lm_head_bias": False, "freeze_lm_head_bias": False}
     seq2seq = _perturbed(HFAttentionForSeq2SeqLM(tiny_config("seq2seq", **knobs)))
@@ -178,6 +246,16 @@ def test_neutral_differences_are_filled_with_zeros():
     inputs = _inputs("seq2seq")
     torch.testing.assert_close(
         _outputs(bart, "seq2seq", inputs), _outputs(seq2seq, "seq2seq", inputs), rtol=0, atol=1e-6
+    )
+
+    # BERT always adds a vocabulary bias; untied, under two names of its own: both are zeros.
+    untied = {**BERT_MLM, "tie_word_embeddings": False, "lm_head_bias": False}
+    masked_lm = _perturbed(HFAttentionForMaskedLM(tiny_config("encoder", **untied)))
+    bert_mlm = to_hf(masked_lm, "bert")
+    assert not bert_mlm.cls.predictions.decoder.bias.any() and not bert_mlm.cls.predictions.bias.any()
+    inputs = _inputs("encoder")
+    torch.testing.assert_close(
+        _outputs(bert_mlm, "encoder", inputs), _outputs(masked_lm, "encoder", inputs), rtol=0, atol=1e-6
     )
 
     encoder = _perturbed(HFAttentionEncoderModel(tiny_config("encoder", **{**BERT, "type_vocab_size": 0})))

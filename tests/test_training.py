@@ -687,6 +687,31 @@ def test_export_to_writes_the_standard_checkpoint_beside_ours(tmp_path):
     assert "AutoModelForCausalLM.from_pretrained" in card and "Evaluation results" in card
 
 
+BERT_UNTIED_SHAPE = {
+    "position_encoding": "learned",
+    "scale_embeddings": False,
+    "embedding_norm": True,
+    "hidden_act": "gelu",
+    "lm_head_transform": True,
+    "lm_head_bias": True,
+    "tie_word_embeddings": False,  # BERT then holds its output matrix and its two bias names as tensors of their own
+}
+
+
+def test_export_to_writes_an_untied_masked_lm_as_bert(tmp_path):
+    from transformers import AutoModelForMaskedLM
+
+    output_dir = tmp_path / "run"
+    flags = ("--export_to", "bert", "--max_steps", "2", "--eval_steps", "0")
+    run(*parse_args(argv("masked_lm", output_dir, *flags, model=BERT_UNTIED_SHAPE)))
+    ours = AutoModelForMaskedLM.from_pretrained(output_dir / "final").eval()
+    standard = AutoModelForMaskedLM.from_pretrained(output_dir / "final-bert").eval()
+    assert type(standard).__name__ == "BertForMaskedLM" and not standard.config.tie_word_embeddings
+    ids = torch.randint(5, 300, (2, 12), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(standard(ids).logits, ours(ids).logits, rtol=0, atol=1e-6)
+
+
 @pytest.mark.parametrize(
     "extra,model,match",
     [

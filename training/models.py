@@ -80,7 +80,11 @@ def check_model_config(model_type: str, model_config: dict) -> None:
 
 def check_export_target(objective: Objective, model_type: str, model_config: dict, export_to: str | None) -> None:
     """Raise the ValueError of `hf-attention export` now, before data is read, when `--export_to` cannot be done
-    for this model (a reference architecture already is standard; a configuration may have no standard equivalent)."""
+    for this model (a reference architecture already is standard; a configuration may have no standard equivalent).
+
+    `exportable_as` is the check `to_hf` makes at the end of the run, the place of every tensor included; the model
+    here differs from the trained one only in its vocabulary size and special-token ids, which every architecture
+    takes as they are."""
     if export_to is None:
         return
     if model_type != objective.model.our_model_type:
