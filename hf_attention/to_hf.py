@@ -111,6 +111,10 @@ _SCHEME_FIELDS = {
 # Fields of the vocabulary head, which models without an LM head do not have.
 _LM_HEAD_FIELDS = {"tie_word_embeddings", "lm_head_bias", "lm_head_transform", "scale_lm_head_input"}
 _LAYER_COUNTS = ("num_hidden_layers", "encoder_layers", "decoder_layers")
+# Architectures whose positions are the rows of a table of max_position_embeddings (Marian computes its sinusoids once,
+# into such a table, when the model is built): an export takes no longer input, even from a model of ours whose
+# scheme computes any position.
+_POSITION_TABLES = {"gpt2", "bert", "bart", "marian"}
 # The knobs compared: every checked field of the config, the layer counts and the special tokens.
 _COMPARED = tuple(dict.fromkeys((*_FIELD_CHECKS, *_LAYER_COUNTS, *TOKEN_ID_FIELDS)))
 
@@ -440,6 +444,18 @@ def to_hf(model: PreTrainedModel, to: str = "auto") -> PreTrainedModel:
             match.architecture,
             _describe(match.training_only, match.architecture),
         )
+    if _shorter_positions(model, match.architecture):
+        c = model.config
+        logger.warning(
+            "to_hf: %s holds positions in a table of max_position_embeddings=%d rows, so the exported model takes "
+            "inputs of at most %d tokens (each source and target), where this model's %s positions take any length. "
+            "To export for longer inputs, raise max_position_embeddings in this model's config first: it changes "
+            "none of this model's outputs.",
+            match.architecture,
+            c.max_position_embeddings,
+            c.max_position_embeddings,
+            c.position_encoding,
+        )
     reference = match.reference
     _copy_into(model, match)  # float32 (float64) holds every value of a half-precision model exactly
     parameter = next(model.parameters())
@@ -450,6 +466,12 @@ def to_hf(model: PreTrainedModel, to: str = "auto") -> PreTrainedModel:
     if implementation in ("eager", "sdpa"):
         reference.set_attn_implementation(implementation)
     return reference.train(model.training)
+
+
+def _shorter_positions(model: PreTrainedModel, architecture: str) -> bool:
+    """Whether the export of `model` as `architecture` takes fewer positions than `model` (a Marian export of
+    sinusoidal positions: ours are computed for any position, Marian's are looked up in a table)."""
+    return architecture in _POSITION_TABLES and model.config.position_limit is None
 
 
 def _copy_into(model: PreTrainedModel, match: _Match) -> None:
@@ -570,6 +592,7 @@ def export_card(model: PreTrainedModel, name: str, source_card: str) -> str:
         "",
         f"An hf-attention model written as a standard `{model_type}` checkpoint with `hf-attention export`: it loads "
         "with transformers alone (no `trust_remote_code`, no hf_attention) and computes the same logits and tokens.",
+        *_position_table_note(model),
         "",
         "```python",
         f"from transformers import AutoTokenizer, {auto}",
@@ -581,6 +604,18 @@ def export_card(model: PreTrainedModel, name: str, source_card: str) -> str:
     if body:
         lines += ["", "## The model as trained with hf-attention", "", _demote_headings(body)]
     return "\n".join(lines) + "\n"
+
+
+def _position_table_note(model: PreTrainedModel) -> list[str]:
+    """The longest input of an architecture whose positions are rows of a table (Marian's computed sinusoids too)."""
+    if model.config.model_type not in _POSITION_TABLES:
+        return []
+    rows = model.config.max_position_embeddings
+    return [
+        "",
+        f"Its positions are the rows of a table (`max_position_embeddings`): it takes inputs of at most {rows} "
+        "tokens.",
+    ]
 
 
 def _demote_headings(markdown: str) -> str:

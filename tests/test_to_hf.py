@@ -27,7 +27,7 @@ from hf_attention import (
 )
 from hf_attention.cli import main as cli
 from hf_attention.convert import from_hf
-from hf_attention.to_hf import ARCHITECTURES, export_checkpoint, exportable_as, to_hf
+from hf_attention.to_hf import ARCHITECTURES, export_card, export_checkpoint, exportable_as, to_hf
 
 GPT2 = {"position_encoding": "learned", "norm_position": "pre", "scale_embeddings": False, "hidden_act": "gelu_new"}
 GPT2.update(num_key_value_heads=4)
@@ -273,6 +273,38 @@ def test_training_only_differences_warn_and_export(caplog):
         exported = to_hf(model, "llama")
     assert exported.config.model_type == "llama"
     assert "hidden_dropout_prob=0.1 (llama needs 0.0)" in caplog.text
+
+
+def test_a_marian_export_takes_the_positions_of_its_table_and_says_so(caplog):
+    """Our sinusoids are computed for any position; Marian looks them up in a table of max_position_embeddings rows,
+    computed when the model is built. The export warns of the limit, and raising max_position_embeddings (which
+    changes none of our outputs) lengthens the table."""
+    model = build("marian", max_position_embeddings=4)
+    source = torch.randint(5, 99, (1, 9), generator=torch.Generator().manual_seed(5))
+    with caplog.at_level("WARNING", logger="hf_attention.to_hf"):
+        short = to_hf(model, "marian")
+    assert "max_position_embeddings=4 rows" in caplog.text and "at most 4 tokens" in caplog.text
+    assert short.model.encoder.embed_positions.weight.shape[0] == 4
+    with pytest.raises(IndexError):  # a 9-token source is beyond the table
+        short.generate(input_ids=source, max_new_tokens=3)
+    assert "at most 4 tokens" in export_card(short, "tiny", "")
+
+    ours = model.generate(input_ids=source, max_new_tokens=3)
+    model.config.max_position_embeddings = 16
+    assert torch.equal(model.generate(input_ids=source, max_new_tokens=3), ours)  # the field is not read by ours
+    longer = to_hf(model, "marian")
+    assert torch.equal(longer.generate(input_ids=source, max_new_tokens=3), ours)
+    inputs = {"input_ids": source, "decoder_input_ids": source[:, :5]}
+    torch.testing.assert_close(
+        _outputs(longer, "seq2seq", inputs), _outputs(model, "seq2seq", inputs), rtol=0, atol=1e-6
+    )
+
+
+def test_exports_whose_positions_are_as_limited_as_ours_do_not_warn(caplog):
+    with caplog.at_level("WARNING", logger="hf_attention.to_hf"):
+        for name in ("gpt2", "bert", "bart", "llama", "t5"):
+            to_hf(build(name))
+    assert "max_position_embeddings" not in caplog.text
 
 
 @pytest.mark.parametrize(
