@@ -591,7 +591,9 @@ def export_card(model: PreTrainedModel, name: str, source_card: str) -> str:
         f"# {name} ({type(model).__name__})",
         "",
         f"An hf-attention model written as a standard `{model_type}` checkpoint with `hf-attention export`: it loads "
-        "with transformers alone (no `trust_remote_code`, no hf_attention) and computes the same logits and tokens.",
+        "with transformers alone (no `trust_remote_code`, no hf_attention) and computes the same logits and tokens"
+        + (" on rows without padding on the left." if model_type in _LEFT_PADDING_NOTES else "."),
+        *_left_padding_note(model_type),
         *_position_table_note(model),
         "",
         "```python",
@@ -604,6 +606,27 @@ def export_card(model: PreTrainedModel, name: str, source_card: str) -> str:
     if body:
         lines += ["", "## The model as trained with hf-attention", "", _demote_headings(body)]
     return "\n".join(lines) + "\n"
+
+
+# How an architecture that counts positions from a row's first column gets ours, which count from the row's first real
+# token (the attention mask); Llama and T5 see only the distances between tokens, so padding changes nothing there.
+_FROM_THE_FIRST_COLUMN = (
+    "On a row padded on the left it numbers positions from the first column, where hf-attention numbers them from the "
+    "first real token"
+)
+_POSITION_IDS = "pass `position_ids` (the attention mask's cumulative sum minus 1) for the same logits"
+_NO_POSITION_IDS = "and takes no `position_ids`: pad on the right for the same logits and tokens"
+_LEFT_PADDING_NOTES = {
+    "gpt2": f"{_FROM_THE_FIRST_COLUMN}: {_POSITION_IDS}. `generate()` passes them itself: the same tokens.",
+    "bert": f"{_FROM_THE_FIRST_COLUMN}: {_POSITION_IDS}.",
+    "bart": f"{_FROM_THE_FIRST_COLUMN}, {_NO_POSITION_IDS}.",
+    "marian": f"{_FROM_THE_FIRST_COLUMN}, {_NO_POSITION_IDS}.",
+}
+
+
+def _left_padding_note(model_type: str) -> list[str]:
+    note = _LEFT_PADDING_NOTES.get(model_type)
+    return [] if note is None else ["", note]
 
 
 def _position_table_note(model: PreTrainedModel) -> list[str]:

@@ -275,6 +275,68 @@ def test_training_only_differences_warn_and_export(caplog):
     assert "hidden_dropout_prob=0.1 (llama needs 0.0)" in caplog.text
 
 
+# How each architecture numbers the positions of a row padded on the left (docs/deploy.md, "Left padding"): ours count
+# from the first real token; GPT-2, BERT, BART and Marian from the first column, GPT-2 and BERT taking `position_ids`
+# to say otherwise; Llama and T5 see only distances between tokens.
+FROM_THE_FIRST_COLUMN = ["gpt2", "gpt2_classifier", "bert", "bert_mlm"]
+NO_POSITION_IDS = ["bart", "marian"]
+ONLY_DISTANCES = ["llama", "llama_classifier", "t5", "t5_v1_1"]
+
+
+def _left_padded(family: str) -> dict:
+    """Two rows, the second with three padding tokens on the left (sources of an encoder-decoder)."""
+    ids = torch.randint(5, 99, (2, 9), generator=torch.Generator().manual_seed(6))
+    mask = torch.ones_like(ids)
+    mask[1, :3] = 0
+    inputs = {"input_ids": ids * mask, "attention_mask": mask}
+    if family == "seq2seq":
+        inputs["decoder_input_ids"] = ids[:, :5]
+    return inputs
+
+
+def _max_difference(exported, model, family: str, inputs: dict, **extra) -> float:
+    with torch.no_grad():
+        theirs, ours = exported(**inputs, **extra), model(**inputs)
+    values = [out.logits if hasattr(out, "logits") else out.last_hidden_state for out in (theirs, ours)]
+    if family != "seq2seq" and values[0].dim() == 3:  # a padding position's output is not defined
+        values = [value[inputs["attention_mask"].bool()] for value in values]
+    return (values[0] - values[1]).abs().max().item()
+
+
+@pytest.mark.parametrize("name", FROM_THE_FIRST_COLUMN + NO_POSITION_IDS + ONLY_DISTANCES)
+def test_left_padded_rows_give_our_logits_where_the_docs_say(name):
+    model = build(name)
+    family = SHAPES[name][1]
+    exported = to_hf(model)
+    inputs = _left_padded(family)
+    plain = _max_difference(exported, model, family, inputs)
+    if name in ONLY_DISTANCES:
+        assert plain <= 1e-6
+    else:
+        assert plain > 1e-5  # positions counted from the first column
+    if name in FROM_THE_FIRST_COLUMN:
+        positions = (inputs["attention_mask"].cumsum(-1) - 1).clamp(min=0)
+        assert _max_difference(exported, model, family, inputs, position_ids=positions) <= 1e-6
+
+
+def test_export_card_says_how_left_padded_rows_are_numbered():
+    cards = {name: export_card(to_hf(build(name)), "tiny", "") for name in ("gpt2", "bert", "bart", "llama", "t5")}
+    assert "same logits and tokens on rows without padding on the left" in cards["gpt2"]
+    assert "pass `position_ids`" in cards["gpt2"] and "`generate()` passes them itself" in cards["gpt2"]
+    assert "pass `position_ids`" in cards["bert"] and "generate" not in cards["bert"]
+    assert "takes no `position_ids`: pad on the right" in cards["bart"]
+    for name in ("llama", "t5"):  # only distances between tokens count: padding changes nothing
+        assert "padded" not in cards[name] and "computes the same logits and tokens." in cards[name]
+
+
+def test_gpt2_generate_numbers_left_padded_prompts_as_ours():
+    model = build("gpt2")
+    prompt = _prompt("decoder", _inputs("decoder"))
+    assert (prompt["attention_mask"][:, 0] == 0).any()  # a row padded on the left
+    ours = model.generate(**prompt, max_new_tokens=6, do_sample=False)
+    assert torch.equal(to_hf(model).generate(**prompt, max_new_tokens=6, do_sample=False), ours)
+
+
 def test_a_marian_export_takes_the_positions_of_its_table_and_says_so(caplog):
     """Our sinusoids are computed for any position; Marian looks them up in a table of max_position_embeddings rows,
     computed when the model is built. The export warns of the limit, and raising max_position_embeddings (which
