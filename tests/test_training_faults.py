@@ -170,6 +170,55 @@ def test_a_typo_in_model_config_is_refused_before_any_data_is_read(tmp_path):
     )
 
 
+@pytest.mark.parametrize("model_type", ["hf_attention_encoder", "bert"])
+def test_an_unlikelihood_weight_a_masked_lm_would_ignore_is_refused(tmp_path, model_type):
+    """The unlikelihood term is for models that write their labels left to right; a masked LM (ours or BERT) never
+    gets it, so a weight for one would be stored, shown on the card and ignored."""
+    _fails_before_training(
+        argv("masked_lm", tmp_path / "o", "--model_type", model_type, model={"unlikelihood_weight": 2.0}),
+        r"model_config unlikelihood_weight=2.0 does not act in objective 'masked_lm': the unlikelihood term applies "
+        r"to models that write their labels left to right",
+        tmp_path / "o",
+    )
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_card_lists_only_the_model_config_settings_that_acted():
+    from training.models import acting_model_config, check_loss_options
+
+    settings = {"hidden_size": 32, "label_smoothing": 0.1, "unlikelihood_weight": 0.0}
+    check_loss_options(objectives.OBJECTIVES["masked_lm"], settings)  # 0 asks for nothing
+    assert acting_model_config(objectives.OBJECTIVES["masked_lm"], settings) == {
+        "hidden_size": 32,
+        "label_smoothing": 0.1,
+    }
+    translation = {**settings, "unlikelihood_weight": 2.0}
+    check_loss_options(objectives.OBJECTIVES["translation"], translation)
+    assert acting_model_config(objectives.OBJECTIVES["translation"], translation) == translation
+    assert json.loads(_card_hyperparameters("masked_lm", settings)["model config"]) == {
+        "hidden_size": 32,
+        "label_smoothing": 0.1,
+    }
+
+
+def _card_hyperparameters(objective: str, model_config: dict) -> dict:
+    """The hyperparameter table of the model card of a one-step run of `objective`."""
+    from types import SimpleNamespace
+
+    from training.args import TrainArguments
+    from training.finish import _hyperparameters
+
+    run = SimpleNamespace(
+        objective=objectives.OBJECTIVES[objective],
+        args=SimpleNamespace(train=TrainArguments(), model_config=model_config),
+        progress=SimpleNamespace(step=1),
+        accelerator=SimpleNamespace(num_processes=1),
+        average=None,
+        tokenizer=range(300),
+    )
+    return _hyperparameters(run)
+
+
 def test_a_model_config_value_the_config_refuses_fails_before_any_data_is_read(tmp_path):
     _fails_before_training(
         argv("causal_lm", tmp_path / "o", model={"hidden_size": 30, "num_attention_heads": 4}),

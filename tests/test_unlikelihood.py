@@ -3,7 +3,8 @@
 `losses.repeat_unlikelihood` is checked against a loop written from its definition (Welleck et al. 2020, candidates
 the one or two previous targets that differ from the target); the language-model heads add α times it to their
 cross-entropy, in training (fused projection) and evaluation alike, with the gradients of the same sum computed by
-autograd; training.train's loss gives a Hugging Face model (BART) the same term; 0 leaves the loss bit-identical.
+autograd; training.train's loss gives a Hugging Face model (BART; GPT-2, whose own loss ignores it) the same term,
+never a masked LM; 0 leaves the loss bit-identical.
 """
 
 import math
@@ -193,3 +194,49 @@ def test_training_loss_gives_a_hugging_face_model_the_same_term():
     logits = model(input_ids=batch["input_ids"], decoder_input_ids=batch["decoder_input_ids"]).logits
     expected = losses.token_cross_entropy(logits, labels, 10.0) + losses.repeat_unlikelihood(logits, labels, 10.0)
     torch.testing.assert_close(loss, expected)
+
+
+def test_training_loss_never_gives_a_hugging_face_masked_lm_the_term():
+    """As our masked LM's own loss: BERT's labels are masked positions it fills in place, not a sequence it writes."""
+    from transformers import AutoModelForMaskedLM
+
+    from training.losses import per_token_sum, token_loss
+    from training.objectives import objective_for
+
+    fields = {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32}
+    torch.manual_seed(0)
+    model = AutoModelForMaskedLM.from_config(AutoConfig.for_model("bert", **fields, vocab_size=VOCAB)).eval()
+    model.config.unlikelihood_weight = 50.0
+    objective = objective_for("masked_lm")
+    inputs = {"input_ids": torch.randint(3, VOCAB, (2, 8), generator=torch.Generator().manual_seed(2))}
+    labels = torch.tensor([[5, 5, 6, -100, 7, 7, -100, 5]] * 2)
+    loss = token_loss(objective, model, {**inputs, "labels": labels}, torch.tensor(12.0))
+    torch.testing.assert_close(loss, per_token_sum(objective, model(**inputs).logits, labels).sum() / 12.0)
+
+
+@pytest.mark.parametrize("option", ["unlikelihood_weight", "label_smoothing"])
+def test_training_loss_gives_gpt2_the_options_its_own_loss_ignores(option):
+    """GPT-2's own loss takes the count of target tokens but knows neither option: with one set, training.train's
+    loss is computed from the logits, as for BART, instead of silently leaving the option out."""
+    from transformers import AutoModelForCausalLM
+
+    from training.losses import per_token_sum, target_labels, token_loss
+    from training.objectives import objective_for
+
+    fields = {"n_embd": 16, "n_layer": 1, "n_head": 2, "vocab_size": VOCAB, "bos_token_id": 1, "eos_token_id": 2}
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model("gpt2", **fields)).eval()
+    objective = objective_for("causal_lm")
+    ids = torch.randint(3, VOCAB, (2, 8), generator=torch.Generator().manual_seed(2))
+    ids[:, 4] = ids[:, 3]  # a repeat for the unlikelihood term to see
+    batch = {"input_ids": ids, "labels": ids.clone()}
+    plain = token_loss(objective, model, batch, torch.tensor(14.0))
+    setattr(model.config, option, 0.3)
+    logits = model(input_ids=ids).logits
+    smoothing = 0.3 if option == "label_smoothing" else 0.0
+    expected = per_token_sum(objective, logits, ids, label_smoothing=smoothing).sum() / 14.0
+    if option == "unlikelihood_weight":
+        expected = expected + 0.3 * losses.repeat_unlikelihood(logits, target_labels(objective, ids), 14.0)
+    loss = token_loss(objective, model, batch, torch.tensor(14.0))
+    torch.testing.assert_close(loss, expected)
+    assert not torch.allclose(loss, plain)

@@ -15,6 +15,7 @@ from training.data import corpus_checksum
 from training.evaluate import GenerationSettings, evaluate_loss, score_translations
 from training.export import LOSS_PLOT, ExportFigures, RunReport, card_fields, export_model, plot_losses, push_to_hub
 from training.metrics_log import METRICS_FILE, read_metrics
+from training.models import acting_model_config
 from training.run_state import TrainingRun
 from training.sharding import plain_copy
 
@@ -203,7 +204,7 @@ def _hyperparameters(run: TrainingRun) -> dict:
         "mixed precision": train_args.mixed_precision,
         "vocabulary": len(run.tokenizer),
         "seed": train_args.seed,
-        "model config": json.dumps(run.args.model_config, sort_keys=True) or "{}",
+        "model config": json.dumps(acting_model_config(run.objective, run.args.model_config), sort_keys=True),
     }
 
 

@@ -78,6 +78,30 @@ def check_model_config(model_type: str, model_config: dict) -> None:
         raise ValueError(f"Invalid model_config for model_type={model_type!r}: {error}") from error
 
 
+def check_loss_options(objective: Objective, model_config: dict) -> None:
+    """Refuse a loss option of `model_config` that the objective's loss would leave out (a masked LM never gets the
+    unlikelihood term of repeating: its labels are not a sequence the model writes), naming it, before any data is
+    read. 0 asks for nothing, and is accepted."""
+    for name in _idle_loss_options(objective):
+        value = model_config.get(name, 0.0)
+        if value:
+            raise ValueError(
+                f"model_config {name}={value!r} does not act in objective {objective.name!r}: the unlikelihood term "
+                "applies to models that write their labels left to right (a causal LM, an encoder-decoder); a masked "
+                f"LM fills its labels in place and never gets it. Remove {name} from model_config."
+            )
+
+
+def acting_model_config(objective: Objective, model_config: dict) -> dict:
+    """`model_config` without the loss options the objective leaves out (what the model card lists)."""
+    idle = _idle_loss_options(objective)
+    return {name: value for name, value in model_config.items() if name not in idle}
+
+
+def _idle_loss_options(objective: Objective) -> set[str]:
+    return set() if objective.writes_left_to_right else {"unlikelihood_weight"}
+
+
 def check_export_target(objective: Objective, model_type: str, model_config: dict, export_to: str | None) -> None:
     """Raise the ValueError of `hf-attention export` now, before data is read, when `--export_to` cannot be done
     for this model (a reference architecture already is standard; a configuration may have no standard equivalent).

@@ -91,6 +91,12 @@ class Objective:
     evaluation: EvaluationSpec
     card: CardSpec
 
+    @property
+    def writes_left_to_right(self) -> bool:
+        """Whether the model writes its labels left to right, as it generates (a causal LM, an encoder-decoder): the
+        objectives the unlikelihood term of repeating applies to. A masked LM fills its labels in place."""
+        return self.evaluation.set_generation_defaults is not None
+
     def languages(self, data_args) -> list[str]:
         """The languages of the text columns (model card): the source language, and the target language of pairs."""
         return [data_args.source_lang, data_args.target_lang][: len(self.data.text_columns)]

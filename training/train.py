@@ -44,7 +44,13 @@ from training.corpus import make_tokenizer, split_corpus
 from training.finish import finish
 from training.loop import train_loop
 from training.metrics_log import METRICS_FILE, MetricsLogger
-from training.models import build_model, check_export_target, check_model_config, check_model_type
+from training.models import (
+    build_model,
+    check_export_target,
+    check_loss_options,
+    check_model_config,
+    check_model_type,
+)
 from training.objective import Objective
 from training.objectives import objective_for
 from training.run_state import RunArguments, TrainingRun
@@ -98,6 +104,7 @@ def configure(args: RunArguments) -> RunSetup:
     objective, train_args = objective_for(args.model.objective), args.train
     model_type = check_model_type(objective, args.model.model_type)
     check_model_config(model_type, args.model_config)
+    check_loss_options(objective, args.model_config)
     check_export_target(objective, model_type, args.model_config, train_args.export_to)
     sharding = cpu_fsdp_requested(torch.cuda.is_available())
     if sharding:
