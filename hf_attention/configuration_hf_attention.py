@@ -515,6 +515,9 @@ class HFAttentionRecurrentConfig(PretrainedConfig):
         label_smoothing: ε of the token loss computed from `labels`, as `F.cross_entropy(label_smoothing=ε)`:
             (1 − ε)(−log p[y]) + ε · mean over the vocabulary of −log p[v]. In [0, 1); default 0.0, the plain
             cross-entropy.
+        unlikelihood_weight: α of the token-level unlikelihood term added to that loss, as in the Transformer
+            configs (`losses.repeat_unlikelihood`): α · Σ −log(1 − p[c]) over the one or two previous target tokens
+            c that differ from the target. ≥ 0; default 0.0, no term.
         tie_word_embeddings: Share the embedding matrix with the output projection.
         use_cache: `generate()` carries the decoder's state from one token to the next instead of re-reading the
             whole target at every step.
@@ -536,6 +539,7 @@ class HFAttentionRecurrentConfig(PretrainedConfig):
         dropout: float = 0.1,
         initializer_range: float = 0.1,
         label_smoothing: float = 0.0,
+        unlikelihood_weight: float = 0.0,
         tie_word_embeddings: bool = True,
         use_cache: bool = True,
         decoder_start_token_id: int | None = None,
@@ -553,6 +557,7 @@ class HFAttentionRecurrentConfig(PretrainedConfig):
         self.dropout = dropout
         self.initializer_range = initializer_range
         self.label_smoothing = label_smoothing
+        self.unlikelihood_weight = unlikelihood_weight
         kwargs["is_encoder_decoder"] = True
         kwargs.setdefault("pad_token_id", 0)
         kwargs.setdefault("bos_token_id", 1)

@@ -27,7 +27,7 @@ from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2
 from .attention import eager_attention_forward
 from .cache_argument import CACHE_FIELD, cache_of, with_cache
 from .configuration_hf_attention import HFAttentionRecurrentConfig
-from .losses import check_labels, shift_tokens_right, token_cross_entropy
+from .losses import check_labels, repeat_unlikelihood, shift_tokens_right, token_cross_entropy
 from .scores import ScoreModule, make_score
 
 RECURRENT_LAYERS = {"gru": nn.GRU, "lstm": nn.LSTM}
@@ -483,6 +483,10 @@ class HFAttentionRecurrentForSeq2SeqLM(HFAttentionRecurrentPreTrainedModel, Gene
                     "decoder input token (-100 where there is none)."
                 )
             loss = token_cross_entropy(logits, labels, num_items_in_batch, self.config.label_smoothing)
+            # A config saved before the option existed has no such field.
+            unlikelihood_weight = getattr(self.config, "unlikelihood_weight", 0.0)
+            if unlikelihood_weight:
+                loss = loss + unlikelihood_weight * repeat_unlikelihood(logits, labels, num_items_in_batch)
         output = with_cache(
             Seq2SeqLMOutput,
             cache_of(outputs),

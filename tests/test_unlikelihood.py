@@ -240,3 +240,30 @@ def test_training_loss_gives_gpt2_the_options_its_own_loss_ignores(option):
     loss = token_loss(objective, model, batch, torch.tensor(14.0))
     torch.testing.assert_close(loss, expected)
     assert not torch.allclose(loss, plain)
+
+
+def test_the_recurrent_model_loss_adds_the_weighted_unlikelihood(tmp_path):
+    """The recurrent config takes the option too, and its own loss (what 🤗 Trainer reads) adds the term, as
+    training.train's loss does from its logits; a config saved without the field means no term."""
+    from hf_attention import HFAttentionRecurrentConfig, HFAttentionRecurrentForSeq2SeqLM
+    from training.losses import token_loss
+    from training.objectives import objective_for
+
+    torch.manual_seed(0)
+    config = HFAttentionRecurrentConfig(vocab_size=VOCAB, hidden_size=16, dropout=0.0, unlikelihood_weight=0.7)
+    model = HFAttentionRecurrentForSeq2SeqLM(config).eval()
+    inputs, labels = _batch("seq2seq")
+    output = model(**inputs, labels=labels)
+    torch.testing.assert_close(output.loss, _expected("seq2seq", output.logits, labels, 0.7))
+    assert output.loss - _expected("seq2seq", output.logits, labels, 0.0) > 1e-3  # the term shows
+    batch = {**inputs, "labels": labels, "decoder_input_ids": model.prepare_decoder_input_ids_from_labels(labels)}
+    count = (labels != -100).sum()
+    torch.testing.assert_close(
+        token_loss(objective_for("translation"), model, batch, count), model(**batch, num_items_in_batch=count).loss
+    )
+    model.save_pretrained(tmp_path)
+    assert HFAttentionRecurrentForSeq2SeqLM.from_pretrained(tmp_path).config.unlikelihood_weight == 0.7
+    del model.config.unlikelihood_weight  # a config saved before the option existed
+    torch.testing.assert_close(model(**inputs, labels=labels).loss, _expected("seq2seq", output.logits, labels, 0.0))
+    with pytest.raises(ValueError, match="unlikelihood_weight"):
+        HFAttentionRecurrentConfig(unlikelihood_weight=float("inf"))
