@@ -170,6 +170,48 @@ def test_a_typo_in_model_config_is_refused_before_any_data_is_read(tmp_path):
     )
 
 
+@pytest.mark.parametrize(
+    ("objective", "flags", "message"),
+    [
+        (
+            "causal_lm",
+            ["--markup_augmentation", "0.4"],
+            r"--markup_augmentation=0.4 does not act in objective "
+            r"'causal_lm': it applies to 'translation'\. Remove it \(its default is 0\.0\)",
+        ),
+        (
+            "masked_lm",
+            ["--block_size", "64"],
+            r"--block_size=64 does not act in objective 'masked_lm': it applies "
+            r"to 'causal_lm'",
+        ),
+        ("causal_lm", ["--max_length", "64"], r"--max_length=64 .* applies to 'masked_lm', 'language_id'"),
+        ("translation", ["--mlm_probability", "0.3"], r"--mlm_probability=0.3 .* applies to 'masked_lm'"),
+        ("translation", ["--max_topics", "5"], r"--max_topics=5 .* applies to 'causal_lm', 'masked_lm'"),
+        ("masked_lm", ["--max_chars", "50"], r"--max_chars=50 .* applies to 'language_id', 'translation'"),
+        ("causal_lm", ["--languages", "de,fr"], r"--languages='de,fr' .* applies to 'language_id'"),
+        ("causal_lm", ["--generation_num_beams", "4"], r"--generation_num_beams=4 .* applies to 'translation'"),
+        ("masked_lm", ["--bleu_samples", "8"], r"--bleu_samples=8 .* applies to 'translation'"),
+    ],
+)
+def test_an_argument_the_objective_does_not_read_is_refused(tmp_path, objective, flags, message):
+    """Each objective reads its own corpus, row and generation arguments; one set for another objective would be
+    accepted, written to run_config.json and ignored."""
+    _fails_before_training(argv(objective, tmp_path / "o", *flags), message, tmp_path / "o")
+    assert not (tmp_path / "o").exists()
+
+
+def test_every_objective_option_is_read_by_some_objective_and_defaults_are_accepted():
+    from training.args import OBJECTIVE_OPTIONS, DataArguments, TrainArguments, check_objective_options
+
+    declared = {name for objective in objectives.OBJECTIVES.values() for name in objective.options}
+    assert declared == set(OBJECTIVE_OPTIONS)  # no objective names an argument that is not one, none is unread
+    for objective in objectives.OBJECTIVES.values():
+        check_objective_options(objective, DataArguments(), TrainArguments())
+    # the default, given explicitly, asks for nothing (the tutorials pass --markup_augmentation 0 to translation)
+    check_objective_options(objectives.OBJECTIVES["causal_lm"], DataArguments(markup_augmentation=0), TrainArguments())
+
+
 @pytest.mark.parametrize("model_type", ["hf_attention_encoder", "bert"])
 def test_an_unlikelihood_weight_a_masked_lm_would_ignore_is_refused(tmp_path, model_type):
     """The unlikelihood term is for models that write their labels left to right; a masked LM (ours or BERT) never
@@ -183,7 +225,7 @@ def test_an_unlikelihood_weight_a_masked_lm_would_ignore_is_refused(tmp_path, mo
     assert not (tmp_path / "o").exists()
 
 
-def test_the_card_lists_only_the_model_config_settings_that_acted():
+def test_the_card_lists_only_the_settings_that_acted():
     from training.models import acting_model_config, check_loss_options
 
     settings = {"hidden_size": 32, "label_smoothing": 0.1, "unlikelihood_weight": 0.0}
@@ -195,10 +237,10 @@ def test_the_card_lists_only_the_model_config_settings_that_acted():
     translation = {**settings, "unlikelihood_weight": 2.0}
     check_loss_options(objectives.OBJECTIVES["translation"], translation)
     assert acting_model_config(objectives.OBJECTIVES["translation"], translation) == translation
-    assert json.loads(_card_hyperparameters("masked_lm", settings)["model config"]) == {
-        "hidden_size": 32,
-        "label_smoothing": 0.1,
-    }
+    masked_lm = _card_hyperparameters("masked_lm", settings)
+    assert json.loads(masked_lm["model config"]) == {"hidden_size": 32, "label_smoothing": 0.1}
+    assert "generation" not in masked_lm  # it does not generate
+    assert _card_hyperparameters("causal_lm", settings)["generation"] == "greedy"
 
 
 def _card_hyperparameters(objective: str, model_config: dict) -> dict:

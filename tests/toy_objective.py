@@ -67,5 +67,6 @@ OBJECTIVE = register(
             example="c d e",
             intended_use="Testing that a new objective trains through the shared code.",
         ),
+        options=("block_size",),  # of the arguments only some objectives read, the one this one does
     )
 )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
 import yaml
@@ -20,13 +20,42 @@ from transformers import HfArgumentParser
 
 from hf_attention.to_hf import ARCHITECTURES
 from training.data import DEFAULT_LANGUAGES
-from training.objective import TRAIN
-from training.objectives import names, objective_for
+from training.objective import TRAIN, Objective
+from training.objectives import OBJECTIVES, names, objective_for
 
 # How causal-LM text becomes rows (training/data.py).
 CAUSAL_LM_LAYOUTS = ("blocks", "padded", "packed")
 REPORT_TO = ("tensorboard", "none")
 EXPORT_TARGETS = (*ARCHITECTURES, "auto")
+# The arguments that only some objectives read: the corpus of one kind (pydoc topics, gettext catalogs, a text or a
+# pair column), how its texts become rows, and what a translation objective generates and scores. Each objective
+# names those it reads (`Objective.options`); `check_objective_options` refuses the others.
+OBJECTIVE_OPTIONS = (
+    "text_column",
+    "max_topics",
+    "block_size",
+    "causal_lm_layout",
+    "max_length",
+    "mlm_probability",
+    "source_column",
+    "target_column",
+    "target_lang",
+    "max_chars",
+    "max_catalogs",
+    "catalog_packages",
+    "heldout_catalog_packages",
+    "max_ood_samples",
+    "markup_augmentation",
+    "max_source_length",
+    "max_target_length",
+    "languages",
+    "max_per_language",
+    "generation_num_beams",
+    "generation_length_penalty",
+    "generation_max_new_tokens",
+    "bleu_samples",
+    "eval_bleu_during_training",
+)
 
 
 def at_least(minimum: float, *, optional: bool = False):
@@ -70,6 +99,26 @@ def check_checkpoint_folder(name: str, flag: str) -> None:
             f"{flag}={name!r}: no such folder. Give a folder written by save_pretrained (such as a "
             "training run's final/) or a Hub model id (owner/name)."
         )
+
+
+def check_objective_options(objective: Objective, *arguments) -> None:
+    """Refuse an argument of OBJECTIVE_OPTIONS that `objective` does not read, set away from its default: the run
+    would accept it and do nothing with it. The error names the argument, the objective and those that read it."""
+    for group in arguments:
+        for argument in fields(group):
+            if argument.name not in OBJECTIVE_OPTIONS or argument.name in objective.options:
+                continue
+            value, default = getattr(group, argument.name), _default(argument)
+            if value != default:
+                readers = [name for name, other in OBJECTIVES.items() if argument.name in other.options]
+                raise ValueError(
+                    f"--{argument.name}={value!r} does not act in objective {objective.name!r}: it applies to "
+                    f"{', '.join(map(repr, readers))}. Remove it (its default is {default!r})."
+                )
+
+
+def _default(argument):
+    return argument.default if argument.default_factory is MISSING else argument.default_factory()
 
 
 def check_fields(arguments, rules: dict) -> None:

@@ -196,16 +196,20 @@ def _hyperparameters(run: TrainingRun) -> dict:
         "weights": (
             f"mean of the last {run.average.steps} steps' (checkpoint averaging)" if run.average else "the last step's"
         ),
-        "generation": (
-            f"{train_args.generation_num_beams} beams, length penalty {train_args.generation_length_penalty}"
-            if train_args.generation_num_beams > 1
-            else "greedy"
-        ),
+        **_generation(run),
         "mixed precision": train_args.mixed_precision,
         "vocabulary": len(run.tokenizer),
         "seed": train_args.seed,
         "model config": json.dumps(acting_model_config(run.objective, run.args.model_config), sort_keys=True),
     }
+
+
+def _generation(run: TrainingRun) -> dict:
+    """How the export generates by default; nothing for a model that does not generate (a masked LM)."""
+    if not run.objective.writes_left_to_right:
+        return {}
+    beams, penalty = run.args.train.generation_num_beams, run.args.train.generation_length_penalty
+    return {"generation": f"{beams} beams, length penalty {penalty}" if beams > 1 else "greedy"}
 
 
 def _timing(run: TrainingRun, durations: Durations) -> str:

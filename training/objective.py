@@ -6,7 +6,7 @@ training.train and training.finetune) is written once for all objectives. This m
 so every other module can read the type without an import cycle.
 
 The functions an objective holds take the run's `DataArguments` (training/args.py) as `data_args`; they read only
-the fields that concern them.
+the fields that concern them, and `Objective.options` names those of them that other objectives do not read.
 """
 
 from __future__ import annotations
@@ -90,6 +90,9 @@ class Objective:
     data: DataSpec
     evaluation: EvaluationSpec
     card: CardSpec
+    # The run arguments that act only for some objectives (training/args.py, OBJECTIVE_OPTIONS) that this one reads:
+    # training.train refuses the others when they are set away from their defaults, since the run would ignore them.
+    options: tuple[str, ...] = ()
 
     @property
     def writes_left_to_right(self) -> bool:

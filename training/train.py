@@ -36,7 +36,7 @@ from datasets import Dataset, DatasetDict
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, get_cosine_schedule_with_warmup
 
 from hf_attention.hardware import cpu_has_fast_bf16
-from training.args import DataArguments, ModelArguments, TrainArguments, parse_args
+from training.args import DataArguments, ModelArguments, TrainArguments, check_objective_options, parse_args
 from training.averaging import WeightAverage
 from training.batching import Loaders, make_loaders
 from training.checkpoint import Progress, load_checkpoint, resolve_checkpoint
@@ -102,6 +102,7 @@ def configure(args: RunArguments) -> RunSetup:
     """Check every input (before data is read or a step is taken), then make the accelerator."""
     started = time.time()
     objective, train_args = objective_for(args.model.objective), args.train
+    check_objective_options(objective, args.data, args.train)
     model_type = check_model_type(objective, args.model.model_type)
     check_model_config(model_type, args.model_config)
     check_loss_options(objective, args.model_config)

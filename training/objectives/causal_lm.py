@@ -65,4 +65,5 @@ OBJECTIVE = Objective(
         intended_use="Continuing English technical prose in the style of the Python documentation; a small "
         "research / teaching model, not a general-purpose assistant.",
     ),
+    options=("text_column", "max_topics", "block_size", "causal_lm_layout"),
 )

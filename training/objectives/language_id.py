@@ -84,4 +84,5 @@ OBJECTIVE = Objective(
         example="Datei konnte nicht geöffnet werden",
         intended_use="Telling which language a short user-interface string is in; research / teaching.",
     ),
+    options=("languages", "max_per_language", "max_catalogs", "max_chars", "max_length"),
 )

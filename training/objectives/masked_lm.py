@@ -47,4 +47,5 @@ OBJECTIVE = Objective(
         intended_use="Filling masked words in English technical prose and as a small encoder to fine-tune "
         "(e.g. with `AutoModelForSequenceClassification`); research / teaching.",
     ),
+    options=("text_column", "max_topics", "max_length", "mlm_probability"),
 )

@@ -87,4 +87,22 @@ OBJECTIVE = Objective(
         limitations='UI strings are short and often lack context, so ambiguous words ("Open", "Close") '
         "are translated by frequency; long sentences are outside the training distribution.",
     ),
+    options=(
+        "source_column",
+        "target_column",
+        "target_lang",
+        "max_chars",
+        "max_catalogs",
+        "catalog_packages",
+        "heldout_catalog_packages",
+        "max_ood_samples",
+        "markup_augmentation",
+        "max_source_length",
+        "max_target_length",
+        "generation_num_beams",
+        "generation_length_penalty",
+        "generation_max_new_tokens",
+        "bleu_samples",
+        "eval_bleu_during_training",
+    ),
 )
