@@ -156,6 +156,62 @@ def test_flags_that_would_do_nothing_or_the_wrong_thing_are_refused(flags, messa
         parse_args(["--objective", "masked_lm", *flags])
 
 
+@pytest.mark.parametrize(
+    ("objective", "flags", "message"),
+    [
+        (
+            "translation",
+            ["--vocab_size", "99999999999999999999"],
+            r"--vocab_size=99999999999999999999 is not "
+            r"allowed: vocab_size must be at least 1 and at most 2147483647",
+        ),
+        ("causal_lm", ["--vocab_size", "100"], r"vocab_size=100 is too small: byte-level BPE needs 256 byte symbols"),
+        ("causal_lm", ["--seed", "-1"], r"--seed=-1 is not allowed: seed must be at least 0"),
+        ("causal_lm", ["--seed", "4294967296"], r"--seed=4294967296 is not allowed"),
+        ("causal_lm", ["--num_threads", "4294967296"], r"--num_threads=4294967296 is not allowed"),
+        ("causal_lm", ["--max_steps", "99999999999"], r"--max_steps=99999999999 is not allowed"),
+        ("causal_lm", ["--average_last_steps", "-1"], r"--average_last_steps=-1 is not allowed"),
+        ("causal_lm", ["--weight_decay", "inf"], r"--weight_decay=inf is not allowed"),
+        ("causal_lm", ["--max_grad_norm", "nan"], r"--max_grad_norm=nan is not allowed"),
+        ("causal_lm", ["--num_train_epochs", "inf"], r"--num_train_epochs=inf is not allowed: .* a finite number"),
+        ("translation", ["--generation_length_penalty", "nan"], r"--generation_length_penalty=nan is not allowed"),
+    ],
+)
+def test_numbers_out_of_reach_are_refused_before_anything_is_written(tmp_path, objective, flags, message):
+    """A huge integer or a non-finite float would pass a check of its sign only and end in an OverflowError (or a
+    diverged loss) after run_config.json and the tokenizer were written, and then the next run in the same folder
+    is refused as 'already holds files'."""
+    _fails_before_training(argv(objective, tmp_path / "o", *flags), message, tmp_path / "o")
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("setting", ["unlikelihood_weight", "label_smoothing"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_non_finite_loss_option_of_a_hugging_face_model_is_refused(tmp_path, setting, value):
+    """BART's config does not check the options it carries for our loss; NaN or infinity would stop the run at
+    step 1 with advice to lower the learning rate."""
+    bart = {"d_model": 32, "encoder_layers": 1, "decoder_layers": 1, setting: value}
+    _fails_before_training(
+        ["--objective", "translation", "--model_type", "bart", "--model_config", json.dumps(bart)]
+        + ["--output_dir", str(tmp_path / "o")],
+        rf"model_config {setting}={value!r} must be a",
+        tmp_path / "o",
+    )
+    assert not (tmp_path / "o").exists()
+
+
+def test_averaging_a_sharded_model_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    monkeypatch.setenv("FSDP_VERSION", "2")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    _fails_before_training(
+        argv("causal_lm", tmp_path / "o", "--average_last_steps", "4"),
+        r"--average_last_steps is not supported with a sharded model",
+        tmp_path / "o",
+    )
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_typo_in_model_config_is_refused_before_any_data_is_read(tmp_path):
     _fails_before_training(
         argv("translation", tmp_path / "o", model={"hiden_size": 64}),

@@ -184,7 +184,7 @@ def test_training_loss_gives_a_hugging_face_model_the_same_term():
     fields = {"d_model": 16, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2}
     fields |= {"decoder_attention_heads": 2, "encoder_ffn_dim": 32, "decoder_ffn_dim": 32, "vocab_size": VOCAB}
     check_model_config("bart", {**fields, "unlikelihood_weight": 1.0})
-    with pytest.raises(ValueError, match=r"unlikelihood_weight=-1 must be a number ≥ 0"):
+    with pytest.raises(ValueError, match=r"unlikelihood_weight=-1 must be a finite number ≥ 0"):
         check_model_config("bart", {**fields, "unlikelihood_weight": -1})
     torch.manual_seed(0)
     model = AutoModelForSeq2SeqLM.from_config(AutoConfig.for_model("bart", **fields, unlikelihood_weight=1.0)).eval()

@@ -11,6 +11,7 @@ YAML values; `--model_config '{"hidden_size": 128}'` (JSON) updates single model
 from __future__ import annotations
 
 import json
+import math
 import sys
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
@@ -58,26 +59,43 @@ OBJECTIVE_OPTIONS = (
 )
 
 
+# The largest number a counting argument (steps, sizes, lengths, the seed, threads) may take: a 32-bit integer, what
+# every consumer of these numbers takes (torch.set_num_threads a C int, NumPy's seed less than 2**32). A larger one
+# would pass the checks here and fail later with an OverflowError that names nothing.
+LARGEST = 2**31 - 1
+
+
+def _is_number(value) -> bool:
+    """A finite int or float (not a bool, not NaN or infinity)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def at_least(minimum: float, *, optional: bool = False):
-    """A rule for `check_fields`: a number (an int where the field is an int) of at least `minimum`."""
+    """A rule for `check_fields`: a finite number (an int where the field is an int) from `minimum` to LARGEST."""
 
     def rule(value) -> bool:
-        return (optional and value is None) or (
-            isinstance(value, (int, float)) and not isinstance(value, bool) and value >= minimum
-        )
+        return (optional and value is None) or (_is_number(value) and minimum <= value <= LARGEST)
 
-    rule.allowed = f"at least {minimum}" + (" (or None)" if optional else "")
+    rule.allowed = f"at least {minimum} and at most {LARGEST}" + (" (or None)" if optional else "")
     return rule
 
 
 def between(low: float, high: float, *, low_open: bool = False, high_open: bool = False):
     def rule(value) -> bool:
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
+        if not _is_number(value):
             return False
         return (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
 
     rule.allowed = f"in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
     return rule
+
+
+def finite(value) -> bool:
+    """A rule for `check_fields`: any finite number."""
+    return _is_number(value)
+
+
+finite.allowed = "a finite number"
 
 
 def check_checkpoint_folder(name: str, flag: str) -> None:
@@ -378,6 +396,11 @@ class TrainArguments:
                 "adam_epsilon": between(0.0, float("inf"), low_open=True, high_open=True),
                 "warmup_steps": at_least(0),
                 "max_grad_norm": at_least(0, optional=True),
+                "seed": at_least(0),
+                "average_last_steps": at_least(0),
+                "max_steps": between(-LARGEST, LARGEST),  # <= 0: train num_train_epochs instead
+                "num_train_epochs": finite,
+                "generation_length_penalty": finite,
                 "logging_steps": at_least(1),
                 "eval_steps": at_least(0),
                 "max_eval_batches": at_least(1, optional=True),

@@ -7,6 +7,7 @@ import dataclasses
 import difflib
 import inspect
 import logging
+import math
 
 from transformers import AutoConfig
 
@@ -55,11 +56,11 @@ def check_model_config(model_type: str, model_config: dict) -> None:
     # BART.
     known |= {"label_smoothing", "unlikelihood_weight"}
     smoothing = model_config.get("label_smoothing", 0.0)
-    if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)) or not 0.0 <= smoothing < 1.0:
+    if not _is_finite(smoothing) or not 0.0 <= smoothing < 1.0:
         raise ValueError(f"model_config label_smoothing={smoothing!r} must be a number in [0, 1).")
     weight = model_config.get("unlikelihood_weight", 0.0)
-    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight < 0.0:
-        raise ValueError(f"model_config unlikelihood_weight={weight!r} must be a number ≥ 0.")
+    if not _is_finite(weight) or weight < 0.0:  # NaN or infinity would only show as a diverged loss at step 1
+        raise ValueError(f"model_config unlikelihood_weight={weight!r} must be a finite number ≥ 0.")
     unknown = sorted(set(model_config) - known)
     if unknown:
         hints = [
@@ -100,6 +101,10 @@ def acting_model_config(objective: Objective, model_config: dict) -> dict:
 
 def _idle_loss_options(objective: Objective) -> set[str]:
     return set() if objective.writes_left_to_right else {"unlikelihood_weight"}
+
+
+def _is_finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def check_export_target(objective: Objective, model_type: str, model_config: dict, export_to: str | None) -> None:

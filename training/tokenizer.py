@@ -74,6 +74,17 @@ PRE_TOKENIZER_PATTERN = (
 )
 
 
+def check_vocab_size(vocab_size: int, kind: str) -> None:
+    """Raise a ValueError unless a tokenizer of `kind` with `vocab_size` entries holds the special tokens and the byte
+    alphabet (training.train asks this before anything is written)."""
+    specials, alphabet = len(special_tokens(kind)), len(pre_tokenizers.ByteLevel.alphabet())
+    if vocab_size < specials + alphabet:
+        raise ValueError(
+            f"vocab_size={vocab_size} is too small: byte-level BPE needs {alphabet} byte symbols plus {specials} "
+            f"special tokens, so at least {specials + alphabet}."
+        )
+
+
 def special_tokens(kind: str) -> list[str]:
     """The special tokens of `kind`, in id order (<pad>=0, <s>=1, </s>=2, <unk>=3, then <mask>=4 for "masked")."""
     _check_kind(kind)
@@ -111,13 +122,9 @@ def train_tokenizer(
     Raises:
         ValueError: If `kind` is unknown or `vocab_size` cannot hold the special tokens and the byte alphabet.
     """
+    check_vocab_size(vocab_size, kind)
     specials = special_tokens(kind)
     alphabet = pre_tokenizers.ByteLevel.alphabet()
-    if vocab_size < len(specials) + len(alphabet):
-        raise ValueError(
-            f"vocab_size={vocab_size} is too small: byte-level BPE needs {len(alphabet)} byte symbols plus "
-            f"{len(specials)} special tokens, so at least {len(specials) + len(alphabet)}."
-        )
     tokenizer = Tokenizer(models.BPE(unk_token=UNK))
     tokenizer.pre_tokenizer = _pre_tokenizer(keep_placeholders)
     tokenizer.decoder = decoders.ByteLevel()

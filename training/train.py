@@ -55,6 +55,7 @@ from training.objective import Objective
 from training.objectives import objective_for
 from training.run_state import RunArguments, TrainingRun
 from training.sharding import check_cpu_fsdp_settings, cpu_fsdp_requested, shard
+from training.tokenizer import check_vocab_size
 
 RUN_FILES = (
     "checkpoints",
@@ -99,7 +100,7 @@ def run(
 
 
 def configure(args: RunArguments) -> RunSetup:
-    """Check every input (before data is read or a step is taken), then make the accelerator."""
+    """Check every input (before data is read or anything is written), then make the accelerator."""
     started = time.time()
     objective, train_args = objective_for(args.model.objective), args.train
     check_objective_options(objective, args.data, args.train)
@@ -107,9 +108,11 @@ def configure(args: RunArguments) -> RunSetup:
     check_model_config(model_type, args.model_config)
     check_loss_options(objective, args.model_config)
     check_export_target(objective, model_type, args.model_config, train_args.export_to)
+    check_vocab_size(args.model.vocab_size, objective.data.tokenizer_kind)
     sharding = cpu_fsdp_requested(torch.cuda.is_available())
     if sharding:
         check_cpu_fsdp_settings()
+        check_no_average_when_sharded(train_args)
     resume_path = (
         resolve_checkpoint(train_args.resume_from_checkpoint, train_args.output_dir)
         if train_args.resume_from_checkpoint
@@ -312,15 +315,21 @@ def set_up_training(
     return training
 
 
-def make_average(train_args: TrainArguments, model, total_steps: int, sharded: tuple | None) -> WeightAverage | None:
-    """The running mean of the last `average_last_steps` steps' weights, or None (averaging off)."""
-    if not train_args.average_last_steps:
-        return None
-    if sharded is not None:
+def check_no_average_when_sharded(train_args: TrainArguments) -> None:
+    """Checkpoint averaging needs the whole weights at every step, which a sharded model does not hold."""
+    if train_args.average_last_steps:
         raise ValueError(
             "--average_last_steps is not supported with a sharded model (FSDP on CPUs): the mean would need the "
             "gathered weights at every step. Set it to 0, or train without sharding."
         )
+
+
+def make_average(train_args: TrainArguments, model, total_steps: int, sharded: tuple | None) -> WeightAverage | None:
+    """The running mean of the last `average_last_steps` steps' weights, or None (averaging off)."""
+    if not train_args.average_last_steps:
+        return None
+    if sharded is not None:  # refused by `configure` already
+        check_no_average_when_sharded(train_args)
     return WeightAverage(model, first_step=max(1, total_steps - train_args.average_last_steps + 1))
 
 
