@@ -248,6 +248,7 @@ def test_a_typo_in_model_config_is_refused_before_any_data_is_read(tmp_path):
         ("causal_lm", ["--languages", "de,fr"], r"--languages='de,fr' .* applies to 'language_id'"),
         ("causal_lm", ["--generation_num_beams", "4"], r"--generation_num_beams=4 .* applies to 'translation'"),
         ("masked_lm", ["--bleu_samples", "8"], r"--bleu_samples=8 .* applies to 'translation'"),
+        ("causal_lm", ["--system_catalogs", "true"], r"--system_catalogs=True .* applies to 'translation'"),
     ],
 )
 def test_an_argument_the_objective_does_not_read_is_refused(tmp_path, objective, flags, message):

@@ -43,6 +43,7 @@ OBJECTIVE_OPTIONS = (
     "target_lang",
     "max_chars",
     "max_catalogs",
+    "system_catalogs",
     "catalog_packages",
     "heldout_catalog_packages",
     "max_ood_samples",

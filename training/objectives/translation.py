@@ -93,6 +93,7 @@ OBJECTIVE = Objective(
         "target_lang",
         "max_chars",
         "max_catalogs",
+        "system_catalogs",
         "catalog_packages",
         "heldout_catalog_packages",
         "max_ood_samples",
