@@ -4,6 +4,8 @@ vocabulary head and its loss, saving with the full `auto_map`) and the base mode
 Notation: B batch, T length, E model dim, V vocabulary.
 """
 
+from pathlib import Path
+
 from torch import Tensor, nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
@@ -11,12 +13,14 @@ from transformers import initialization as init
 from .activations import gate_activation
 from .auto_classes import auto_map_of
 from .builders import build_norm
+from .closure import copy_closure
 from .configuration_hf_attention import HFAttentionConfigBase
 from .layers import HeadTransform
 from .losses import linear_cross_entropy
 from .norms import NORMS
 from .positional import PositionalEncoding
 from .scores import ScoreModule
+from .signatures import store_forward_signature
 from .stack import TransformerStack
 
 
@@ -32,6 +36,10 @@ class HFAttentionPreTrainedModel(PreTrainedModel):
     _supports_sdpa = True
     _supports_attention_backend = True
     _can_compile_fullgraph = True
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        store_forward_signature(cls)
 
     def _sdpa_can_dispatch(self, is_init_check: bool = False) -> bool:
         # The config's rule (dot-product scores only); HF falls back to eager when sdpa was not asked for explicitly.
@@ -142,12 +150,25 @@ class HFAttentionPreTrainedModel(PreTrainedModel):
             hidden = self.lm_head_transform(hidden)
         return hidden
 
-    def save_pretrained(self, save_directory, *args, **kwargs):
+    def save_pretrained(self, save_directory, is_main_process: bool = True, *args, **kwargs):
         """Save weights (safetensors), config and this package's code, with an `auto_map` naming every Auto class
-        of the family, so that `trust_remote_code=True` loads the folder where hf_attention is not installed."""
+        of the family, so that `trust_remote_code=True` loads the folder where hf_attention is not installed.
+
+        The code is the whole remote-code closure (closure.py), what `hf-attention refresh-code` writes: transformers
+        itself copies only the module of the saved class and its imports. The family's `auto_map` entries replace
+        those of an older checkpoint this model was loaded from (as refresh-code does); other entries are kept."""
         auto_map = auto_map_of(self.config.model_type, type(self.config))
-        self.config.auto_map = {**auto_map, **(getattr(self.config, "auto_map", None) or {})}
-        return super().save_pretrained(save_directory, *args, **kwargs)
+        self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **auto_map}
+        result = super().save_pretrained(save_directory, is_main_process, *args, **kwargs)
+        if is_main_process and Path(save_directory).is_dir():  # transformers refuses a file and logs it
+            copy_closure(save_directory)
+        return result
+
+    def _upload_modified_files(self, working_dir, *args, **kwargs):
+        # save_pretrained(push_to_hub=True) uploads from inside transformers' save, before the closure is copied
+        # above: copy it now, so that the upload carries it.
+        copy_closure(working_dir)
+        return super()._upload_modified_files(working_dir, *args, **kwargs)
 
 
 def output_options(config: HFAttentionConfigBase, output_attentions, output_hidden_states, return_dict):

@@ -1,45 +1,25 @@
 """The model code a checkpoint carries, and `hf-attention refresh-code`, which replaces it with the installed one.
 
-`save_pretrained` copies this package's remote-code closure (the configuration and modeling files and every sibling
-they import) beside the weights, so that `trust_remote_code=True` loads the folder where hf_attention is not
-installed. That copy is frozen at save time: when transformers changes its contract with models (5.24 renamed the
-cache argument from `past_key_values` to `cache`), a checkpoint saved earlier still runs its old code there, while
-loading it with hf_attention installed uses the installed classes. `refresh_shipped_code` writes the installed
-closure (and the translation pipeline, when the checkpoint ships one) into the folder and updates `auto_map`; the
-weights, tokenizer and every other file stay as they are.
+`save_pretrained` copies this package's remote-code closure (closure.py: the configuration and modeling files and
+every sibling they import) beside the weights, so that `trust_remote_code=True` loads the folder where hf_attention
+is not installed. That copy is frozen at save time: when transformers changes its contract with models (5.24
+renamed the cache argument from `past_key_values` to `cache`), a checkpoint saved earlier still runs its old code
+there, while loading it with hf_attention installed uses the installed classes. `refresh_shipped_code` writes the
+installed closure (and the translation pipeline, when the checkpoint ships one) into the folder and updates
+`auto_map`; the weights, tokenizer and every other file stay as they are.
 
 This module is outside the remote-code closure.
 """
 
-import ast
 import json
 import os
 import tempfile
 from pathlib import Path
 
+from .closure import PACKAGE, closure_files
 from .modeling_hf_attention import AUTO_CLASSES, auto_map_of
 
-PACKAGE = Path(__file__).resolve().parent
-# The files whose classes auto_map names; the closure is these and every sibling they import.
-ENTRY_FILES = ("configuration_hf_attention.py", "modeling_hf_attention.py")
 PIPELINE_FILE = "pipelines.py"
-
-
-def closure_files() -> list[str]:
-    """The package's remote-code closure: the entry files and every sibling they import (`from .x import y`)."""
-    found, todo = [], list(ENTRY_FILES)
-    while todo:
-        name = todo.pop()
-        if name in found:
-            continue
-        found.append(name)
-        tree = ast.parse((PACKAGE / name).read_text(encoding="utf-8"))
-        todo += [
-            f"{node.module}.py"
-            for node in ast.walk(tree)
-            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
-        ]
-    return sorted(found)
 
 
 def _model_config(folder: Path) -> dict:

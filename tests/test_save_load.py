@@ -1,11 +1,14 @@
 """save_pretrained → from_pretrained is bit-exact, and a checkpoint loads as remote code without hf_attention."""
 
+import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -13,8 +16,10 @@ from conftest import build
 from safetensors import safe_open
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM
 
+import hf_attention
 from hf_attention import HFAttentionForCausalLM, HFAttentionForMaskedLM, HFAttentionForSeq2SeqLM
-from hf_attention.modeling_hf_attention import AUTO_CLASSES
+from hf_attention import modeling_hf_attention as modeling
+from hf_attention.modeling_hf_attention import AUTO_CLASSES, auto_map_of
 from hf_attention.shipped_code import closure_files
 
 CASES = [
@@ -51,24 +56,51 @@ def test_save_load_bit_exact(tmp_path, family, cls, auto, overrides, tied):
 
 @pytest.mark.parametrize(("family", "cls", "auto", "overrides"), CASES)
 def test_checkpoint_has_code_and_full_auto_map(tmp_path, family, cls, auto, overrides):
+    """The folder holds what `hf-attention refresh-code` would write: the whole closure and the family's full
+    auto_map, whose entries name the modules that define the classes."""
     build(cls, family, **overrides).save_pretrained(tmp_path)
     files = set(os.listdir(tmp_path))
-    closure = {
-        "configuration_hf_attention.py",
-        "modeling_hf_attention.py",
-        "attention.py",
-        "layers.py",
-        "masks.py",
-        "positional.py",
-        "losses.py",
-    }
-    assert closure <= files and "model.safetensors" in files
+    assert {name for name in files if name.endswith(".py")} == set(closure_files()) and "model.safetensors" in files
     auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
     model_type = cls.config_class.model_type
-    assert set(auto_map) == {"AutoConfig", *AUTO_CLASSES[model_type]}
-    assert all(
-        path.split(".")[0] in {"configuration_hf_attention", "modeling_hf_attention"} for path in auto_map.values()
-    )
+    assert auto_map == auto_map_of(model_type) and set(auto_map) == {"AutoConfig", *AUTO_CLASSES[model_type]}
+    for auto_name, model_class in AUTO_CLASSES[model_type].items():
+        assert auto_map[auto_name] == f"{model_class.__module__.rsplit('.', 1)[-1]}.{model_class.__name__}"
+
+
+def test_every_public_class_is_found_in_the_file_that_defines_it():
+    """`inspect.getsource` (and so debuggers' "go to definition" and docs generators) finds each public class in its
+    own file: no class claims to live in another module than the one that defines it."""
+    public = {name: getattr(module, name) for module in (hf_attention, modeling) for name in module.__all__}
+    classes = [obj for obj in public.values() if inspect.isclass(obj)]
+    assert HFAttentionForCausalLM in classes and len(classes) > 20
+    for public_class in classes:
+        assert re.match(rf"class {public_class.__name__}\b", inspect.getsource(public_class)), public_class
+        assert inspect.getsourcefile(public_class) == sys.modules[public_class.__module__].__file__
+
+
+def test_save_pretrained_with_push_to_hub_uploads_the_code(tmp_path, monkeypatch):
+    """`save_pretrained(push_to_hub=True)` uploads from inside transformers' save: the closure is in the upload."""
+    import transformers.modeling_utils
+    from transformers.utils.hub import PushToHubMixin
+
+    uploaded = []
+
+    def record_upload(self, working_dir, repo_id, files_timestamps, **kwargs):
+        changed = [
+            name
+            for name in os.listdir(working_dir)
+            if name not in files_timestamps or os.path.getmtime(Path(working_dir) / name) > files_timestamps[name]
+        ]
+        uploaded.extend(changed)
+
+    hub = SimpleNamespace(create_repo=lambda repo_id, **kwargs: SimpleNamespace(repo_id=repo_id))
+    card = SimpleNamespace(save=lambda path: None)
+    monkeypatch.setattr(transformers.modeling_utils, "hf_api", lambda: hub)
+    monkeypatch.setattr(transformers.modeling_utils, "create_and_tag_model_card", lambda *args, **kwargs: card)
+    monkeypatch.setattr(PushToHubMixin, "_upload_modified_files", record_upload)
+    build(HFAttentionForCausalLM, "decoder").save_pretrained(tmp_path / "model", push_to_hub=True)
+    assert set(closure_files()) | {"config.json", "model.safetensors"} <= set(uploaded)
 
 
 REMOTE_SCRIPT = textwrap.dedent("""
