@@ -19,11 +19,11 @@ from .configuration_hf_attention import HFAttentionSeq2SeqConfig
 from .generation_mixin import GenerationOverrides
 from .heads import label_shape, logit_slice
 from .losses import check_labels, shift_tokens_right
-from .pretrained import HFAttentionPreTrainedModel, output_options
+from .pretrained import TransformerPreTrainedModel, output_options
 from .stack import TransformerStack
 
 
-class HFAttentionSeq2SeqPreTrainedModel(HFAttentionPreTrainedModel):
+class HFAttentionSeq2SeqPreTrainedModel(TransformerPreTrainedModel):
     """Base of the encoder-decoder family."""
 
     config_class = HFAttentionSeq2SeqConfig

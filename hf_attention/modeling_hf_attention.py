@@ -9,8 +9,9 @@ imports every family, which makes it, with the configurations, the entry of the 
 the files `save_pretrained` copies beside the weights. The code lives in modules by job:
 - builders.py: config → leaf modules (positional scheme, attention, layers, norms);
 - stack.py: `TransformerStack`, embeddings → positions → masks → layers, with its input checks in input_checks.py;
-- pretrained.py: `HFAttentionPreTrainedModel` (initialisation, backend checks, vocabulary head, saving) and the base
-  model of one stack; heads.py: what every head shares;
+- pretrained.py: `HFAttentionPreTrainedModel`, the base of every family (initialisation, saving),
+  `TransformerPreTrainedModel` (backend checks, vocabulary head) and the base model of one stack; heads.py: what
+  every head shares;
 - encoder_family.py (BERT-like), decoder_family.py (GPT-like), encoder_decoder_family.py (Vaswani 2017): each
   family's base model, its head base (`EncoderHead`, `DecoderHead`, `Seq2SeqHead`: a new head is one small class on
   it) and its heads; recurrent.py: the recurrent encoder-decoder;
@@ -51,8 +52,12 @@ from .encoder_family import (
     HFAttentionForTokenClassification,
 )
 from .losses import shift_tokens_right
-from .pretrained import HFAttentionPreTrainedModel, OneStackModel
-from .recurrent import HFAttentionRecurrentForSeq2SeqLM, HFAttentionRecurrentModel
+from .pretrained import HFAttentionPreTrainedModel, OneStackModel, TransformerPreTrainedModel
+from .recurrent import (
+    HFAttentionRecurrentForSeq2SeqLM,
+    HFAttentionRecurrentModel,
+    HFAttentionRecurrentPreTrainedModel,
+)
 from .stack import TransformerStack
 
 __all__ = [
@@ -73,10 +78,12 @@ __all__ = [
     "HFAttentionPreTrainedModel",
     "HFAttentionRecurrentForSeq2SeqLM",
     "HFAttentionRecurrentModel",
+    "HFAttentionRecurrentPreTrainedModel",
     "HFAttentionSeq2SeqModel",
     "HFAttentionSeq2SeqPreTrainedModel",
     "OneStackModel",
     "Seq2SeqHead",
+    "TransformerPreTrainedModel",
     "TransformerStack",
     "auto_map_of",
     "build_attention",

@@ -20,7 +20,7 @@ This file is part of the remote-code closure: it imports only torch, transformer
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
-from transformers import GenerationMixin, PreTrainedModel
+from transformers import GenerationMixin
 from transformers import initialization as init
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 
@@ -28,7 +28,8 @@ from .attention import eager_attention_forward
 from .cache_argument import CACHE_FIELD, cache_of, with_cache
 from .configuration_hf_attention import HFAttentionRecurrentConfig
 from .losses import check_labels, shift_tokens_right, token_cross_entropy
-from .scores import ScoreModule, make_score
+from .pretrained import HFAttentionPreTrainedModel
+from .scores import make_score
 
 RECURRENT_LAYERS = {"gru": nn.GRU, "lstm": nn.LSTM}
 
@@ -244,29 +245,22 @@ class RecurrentDecoder(nn.Module):
         return torch.tanh(self.output(self.dropout(torch.cat([outputs, context], dim=-1))))
 
 
-class HFAttentionRecurrentPreTrainedModel(PreTrainedModel):
-    """Weight initialisation and the shared pieces of the recurrent family."""
+class HFAttentionRecurrentPreTrainedModel(HFAttentionPreTrainedModel):
+    """The base of the recurrent family: what every hf-attention model shares (saving with the full `auto_map` and
+    the package's code among it), and the start of the recurrent weights. No attention backend to choose: its one
+    attention is eager by construction."""
 
     config_class = HFAttentionRecurrentConfig
-    base_model_prefix = "model"
     main_input_name = "input_ids"
-    _skip_keys_device_placement = ["cache", "past_key_values"]
     _is_stateful = False
 
     def _init_weights(self, module: nn.Module) -> None:
-        std = self.config.initializer_range
-        if isinstance(module, nn.Linear):
-            init.normal_(module.weight, mean=0.0, std=std)
-            if module.bias is not None:
-                init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            init.normal_(module.weight, mean=0.0, std=std)
-        elif isinstance(module, nn.RNNBase):  # PyTorch's own start for recurrent weights: uniform ±1/√H
+        if isinstance(module, nn.RNNBase):  # PyTorch's own start for recurrent weights: uniform ±1/√H
             bound = module.hidden_size**-0.5
             for parameter in module.parameters():
                 init.uniform_(parameter, -bound, bound)
-        elif isinstance(module, ScoreModule):
-            module.init_weights(std)
+        else:
+            super()._init_weights(module)
 
     @classmethod
     def _supports_default_dynamic_cache(cls) -> bool:

@@ -17,7 +17,12 @@ from safetensors import safe_open
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM
 
 import hf_attention
-from hf_attention import HFAttentionForCausalLM, HFAttentionForMaskedLM, HFAttentionForSeq2SeqLM
+from hf_attention import (
+    HFAttentionForCausalLM,
+    HFAttentionForMaskedLM,
+    HFAttentionForSeq2SeqLM,
+    HFAttentionRecurrentForSeq2SeqLM,
+)
 from hf_attention import modeling_hf_attention as modeling
 from hf_attention.modeling_hf_attention import AUTO_CLASSES, auto_map_of
 from hf_attention.shipped_code import closure_files
@@ -26,13 +31,14 @@ CASES = [
     ("decoder", HFAttentionForCausalLM, AutoModelForCausalLM, {"position_encoding": "rotary"}),
     ("encoder", HFAttentionForMaskedLM, AutoModelForMaskedLM, {"position_encoding": "learned", "type_vocab_size": 2}),
     ("seq2seq", HFAttentionForSeq2SeqLM, AutoModelForSeq2SeqLM, {"position_encoding": "relative"}),
+    ("recurrent", HFAttentionRecurrentForSeq2SeqLM, AutoModelForSeq2SeqLM, {"cell": "lstm"}),
 ]
 
 
 def model_inputs(family: str) -> dict:
     ids = torch.tensor([[5, 17, 33, 8, 61], [7, 21, 3, 0, 0]])
-    inputs = {"input_ids": ids, "attention_mask": (ids != 0).long()}
-    if family == "seq2seq":
+    inputs = {"input_ids": ids, "attention_mask": (ids != 0).long()}  # right-padded, as the recurrent encoder needs
+    if family in ("seq2seq", "recurrent"):
         inputs["decoder_input_ids"] = torch.tensor([[1, 9, 4], [1, 30, 2]])
     return inputs
 
@@ -109,18 +115,24 @@ REMOTE_SCRIPT = textwrap.dedent("""
     import transformers
     folder, auto_name, inputs_path, out_path = sys.argv[1:5]
     inputs = torch.load(inputs_path)
-    model = getattr(transformers, auto_name).from_pretrained(folder, trust_remote_code=True)
-    assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
-    base = transformers.AutoModel.from_pretrained(folder, trust_remote_code=True)
+    auto_map = json.load(open(f"{folder}/config.json"))["auto_map"]
+    loaded = {}
+    for name in sorted(auto_map):  # every Auto class the checkpoint names
+        model = getattr(transformers, name).from_pretrained(folder, trust_remote_code=True)
+        assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+        loaded[name] = type(model).__name__
+    model = getattr(transformers, auto_name).from_pretrained(folder, trust_remote_code=True).eval()
     with torch.no_grad():
         torch.save(model(**inputs).logits, out_path)
-    print(json.dumps({"class": type(model).__name__, "base": type(base).__name__}))
+    print(json.dumps(loaded))
 """)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("family", "cls", "auto", "overrides"), CASES)
 def test_remote_code_load_in_fresh_process(tmp_path, family, cls, auto, overrides):
+    """Without hf_attention, every Auto class of the family loads the checkpoint from its own code, and the head
+    computes the logits of the model that saved it."""
     checkpoint = tmp_path / "checkpoint"
     model = build(cls, family, **overrides)
     model.save_pretrained(checkpoint)
@@ -143,7 +155,11 @@ def test_remote_code_load_in_fresh_process(tmp_path, family, cls, auto, override
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert report == {"class": cls.__name__, "base": AUTO_CLASSES[cls.config_class.model_type]["AutoModel"].__name__}
+    config_class = cls.config_class
+    expected = {
+        auto_name: model_class.__name__ for auto_name, model_class in AUTO_CLASSES[config_class.model_type].items()
+    }
+    assert report == {"AutoConfig": config_class.__name__, **expected}
     with torch.no_grad():
         assert torch.equal(torch.load(tmp_path / "logits.pt"), model(**inputs).logits)
 
