@@ -27,6 +27,7 @@ from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2
 from .attention import eager_attention_forward
 from .cache_argument import CACHE_FIELD, cache_of, with_cache
 from .configuration_hf_attention import HFAttentionRecurrentConfig
+from .generation_mixin import EncoderDecoderGeneration
 from .heads import label_shape
 from .input_checks import check_token_inputs, embed_token_ids
 from .losses import check_labels, shift_tokens_right, token_cross_entropy
@@ -403,7 +404,7 @@ def _recurrent_state(cache, past_key_values) -> RecurrentState | None:
     return state
 
 
-class HFAttentionRecurrentForSeq2SeqLM(HFAttentionRecurrentPreTrainedModel, GenerationMixin):
+class HFAttentionRecurrentForSeq2SeqLM(EncoderDecoderGeneration, HFAttentionRecurrentPreTrainedModel, GenerationMixin):
     """The recurrent encoder-decoder with its vocabulary projection: training with labels, `generate()`."""
 
     _tied_weights_keys = {"lm_head.weight": "model.shared.weight"}

@@ -363,9 +363,10 @@ def test_bad_inputs_get_the_errors_of_the_transformer_families(case, model_class
         ({"input_ids": torch.zeros(1, 0, dtype=torch.long)}, r"input_ids is empty \(0 tokens\)"),
         ({"input_ids": torch.tensor([5, 6, 7])}, r"input_ids has shape \(3,\), expected 2-D"),
         ({"input_ids": torch.tensor([[5.0, 6.0]])}, "input_ids must hold integer token ids"),
+        ({"input_ids": torch.zeros(0, 3, dtype=torch.long)}, r"generate\(\) got input_ids with shape \(0, 3\)"),
         (
             {"input_ids": torch.tensor([[5, 6]]), "decoder_start_token_id": 99},
-            "decoder_start_token_id|decoder_input_ids contains token id 99",
+            r"decoder_start_token_id=99 is outside the vocabulary \[0, 40\)",
         ),
     ],
 )
