@@ -1,8 +1,10 @@
-"""Which classes a checkpoint of each model type names in its `auto_map`, by class name.
+"""Which classes a checkpoint of each model type names in its `auto_map`: "module.Class", the module that defines the
+class.
 
-Saving a model (pretrained.py) writes this map into config.json; `modeling_hf_attention.py`, the module the map
-names, imports every family and turns the names into the classes it registers with the Auto classes. Keeping the
-names here lets saving read them without importing the families, which import pretrained.py themselves.
+Saving a model (pretrained.py) writes this map into config.json, and `trust_remote_code=True` imports the module
+each entry names from the code shipped beside the weights; `modeling_hf_attention.py` turns the entries into the
+classes it registers with the Auto classes (an entry naming the wrong module fails there, at import). Keeping the
+entries here as text lets saving read them without importing the families, which import pretrained.py themselves.
 """
 
 from .configuration_hf_attention import (
@@ -22,34 +24,32 @@ CONFIG_CLASSES = {
     )
 }
 
-# model_type → {Auto class name: model class name}
-AUTO_CLASS_NAMES = {
+# model_type → {Auto class name: "module.Class" of the model class}
+AUTO_CLASS_PATHS = {
     HFAttentionEncoderConfig.model_type: {
-        "AutoModel": "HFAttentionEncoderModel",
-        "AutoModelForMaskedLM": "HFAttentionForMaskedLM",
-        "AutoModelForSequenceClassification": "HFAttentionForSequenceClassification",
-        "AutoModelForTokenClassification": "HFAttentionForTokenClassification",
+        "AutoModel": "encoder_family.HFAttentionEncoderModel",
+        "AutoModelForMaskedLM": "encoder_family.HFAttentionForMaskedLM",
+        "AutoModelForSequenceClassification": "encoder_family.HFAttentionForSequenceClassification",
+        "AutoModelForTokenClassification": "encoder_family.HFAttentionForTokenClassification",
     },
     HFAttentionDecoderConfig.model_type: {
-        "AutoModel": "HFAttentionDecoderModel",
-        "AutoModelForCausalLM": "HFAttentionForCausalLM",
-        "AutoModelForSequenceClassification": "HFAttentionDecoderForSequenceClassification",
+        "AutoModel": "decoder_family.HFAttentionDecoderModel",
+        "AutoModelForCausalLM": "decoder_family.HFAttentionForCausalLM",
+        "AutoModelForSequenceClassification": "decoder_family.HFAttentionDecoderForSequenceClassification",
     },
     HFAttentionSeq2SeqConfig.model_type: {
-        "AutoModel": "HFAttentionSeq2SeqModel",
-        "AutoModelForSeq2SeqLM": "HFAttentionForSeq2SeqLM",
+        "AutoModel": "encoder_decoder_family.HFAttentionSeq2SeqModel",
+        "AutoModelForSeq2SeqLM": "encoder_decoder_family.HFAttentionForSeq2SeqLM",
     },
     HFAttentionRecurrentConfig.model_type: {
-        "AutoModel": "HFAttentionRecurrentModel",
-        "AutoModelForSeq2SeqLM": "HFAttentionRecurrentForSeq2SeqLM",
+        "AutoModel": "recurrent.HFAttentionRecurrentModel",
+        "AutoModelForSeq2SeqLM": "recurrent.HFAttentionRecurrentForSeq2SeqLM",
     },
 }
 
 
 def auto_map_of(model_type: str, config_class: type | None = None) -> dict[str, str]:
     """The `auto_map` of a checkpoint of `model_type`: its config class and every Auto class of its family →
-    "file.Class" (`config_class` defaults to the family's)."""
+    "module.Class" (`config_class` defaults to the family's)."""
     config_class = config_class or CONFIG_CLASSES[model_type]
-    auto_map = {"AutoConfig": f"configuration_hf_attention.{config_class.__name__}"}
-    auto_map.update({auto: f"modeling_hf_attention.{name}" for auto, name in AUTO_CLASS_NAMES[model_type].items()})
-    return auto_map
+    return {"AutoConfig": f"configuration_hf_attention.{config_class.__name__}", **AUTO_CLASS_PATHS[model_type]}

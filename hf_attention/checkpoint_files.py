@@ -9,13 +9,14 @@ check the fields of config.json it updates.
 The code files are found by following the folder's own imports, not the installed package's: a checkpoint saved by an
 older release ships the files that release imported.
 
-This module is outside the remote-code closure; it imports nothing from the package.
+This module is outside the remote-code closure; of the package it imports only closure.py (standard library only).
 """
 
-import ast
 import json
 import re
 from pathlib import Path
+
+from .closure import import_closure
 
 # The files a saved model folder holds besides its weights and code (transformers' config, generation config, tokenizer
 # files, a model card).
@@ -102,31 +103,6 @@ def code_files(folder: Path, config: dict, where: str) -> set[str]:
     # "module.Class", or "owner/repo--module.Class" for code that lives in another Hub repository
     entries = {f"{name.split('--')[-1].split('.')[0]}.py" for name in names}
     return import_closure(folder, entries)
-
-
-def import_closure(folder: Path, entries) -> set[str]:
-    """The files among `entries` that exist in `folder`, and every sibling they import (`from .x import y`), found by
-    following the imports of each file reached."""
-    found, todo = set(), list(entries)
-    while todo:
-        name = todo.pop()
-        if name in found or name != Path(name).name or not (folder / name).is_file():  # (a name, never a path)
-            continue
-        found.add(name)
-        todo += _relative_imports(folder / name)
-    return found
-
-
-def _relative_imports(path: Path) -> list[str]:
-    try:
-        tree = ast.parse(path.read_bytes())
-    except (SyntaxError, ValueError, OSError):
-        return []  # code that does not parse names no sibling we could follow (the file itself is still shipped code)
-    return [
-        f"{node.module.split('.')[0]}.py"
-        for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
-    ]
 
 
 def not_only_a_checkpoint(folder: Path) -> str | None:

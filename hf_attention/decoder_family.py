@@ -24,10 +24,10 @@ from .configuration_hf_attention import HFAttentionDecoderConfig
 from .generation_mixin import GenerationOverrides
 from .heads import label_shape, logit_slice
 from .losses import check_labels, next_token_labels
-from .pretrained import HFAttentionPreTrainedModel, OneStackModel, output_options
+from .pretrained import OneStackModel, TransformerPreTrainedModel, output_options
 
 
-class HFAttentionDecoderPreTrainedModel(HFAttentionPreTrainedModel):
+class HFAttentionDecoderPreTrainedModel(TransformerPreTrainedModel):
     """Base of the decoder family."""
 
     config_class = HFAttentionDecoderConfig

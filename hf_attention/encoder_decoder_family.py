@@ -7,7 +7,6 @@ encoder-decoder head shares, the cache argument under both its names and the cal
 layers and writes `_head_output` (and `_decoder_inputs_for_labels`, to check labels and derive decoder inputs).
 """
 
-import torch
 from torch import Tensor, nn
 from transformers import GenerationMixin
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
@@ -16,14 +15,14 @@ from transformers.utils import ModelOutput
 
 from .cache_argument import cache_from_arguments, cache_of, with_cache
 from .configuration_hf_attention import HFAttentionSeq2SeqConfig
-from .generation_mixin import GenerationOverrides
+from .generation_mixin import EncoderDecoderGeneration, GenerationOverrides
 from .heads import label_shape, logit_slice
 from .losses import check_labels, shift_tokens_right
-from .pretrained import HFAttentionPreTrainedModel, output_options
+from .pretrained import TransformerPreTrainedModel, output_options
 from .stack import TransformerStack
 
 
-class HFAttentionSeq2SeqPreTrainedModel(HFAttentionPreTrainedModel):
+class HFAttentionSeq2SeqPreTrainedModel(TransformerPreTrainedModel):
     """Base of the encoder-decoder family."""
 
     config_class = HFAttentionSeq2SeqConfig
@@ -235,7 +234,7 @@ class Seq2SeqHead(HFAttentionSeq2SeqPreTrainedModel):
         raise NotImplementedError
 
 
-class HFAttentionForSeq2SeqLM(GenerationOverrides, Seq2SeqHead, GenerationMixin):
+class HFAttentionForSeq2SeqLM(GenerationOverrides, EncoderDecoderGeneration, Seq2SeqHead, GenerationMixin):
     """Encoder-decoder with a vocabulary projection: translation, summarisation, `generate()`.
 
     With `labels` (B, T) and no decoder inputs, the decoder is teacher-forced on the labels shifted right, and the
@@ -259,22 +258,6 @@ class HFAttentionForSeq2SeqLM(GenerationOverrides, Seq2SeqHead, GenerationMixin)
             if not 0 <= value < self.config.vocab_size:
                 raise ValueError(f"config.{field}={value} is outside the vocabulary [0, {self.config.vocab_size}).")
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
-
-    def _prepare_decoder_input_ids_for_generation(
-        self, batch_size, model_input_name, model_kwargs, decoder_start_token_id, device=None
-    ):
-        # generate() starts every target with this id: a wrong one would otherwise surface as an input_ids error.
-        if decoder_start_token_id is not None and not torch.compiler.is_compiling() and decoder_start_token_id.numel():
-            low, high = int(decoder_start_token_id.min()), int(decoder_start_token_id.max())
-            if low < 0 or high >= self.config.vocab_size:
-                bad = high if high >= self.config.vocab_size else low
-                raise ValueError(
-                    f"decoder_start_token_id={bad} is outside the vocabulary [0, {self.config.vocab_size}); set it "
-                    "(generate() argument, model.generation_config or config) to a token id the model knows."
-                )
-        return super()._prepare_decoder_input_ids_for_generation(
-            batch_size, model_input_name, model_kwargs, decoder_start_token_id, device
-        )
 
     def _decoder_inputs_for_labels(
         self,

@@ -18,10 +18,10 @@ from transformers.utils import ModelOutput
 from .configuration_hf_attention import HFAttentionEncoderConfig
 from .heads import label_shape
 from .losses import check_labels, token_cross_entropy
-from .pretrained import HFAttentionPreTrainedModel, OneStackModel, output_options
+from .pretrained import OneStackModel, TransformerPreTrainedModel, output_options
 
 
-class HFAttentionEncoderPreTrainedModel(HFAttentionPreTrainedModel):
+class HFAttentionEncoderPreTrainedModel(TransformerPreTrainedModel):
     """Base of the encoder family."""
 
     config_class = HFAttentionEncoderConfig

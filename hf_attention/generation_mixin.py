@@ -1,10 +1,12 @@
-"""What the generative heads (causal LM, seq2seq LM) change in transformers' `GenerationMixin`.
+"""What the generative heads (causal LM, seq2seq LM, the recurrent seq2seq LM) change in transformers'
+`GenerationMixin`: the checks every family shares, those of the encoder-decoders, and the Transformer's speed-ups.
 
 This module is inside the remote-code closure: it imports only torch, transformers and its siblings.
 """
 
 import inspect
 
+import torch
 from torch import Tensor
 from transformers import GenerationMixin
 
@@ -13,13 +15,66 @@ from .decoding import faster_decoding
 from .kv_cache import use_generation_layers
 
 
-class GenerationOverrides:
-    """Mixin for generative heads, listed before `GenerationMixin`: what `generate()` does differently for them.
+class GenerationChecks:
+    """Mixin for every generative head, the recurrent family's included, listed before `GenerationMixin`: inputs of
+    `generate()` that transformers would let fail obscurely are refused with an error that names them.
+
+    - An empty batch (its stopping checks take the max() of an empty tensor).
+    """
+
+    def _prepare_model_inputs(self, inputs=None, bos_token_id=None, model_kwargs=None):
+        inputs, input_name, model_kwargs = super()._prepare_model_inputs(inputs, bos_token_id, model_kwargs)
+        if isinstance(inputs, Tensor) and inputs.dim() and inputs.shape[0] == 0:
+            raise ValueError(
+                f"generate() got {input_name} with shape {tuple(inputs.shape)}: a batch of 0 rows; pass at least one "
+                "prompt."
+            )
+        return inputs, input_name, model_kwargs
+
+
+class EncoderDecoderGeneration(GenerationChecks):
+    """Mixin for the encoder-decoder heads of both families (the Transformer's and the recurrent one), listed before
+    the model's base: what `generate()` and its relatives refuse for a model with an encoder.
+
+    - A `decoder_start_token_id` outside the vocabulary (it would surface as an error about decoder_input_ids).
+    - Continuous batching (`generate_batch`, `init_continuous_batching` and its context manager, `transformers
+      serve`): its scheduler keeps the requests' decoder-only self-attention in a paged cache, which has no place for
+      an encoder's output. It is refused before transformers sets it up, which would fail on a config field that
+      only decoder-only models have.
+    """
+
+    def _prepare_decoder_input_ids_for_generation(
+        self, batch_size, model_input_name, model_kwargs, decoder_start_token_id, device=None
+    ):
+        if decoder_start_token_id is not None and not torch.compiler.is_compiling() and decoder_start_token_id.numel():
+            low, high = int(decoder_start_token_id.min()), int(decoder_start_token_id.max())
+            if low < 0 or high >= self.config.vocab_size:
+                bad = high if high >= self.config.vocab_size else low
+                raise ValueError(
+                    f"decoder_start_token_id={bad} is outside the vocabulary [0, {self.config.vocab_size}); set it "
+                    "(generate() argument, model.generation_config or config) to a token id the model knows."
+                )
+        return super()._prepare_decoder_input_ids_for_generation(
+            batch_size, model_input_name, model_kwargs, decoder_start_token_id, device
+        )
+
+    def init_continuous_batching(self, *args, **kwargs):
+        """Refused: the entry point of every form of continuous batching (see the class)."""
+        raise ValueError(
+            "Continuous batching (generate_batch, init_continuous_batching, transformers serve) runs decoder-only "
+            "models: its paged cache holds each request's self-attention keys and values and has no place for an "
+            f"encoder's output. {type(self).__name__} is an encoder-decoder model (model_type "
+            f"{self.config.model_type!r}); generate with generate(), which takes a padded batch of sources."
+        )
+
+
+class GenerationOverrides(GenerationChecks):
+    """Mixin for the generative heads of the Transformer families, listed before `GenerationMixin`: what
+    `generate()` does differently for them, besides the checks of `GenerationChecks`.
 
     - It hands the 2D padding mask to the model unchanged, also with static caches: `generate()` otherwise turns it
       into a 4D mask for compilable caches, and the stack needs the 2D mask to count real tokens (positions under
       left padding, ALiBi and relative-bucket distances) and builds its masks itself.
-    - It refuses an empty batch with a clear error.
     - While it runs, the decoding speed-ups of hf_attention.decoding are installed (identical results).
     - On CPU, the cache it makes gets the layers of hf_attention.kv_cache that copy less (identical values).
     """
@@ -57,13 +112,3 @@ class GenerationOverrides:
             device=self.device,
         )
         return result
-
-    def _prepare_model_inputs(self, inputs=None, bos_token_id=None, model_kwargs=None):
-        inputs, input_name, model_kwargs = super()._prepare_model_inputs(inputs, bos_token_id, model_kwargs)
-        # An empty batch would otherwise fail inside generate()'s stopping checks (max() of an empty tensor).
-        if isinstance(inputs, Tensor) and inputs.dim() and inputs.shape[0] == 0:
-            raise ValueError(
-                f"generate() got {input_name} with shape {tuple(inputs.shape)}: a batch of 0 rows; pass at least one "
-                "prompt."
-            )
-        return inputs, input_name, model_kwargs

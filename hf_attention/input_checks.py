@@ -1,15 +1,17 @@
-"""The checks of a stack's inputs: kinds, ranks, shapes and ranges, with errors that name the caller's argument.
+"""The checks of a model's inputs: kinds, ranks, shapes and ranges, with errors that name the caller's argument.
 
 Notation: B batch, T new tokens, S keys (cached + new), H heads, E model dim.
 
-`TransformerStack` runs these before computing anything. Shape checks are free (no device sync) and run on every
-call outside compilation; token-id range checks cost a sync off the CPU, so the stack runs them where they are free
-or once per generation (see `TransformerStack.embed`). The errors name the argument as the caller passed it: the
-decoder of an encoder-decoder model reports `decoder_input_ids`, `decoder_attention_mask`, ... (`input_prefix`).
+Every family runs them before computing anything: `TransformerStack` through `StackInputChecks`, the recurrent
+encoder and decoder through the functions it is built on (`check_token_inputs`, `embed_token_ids`), so the same bad
+input gets the same error from every family. Shape checks are free (no device sync) and run on every call outside
+compilation; token-id range checks cost a sync off the CPU, so they run where they are free or once per generation
+(`embed_token_ids`). The errors name the argument as the caller passed it: the decoder of an encoder-decoder model
+reports `decoder_input_ids`, `decoder_attention_mask`, ... (`input_prefix`).
 """
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from .cache_argument import is_paged
 from .masks import check_attention_mask, check_mask_kind
@@ -17,6 +19,80 @@ from .masks import check_attention_mask, check_mask_kind
 
 def is_integer_tensor(tensor: Tensor) -> bool:
     return not (tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool)
+
+
+def check_token_inputs(
+    input_ids: Tensor | None,
+    inputs_embeds: Tensor | None,
+    *,
+    prefix: str,
+    embedding_size: int,
+    width_name: str = "hidden_size",
+) -> tuple[int, int]:
+    """Kinds, ranks and widths of the tokens a stack or an RNN reads: exactly one of `{prefix}input_ids` (2-D integer
+    ids) and `{prefix}inputs_embeds` (3-D floating vectors of `embedding_size`, the config's `width_name`), with at
+    least one token. Free: shapes only, no device sync. Returns (batch, length)."""
+    ids_name, embeds_name = f"{prefix}input_ids", f"{prefix}inputs_embeds"
+    if (input_ids is None) == (inputs_embeds is None):
+        raise ValueError(f"Pass exactly one of {ids_name} and {embeds_name}.")
+    name, given = (ids_name, input_ids) if input_ids is not None else (embeds_name, inputs_embeds)
+    if not isinstance(given, Tensor):
+        raise TypeError(
+            f"{name} must be a torch.Tensor, got {type(given).__name__}; tokenize with return_tensors='pt'."
+        )
+    if input_ids is not None:
+        if input_ids.dim() != 2:
+            raise ValueError(
+                f"{ids_name} has shape {tuple(input_ids.shape)}, expected 2-D (batch, length); a single text "
+                "needs a batch axis too, e.g. ids[None] or tokenizer(text, return_tensors='pt')."
+            )
+        if not is_integer_tensor(input_ids):
+            raise ValueError(f"{ids_name} must hold integer token ids (torch.long), got dtype {input_ids.dtype}.")
+    elif inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != embedding_size:
+        raise ValueError(
+            f"{embeds_name} has shape {tuple(inputs_embeds.shape)}, expected 3-D (batch, length, {width_name}) = "
+            f"(batch, length, {embedding_size})."
+        )
+    elif not inputs_embeds.is_floating_point():
+        raise ValueError(f"{embeds_name} must be floating point vectors, got dtype {inputs_embeds.dtype}.")
+    batch, length = given.shape[:2]
+    if length == 0:
+        # generate() would otherwise fail later with an IndexError on the empty logits.
+        raise ValueError(f"{name} is empty (0 tokens); pass at least one token, e.g. the bos token as a prompt.")
+    return batch, length
+
+
+def check_token_ids(input_ids: Tensor, vocab_size: int, name: str) -> None:
+    """ValueError naming `name` unless every id is in [0, vocab_size) (a device sync off the CPU)."""
+    if not input_ids.numel():
+        return
+    low, high = int(input_ids.min()), int(input_ids.max())
+    if low < 0 or high >= vocab_size:
+        bad = high if high >= vocab_size else low
+        hint = (
+            "check decoder_start_token_id (config or generate()) and that the tokenizer matches the model's vocab_size"
+            if name.startswith("decoder_")
+            else "check that the tokenizer matches the model's vocab_size"
+        )
+        raise ValueError(f"{name} contains token id {bad}, outside the vocabulary [0, {vocab_size}); {hint}.")
+
+
+def embed_token_ids(embedding: nn.Embedding, input_ids: Tensor, name: str, *, first_call: bool = True) -> Tensor:
+    """`embedding(input_ids)`, with ids outside the vocabulary refused by a ValueError naming `name`.
+
+    On CPU the lookup itself finds them for free (an IndexError, translated); elsewhere an explicit check would cost a
+    device sync, so it runs on the first call of a generation only (`first_call`: no cache yet), not at every
+    decoding step. Inside torch.compile nothing is checked.
+    """
+    checking = not torch.compiler.is_compiling()
+    if checking and input_ids.device.type != "cpu" and first_call:
+        check_token_ids(input_ids, embedding.num_embeddings, name)
+    try:
+        return embedding(input_ids)
+    except IndexError:
+        if checking:
+            check_token_ids(input_ids, embedding.num_embeddings, name)
+        raise
 
 
 class StackInputChecks:
@@ -50,9 +126,6 @@ class StackInputChecks:
         """What can be checked before the cache is read: the inputs, the extra keyword arguments and the kinds of
         the masks; returns (batch, length)."""
         batch, length = self.check_inputs(input_ids, inputs_embeds, token_type_ids)
-        if length == 0:
-            # generate() would otherwise fail later with an IndexError on the empty logits.
-            raise ValueError("The input is empty (0 tokens); pass at least one token, e.g. the bos token as a prompt.")
         self._check_attention_kwargs(kwargs, cache, encoder_hidden_states)
         check_mask_kind(attention_mask, f"{self.input_prefix}attention_mask")
         check_mask_kind(encoder_attention_mask, "encoder_attention_mask")
@@ -88,59 +161,22 @@ class StackInputChecks:
         self, input_ids: Tensor | None, inputs_embeds: Tensor | None, token_type_ids: Tensor | None
     ) -> tuple[int, int]:
         """Kinds, ranks and widths of the inputs (free: shapes only, no device sync); returns (batch, length)."""
-        ids_name, embeds_name = f"{self.input_prefix}input_ids", f"{self.input_prefix}inputs_embeds"
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError(f"Pass exactly one of {ids_name} and {embeds_name}.")
-        name, given = (ids_name, input_ids) if input_ids is not None else (embeds_name, inputs_embeds)
-        if not isinstance(given, Tensor):
-            raise TypeError(
-                f"{name} must be a torch.Tensor, got {type(given).__name__}; tokenize with return_tensors='pt'."
-            )
-        if input_ids is not None:
-            if input_ids.dim() != 2:
-                raise ValueError(
-                    f"{ids_name} has shape {tuple(input_ids.shape)}, expected 2-D (batch, length); a single text "
-                    "needs a batch axis too, e.g. ids[None] or tokenizer(text, return_tensors='pt')."
-                )
-            if not is_integer_tensor(input_ids):
-                raise ValueError(f"{ids_name} must hold integer token ids (torch.long), got dtype {input_ids.dtype}.")
-        elif inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != self.config.hidden_size:
-            raise ValueError(
-                f"{embeds_name} has shape {tuple(inputs_embeds.shape)}, expected 3-D (batch, length, hidden_size) = "
-                f"(batch, length, {self.config.hidden_size})."
-            )
-        elif not inputs_embeds.is_floating_point():
-            raise ValueError(f"{embeds_name} must be floating point vectors, got dtype {inputs_embeds.dtype}.")
-        batch, length = given.shape[:2]
+        batch, length = check_token_inputs(
+            input_ids, inputs_embeds, prefix=self.input_prefix, embedding_size=self.config.hidden_size
+        )
         if token_type_ids is not None:
             if not isinstance(token_type_ids, Tensor) or not is_integer_tensor(token_type_ids):
                 kind = token_type_ids.dtype if isinstance(token_type_ids, Tensor) else type(token_type_ids).__name__
                 raise ValueError(f"token_type_ids must be an integer torch.Tensor, got {kind}.")
             if tuple(token_type_ids.shape) != (batch, length):
+                name = (
+                    f"{self.input_prefix}input_ids" if input_ids is not None else f"{self.input_prefix}inputs_embeds"
+                )
                 raise ValueError(
                     f"token_type_ids has shape {tuple(token_type_ids.shape)}, expected (batch, length) = "
                     f"({batch}, {length}): one segment id per token of {name}."
                 )
         return batch, length
-
-    def _check_token_ids(self, input_ids: Tensor) -> None:
-        if not input_ids.numel():
-            return
-        low, high = int(input_ids.min()), int(input_ids.max())
-        if low < 0 or high >= self.config.vocab_size:
-            bad = high if high >= self.config.vocab_size else low
-            hint = (
-                (
-                    "check decoder_start_token_id (config or generate()) and that the tokenizer matches the model's "
-                    "vocab_size"
-                )
-                if self.input_prefix
-                else "check that the tokenizer matches the model's vocab_size"
-            )
-            raise ValueError(
-                f"{self.input_prefix}input_ids contains token id {bad}, outside the vocabulary "
-                f"[0, {self.config.vocab_size}); {hint}."
-            )
 
     def _check_token_type_ids(self, token_type_ids: Tensor) -> None:
         if not token_type_ids.numel():

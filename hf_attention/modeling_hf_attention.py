@@ -1,22 +1,27 @@
-"""The hf-attention model families as Hugging Face `PreTrainedModel`s: the module `auto_map` names.
+"""The hf-attention model families as Hugging Face `PreTrainedModel`s: every public class in one place, and the
+table of the Auto classes that `import hf_attention` registers.
 
 Notation: B batch, T (target) length, S source length, E model dim, V vocabulary.
 
-Checkpoints name their classes as `modeling_hf_attention.<Class>` (config.json's `auto_map`), so this module gathers
-the public classes of the remote-code closure, registers them with the Auto classes and is what `save_pretrained`
-copies (with every sibling it imports) beside the weights. The code lives in modules by job:
+Each class is defined in the module of its job, and checkpoints name it there (config.json's `auto_map`:
+"decoder_family.HFAttentionForCausalLM", from auto_classes.py), so that tools that read source find it. This module
+imports every family, which makes it, with the configurations, the entry of the remote-code closure (closure.py):
+the files `save_pretrained` copies beside the weights. The code lives in modules by job:
 - builders.py: config → leaf modules (positional scheme, attention, layers, norms);
 - stack.py: `TransformerStack`, embeddings → positions → masks → layers, with its input checks in input_checks.py;
-- pretrained.py: `HFAttentionPreTrainedModel` (initialisation, backend checks, vocabulary head, saving) and the base
-  model of one stack; heads.py: what every head shares;
+- pretrained.py: `HFAttentionPreTrainedModel`, the base of every family (initialisation, saving),
+  `TransformerPreTrainedModel` (backend checks, vocabulary head) and the base model of one stack; heads.py: what
+  every head shares;
 - encoder_family.py (BERT-like), decoder_family.py (GPT-like), encoder_decoder_family.py (Vaswani 2017): each
   family's base model, its head base (`EncoderHead`, `DecoderHead`, `Seq2SeqHead`: a new head is one small class on
-  it) and its heads;
-- signatures.py: forward signatures computed once (generate() asks for them at every step).
+  it) and its heads; recurrent.py: the recurrent encoder-decoder;
+- signatures.py: forward signatures computed once per class (generate() asks for them at every step).
 Masks and positional signals are computed once per stack and passed to every layer; caches are HF Cache objects.
 """
 
-from .auto_classes import AUTO_CLASS_NAMES, auto_map_of
+import importlib
+
+from .auto_classes import AUTO_CLASS_PATHS, auto_map_of
 from .builders import build_attention, build_layer, build_norm, build_positional
 from .configuration_hf_attention import (
     HFAttentionDecoderConfig,
@@ -47,9 +52,12 @@ from .encoder_family import (
     HFAttentionForTokenClassification,
 )
 from .losses import shift_tokens_right
-from .pretrained import HFAttentionPreTrainedModel, OneStackModel
-from .recurrent import HFAttentionRecurrentForSeq2SeqLM, HFAttentionRecurrentModel
-from .signatures import store_forward_signatures
+from .pretrained import HFAttentionPreTrainedModel, OneStackModel, TransformerPreTrainedModel
+from .recurrent import (
+    HFAttentionRecurrentForSeq2SeqLM,
+    HFAttentionRecurrentModel,
+    HFAttentionRecurrentPreTrainedModel,
+)
 from .stack import TransformerStack
 
 __all__ = [
@@ -70,10 +78,12 @@ __all__ = [
     "HFAttentionPreTrainedModel",
     "HFAttentionRecurrentForSeq2SeqLM",
     "HFAttentionRecurrentModel",
+    "HFAttentionRecurrentPreTrainedModel",
     "HFAttentionSeq2SeqModel",
     "HFAttentionSeq2SeqPreTrainedModel",
     "OneStackModel",
     "Seq2SeqHead",
+    "TransformerPreTrainedModel",
     "TransformerStack",
     "auto_map_of",
     "build_attention",
@@ -83,43 +93,29 @@ __all__ = [
     "shift_tokens_right",
 ]
 
-# The classes defined in this file before it was split by job live here for transformers: `save_pretrained` copies
-# the file of a class's `__module__` (and its relative imports) and writes "<that module>.<Class>" into auto_map, and
-# transformers reads that file's source to decide whether the attention implementation can be switched. Pickles
-# name the same module as before too.
-_MOVED_CLASSES = (
-    HFAttentionPreTrainedModel,
-    TransformerStack,
-    HFAttentionEncoderPreTrainedModel,
-    HFAttentionEncoderModel,
-    HFAttentionForMaskedLM,
-    HFAttentionForSequenceClassification,
-    HFAttentionForTokenClassification,
-    HFAttentionDecoderPreTrainedModel,
-    HFAttentionDecoderModel,
-    HFAttentionForCausalLM,
-    HFAttentionDecoderForSequenceClassification,
-    HFAttentionSeq2SeqPreTrainedModel,
-    HFAttentionSeq2SeqModel,
-    HFAttentionForSeq2SeqLM,
-)
-for _class in _MOVED_CLASSES:
-    _class.__module__ = __name__
+
+def _model_class(path: str) -> type:
+    """The class an `auto_map` entry "module.Class" names, from that sibling module. An entry naming another module
+    than the one that defines the class fails here, at import, rather than in a checkpoint loaded as remote code."""
+    module_name, name = path.rsplit(".", 1)
+    module = importlib.import_module(f".{module_name}", __package__)
+    model_class = getattr(module, name, None)
+    if model_class is None or model_class.__module__ != module.__name__:
+        raise ImportError(f"auto_map entry {path!r}: {module_name}.py does not define {name}.")
+    return model_class
+
 
 # model_type → {Auto class name: model class}: what `import hf_attention` registers and what `auto_map` lists.
-_PUBLIC_CLASSES = {
-    cls.__name__: cls for cls in (*_MOVED_CLASSES, HFAttentionRecurrentModel, HFAttentionRecurrentForSeq2SeqLM)
-}
 AUTO_CLASSES = {
-    model_type: {auto: _PUBLIC_CLASSES[name] for auto, name in names.items()}
-    for model_type, names in AUTO_CLASS_NAMES.items()
+    model_type: {auto: _model_class(path) for auto, path in paths.items()}
+    for model_type, paths in AUTO_CLASS_PATHS.items()
 }
 
 
-# Saving any of these classes copies this package's closure next to the weights (remote code).
+# Saving any of these classes writes its auto_map entry and copies its code next to the weights (remote code).
 for _family in AUTO_CLASSES.values():
-    for _auto_name, _model_class in _family.items():
-        _model_class.register_for_auto_class(_auto_name)
+    for _auto_name, _class in _family.items():
+        _class.register_for_auto_class(_auto_name)
 for _config_class in (
     HFAttentionEncoderConfig,
     HFAttentionDecoderConfig,
@@ -127,6 +123,3 @@ for _config_class in (
     HFAttentionRecurrentConfig,
 ):
     _config_class.register_for_auto_class()
-
-
-store_forward_signatures(model_class for family in AUTO_CLASSES.values() for model_class in family.values())

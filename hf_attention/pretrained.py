@@ -1,8 +1,12 @@
-"""What every hf-attention model shares: `HFAttentionPreTrainedModel` (weight initialisation, backend checks, the
-vocabulary head and its loss, saving with the full `auto_map`) and the base model of one stack.
+"""The bases of the model classes: `HFAttentionPreTrainedModel`, what every hf-attention model shares (the start of
+the common weights, saving with the full `auto_map` and the package's code), `TransformerPreTrainedModel`, what the
+three Transformer families add (backend checks, norms and positions, the vocabulary head and its loss), and the base
+model of one stack.
 
 Notation: B batch, T length, E model dim, V vocabulary.
 """
+
+from pathlib import Path
 
 from torch import Tensor, nn
 from transformers import PreTrainedModel
@@ -11,23 +15,68 @@ from transformers import initialization as init
 from .activations import gate_activation
 from .auto_classes import auto_map_of
 from .builders import build_norm
+from .closure import copy_closure
 from .configuration_hf_attention import HFAttentionConfigBase
 from .layers import HeadTransform
 from .losses import linear_cross_entropy
 from .norms import NORMS
 from .positional import PositionalEncoding
 from .scores import ScoreModule
+from .signatures import store_forward_signature
 from .stack import TransformerStack
 
 
 class HFAttentionPreTrainedModel(PreTrainedModel):
-    """Weight initialisation, backend checks and full `auto_map` saving for every hf-attention model."""
+    """The base of every hf-attention model, the recurrent family's included: the start of the weights all families
+    have (linear layers, embeddings, attention scores), forward signatures stored once, and saving with the family's
+    full `auto_map` and the package's code (what `hf-attention refresh-code` writes)."""
+
+    base_model_prefix = "model"
+    _skip_keys_device_placement = ["cache", "past_key_values"]  # the cache's name from transformers 5.24, and before
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        store_forward_signature(cls)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            init.normal_(module.weight, mean=0.0, std=std)
+        elif isinstance(module, ScoreModule):  # the scores declare their own start
+            module.init_weights(std)
+
+    def save_pretrained(self, save_directory, is_main_process: bool = True, *args, **kwargs):
+        """Save weights (safetensors), config and this package's code, with an `auto_map` naming every Auto class
+        of the family, so that `trust_remote_code=True` loads the folder where hf_attention is not installed.
+
+        The code is the whole remote-code closure (closure.py), what `hf-attention refresh-code` writes: transformers
+        itself copies only the module of the saved class and its imports. The family's `auto_map` entries replace
+        those of an older checkpoint this model was loaded from (as refresh-code does); other entries are kept."""
+        auto_map = auto_map_of(self.config.model_type, type(self.config))
+        self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **auto_map}
+        result = super().save_pretrained(save_directory, is_main_process, *args, **kwargs)
+        if is_main_process and Path(save_directory).is_dir():  # transformers refuses a file and logs it
+            copy_closure(save_directory)
+        return result
+
+    def _upload_modified_files(self, working_dir, *args, **kwargs):
+        # save_pretrained(push_to_hub=True) uploads from inside transformers' save, before the closure is copied
+        # above: copy it now, so that the upload carries it.
+        copy_closure(working_dir)
+        return super()._upload_modified_files(working_dir, *args, **kwargs)
+
+
+class TransformerPreTrainedModel(HFAttentionPreTrainedModel):
+    """The base of the Transformer families (encoder, decoder, encoder-decoder): attention backends and their
+    checks, gradient checkpointing, the start of norms and positional schemes, the vocabulary head and its loss."""
 
     config_class = HFAttentionConfigBase
-    base_model_prefix = "model"
     supports_gradient_checkpointing = True
     _no_split_modules = ["EncoderLayer", "DecoderLayer"]
-    _skip_keys_device_placement = ["cache", "past_key_values"]  # the cache's name from transformers 5.24, and before
     _supports_flex_attn = True
     _supports_sdpa = True
     _supports_attention_backend = True
@@ -52,19 +101,14 @@ class HFAttentionPreTrainedModel(PreTrainedModel):
         return super()._check_and_adjust_attn_implementation(attn_implementation, is_init_check, **kwargs)
 
     def _init_weights(self, module: nn.Module) -> None:
-        std = self.config.initializer_range
-        if isinstance(module, nn.Linear):
-            init.normal_(module.weight, mean=0.0, std=std)
-            if module.bias is not None:
-                init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            init.normal_(module.weight, mean=0.0, std=std)
-        elif isinstance(module, tuple(NORMS.values())):  # every registered norm starts as the identity scale
+        if isinstance(module, tuple(NORMS.values())):  # every registered norm starts as the identity scale
             init.ones_(module.weight)
             if getattr(module, "bias", None) is not None:
                 init.zeros_(module.bias)
-        elif isinstance(module, (PositionalEncoding, ScoreModule)):  # the variants declare their own start
-            module.init_weights(std)
+        elif isinstance(module, PositionalEncoding):  # the schemes declare their own start
+            module.init_weights(self.config.initializer_range)
+        else:
+            super()._init_weights(module)
 
     def sequence_classification_loss(
         self, pooled_logits: Tensor, labels: Tensor, num_items_in_batch: Tensor | int | None
@@ -145,13 +189,6 @@ class HFAttentionPreTrainedModel(PreTrainedModel):
         if self.lm_head_transform is not None:
             hidden = self.lm_head_transform(hidden)
         return hidden
-
-    def save_pretrained(self, save_directory, *args, **kwargs):
-        """Save weights (safetensors), config and this package's code, with an `auto_map` naming every Auto class
-        of the family, so that `trust_remote_code=True` loads the folder where hf_attention is not installed."""
-        auto_map = auto_map_of(self.config.model_type, type(self.config))
-        self.config.auto_map = {**auto_map, **(getattr(self.config, "auto_map", None) or {})}
-        return super().save_pretrained(save_directory, *args, **kwargs)
 
 
 def output_options(config: HFAttentionConfigBase, output_attentions, output_hidden_states, return_dict):

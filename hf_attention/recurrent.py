@@ -20,15 +20,20 @@ This file is part of the remote-code closure: it imports only torch, transformer
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
-from transformers import GenerationMixin, PreTrainedModel
+from transformers import GenerationMixin
 from transformers import initialization as init
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 
 from .attention import eager_attention_forward
 from .cache_argument import CACHE_FIELD, cache_of, with_cache
 from .configuration_hf_attention import HFAttentionRecurrentConfig
+from .generation_mixin import EncoderDecoderGeneration
+from .heads import label_shape
+from .input_checks import check_token_inputs, embed_token_ids
 from .losses import check_labels, repeat_unlikelihood, shift_tokens_right, token_cross_entropy
-from .scores import ScoreModule, make_score
+from .masks import check_attention_mask, check_mask_kind
+from .pretrained import HFAttentionPreTrainedModel
+from .scores import make_score
 
 RECURRENT_LAYERS = {"gru": nn.GRU, "lstm": nn.LSTM}
 
@@ -59,18 +64,16 @@ class RecurrentState:
 
 
 def source_lengths(attention_mask: Tensor | None, batch: int, length: int, device) -> Tensor:
-    """The number of real tokens of each source row; ValueError unless the mask is right-padded (1…1 0…0).
+    """The number of real tokens of each source row; ValueError unless the mask is a (batch, length) padding mask
+    that is right-padded (1…1 0…0).
 
     A recurrent encoder reads each row up to its last real token (a packed sequence), so padding must follow the
     tokens: left padding would put the pads first and make the final state that of a pad.
     """
     if attention_mask is None:
         return torch.full((batch,), length, dtype=torch.long, device=device)
-    if attention_mask.shape != (batch, length):
-        raise ValueError(
-            f"attention_mask has shape {tuple(attention_mask.shape)}, expected {(batch, length)} (batch, source "
-            "length) for a recurrent encoder."
-        )
+    check_mask_kind(attention_mask, "attention_mask")
+    check_attention_mask(attention_mask, batch, length, "attention_mask")  # the same errors as the Transformer's
     lengths = attention_mask.long().sum(dim=1)
     expected = torch.arange(length, device=attention_mask.device)[None, :] < lengths[:, None]
     if not torch.equal(attention_mask.bool(), expected):
@@ -127,10 +130,20 @@ class RecurrentEncoder(nn.Module):
         **kwargs,
     ) -> BaseModelOutput:
         """(B, S) token ids → annotations (B, S, H·directions); zeros at padding positions."""
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("Pass exactly one of input_ids and inputs_embeds to the encoder.")
-        embedded = self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
-        batch, length = embedded.shape[:2]
+        # The checks every family runs on its inputs (input_checks.py), then what only packing needs: a row.
+        batch, length = check_token_inputs(
+            input_ids,
+            inputs_embeds,
+            prefix="",
+            embedding_size=self.embed_tokens.embedding_dim,
+            width_name="word embedding size",
+        )
+        if batch == 0:
+            given = "input_ids" if input_ids is not None else "inputs_embeds"
+            raise ValueError(f"{given} is a batch of 0 rows; a recurrent encoder needs at least one source.")
+        if inputs_embeds is None:
+            inputs_embeds = embed_token_ids(self.embed_tokens, input_ids, "input_ids")
+        embedded = inputs_embeds  # (B, S, E)
         lengths = source_lengths(attention_mask, batch, length, embedded.device)
         # Packing makes the RNN stop at each row's last real token: pads never enter a state.
         packed = pack_padded_sequence(self.dropout(embedded), lengths.cpu(), batch_first=True, enforce_sorted=False)
@@ -221,7 +234,8 @@ class RecurrentDecoder(nn.Module):
     ) -> tuple[Tensor, Tensor | tuple, Tensor | None]:
         """Decoder inputs (B, T) → attentional states (B, T, E), the state after the last step, and the attention
         weights (B, T, S) (None without attention). `state` None starts from the encoder's summary."""
-        embedded = self.dropout(self.embed_tokens(input_ids))  # (B, T, E)
+        embedded = embed_token_ids(self.embed_tokens, input_ids, "decoder_input_ids", first_call=state is None)
+        embedded = self.dropout(embedded)  # (B, T, E)
         state = self.initial_state(summary) if state is None else state
         if self.attention is None:
             # One context for every step: the whole target can run through the RNN in one call.
@@ -244,29 +258,22 @@ class RecurrentDecoder(nn.Module):
         return torch.tanh(self.output(self.dropout(torch.cat([outputs, context], dim=-1))))
 
 
-class HFAttentionRecurrentPreTrainedModel(PreTrainedModel):
-    """Weight initialisation and the shared pieces of the recurrent family."""
+class HFAttentionRecurrentPreTrainedModel(HFAttentionPreTrainedModel):
+    """The base of the recurrent family: what every hf-attention model shares (saving with the full `auto_map` and
+    the package's code among it), and the start of the recurrent weights. No attention backend to choose: its one
+    attention is eager by construction."""
 
     config_class = HFAttentionRecurrentConfig
-    base_model_prefix = "model"
     main_input_name = "input_ids"
-    _skip_keys_device_placement = ["cache", "past_key_values"]
     _is_stateful = False
 
     def _init_weights(self, module: nn.Module) -> None:
-        std = self.config.initializer_range
-        if isinstance(module, nn.Linear):
-            init.normal_(module.weight, mean=0.0, std=std)
-            if module.bias is not None:
-                init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            init.normal_(module.weight, mean=0.0, std=std)
-        elif isinstance(module, nn.RNNBase):  # PyTorch's own start for recurrent weights: uniform ±1/√H
+        if isinstance(module, nn.RNNBase):  # PyTorch's own start for recurrent weights: uniform ±1/√H
             bound = module.hidden_size**-0.5
             for parameter in module.parameters():
                 init.uniform_(parameter, -bound, bound)
-        elif isinstance(module, ScoreModule):
-            module.init_weights(std)
+        else:
+            super()._init_weights(module)
 
     @classmethod
     def _supports_default_dynamic_cache(cls) -> bool:
@@ -344,6 +351,7 @@ class HFAttentionRecurrentModel(HFAttentionRecurrentPreTrainedModel):
         use_cache = self.config.use_cache if use_cache is None else use_cache
         if decoder_input_ids is None:
             raise ValueError("decoder_input_ids are required (or labels, from which the LM head builds them).")
+        check_token_inputs(decoder_input_ids, None, prefix="decoder_", embedding_size=self.config.word_embedding_size)
         if encoder_outputs is None:
             if input_ids is None and kwargs.get("inputs_embeds") is None:
                 raise ValueError("Pass input_ids (the source) or encoder_outputs.")
@@ -357,6 +365,11 @@ class HFAttentionRecurrentModel(HFAttentionRecurrentPreTrainedModel):
             encoder_outputs = BaseModelOutput(last_hidden_state=encoder_outputs[0])
         annotations = encoder_outputs.last_hidden_state
         batch, length = annotations.shape[:2]
+        if decoder_input_ids.shape[0] != batch:
+            raise ValueError(
+                f"decoder_input_ids has shape {tuple(decoder_input_ids.shape)}, expected ({batch}, length): one "
+                "target row per source row."
+            )
         lengths = source_lengths(attention_mask, batch, length, annotations.device)
         source_mask = (torch.arange(length, device=annotations.device)[None, :] < lengths[:, None])[:, None, None]
         summary = self.encoder.summary(annotations, lengths)
@@ -391,7 +404,7 @@ def _recurrent_state(cache, past_key_values) -> RecurrentState | None:
     return state
 
 
-class HFAttentionRecurrentForSeq2SeqLM(HFAttentionRecurrentPreTrainedModel, GenerationMixin):
+class HFAttentionRecurrentForSeq2SeqLM(EncoderDecoderGeneration, HFAttentionRecurrentPreTrainedModel, GenerationMixin):
     """The recurrent encoder-decoder with its vocabulary projection: training with labels, `generate()`."""
 
     _tied_weights_keys = {"lm_head.weight": "model.shared.weight"}
@@ -457,8 +470,12 @@ class HFAttentionRecurrentForSeq2SeqLM(HFAttentionRecurrentPreTrainedModel, Gene
         return_dict = self.config.return_dict if return_dict is None else return_dict
         num_items_in_batch = kwargs.pop("num_items_in_batch", None)
         if labels is not None:
-            check_labels(labels, None, self.config.vocab_size, "vocab_size", per="target token", any_2d=True)
-            if decoder_input_ids is None:
+            teacher_forced = decoder_input_ids is None
+            shape = None if teacher_forced else label_shape(decoder_input_ids, 2)
+            check_labels(
+                labels, shape, self.config.vocab_size, "vocab_size", per="decoder input token", any_2d=teacher_forced
+            )
+            if teacher_forced:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
                 use_cache = False
         outputs = self.model(
@@ -477,11 +494,6 @@ class HFAttentionRecurrentForSeq2SeqLM(HFAttentionRecurrentPreTrainedModel, Gene
         logits = self.lm_head(outputs.last_hidden_state)
         loss = None
         if labels is not None:
-            if labels.shape != logits.shape[:2]:
-                raise ValueError(
-                    f"labels has shape {tuple(labels.shape)}, expected {tuple(logits.shape[:2])}: one label per "
-                    "decoder input token (-100 where there is none)."
-                )
             loss = token_cross_entropy(logits, labels, num_items_in_batch, self.config.label_smoothing)
             # A config saved before the option existed has no such field.
             unlikelihood_weight = getattr(self.config, "unlikelihood_weight", 0.0)

@@ -1,7 +1,7 @@
 """The model code a checkpoint carries, and `hf-attention refresh-code`, which replaces it with the installed one.
 
-`save_pretrained` copies this package's remote-code closure (the configuration and modeling files and every sibling
-they import) beside the weights, so that `trust_remote_code=True` loads the folder where hf_attention is not
+`save_pretrained` copies this package's remote-code closure (closure.py: the configuration and modeling files and every
+sibling they import) beside the weights, so that `trust_remote_code=True` loads the folder where hf_attention is not
 installed. That copy is frozen at save time: when transformers changes its contract with models (5.24 renamed the
 cache argument from `past_key_values` to `cache`), a checkpoint saved earlier still runs its old code there, while
 loading it with hf_attention installed uses the installed classes. `refresh_shipped_code` writes the installed
@@ -17,20 +17,13 @@ import json
 import os
 from pathlib import Path
 
-from .checkpoint_files import WEIGHTS_DESCRIPTION, import_closure, remote_code_fields, weight_files
+from .checkpoint_files import WEIGHTS_DESCRIPTION, remote_code_fields, weight_files
+from .closure import PACKAGE, closure_files
 from .destinations import replace_files
 from .modeling_hf_attention import AUTO_CLASSES, auto_map_of
 from .paths import check_text_argument
 
-PACKAGE = Path(__file__).resolve().parent
-# The files whose classes auto_map names; the closure is these and every sibling they import.
-ENTRY_FILES = ("configuration_hf_attention.py", "modeling_hf_attention.py")
 PIPELINE_FILE = "pipelines.py"
-
-
-def closure_files() -> list[str]:
-    """The package's remote-code closure: the entry files and every sibling they import (`from .x import y`)."""
-    return sorted(import_closure(PACKAGE, ENTRY_FILES))
 
 
 def _model_config(folder: Path) -> dict:

@@ -21,7 +21,7 @@ from .builders import build_layer, build_norm, build_positional
 from .cache_argument import is_paged, with_cache
 from .configuration_hf_attention import HFAttentionConfigBase
 from .flex import block_mask
-from .input_checks import StackInputChecks
+from .input_checks import StackInputChecks, embed_token_ids
 from .layers import maybe_dropout
 from .masks import MaskParts, fit_to_length, has_padding, packed_documents, to_additive
 
@@ -77,20 +77,13 @@ class TransformerStack(StackInputChecks, nn.Module):
     ) -> Tensor:
         """Token embeddings × scale (+ token-type embeddings): (B, T) ids → (B, T, E). Inputs passed `check_inputs`.
 
-        Ids outside the vocabulary get an error that names them. On CPU the lookup itself finds them for free (an
-        IndexError, translated); elsewhere an explicit check would cost a device sync, so it runs on the first call
-        only (no cache yet), not at every decoding step.
+        Ids outside the vocabulary get an error that names them (`embed_token_ids`: free on CPU, elsewhere checked on
+        the first call only, with no cache yet, not at every decoding step).
         """
         checking = not torch.compiler.is_compiling()
         if inputs_embeds is None:
-            if checking and input_ids.device.type != "cpu" and first_call:
-                self._check_token_ids(input_ids)
-            try:
-                inputs_embeds = self.embed_tokens(input_ids)
-            except IndexError:
-                if checking:
-                    self._check_token_ids(input_ids)
-                raise
+            name = f"{self.input_prefix}input_ids"
+            inputs_embeds = embed_token_ids(self.embed_tokens, input_ids, name, first_call=first_call)
         if token_type_ids is not None and checking:
             self._check_token_type_ids(token_type_ids)
         # ×1 would still be a pass over (B, T, E), forward and backward

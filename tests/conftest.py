@@ -1,4 +1,5 @@
-"""Shared fixtures: tiny configs (vocab 99, hidden 32, 2 layers, 4 heads / 2 kv heads) for the three families."""
+"""Shared fixtures: tiny configs (vocab 99, hidden 32, 2 layers, 4 heads / 2 kv heads) for the three Transformer
+families, and one for the recurrent family (vocab 99, hidden 16, 2 layers)."""
 
 import pytest
 import torch
@@ -17,8 +18,13 @@ TINY = {
 }
 
 
+TINY_RECURRENT = {"vocab_size": 99, "hidden_size": 16, "encoder_layers": 2, "decoder_layers": 2, "dropout": 0.0}
+
+
 def tiny_config(family: str, **overrides):
-    """A tiny config of `family` ("encoder", "decoder" or "seq2seq") with `overrides` applied."""
+    """A tiny config of `family` ("encoder", "decoder", "seq2seq" or "recurrent") with `overrides` applied."""
+    if family == "recurrent":
+        return hf_attention.HFAttentionRecurrentConfig(**{**TINY_RECURRENT, **overrides})
     fields = {**TINY, **overrides}
     if family == "encoder":
         fields.setdefault("num_hidden_layers", 2)

@@ -1,5 +1,6 @@
-"""Hypothesis strategies for tests/test_fuzz.py: configs (every knob, valid and invalid values), model inputs and
-their malformed variants, generation options, command lines and the destinations of the writing commands.
+"""Hypothesis strategies for tests/test_fuzz.py: configs (every knob, valid and invalid values; the recurrent
+family's too), model inputs and their malformed variants, generation options, command lines and the destinations of
+the writing commands.
 
 Sizes stay tiny (hidden 8-16, 1-2 layers, vocab 40, up to 6 tokens) so that a few hundred examples run in a minute.
 """
@@ -13,9 +14,11 @@ from hypothesis import strategies as st
 
 from hf_attention.configuration_hf_attention import (
     HIDDEN_ACTS,
+    NO_ATTENTION,
     NORM_POSITIONS,
     NORM_TYPES,
     POSITION_ENCODINGS,
+    RECURRENT_CELLS,
     SINUSOIDAL_LAYOUTS,
 )
 from hf_attention.scores import SCORES
@@ -78,6 +81,28 @@ def valid_configs(draw, families=FAMILIES) -> tuple[str, dict]:
         fields["decoder_layers"] = draw(st.sampled_from((1, 2)))
         fields["decoder_start_token_id"] = 1
     return family, fields
+
+
+@st.composite
+def valid_recurrent_configs(draw) -> dict:
+    """Keyword arguments of `HFAttentionRecurrentConfig` that it must accept: every cell, score (and none), width and
+    depth the family offers, at tiny sizes."""
+    return {
+        "vocab_size": VOCAB,
+        "hidden_size": draw(st.sampled_from((8, 12, 16))),
+        "embedding_size": draw(st.sampled_from((None, 6, 8))),
+        "encoder_layers": draw(st.sampled_from((1, 2))),
+        "decoder_layers": draw(st.sampled_from((1, 2))),
+        "cell": draw(st.sampled_from(RECURRENT_CELLS)),
+        "bidirectional_encoder": draw(st.booleans()),
+        "attention_score": draw(st.sampled_from((*SCORES, NO_ATTENTION))),
+        "dropout": 0.0,
+        "initializer_range": draw(st.sampled_from((0.1, 0.3))),
+        "tie_word_embeddings": draw(st.booleans()),
+        "pad_token_id": 0,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+    }
 
 
 # field → values the config must refuse with a ValueError (or TypeError) naming the field
@@ -151,9 +176,14 @@ class Batch:
         return torch.tensor(ids), torch.tensor(mask)
 
 
-def batches(max_rows: int = 3, max_length: int = 6) -> st.SearchStrategy[Batch]:
+def batches(max_rows: int = 3, max_length: int = 6, sides=("left", "right")) -> st.SearchStrategy[Batch]:
     row = st.lists(st.integers(3, VOCAB - 1), min_size=1, max_size=max_length)
-    return st.builds(Batch, st.lists(row, min_size=1, max_size=max_rows), st.sampled_from(("left", "right")))
+    return st.builds(Batch, st.lists(row, min_size=1, max_size=max_rows), st.sampled_from(sides))
+
+
+def decoder_inputs(ids: torch.Tensor) -> torch.Tensor:
+    """The same three decoder inputs for every row of `ids`: the start token and two more."""
+    return torch.tensor([[1, 5, 7]]).expand(ids.shape[0], -1)
 
 
 # Malformed model inputs: (the argument whose name the error must carry, a function of (ids, mask) → inputs)
@@ -207,8 +237,38 @@ MALFORMED_INPUTS = {
 }
 
 
-def malformed_inputs() -> st.SearchStrategy[tuple[str, object]]:
-    return st.sampled_from([(name, make) for name, makers in MALFORMED_INPUTS.items() for make in makers])
+def _left_padded(ids: torch.Tensor, mask: torch.Tensor) -> dict:
+    pad = torch.zeros_like(ids[:, :1])
+    return {"input_ids": torch.cat([pad, ids], 1), "attention_mask": torch.cat([pad, mask], 1)}
+
+
+# What the recurrent family is also given (MALFORMED_INPUTS apply to it too): bad decoder inputs, and sources its
+# encoder cannot pack (no rows, padding before the tokens, a row without tokens)
+RECURRENT_MALFORMED_INPUTS = {
+    "decoder_input_ids": [
+        lambda ids, mask: {"input_ids": ids, "decoder_input_ids": decoder_inputs(ids)[:, :0]},
+        lambda ids, mask: {"input_ids": ids, "decoder_input_ids": decoder_inputs(ids) + VOCAB},
+        lambda ids, mask: {"input_ids": ids, "decoder_input_ids": -decoder_inputs(ids)},
+        lambda ids, mask: {"input_ids": ids, "decoder_input_ids": decoder_inputs(ids)[0]},
+        lambda ids, mask: {"input_ids": ids, "decoder_input_ids": decoder_inputs(ids).float()},
+        lambda ids, mask: {"input_ids": ids, "decoder_input_ids": decoder_inputs(ids).tolist()},
+        lambda ids, mask: {"input_ids": ids, "decoder_input_ids": decoder_inputs(ids[:1].repeat(len(ids) + 1, 1))},
+    ],
+    "input_ids": [
+        lambda ids, mask: {"input_ids": ids[:0], "decoder_input_ids": decoder_inputs(ids[:0])},
+    ],
+    "attention_mask": [
+        _left_padded,
+        lambda ids, mask: {"input_ids": ids, "attention_mask": torch.cat([torch.zeros_like(mask[:1]), mask[1:]])},
+    ],
+}
+
+
+def malformed_inputs(recurrent: bool = False) -> st.SearchStrategy[tuple[str, object]]:
+    """(argument, a function of (ids, mask) → inputs that are wrong in that argument); with `recurrent`, also the
+    recurrent family's own cases."""
+    tables = (MALFORMED_INPUTS, RECURRENT_MALFORMED_INPUTS) if recurrent else (MALFORMED_INPUTS,)
+    return st.sampled_from([(name, make) for table in tables for name, makers in table.items() for make in makers])
 
 
 # generate() options: valid ones, and some that transformers itself refuses with a ValueError

@@ -7,7 +7,7 @@ import torch
 from conftest import build
 from transformers import ContinuousBatchingConfig, GenerationConfig
 
-from hf_attention import HFAttentionForCausalLM, HFAttentionForSeq2SeqLM
+from hf_attention import HFAttentionForCausalLM, HFAttentionForSeq2SeqLM, HFAttentionRecurrentForSeq2SeqLM
 
 # Requests of different lengths, one longer than a prefill chunk of the small scheduler below, so that batches mix
 # prefills (several tokens per request), chunked prefills (cached keys + several new ones) and decoding steps.
@@ -68,3 +68,32 @@ def test_the_encoder_decoder_family_refuses_the_paged_cache():
     paged = PagedAttentionCache.__new__(PagedAttentionCache)  # the type is what the model checks
     with pytest.raises(ValueError, match="Continuous batching .* decoder-only self-attention"):
         model(torch.tensor([[5, 6]]), decoder_input_ids=torch.tensor([[1]]), cache=paged)
+
+
+# Every way into continuous batching; each goes through init_continuous_batching.
+ENTRY_POINTS = ("generate_batch", "init_continuous_batching", "continuous_batching_context_manager")
+
+
+def _start(model, entry: str, config: GenerationConfig) -> None:
+    if entry == "generate_batch":
+        model.generate_batch(inputs=REQUESTS, generation_config=config, warmup=False)
+    elif entry == "init_continuous_batching":
+        model.init_continuous_batching(generation_config=config)
+    else:
+        with model.continuous_batching_context_manager(config, warmup=False):
+            pass
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS)
+@pytest.mark.parametrize(
+    ("model_class", "family"), [(HFAttentionForSeq2SeqLM, "seq2seq"), (HFAttentionRecurrentForSeq2SeqLM, "recurrent")]
+)
+def test_the_encoder_decoder_families_refuse_continuous_batching_before_it_is_set_up(model_class, family, entry):
+    """Refused with an error that names the model and generate(), not transformers' AttributeError on the config
+    field its setup reads (decoder-only models have `num_hidden_layers`, the encoder-decoders do not)."""
+    model = build(model_class, family)
+    config = GenerationConfig(max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None, pad_token_id=0)
+    expected = rf"Continuous batching .* {model_class.__name__} is an encoder-decoder model .* generate\(\)"
+    with pytest.raises(ValueError, match=expected):
+        _start(model, entry, config)
+    assert getattr(model, "_cached_continuous_batching_manager", None) is None

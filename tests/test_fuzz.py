@@ -1,19 +1,20 @@
 """Property-based tests (hypothesis) over the public inputs: configs, model inputs, generation options and command
-lines, drawn at random, valid and invalid.
+lines, drawn at random, valid and invalid, for every family (the recurrent one has a section of its own).
 
 The properties:
 - a valid config builds a model whose outputs are finite and equal to the reference semantics: an all-ones mask
   changes nothing, a padded batch equals its rows alone, cached decoding equals uncached, packed texts equal the texts
   alone;
 - an invalid config value, or an invalid model input, raises ValueError or TypeError naming the field or argument,
-  never an IndexError, a RuntimeError from a kernel or a traceback from a dependency;
+  never an IndexError, a RuntimeError from a kernel or a traceback from a dependency (the recurrent family ignores
+  the arguments it has no use for, position ids and token types: its output is then the plain call's);
 - generate() with any combination of options either gives ids of the vocabulary or refuses with a ValueError;
 - a refused command line exits with a one-line error and changes nothing on disk;
 - a writing command (convert, export, demo, refresh-code) pointed at a drawn destination layout either refuses with a
   ValueError and changes no file, byte or permission, or leaves the destination holding exactly what it writes.
 
 Every example is deterministic (`derandomize`). The suite runs the "suite" profile (a few dozen examples per
-property, about a minute in all); `HF_ATTENTION_FUZZ_PROFILE=long python -m pytest tests/test_fuzz.py` runs 1000
+property, on tiny models); `HF_ATTENTION_FUZZ_PROFILE=long python -m pytest tests/test_fuzz.py` runs 1000
 random examples per property (`HF_ATTENTION_FUZZ_EXAMPLES` sets another number; docs/testing.md gives the last
 result). A finding is fixed and its shrunk example kept as a regular test.
 """
@@ -35,11 +36,13 @@ from fuzz_strategies import (
     GENERATION_OPTIONS,
     VOCAB,
     batches,
+    decoder_inputs,
     destination_cases,
     invalid_configs,
     malformed_inputs,
     train_command_lines,
     valid_configs,
+    valid_recurrent_configs,
 )
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
@@ -52,6 +55,8 @@ from hf_attention import (
     HFAttentionEncoderModel,
     HFAttentionForCausalLM,
     HFAttentionForSeq2SeqLM,
+    HFAttentionRecurrentConfig,
+    HFAttentionRecurrentForSeq2SeqLM,
     HFAttentionSeq2SeqConfig,
 )
 from hf_attention.cli import build_parser, main
@@ -224,6 +229,78 @@ def test_generate_gives_vocabulary_ids_or_refuses_with_a_value_error(config, bat
     except ValueError:
         return  # transformers' own checks of the options (e.g. top_k with greedy decoding and no sampling)
     assert int(output.min()) >= 0 and int(output.max()) < VOCAB
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The recurrent family: the same properties, on right-padded sources (its encoder refuses left padding)
+
+# What the recurrent family has no use for and ignores: its RNNs read positions in order and it has no segments.
+RECURRENT_IGNORES = ("position_ids", "token_type_ids")
+
+
+def _recurrent_model(fields: dict) -> HFAttentionRecurrentForSeq2SeqLM:
+    torch.manual_seed(0)
+    return HFAttentionRecurrentForSeq2SeqLM(HFAttentionRecurrentConfig(**fields)).eval()
+
+
+def _recurrent_logits(model, **inputs) -> torch.Tensor:
+    with torch.no_grad():
+        return model(**inputs).logits
+
+
+@given(valid_recurrent_configs(), batches(sides=("right",)), st.sampled_from((torch.long, torch.int32, torch.bool)))
+def test_recurrent_outputs_are_finite_and_padding_masks_and_embeddings_do_not_change_them(fields, batch, mask_dtype):
+    model = _recurrent_model(fields)
+    ids, mask = batch.tensors()
+    targets = decoder_inputs(ids)
+    padded = _recurrent_logits(model, input_ids=ids, attention_mask=mask, decoder_input_ids=targets)
+    assert torch.isfinite(padded).all()
+    for row, tokens in enumerate(batch.rows):
+        alone = torch.tensor([tokens])
+        expected = _recurrent_logits(model, input_ids=alone, decoder_input_ids=targets[:1])
+        ones = _recurrent_logits(
+            model, input_ids=alone, attention_mask=torch.ones_like(alone), decoder_input_ids=targets[:1]
+        )
+        torch.testing.assert_close(ones, expected, **TOLERANCE)
+        torch.testing.assert_close(padded[row], expected[0], **TOLERANCE)
+    other_mask = _recurrent_logits(model, input_ids=ids, attention_mask=mask.to(mask_dtype), decoder_input_ids=targets)
+    torch.testing.assert_close(other_mask, padded, **TOLERANCE)
+    embeddings = model.get_input_embeddings()(ids)
+    from_embeddings = _recurrent_logits(
+        model, inputs_embeds=embeddings, attention_mask=mask, decoder_input_ids=targets
+    )
+    torch.testing.assert_close(from_embeddings, padded, **TOLERANCE)
+
+
+@given(valid_recurrent_configs(), batches(max_rows=2, sides=("right",)), GENERATION_OPTIONS)
+def test_recurrent_generate_gives_vocabulary_ids_the_same_with_and_without_its_state(fields, batch, options):
+    model = _recurrent_model(fields)
+    ids, mask = batch.tensors()
+    options = {"max_new_tokens": 4, **options, "attention_mask": mask}
+    try:
+        output = model.generate(ids, **options)
+    except ValueError:
+        return  # transformers' own checks of the options
+    assert int(output.min()) >= 0 and int(output.max()) < VOCAB
+    if not options.get("do_sample"):
+        assert torch.equal(model.generate(ids, **{**options, "use_cache": not options.get("use_cache", True)}), output)
+
+
+@given(valid_recurrent_configs(), batches(), malformed_inputs(recurrent=True))
+def test_malformed_recurrent_inputs_are_refused_naming_the_argument_or_ignored(fields, batch, malformed):
+    model = _recurrent_model(fields)
+    argument, make = malformed
+    ids, mask = batch.tensors()
+    inputs = make(ids, mask)
+    # decoder inputs of the ids' shape where labels are the point: labels must then match them
+    inputs.setdefault("decoder_input_ids", ids if argument == "labels" else decoder_inputs(ids))
+    if argument in RECURRENT_IGNORES:
+        plain = {name: value for name, value in inputs.items() if name != argument}
+        assert torch.equal(_recurrent_logits(model, **inputs), _recurrent_logits(model, **plain))
+        return
+    with pytest.raises((ValueError, TypeError)) as error, torch.no_grad():
+        model(**inputs)
+    assert argument in str(error.value), (argument, str(error.value))
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -235,3 +235,141 @@ def test_input_errors_name_the_problem():
         model(input_ids=source, attention_mask=mask, decoder_input_ids=labels, cache=DynamicCache())
     with pytest.raises(ValueError, match="outside \\[0, vocab_size=40\\)"):
         model(input_ids=source, attention_mask=mask, labels=labels + VOCAB)
+
+
+def _source():
+    source, mask, labels = batch()
+    return source, mask, decoder_inputs(labels)
+
+
+# What the Transformer families refuse with an error naming the argument (input_checks.py), the recurrent family
+# refuses with the same error: (inputs made from the source, its mask and the decoder inputs, error, message).
+BAD_INPUTS = {
+    "ids outside the vocabulary": (
+        lambda s, m, d: {"input_ids": s + VOCAB, "decoder_input_ids": d},
+        ValueError,
+        r"input_ids contains token id \d+, outside the vocabulary \[0, 40\)",
+    ),
+    "negative ids": (
+        lambda s, m, d: {"input_ids": -s, "decoder_input_ids": d},
+        ValueError,
+        r"input_ids contains token id -\d+, outside the vocabulary",
+    ),
+    "an empty source": (
+        lambda s, m, d: {"input_ids": s[:1, :0], "decoder_input_ids": d[:1]},
+        ValueError,
+        r"input_ids is empty \(0 tokens\)",
+    ),
+    "no source rows": (lambda s, m, d: {"input_ids": s[:0], "decoder_input_ids": d[:0]}, ValueError, "0 rows"),
+    "1-D ids": (
+        lambda s, m, d: {"input_ids": s[0], "decoder_input_ids": d},
+        ValueError,
+        r"input_ids has shape \(7,\), expected 2-D",
+    ),
+    "float ids": (
+        lambda s, m, d: {"input_ids": s.float(), "decoder_input_ids": d},
+        ValueError,
+        "input_ids must hold integer token ids",
+    ),
+    "ids as a list": (
+        lambda s, m, d: {"input_ids": s.tolist(), "decoder_input_ids": d},
+        TypeError,
+        "input_ids must be a torch.Tensor",
+    ),
+    "embeddings of another width": (
+        lambda s, m, d: {"inputs_embeds": torch.zeros(3, 7, 5), "decoder_input_ids": d},
+        ValueError,
+        r"inputs_embeds has shape \(3, 7, 5\), expected 3-D",
+    ),
+    "a mask as a list": (
+        lambda s, m, d: {"input_ids": s, "attention_mask": m.tolist(), "decoder_input_ids": d},
+        TypeError,
+        "attention_mask must be a torch.Tensor",
+    ),
+    "a 4-D mask": (
+        lambda s, m, d: {
+            "input_ids": s,
+            "attention_mask": m.bool()[:, None, None].expand(-1, 1, 7, -1),
+            "decoder_input_ids": d,
+        },
+        ValueError,
+        r"attention_mask has shape \(3, 1, 7, 7\), expected \(batch, length\)",
+    ),
+    "a mask of another length": (
+        lambda s, m, d: {"input_ids": s, "attention_mask": m[:, 1:], "decoder_input_ids": d},
+        ValueError,
+        r"attention_mask has shape \(3, 6\), expected \(batch, length\) = \(3, 7\)",
+    ),
+    "decoder ids outside the vocabulary": (
+        lambda s, m, d: {"input_ids": s, "decoder_input_ids": d + VOCAB},
+        ValueError,
+        "decoder_input_ids contains token id .* check decoder_start_token_id",
+    ),
+    "empty decoder ids": (
+        lambda s, m, d: {"input_ids": s, "decoder_input_ids": d[:, :0]},
+        ValueError,
+        r"decoder_input_ids is empty \(0 tokens\)",
+    ),
+    "1-D decoder ids": (
+        lambda s, m, d: {"input_ids": s, "decoder_input_ids": d[0]},
+        ValueError,
+        r"decoder_input_ids has shape \(6,\), expected 2-D",
+    ),
+    "float decoder ids": (
+        lambda s, m, d: {"input_ids": s, "decoder_input_ids": d.float()},
+        ValueError,
+        "decoder_input_ids must hold integer token ids",
+    ),
+    "decoder ids of another batch": (
+        lambda s, m, d: {"input_ids": s, "decoder_input_ids": d[:1]},
+        ValueError,
+        r"decoder_input_ids has shape \(1, 6\), expected \(3, length\)",
+    ),
+    "labels of another length": (
+        lambda s, m, d: {"input_ids": s, "decoder_input_ids": d, "labels": d[:, 1:]},
+        ValueError,
+        r"labels has shape \(3, 5\), expected \(3, 6\)",
+    ),
+    "float labels": (
+        lambda s, m, d: {"input_ids": s, "labels": d.float()},
+        ValueError,
+        "labels must hold integer class ids",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("case", "model_class"),
+    [
+        (case, model_class)
+        for case in BAD_INPUTS
+        for model_class in (HFAttentionRecurrentForSeq2SeqLM, HFAttentionRecurrentModel)
+        if "labels" not in case or model_class is HFAttentionRecurrentForSeq2SeqLM  # the base model takes no labels
+    ],
+)
+def test_bad_inputs_get_the_errors_of_the_transformer_families(case, model_class):
+    make, error, message = BAD_INPUTS[case]
+    inputs = make(*_source())
+    model = model_class(tiny().config).eval()
+    with pytest.raises(error, match=message), torch.no_grad():
+        model(**inputs)
+
+
+@pytest.mark.parametrize(
+    ("inputs", "message"),
+    [
+        ({"input_ids": torch.tensor([[5, 6, 45]])}, r"input_ids contains token id 45, outside the vocabulary"),
+        ({"input_ids": torch.tensor([[5, -6, 7]])}, r"input_ids contains token id -6, outside the vocabulary"),
+        ({"input_ids": torch.zeros(1, 0, dtype=torch.long)}, r"input_ids is empty \(0 tokens\)"),
+        ({"input_ids": torch.tensor([5, 6, 7])}, r"input_ids has shape \(3,\), expected 2-D"),
+        ({"input_ids": torch.tensor([[5.0, 6.0]])}, "input_ids must hold integer token ids"),
+        ({"input_ids": torch.zeros(0, 3, dtype=torch.long)}, r"generate\(\) got input_ids with shape \(0, 3\)"),
+        (
+            {"input_ids": torch.tensor([[5, 6]]), "decoder_start_token_id": 99},
+            r"decoder_start_token_id=99 is outside the vocabulary \[0, 40\)",
+        ),
+    ],
+)
+def test_generate_refuses_bad_inputs_with_the_same_errors(inputs, message):
+    with pytest.raises(ValueError, match=message):
+        tiny().generate(**inputs, max_new_tokens=3)

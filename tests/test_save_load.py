@@ -1,11 +1,14 @@
 """save_pretrained → from_pretrained is bit-exact, and a checkpoint loads as remote code without hf_attention."""
 
+import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -13,21 +16,29 @@ from conftest import build
 from safetensors import safe_open
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM
 
-from hf_attention import HFAttentionForCausalLM, HFAttentionForMaskedLM, HFAttentionForSeq2SeqLM
-from hf_attention.modeling_hf_attention import AUTO_CLASSES
+import hf_attention
+from hf_attention import (
+    HFAttentionForCausalLM,
+    HFAttentionForMaskedLM,
+    HFAttentionForSeq2SeqLM,
+    HFAttentionRecurrentForSeq2SeqLM,
+)
+from hf_attention import modeling_hf_attention as modeling
+from hf_attention.modeling_hf_attention import AUTO_CLASSES, auto_map_of
 from hf_attention.shipped_code import closure_files
 
 CASES = [
     ("decoder", HFAttentionForCausalLM, AutoModelForCausalLM, {"position_encoding": "rotary"}),
     ("encoder", HFAttentionForMaskedLM, AutoModelForMaskedLM, {"position_encoding": "learned", "type_vocab_size": 2}),
     ("seq2seq", HFAttentionForSeq2SeqLM, AutoModelForSeq2SeqLM, {"position_encoding": "relative"}),
+    ("recurrent", HFAttentionRecurrentForSeq2SeqLM, AutoModelForSeq2SeqLM, {"cell": "lstm"}),
 ]
 
 
 def model_inputs(family: str) -> dict:
     ids = torch.tensor([[5, 17, 33, 8, 61], [7, 21, 3, 0, 0]])
-    inputs = {"input_ids": ids, "attention_mask": (ids != 0).long()}
-    if family == "seq2seq":
+    inputs = {"input_ids": ids, "attention_mask": (ids != 0).long()}  # right-padded, as the recurrent encoder needs
+    if family in ("seq2seq", "recurrent"):
         inputs["decoder_input_ids"] = torch.tensor([[1, 9, 4], [1, 30, 2]])
     return inputs
 
@@ -51,24 +62,51 @@ def test_save_load_bit_exact(tmp_path, family, cls, auto, overrides, tied):
 
 @pytest.mark.parametrize(("family", "cls", "auto", "overrides"), CASES)
 def test_checkpoint_has_code_and_full_auto_map(tmp_path, family, cls, auto, overrides):
+    """The folder holds what `hf-attention refresh-code` would write: the whole closure and the family's full
+    auto_map, whose entries name the modules that define the classes."""
     build(cls, family, **overrides).save_pretrained(tmp_path)
     files = set(os.listdir(tmp_path))
-    closure = {
-        "configuration_hf_attention.py",
-        "modeling_hf_attention.py",
-        "attention.py",
-        "layers.py",
-        "masks.py",
-        "positional.py",
-        "losses.py",
-    }
-    assert closure <= files and "model.safetensors" in files
+    assert {name for name in files if name.endswith(".py")} == set(closure_files()) and "model.safetensors" in files
     auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
     model_type = cls.config_class.model_type
-    assert set(auto_map) == {"AutoConfig", *AUTO_CLASSES[model_type]}
-    assert all(
-        path.split(".")[0] in {"configuration_hf_attention", "modeling_hf_attention"} for path in auto_map.values()
-    )
+    assert auto_map == auto_map_of(model_type) and set(auto_map) == {"AutoConfig", *AUTO_CLASSES[model_type]}
+    for auto_name, model_class in AUTO_CLASSES[model_type].items():
+        assert auto_map[auto_name] == f"{model_class.__module__.rsplit('.', 1)[-1]}.{model_class.__name__}"
+
+
+def test_every_public_class_is_found_in_the_file_that_defines_it():
+    """`inspect.getsource` (and so debuggers' "go to definition" and docs generators) finds each public class in its
+    own file: no class claims to live in another module than the one that defines it."""
+    public = {name: getattr(module, name) for module in (hf_attention, modeling) for name in module.__all__}
+    classes = [obj for obj in public.values() if inspect.isclass(obj)]
+    assert HFAttentionForCausalLM in classes and len(classes) > 20
+    for public_class in classes:
+        assert re.match(rf"class {public_class.__name__}\b", inspect.getsource(public_class)), public_class
+        assert inspect.getsourcefile(public_class) == sys.modules[public_class.__module__].__file__
+
+
+def test_save_pretrained_with_push_to_hub_uploads_the_code(tmp_path, monkeypatch):
+    """`save_pretrained(push_to_hub=True)` uploads from inside transformers' save: the closure is in the upload."""
+    import transformers.modeling_utils
+    from transformers.utils.hub import PushToHubMixin
+
+    uploaded = []
+
+    def record_upload(self, working_dir, repo_id, files_timestamps, **kwargs):
+        changed = [
+            name
+            for name in os.listdir(working_dir)
+            if name not in files_timestamps or os.path.getmtime(Path(working_dir) / name) > files_timestamps[name]
+        ]
+        uploaded.extend(changed)
+
+    hub = SimpleNamespace(create_repo=lambda repo_id, **kwargs: SimpleNamespace(repo_id=repo_id))
+    card = SimpleNamespace(save=lambda path: None)
+    monkeypatch.setattr(transformers.modeling_utils, "hf_api", lambda: hub)
+    monkeypatch.setattr(transformers.modeling_utils, "create_and_tag_model_card", lambda *args, **kwargs: card)
+    monkeypatch.setattr(PushToHubMixin, "_upload_modified_files", record_upload)
+    build(HFAttentionForCausalLM, "decoder").save_pretrained(tmp_path / "model", push_to_hub=True)
+    assert set(closure_files()) | {"config.json", "model.safetensors"} <= set(uploaded)
 
 
 REMOTE_SCRIPT = textwrap.dedent("""
@@ -77,18 +115,24 @@ REMOTE_SCRIPT = textwrap.dedent("""
     import transformers
     folder, auto_name, inputs_path, out_path = sys.argv[1:5]
     inputs = torch.load(inputs_path)
-    model = getattr(transformers, auto_name).from_pretrained(folder, trust_remote_code=True)
-    assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
-    base = transformers.AutoModel.from_pretrained(folder, trust_remote_code=True)
+    auto_map = json.load(open(f"{folder}/config.json"))["auto_map"]
+    loaded = {}
+    for name in sorted(auto_map):  # every Auto class the checkpoint names
+        model = getattr(transformers, name).from_pretrained(folder, trust_remote_code=True)
+        assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+        loaded[name] = type(model).__name__
+    model = getattr(transformers, auto_name).from_pretrained(folder, trust_remote_code=True).eval()
     with torch.no_grad():
         torch.save(model(**inputs).logits, out_path)
-    print(json.dumps({"class": type(model).__name__, "base": type(base).__name__}))
+    print(json.dumps(loaded))
 """)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("family", "cls", "auto", "overrides"), CASES)
 def test_remote_code_load_in_fresh_process(tmp_path, family, cls, auto, overrides):
+    """Without hf_attention, every Auto class of the family loads the checkpoint from its own code, and the head
+    computes the logits of the model that saved it."""
     checkpoint = tmp_path / "checkpoint"
     model = build(cls, family, **overrides)
     model.save_pretrained(checkpoint)
@@ -111,7 +155,11 @@ def test_remote_code_load_in_fresh_process(tmp_path, family, cls, auto, override
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert report == {"class": cls.__name__, "base": AUTO_CLASSES[cls.config_class.model_type]["AutoModel"].__name__}
+    config_class = cls.config_class
+    expected = {
+        auto_name: model_class.__name__ for auto_name, model_class in AUTO_CLASSES[config_class.model_type].items()
+    }
+    assert report == {"AutoConfig": config_class.__name__, **expected}
     with torch.no_grad():
         assert torch.equal(torch.load(tmp_path / "logits.pt"), model(**inputs).logits)
 
