@@ -16,7 +16,7 @@ import json
 import re
 from pathlib import Path
 
-from .closure import import_closure
+from .closure import ENTRY_FILES, import_closure
 
 # The files a saved model folder holds besides its weights and code (transformers' config, generation config, tokenizer
 # files, a model card).
@@ -102,6 +102,10 @@ def code_files(folder: Path, config: dict, where: str) -> set[str]:
     names += [pipeline["impl"] for pipeline in pipelines.values() if pipeline.get("impl")]
     # "module.Class", or "owner/repo--module.Class" for code that lives in another Hub repository
     entries = {f"{name.split('--')[-1].split('.')[0]}.py" for name in names}
+    if str(config.get("model_type", "")).startswith("hf_attention"):
+        # auto_map names each class's own module, but an hf-attention checkpoint ships the whole closure: the entry
+        # files (modeling_hf_attention.py imports every family) and what they import.
+        entries |= set(ENTRY_FILES)
     return import_closure(folder, entries)
 
 
