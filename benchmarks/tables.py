@@ -101,7 +101,7 @@ def train_lines(results: dict) -> list[str]:
         if "hf_liger" in r:
             extras.append(f"HF + liger-kernel {r['hf_liger']['rate']:.0f} ({r['speedup_vs_hf_liger']:.2f}×)")
         peaks = {name: r[name].get("peak_above_resident_bytes") for name in ("hf", "ours") if name in r}
-        if None not in peaks.values() and len(peaks) == 2:
+        if None not in peaks.values() and len(peaks) == 2 and peaks["hf"]:
             extras.append(
                 f"peak above resident: HF {_mib(peaks['hf'])} MiB, ours {_mib(peaks['ours'])} MiB "
                 f"({peaks['ours'] / peaks['hf']:.2f}×)"

@@ -258,3 +258,17 @@ def test_before_after_refuses_bad_arguments(argv, message, capsys):
     with pytest.raises(SystemExit) as raised:
         before_after.main(argv)
     assert message in str(raised.value) + capsys.readouterr().err
+
+
+def test_memory_section_gives_no_ratio_for_a_peak_too_small_to_see(monkeypatch):
+    """A tiny step can need no memory beyond what is resident (RSS peak 0 bytes): the section reports no ratio,
+    where it divided by zero (seen once in CI on the tiny preset)."""
+    import dataclasses
+
+    from benchmarks import memory
+    from benchmarks.harness import Session
+
+    plan = dataclasses.replace(PRESETS["tiny"], memory_vocabs=PRESETS["tiny"].memory_vocabs[:1])
+    monkeypatch.setattr(memory, "isolated_peak_memory", lambda step, args, device: 0 if args[2] == "ours" else 4096)
+    rows = memory.measure(plan, Session(device="cpu", log=lambda message: None, results={}))
+    assert rows and all(r["ours_peak_bytes"] == 0 and r["ratio_hf_to_ours"] is None for r in rows)

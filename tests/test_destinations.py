@@ -12,22 +12,11 @@ import pytest
 from conftest import tiny_config
 from test_cli_errors import assert_error, run
 from test_parity_hf import build_reference
+from test_to_hf import LLAMA  # a decoder that `export` writes as Llama
 
 from hf_attention import HFAttentionForCausalLM
 from hf_attention.convert import convert_checkpoint
 from hf_attention.demo import FAMILIES
-
-# A decoder that `export` writes as Llama.
-LLAMA = {
-    "position_encoding": "rotary",
-    "norm_position": "pre",
-    "norm_type": "rmsnorm",
-    "scale_embeddings": False,
-    "hidden_act": "swiglu",
-    "attention_bias": False,
-    "mlp_bias": False,
-    "tie_word_embeddings": False,
-}
 
 
 def state(folder: Path) -> dict[str, tuple]:
