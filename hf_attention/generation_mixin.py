@@ -88,6 +88,10 @@ class GenerationOverrides(GenerationChecks):
         # transformers' generate() would keep `cache` and drop `past_key_values` with a warning; forward() refuses
         # two caches, and so does generate(), before any work.
         check_one_cache(kwargs.get("cache"), kwargs.get("past_key_values"))
+        if CACHE_FIELD != "cache" and kwargs.get("cache") is not None:
+            # Before transformers 5.24, generate() knows the cache as `past_key_values` only: it would pass a
+            # `cache=` on as a model input, to the encoder of an encoder-decoder model too, which refuses it.
+            kwargs["past_key_values"] = kwargs.pop("cache")
         with faster_decoding(self):
             return super().generate(*args, **kwargs)
 

@@ -244,7 +244,17 @@ def test_generate_refuses_two_different_caches_as_forward_does(model_class):
     with pytest.raises(ValueError, match="Both `cache` and `past_key_values` were passed"):
         model.generate(ids, max_new_tokens=2, cache=_empty_cache(model), past_key_values=_empty_cache(model))
     shared = _empty_cache(model)  # one object under both names is one cache: accepted, as by forward()
-    model.generate(ids, max_new_tokens=2, do_sample=False, cache=shared, past_key_values=shared)
+    expected = model.generate(ids, max_new_tokens=2, do_sample=False)
+    assert torch.equal(
+        model.generate(ids, max_new_tokens=2, do_sample=False, cache=shared, past_key_values=shared), expected
+    )
+    assert shared.get_seq_length() > 0  # the cache passed is the one generate() filled
+    # Either name alone, on every release (before 5.24 generate() knows only `past_key_values`; `cache=` reached the
+    # encoder of the encoder-decoder family as a model input).
+    for name in ("cache", "past_key_values"):
+        passed = _empty_cache(model)
+        assert torch.equal(model.generate(ids, max_new_tokens=2, do_sample=False, **{name: passed}), expected)
+        assert passed.get_seq_length() > 0
 
 
 def _files(folder: Path) -> dict[str, tuple[bytes | None, int]]:
