@@ -540,3 +540,19 @@ def test_finetune_model_folder_without_config_is_named(tmp_path):
 
     with pytest.raises(ValueError, match=r"is not a model folder: it has no config.json"):
         parse_finetune_args(["--model_name_or_path", str(tmp_path)])
+
+
+@pytest.mark.parametrize("module", ["training.train", "training.finetune"])
+def test_help_lists_every_option(module, capsys):
+    """`--help` formats every option's help with argparse's %-formatting: a literal `%(name)s` in a help text (the
+    placeholder examples) raised KeyError('name') instead of printing the usage."""
+    import importlib
+
+    entry = importlib.import_module(module)
+    with pytest.raises(SystemExit) as exit:
+        entry.main(["--help"])
+    assert exit.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage:") and "--output_dir" in out
+    if module == "training.train":  # the help text that held the literal placeholder
+        assert "(%(name)s, {0}, <b>, &amp;)" in " ".join(out.split())

@@ -168,7 +168,7 @@ class ModelArguments:
     tokenizer_keep_placeholders: bool = field(
         default=True,
         metadata={
-            "help": "Pre-tokenise format placeholders, tags and entities (%(name)s, {0}, <b>, &amp;) as units of "
+            "help": "Pre-tokenise format placeholders, tags and entities (%%(name)s, {0}, <b>, &amp;) as units of "
             "their own (training/tokenizer.py); false: GPT-2's plain byte-level pre-tokenizer."
         },
     )
