@@ -3,10 +3,15 @@ back unchanged; training pairs give the target the sentinel of the matching sour
 output lost, invented or duplicated is reported; the tokenizer holds the sentinels as single, non-special tokens;
 the scores count placeholders per syntax."""
 
+import ast
+import sys
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hf_attention.pipelines import pipeline_files
 from hf_attention.placeholders import (
     QA_PLACEHOLDER,
     SENTINEL,
@@ -245,6 +250,17 @@ def test_sentinels_are_for_the_seq2seq_tokenizer_and_fit_in_the_vocabulary():
 
 
 # ------------------------------------------------------------------------------------------ shipped code, scores
+
+
+def test_the_module_ships_with_the_pipeline_and_imports_only_the_standard_library():
+    import hf_attention
+
+    assert {"pipelines.py", "placeholders.py"} <= set(pipeline_files())
+    package = Path(hf_attention.__file__).parent
+    tree = ast.parse((package / "placeholders.py").read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert all(name.split(".")[0] in sys.stdlib_module_names | {"__future__"} for name in imported), imported
 
 
 def test_scores_count_placeholders_per_syntax_and_sentinel_problems():
