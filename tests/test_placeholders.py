@@ -6,6 +6,7 @@ the scores count placeholders per syntax."""
 import ast
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
@@ -282,3 +283,30 @@ def test_scores_count_placeholders_per_syntax_and_sentinel_problems():
     assert scores["placeholders"] == 71.43 and scores["placeholders_by_syntax"]["tag"] == {"kept": 1, "total": 2}
     assert (scores["sentinels_lost"], scores["sentinels_invented"], scores["sentinels_duplicated"]) == (2, 0, 0)
     assert "sentinels_lost" not in metrics.translation_scores(sources, outputs, outputs)
+
+
+def test_the_card_shows_the_placeholders_per_syntax_in_and_out_of_domain():
+    from training.export import card_metadata, placeholder_table
+    from training.objectives import objective_for
+
+    results = {
+        "bleu": 10.0,
+        "placeholders": 50.0,
+        "placeholders_by_syntax": {"printf": {"kept": 3, "total": 4}},
+        "sentinels_lost": 1,
+        "sentinels_invented": 0,
+        "sentinels_duplicated": 2,
+        "ood_placeholders_by_syntax": {"printf": {"kept": 1, "total": 1}, "tag": {"kept": 5, "total": 9}},
+        "ood_sentinels_lost": 4,
+        "ood_sentinels_invented": 1,
+        "ood_sentinels_duplicated": 0,
+    }
+    table = placeholder_table(results)
+    assert "| syntax | test | out of domain |" in table
+    assert "| printf | 3/4 | 1/1 |" in table and "| tag | – | 5/9 |" in table
+    assert "lost / invented / duplicated: test 1 / 0 / 2, out of domain 4 / 1 / 0." in table
+    assert placeholder_table({"bleu": 1.0}) == ""
+    report = SimpleNamespace(results=results, datasets=["d"], language=["en", "de"], license="mit", model_name="m")
+    metrics = card_metadata(objective_for("translation"), report)["model-index"][0]["results"]
+    names = {m["name"] for split in metrics for m in split["metrics"]}
+    assert "test sentinels_lost" in names and not any("by_syntax" in name for name in names)
