@@ -7,7 +7,10 @@
 `training/configs/translation_en_de_standard.yaml`, which writes RUN_DIR/final-bart): the run's test split is rebuilt
 from its run_config.json, CTranslate2's own TransformersConverter converts final-bart to float32 and int8, and the
 three engines translate the same sources greedily, interleaved round by round. Reported: agreement of the tokens
-with generate(), BLEU/chrF of each, and sentences per second.
+with generate(), BLEU/chrF of each, and sentences per second. A model trained with `protect_placeholders` (its
+tokenizer holds the sentinels) gets protected sources in every engine, and each engine's translations are restored
+and scored through `hf_attention.placeholders.translate_protected` (`ctranslate2_translate` is CTranslate2's
+strings-to-strings function), with the translations whose sentinels went wrong counted.
 
 `--llama-cpp` takes llama.cpp's source folder (the `vendor/llama.cpp` of the llama-cpp-python source package, whose
 `convert_hf_to_gguf.py` is llama.cpp's converter; the `llama_cpp` module must be installed from that package) and
@@ -68,6 +71,7 @@ def translation(run_dir: Path, rows: int, rounds: int, batch_size: int) -> dict:
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     import hf_attention  # noqa: F401  (registers our classes)
+    from hf_attention.placeholders import protect_batch, tokenizer_protects
     from training.metrics import bleu_chrf
 
     split, saved = test_split(run_dir)
@@ -79,6 +83,8 @@ def translation(run_dir: Path, rows: int, rounds: int, batch_size: int) -> dict:
     tokenizer = AutoTokenizer.from_pretrained(run_dir / "final")
     ours = AutoModelForSeq2SeqLM.from_pretrained(run_dir / "final").eval()
     max_source, max_new = saved["data"]["max_source_length"], saved["data"]["max_target_length"]
+    protected = tokenizer_protects(tokenizer)
+    inputs_read = protect_batch(sources)[0] if protected else sources  # what the model was trained to read
     converted = {}
     with tempfile.TemporaryDirectory() as folder:
         for precision in ("float32", "int8"):
@@ -87,10 +93,10 @@ def translation(run_dir: Path, rows: int, rounds: int, batch_size: int) -> dict:
             converted[precision] = ctranslate2.Translator(
                 str(output), device="cpu", compute_type=precision, intra_threads=torch.get_num_threads()
             )
-        order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
+        order = sorted(range(len(sources)), key=lambda i: -len(inputs_read[i]))
         batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
         encoded = [
-            tokenizer([sources[i] for i in batch], truncation=True, max_length=max_source, padding=True)
+            tokenizer([inputs_read[i] for i in batch], truncation=True, max_length=max_source, padding=True)
             for batch in batches
         ]
 
@@ -130,10 +136,24 @@ def translation(run_dir: Path, rows: int, rounds: int, batch_size: int) -> dict:
                 start = time.perf_counter()
                 engine()
                 seconds[name].append(time.perf_counter() - start)
+        # The translations scored: the text each engine gives for the sources, as a user runs it (protected and
+        # restored when the model was trained so); greedy, as the timed rounds.
+        text_engines = {
+            "hf-attention generate()": lambda texts: generate_translate(
+                ours, tokenizer, texts, max_source_length=max_source, max_new_tokens=max_new, batch_size=batch_size
+            ),
+            **{
+                f"CTranslate2 {p}": lambda texts, p=p: ctranslate2_translate(
+                    converted[p], tokenizer, texts, max_source_length=max_source, max_new_tokens=max_new
+                )
+                for p in converted
+            },
+        }
+        translations = {name: _translations(sources, text_engines[name], protected) for name in engines}
     reference_tokens = outputs["hf-attention generate()"]
     table = []
     for name in engines:
-        hypotheses = [tokenizer.decode(outputs[name][i], skip_special_tokens=True) for i in range(len(sources))]
+        hypotheses = [translation.text for translation in translations[name]]
         same = sum(outputs[name][i] == reference_tokens[i] for i in range(len(sources)))
         median = statistics.median(seconds[name])
         table.append(
@@ -141,12 +161,66 @@ def translation(run_dir: Path, rows: int, rounds: int, batch_size: int) -> dict:
                 "engine": name,
                 "identical_to_generate": f"{same}/{len(sources)}",
                 **bleu_chrf(hypotheses, references),
+                "placeholder_problems": sum(bool(t.problems) for t in translations[name]) if protected else None,
                 "sentences_per_second": round(len(sources) / median, 1),
                 "median_seconds": round(median, 3),
                 "speedup_vs_generate": round(statistics.median(seconds["hf-attention generate()"]) / median, 2),
             }
         )
-    return {"run": str(run_dir), "rows": len(sources), "rounds": rounds, "batch_size": batch_size, "table": table}
+    return {
+        "run": str(run_dir),
+        "rows": len(sources),
+        "rounds": rounds,
+        "batch_size": batch_size,
+        "protected_placeholders": protected,
+        "table": table,
+    }
+
+
+def generate_translate(
+    model, tokenizer, texts: list[str], *, max_source_length: int, max_new_tokens: int, batch_size: int = 32
+) -> list[str]:
+    """Our generate()'s greedy translations of `texts`, strings in and strings out (batches padded on the right)."""
+    results = []
+    with torch.inference_mode():
+        for start in range(0, len(texts), batch_size):
+            inputs = tokenizer(
+                texts[start : start + batch_size],
+                truncation=True,
+                max_length=max_source_length,
+                padding=True,
+                return_tensors="pt",
+            )
+            inputs.pop("token_type_ids", None)
+            generated = model.generate(**inputs, max_new_tokens=max_new_tokens, num_beams=1, do_sample=False)
+            results += tokenizer.batch_decode(generated, skip_special_tokens=True)
+    return results
+
+
+def ctranslate2_translate(
+    translator, tokenizer, texts: list[str], *, max_source_length: int, max_new_tokens: int, beam_size: int = 1
+) -> list[str]:
+    """CTranslate2's translations of `texts`, strings in and strings out with the model's own tokenizer (the same
+    token ids, sentinels included): what `translate_protected(texts, translate_fn)` calls."""
+    tokens = [
+        tokenizer.convert_ids_to_tokens(ids)
+        for ids in tokenizer(texts, truncation=True, max_length=max_source_length)["input_ids"]
+    ]
+    results = translator.translate_batch(tokens, beam_size=beam_size, max_decoding_length=max_new_tokens)
+    return [
+        tokenizer.decode(tokenizer.convert_tokens_to_ids(result.hypotheses[0]), skip_special_tokens=True)
+        for result in results
+    ]
+
+
+def _translations(sources: list[str], translate_fn, protected: bool) -> list:
+    """`translate_fn`'s translations of `sources`: protected and restored (with their problems) when the model was
+    trained on protected text, else as they come."""
+    from hf_attention.placeholders import Restored, translate_protected
+
+    if protected:
+        return translate_protected(sources, translate_fn)
+    return [Restored(text, []) for text in translate_fn(sources)]
 
 
 def _strip(ids: list[int], tokenizer) -> list[int]:
@@ -337,13 +411,15 @@ def _markdown_translation(result: dict, machine: str) -> str:
         f"CTranslate2 on the exported BART ({result['rows']} test rows, greedy, batch {result['batch_size']}, "
         f"median of {result['rounds']} interleaved rounds; {machine})",
         "",
-        "| engine | tokens identical to generate() | BLEU | chrF | sentences/s | speed-up |",
-        "|---|---|---|---|---|---|",
+        "| engine | tokens identical to generate() | BLEU | chrF | placeholder problems | sentences/s | speed-up |",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in result["table"]:
+        problems = row.get("placeholder_problems")
         lines.append(
             f"| {row['engine']} | {row['identical_to_generate']} | {row['bleu']:.2f} | {row['chrf']:.2f} | "
-            f"{row['sentences_per_second']} | {row['speedup_vs_generate']}x |"
+            f"{'–' if problems is None else problems} | {row['sentences_per_second']} | "
+            f"{row['speedup_vs_generate']}x |"
         )
     return "\n".join(lines) + "\n"
 

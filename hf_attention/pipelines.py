@@ -9,15 +9,24 @@ in-process. So:
   so that anywhere, without hf_attention installed, `pipeline("translation", model=DIR, trust_remote_code=True)` works
   (custom tasks bypass the removed-task check).
 
-This file is copied next to the weights: it must import only the stdlib, torch and transformers, and nothing
-relative (HF's dynamic-module loader checks every import statement of a shipped file, even inside functions).
+This file is copied next to the weights with the siblings it imports (placeholders.py, `pipeline_files`): it must
+import only the stdlib, torch, transformers and those siblings (HF's dynamic-module loader checks every import
+statement of a shipped file, even inside functions, and copies the relative imports beside it).
 
 Output: one dict per generated sequence, `{"translation_text": str}` for the task "translation" and
 `{"generated_text": str}` otherwise (the keys of the transformers 4 pipelines); with `return_tensors=True`,
 `{"translation_token_ids" | "generated_token_ids": Tensor}` instead. A single input gives a list of dicts; a list of
 inputs gives a list of such lists, or a flat list of dicts when each input has one result (as in transformers 4).
+
+Placeholder protection (placeholders.py): when the tokenizer holds the sentinels (a model trained with
+`protect_placeholders`), each source is protected before generation and each output restored from it, and every dict
+with a text gets `"placeholder_problems"`: the sentinels lost, invented or duplicated, as dicts `{"kind", "sentinel",
+"placeholder", "count"}` (an empty list when each came out once). A translation with problems is logged as a warning
+naming the source and the problems, or, with `strict_placeholders=True`, raises a ValueError. The token ids of
+`return_tensors=True` are the model's own, sentinels included. A tokenizer without the sentinels: none of this.
 """
 
+import logging
 import shutil
 from pathlib import Path
 from typing import Any
@@ -26,10 +35,17 @@ import torch
 from transformers import AutoModelForSeq2SeqLM, GenerationConfig, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
+from .closure import import_closure
+from .placeholders import protect, restore, tokenizer_protects
+
+logger = logging.getLogger(__name__)
+
 TASK = "hf-attention-text2text"
 SHIPPED_TASK = "translation"
 _PREPROCESS_OPTIONS = ("truncation",)
-_POSTPROCESS_OPTIONS = ("return_tensors", "return_text", "clean_up_tokenization_spaces")
+_POSTPROCESS_OPTIONS = ("return_tensors", "return_text", "clean_up_tokenization_spaces", "strict_placeholders")
+# What preprocess hands on, beside the model inputs, to restore the outputs: the source and its placeholders.
+_PROTECTION_KEYS = ("source", "originals")
 
 
 class Seq2SeqGenerationPipeline(Pipeline):
@@ -41,8 +57,9 @@ class Seq2SeqGenerationPipeline(Pipeline):
         [{'generated_text': 'Datei öffnen'}]
 
     Call options: `truncation` (cut sources to what the model takes instead of raising), `return_tensors`,
-    `return_text`, `clean_up_tokenization_spaces`, and any `generate()` parameter (num_beams, max_new_tokens,
-    do_sample, num_return_sequences, ...). Unknown options raise ValueError.
+    `return_text`, `clean_up_tokenization_spaces`, `strict_placeholders` (with placeholder protection: raise a
+    ValueError for a translation whose sentinels went wrong, instead of warning), and any `generate()` parameter
+    (num_beams, max_new_tokens, do_sample, num_return_sequences, ...). Unknown options raise ValueError.
     """
 
     _load_tokenizer = True
@@ -79,12 +96,25 @@ class Seq2SeqGenerationPipeline(Pipeline):
         postprocess = {key: kwargs.pop(key) for key in _POSTPROCESS_OPTIONS if key in kwargs}
         return preprocess, kwargs, postprocess
 
-    def preprocess(self, text: str, truncation: bool = False) -> dict[str, torch.Tensor]:
-        """Tokenize one source text into (1, S) `input_ids` and `attention_mask`."""
+    @property
+    def protects_placeholders(self) -> bool:
+        """Whether sources are protected and outputs restored: the tokenizer holds the placeholder sentinels."""
+        if not hasattr(self, "_protects_placeholders"):
+            self._protects_placeholders = tokenizer_protects(self.tokenizer)
+        return self._protects_placeholders
+
+    def preprocess(self, text: str, truncation: bool = False) -> dict[str, Any]:
+        """Tokenize one source text (protected, if the tokenizer holds the sentinels) into (1, S) `input_ids` and
+        `attention_mask`; with protection, also the source and its placeholders."""
         if not isinstance(text, str):
             raise ValueError(f"{type(self).__name__} takes a string or a list of strings, got {type(text).__name__}.")
         if not text.strip():
             raise ValueError("The source text is empty: there is nothing to translate or rewrite.")
+        protection = {}
+        if self.protects_placeholders:
+            masked, originals = protect(text)
+            protection = {"source": text, "originals": originals}
+            text = masked
         limit = self._source_limit()
         # Truncate at the model's limit, which a freshly trained tokenizer may not know (its model_max_length).
         encoded = self.tokenizer(
@@ -96,7 +126,7 @@ class Seq2SeqGenerationPipeline(Pipeline):
                 f"The source text is {length} tokens long, but the model takes at most {limit} "
                 "(max_position_embeddings with learned positions); pass truncation=True or shorten it."
             )
-        return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
+        return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"], **protection}
 
     def _source_limit(self) -> int | None:
         config = self.model.config
@@ -106,23 +136,29 @@ class Seq2SeqGenerationPipeline(Pipeline):
             return config.position_limit
         return getattr(config, "max_position_embeddings", None)
 
-    def _forward(self, model_inputs: dict[str, torch.Tensor], **generate_kwargs: Any) -> dict[str, torch.Tensor]:
+    def _forward(self, model_inputs: dict[str, Any], **generate_kwargs: Any) -> dict[str, Any]:
+        # The source and its placeholders go around generate() to postprocess (a list of them for a batch, which
+        # the pipeline's iterator hands out one by one).
+        protection = {key: model_inputs[key] for key in _PROTECTION_KEYS if key in model_inputs}
+        model_inputs = {key: value for key, value in model_inputs.items() if key not in _PROTECTION_KEYS}
         batch = model_inputs["input_ids"].shape[0]
         prepare = getattr(self, "_prepare_generate_kwargs", None)  # transformers >= 5.x merges init/call options
         if prepare is not None:
             generate_kwargs = prepare(generate_kwargs)
         output = self.model.generate(**model_inputs, **generate_kwargs)
         sequences = output if isinstance(output, torch.Tensor) else output.sequences
-        return {"output_ids": sequences.reshape(batch, -1, sequences.shape[-1])}  # (B, n, L)
+        return {"output_ids": sequences.reshape(batch, -1, sequences.shape[-1]), **protection}  # (B, n, L)
 
     def postprocess(
         self,
-        model_outputs: dict[str, torch.Tensor],
+        model_outputs: dict[str, Any],
         return_tensors: bool = False,
         return_text: bool = True,
         clean_up_tokenization_spaces: bool = False,
+        strict_placeholders: bool = False,
     ) -> list[dict]:
-        """(1, n, L) generated ids → n dicts with the text (and/or the token ids)."""
+        """(1, n, L) generated ids → n dicts with the text (restored, with its placeholder problems, when the source
+        was protected) and/or the token ids."""
         name = "translation" if (self.task or "").startswith("translation") else "generated"
         results = []
         for ids in model_outputs["output_ids"][0]:
@@ -130,11 +166,32 @@ class Seq2SeqGenerationPipeline(Pipeline):
             if return_tensors:
                 record[f"{name}_token_ids"] = ids
             if return_text or not return_tensors:
-                record[f"{name}_text"] = self.tokenizer.decode(
+                text = self.tokenizer.decode(
                     ids, skip_special_tokens=True, clean_up_tokenization_spaces=clean_up_tokenization_spaces
                 )
+                if "originals" in model_outputs:
+                    text, problems = restore(text, model_outputs["originals"])
+                    _report(model_outputs["source"], text, problems, strict_placeholders)
+                    record["placeholder_problems"] = [problem._asdict() for problem in problems]
+                record[f"{name}_text"] = text
             results.append(record)
         return results
+
+
+def _report(source: str, text: str, problems: list, strict: bool) -> None:
+    """A translation whose sentinels went wrong is never passed on silently: a warning, or a ValueError if strict."""
+    if not problems:
+        return
+    message = (
+        f"The translation of {source!r} has placeholder problems: {'; '.join(p.describe() for p in problems)} "
+        f"(output: {text!r})."
+    )
+    if strict:
+        raise ValueError(
+            message + " strict_placeholders=True refuses it; call without it to get the output with a "
+            "'placeholder_problems' list."
+        )
+    logger.warning(message)
 
 
 def register_pipelines() -> None:
@@ -150,7 +207,8 @@ def save_translation_pipeline(model, tokenizer, directory: str | Path, *, task: 
     `pipeline(task, model=directory, trust_remote_code=True)` in any process.
 
     The training export calls this for seq2seq checkpoints. `config.custom_pipelines` names this file's class; the
-    file is copied beside the weights (with the model's own remote code, which `save_pretrained` copies).
+    file and the siblings it imports are copied beside the weights (with the model's own remote code, which
+    `save_pretrained` copies).
 
     Args:
         model: An encoder-decoder model (e.g. `HFAttentionForSeq2SeqLM`).
@@ -188,5 +246,12 @@ def save_translation_pipeline(model, tokenizer, directory: str | Path, *, task: 
         if previous is None:
             del model.config.custom_pipelines
     tokenizer.save_pretrained(directory)
-    shutil.copyfile(source, directory / source.name)
+    for name in pipeline_files(source.parent):
+        shutil.copyfile(source.parent / name, directory / name)
     return directory
+
+
+def pipeline_files(folder: Path | None = None) -> list[str]:
+    """This file and the siblings it imports (placeholders.py, closure.py) in `folder` (default: this file's),
+    sorted: what a checkpoint that ships the pipeline carries beside the model's own code."""
+    return sorted(import_closure(folder or Path(__file__).resolve().parent, [Path(__file__).name]))

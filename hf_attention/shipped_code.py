@@ -5,10 +5,10 @@ sibling they import) beside the weights, so that `trust_remote_code=True` loads 
 installed. That copy is frozen at save time: when transformers changes its contract with models (5.24 renamed the
 cache argument from `past_key_values` to `cache`), a checkpoint saved earlier still runs its old code there, while
 loading it with hf_attention installed uses the installed classes. `refresh_shipped_code` writes the installed
-closure (and the translation pipeline, when the checkpoint ships one) into the folder and updates `auto_map`; the
-weights, tokenizer and every other file stay as they are. A folder that is not a saved hf-attention model (no weights,
-a config.json that is not one) is refused before anything is written, and each file is replaced the way
-destinations.py replaces files: written beside, renamed over, keeping its permissions.
+closure (and the translation pipeline with the siblings it imports, when the checkpoint ships one) into the folder
+and updates `auto_map`; the weights, tokenizer and every other file stay as they are. A folder that is not a saved
+hf-attention model (no weights, a config.json that is not one) is refused before anything is written, and each file
+is replaced the way destinations.py replaces files: written beside, renamed over, keeping its permissions.
 
 This module is outside the remote-code closure.
 """
@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 
 from .checkpoint_files import WEIGHTS_DESCRIPTION, remote_code_fields, weight_files
-from .closure import PACKAGE, closure_files
+from .closure import PACKAGE, closure_files, import_closure
 from .destinations import replace_files
 from .modeling_hf_attention import AUTO_CLASSES, auto_map_of
 from .paths import check_text_argument
@@ -72,7 +72,8 @@ def refresh_shipped_code(folder: str | os.PathLike) -> list[str]:
     _check_weights(folder)
     names = closure_files()
     if any(task.get("impl", "").startswith(f"{Path(PIPELINE_FILE).stem}.") for task in pipelines.values()):
-        names.append(PIPELINE_FILE)
+        # the pipeline and the siblings it imports (placeholders.py), as save_translation_pipeline writes them
+        names += [name for name in sorted(import_closure(PACKAGE, [PIPELINE_FILE])) if name not in names]
     contents = {name: (PACKAGE / name).read_bytes() for name in names}
     config["auto_map"] = {**auto_map, **auto_map_of(config["model_type"])}
     contents["config.json"] = (json.dumps(config, indent=2, sort_keys=True) + "\n").encode()

@@ -4,6 +4,8 @@ Its own `TransformersConverter` reads the exported folder (the Llama and GPT-2 s
 our encoder-decoder) and its float32 greedy tokens must be those of our `generate()`.
 """
 
+import os
+
 import ctranslate2
 import pytest
 import torch
@@ -11,7 +13,9 @@ from ctranslate2.converters import TransformersConverter
 from test_to_hf import SHAPES, build
 from text_fixtures import make_tokenizer, pydoc_paragraphs
 
+from hf_attention.placeholders import SENTINELS, protect, protect_batch, protect_pair, restore, translate_protected
 from hf_attention.to_hf import export_checkpoint
+from training.tokenizer import train_tokenizer
 
 PROMPTS = [
     "The attention weights of one query sum to one",
@@ -92,3 +96,54 @@ def test_ctranslate2_translates_with_our_greedy_tokens_from_the_exported_bart(to
         # Log-probabilities reach ~15 nats with these random weights; two fp32 GEMM libraries differ by ~1e-4 of that
         # (seen on an AVX-512 EPYC), so the bound is relative.
         torch.testing.assert_close(torch.tensor(scored.log_probs), expected, rtol=3e-4, atol=1e-4)
+
+
+def _ctranslate2_translate():
+    """benchmarks.deploy's CTranslate2 strings-to-strings function, imported without leaving the benchmarks' OpenMP
+    setting (busy-waiting threads) to the processes later tests start."""
+    previous = os.environ.get("OMP_WAIT_POLICY")
+    from benchmarks.deploy import ctranslate2_translate
+
+    if previous is None:
+        os.environ.pop("OMP_WAIT_POLICY", None)
+    return ctranslate2_translate
+
+
+def test_ctranslate2_translates_protected_sources_with_the_same_sentinel_ids(tmp_path):
+    """A model trained with placeholder protection, exported as BART and converted: CTranslate2 reads each sentinel as
+    the same single id (its log-probabilities of a target full of sentinels are ours), and `translate_protected`
+    around CTranslate2 gives what protect → generate() → restore gives."""
+    texts = []
+    for paragraph in pydoc_paragraphs(120):
+        source, target, _ = protect_pair(
+            f"{paragraph[:60]} %(name)s <b>%s</b>", f"<b>%s</b> {paragraph[-40:]} %(name)s"
+        )
+        texts += [source, target]
+    tokenizer = train_tokenizer(texts, 400, kind="seq2seq", placeholder_sentinels=True)
+    model, converted = _converted("bart", tokenizer, tmp_path, initializer_range=1.0)
+    translator = ctranslate2.Translator(converted, device="cpu", compute_type="float32")
+    sources = ["Open %(file)s in <b>%s</b>", "Keys &amp; values {0}", "Delete %s?"]
+    masked, _ = protect_batch(sources)
+    target = tokenizer("⟦ph_2⟧ Werte ⟦ph_0⟧ und ⟦ph_1⟧")["input_ids"][:-1]
+    assert set(tokenizer.convert_tokens_to_ids(list(SENTINELS[:3]))) <= set(target)
+    for text in masked:
+        source = tokenizer(text, return_tensors="pt")["input_ids"]
+        decoder_input_ids = torch.tensor([[model.config.decoder_start_token_id, *target]])
+        with torch.no_grad():
+            logits = model(input_ids=source, decoder_input_ids=decoder_input_ids).logits[0]
+        expected = logits.log_softmax(-1).gather(1, torch.tensor([*target, tokenizer.eos_token_id])[:, None])[:, 0]
+        scored = translator.score_batch(
+            [tokenizer.convert_ids_to_tokens(source[0].tolist())], [tokenizer.convert_ids_to_tokens(target)]
+        )[0]
+        torch.testing.assert_close(torch.tensor(scored.log_probs), expected, rtol=3e-4, atol=1e-4)
+    ctranslate2_translate = _ctranslate2_translate()
+    theirs = translate_protected(
+        sources,
+        lambda texts: ctranslate2_translate(translator, tokenizer, texts, max_source_length=32, max_new_tokens=12),
+    )
+    ours = []
+    for source in sources:
+        text, originals = protect(source)
+        ids = model.generate(**tokenizer(text, return_tensors="pt"), max_new_tokens=12, do_sample=False)[0]
+        ours.append(restore(tokenizer.decode(ids, skip_special_tokens=True), originals))
+    assert theirs == ours

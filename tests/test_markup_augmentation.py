@@ -120,3 +120,39 @@ def test_the_option_is_checked_and_reaches_the_training_split_only():
     assert len(augmented["train"]) == len(plain["train"]) + round(0.25 * len(plain["train"]))
     held_out = set(plain["validation"]["source"]) | set(plain["test"]["source"])
     assert not held_out & set(augmented["train"]["source"])
+
+
+def test_with_protection_the_augmented_pairs_carry_sentinels_too():
+    """The augmentation runs on the raw pairs; the featurizer then protects every training row, augmented or not, and
+    the tokenizer learns from the protected pairs."""
+    from hf_attention.placeholders import SENTINELS, protect_pair, tokenizer_protects
+    from training.args import parse_args
+    from training.corpus import make_tokenizer, split_corpus
+    from training.objectives import objective_for
+
+    rows = {
+        "source": [f"Open file number {i} in Spyder" for i in range(300)],
+        "target": [f"Datei Nummer {i} in Spyder öffnen" for i in range(300)],
+    }
+    objective = objective_for("translation")
+    flags = ["--objective", "translation", "--markup_augmentation", "0.5", "--protect_placeholders", "true"]
+    data_args = parse_args(flags)[1]
+    train = split_corpus(objective, Dataset.from_dict(rows), data_args)["train"]
+    augmented = [i for i, source in enumerate(train["source"]) if placeholders(source)]
+    assert len(augmented) > 50  # the corpus itself holds no markup
+    tokenizer = make_tokenizer(objective, train, data_args, vocab_size=400)
+    assert tokenizer_protects(tokenizer)
+    features = objective.data.featurize(train, tokenizer, data_args)
+    sentinel_ids = set(tokenizer.convert_tokens_to_ids(list(SENTINELS)))
+    for i in augmented[:20]:
+        source, target, originals = protect_pair(train["source"][i], train["target"][i])
+        row = features[i]
+        assert tokenizer.decode(row["input_ids"], skip_special_tokens=True) == source
+        assert tokenizer.decode(row["labels"], skip_special_tokens=True) == target
+        assert originals and set(row["input_ids"]) & sentinel_ids and set(row["labels"]) & sentinel_ids
+    # the same rows without protection: the tokenizer holds no sentinel, and the features are the raw pairs
+    plain_args = parse_args(["--objective", "translation", "--markup_augmentation", "0.5"])[1]
+    plain = make_tokenizer(objective, train, plain_args, vocab_size=400)
+    assert not tokenizer_protects(plain)
+    row = objective.data.featurize(train.select([augmented[0]]), plain, plain_args)[0]
+    assert plain.decode(row["input_ids"], skip_special_tokens=True) == train["source"][augmented[0]]

@@ -2,14 +2,17 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
 from transformers import pipeline
 
+import hf_attention
 from hf_attention import (
     HFAttentionEncoderModel,
     HFAttentionForCausalLM,
@@ -157,3 +160,133 @@ def test_translation_pipeline_shipped_with_the_checkpoint_in_a_fresh_process(tra
     remote = json.loads(result.stdout.strip().splitlines()[-1])
     local = pipeline(TASK, model=str(translation_folder))([PROMPT, "x"], max_new_tokens=5, num_beams=2)
     assert remote == [{"translation_text": o["generated_text"]} for o in local]
+
+
+# --- Placeholder protection: a tokenizer that holds the sentinels makes the pipeline protect and restore ---
+
+SOURCE = "Cannot delete %(name)s: <b>%s</b>"
+
+
+@pytest.fixture(scope="module")
+def protected_folder(tmp_path_factory):
+    """A tiny random translation model whose tokenizer was trained on protected pairs (it holds the sentinels)."""
+    from conftest import tiny_config
+
+    from hf_attention.placeholders import protect_pair
+    from training.tokenizer import train_tokenizer
+
+    words = ["file", "folder", "name", "page", "item", "Datei", "Ordner", "Seite", "löschen", "öffnen"]
+    pairs = [
+        protect_pair(f"Delete %(name)s in the {w} <b>%s</b>", f"%(name)s im {w} löschen <b>%s</b>") for w in words
+    ]
+    texts = [text for source, target, _ in pairs for text in (source, target)] * 10
+    tokenizer = train_tokenizer(texts, 320, kind="seq2seq", placeholder_sentinels=True, min_frequency=1)
+    model = HFAttentionForSeq2SeqLM(
+        tiny_config("seq2seq", vocab_size=len(tokenizer), position_encoding="learned", max_position_embeddings=32)
+    ).eval()
+    return save_translation_pipeline(model, tokenizer, tmp_path_factory.mktemp("protected"))
+
+
+def _expected(translate, source, **generate_kwargs):
+    """What the pipeline must give, computed by hand: protect, generate, decode, restore."""
+    from hf_attention.placeholders import protect, restore
+
+    masked, originals = protect(source)
+    inputs = translate.tokenizer(masked, return_tensors="pt")
+    ids = translate.model.generate(**inputs, **generate_kwargs)[0]
+    text, problems = restore(translate.tokenizer.decode(ids, skip_special_tokens=True), originals)
+    return {"translation_text": text, "placeholder_problems": [problem._asdict() for problem in problems]}
+
+
+def test_translation_pipeline_protects_and_restores_end_to_end(protected_folder):
+    """pipeline("translation", ...) on a random model: each output is the hand-made protect → generate → restore."""
+    translate = pipeline("translation", model=str(protected_folder), trust_remote_code=True)
+    assert translate.protects_placeholders
+    one = translate(SOURCE, max_new_tokens=8)
+    assert one == [_expected(translate, SOURCE, max_new_tokens=8)]
+    batch = translate([SOURCE, "Open %s"], max_new_tokens=8, batch_size=2)  # the originals travel through batching
+    assert batch == [translate(SOURCE, max_new_tokens=8)[0], translate("Open %s", max_new_tokens=8)[0]]
+    beams = translate(SOURCE, max_new_tokens=8, num_beams=3, num_return_sequences=2)
+    assert len(beams) == 2 and all("placeholder_problems" in record for record in beams)
+    ids = translate(SOURCE, max_new_tokens=8, return_tensors=True, return_text=False)[0]
+    assert set(ids) == {"translation_token_ids"}  # the model's own ids, sentinels included: nothing restored
+
+
+def _answering(translate, monkeypatch, output: str):
+    """Make the model's generate() answer `output` (its tokens after the start token) whatever the source."""
+    ids = [translate.model.config.decoder_start_token_id, *translate.tokenizer(output)["input_ids"]]
+    monkeypatch.setattr(translate.model, "generate", lambda **kwargs: torch.tensor([ids]))
+
+
+def test_a_translation_that_keeps_its_sentinels_gets_the_source_placeholders_back(protected_folder, monkeypatch):
+    translate = pipeline(TASK, model=str(protected_folder))
+    _answering(translate, monkeypatch, "⟦ph_0⟧ kann nicht gelöscht werden: ⟦ph_1⟧⟦ph_2⟧⟦ph_3⟧")
+    assert translate(SOURCE, strict_placeholders=True) == [
+        {"generated_text": "%(name)s kann nicht gelöscht werden: <b>%s</b>", "placeholder_problems": []}
+    ]
+
+
+def test_a_translation_that_loses_or_invents_a_sentinel_is_reported(protected_folder, monkeypatch, caplog):
+    translate = pipeline(TASK, model=str(protected_folder))
+    _answering(translate, monkeypatch, "Kann nicht löschen: ⟦ph_1⟧⟦ph_2⟧⟦ph_3⟧ ⟦ph_9⟧")
+    with caplog.at_level("WARNING", logger="hf_attention.pipelines"):
+        result = translate(SOURCE)
+    assert result == [
+        {
+            "generated_text": "Kann nicht löschen: <b>%s</b> ⟦ph_9⟧",
+            "placeholder_problems": [
+                {"kind": "lost", "sentinel": "⟦ph_0⟧", "placeholder": "%(name)s", "count": 0},
+                {"kind": "invented", "sentinel": "⟦ph_9⟧", "placeholder": None, "count": 1},
+            ],
+        }
+    ]
+    (record,) = caplog.records
+    assert record.levelname == "WARNING"
+    assert f"{SOURCE!r} has placeholder problems: lost %(name)s; invented ⟦ph_9⟧" in record.getMessage()
+    with pytest.raises(ValueError, match=r"has placeholder problems: lost %\(name\)s; invented ⟦ph_9⟧.*strict"):
+        translate(SOURCE, strict_placeholders=True)
+
+
+def test_without_sentinels_in_the_tokenizer_nothing_changes(translation_folder):
+    translate = pipeline(TASK, model=str(translation_folder))
+    assert not translate.protects_placeholders
+    plain = translate(SOURCE, max_new_tokens=5)
+    assert set(plain[0]) == {"generated_text"}
+    assert translate(SOURCE, max_new_tokens=5, strict_placeholders=True) == plain  # nothing to be strict about
+    ids = translate.model.generate(**translate.tokenizer(SOURCE, return_tensors="pt"), max_new_tokens=5)[0]
+    assert plain[0]["generated_text"] == translate.tokenizer.decode(ids, skip_special_tokens=True)
+
+
+def test_the_protected_pipeline_ships_with_its_placeholders_module(protected_folder, tmp_path):
+    """Without hf_attention, the shipped pipeline protects and restores exactly as the installed one."""
+    assert (protected_folder / "placeholders.py").read_bytes() == (
+        Path(hf_attention.__file__).parent / "placeholders.py"
+    ).read_bytes()
+    (tmp_path / "remote.py").write_text(REMOTE_SCRIPT)
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"}
+    env["HF_MODULES_CACHE"] = str(tmp_path / "modules")
+    result = subprocess.run(
+        [sys.executable, "remote.py", str(protected_folder), SOURCE],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    remote = json.loads(result.stdout.strip().splitlines()[-1])
+    local = pipeline(TASK, model=str(protected_folder))([SOURCE, "x"], max_new_tokens=5, num_beams=2)
+    assert remote == [{"translation_text": o.pop("generated_text"), **o} for o in local]
+    assert all("placeholder_problems" in record for record in remote)
+
+
+def test_refresh_code_writes_the_pipeline_and_its_placeholders_module(protected_folder, tmp_path):
+    from hf_attention.cli import main
+    from hf_attention.pipelines import pipeline_files
+
+    folder = tmp_path / "checkpoint"
+    shutil.copytree(protected_folder, folder)
+    (folder / "placeholders.py").unlink()  # a checkpoint saved before the pipeline imported it
+    assert main(["refresh-code", str(folder)]) == 0
+    for name in pipeline_files():
+        assert (folder / name).read_bytes() == (Path(hf_attention.__file__).parent / name).read_bytes(), name

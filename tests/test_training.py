@@ -487,6 +487,47 @@ def test_the_training_loss_is_token_normalised_for_every_architecture(name, obje
 # ---------------------------------------------------------------------------------------------------- errors
 
 
+# Catalog-like pairs with a placeholder of every syntax, the same ones on both sides (named ones reordered).
+PLACEHOLDER_PAIRS = [
+    ("Delete %(name)s from folder {i}", "%(name)s aus Ordner {i} löschen"),
+    ("Copy %s to page {i}", "%s auf Seite {i} kopieren"),
+    ("Move %(a)s to %(b)s in window {i}", "%(b)s: %(a)s in Fenster {i} verschieben"),
+    ("Open {{0}} in tab {i}", "{{0}} in Reiter {i} öffnen"),
+    ("<b>Warning</b> number {i}", "<b>Warnung</b> Nummer {i}"),
+    ("Save &amp; close document {i}", "Dokument {i} speichern &amp; schließen"),
+    ("Item %1 of list {i}", "Element %1 der Liste {i}"),
+    ('Read <a href="%s">the page</a> {i}', 'Die <a href="%s">Seite</a> {i} lesen'),
+]
+
+
+def test_protected_placeholders_train_and_are_scored_per_syntax(tmp_path):
+    """protect_placeholders: the tokenizer holds the sentinels, the features are protected pairs, and the results,
+    metrics.jsonl and the model card count the placeholders kept per syntax and the sentinels that went wrong."""
+    from transformers import AutoTokenizer
+
+    from hf_attention.placeholders import SYNTAXES, tokenizer_protects
+
+    data = tmp_path / "pairs.jsonl"
+    rows = [{"source": s.format(i=i), "target": t.format(i=i)} for i in range(40) for s, t in PLACEHOLDER_PAIRS]
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    output_dir = tmp_path / "run"
+    flags = ("--dataset", str(data), "--protect_placeholders", "true", "--markup_augmentation", "0.2")
+    results = run(*parse_args(argv("translation", output_dir, *flags, "--max_steps", "12", "--eval_steps", "0")))
+    by_syntax = results["placeholders_by_syntax"]
+    assert by_syntax and set(by_syntax) <= set(SYNTAXES)
+    assert all(0 <= counts["kept"] <= counts["total"] for counts in by_syntax.values())
+    assert all(isinstance(results[f"sentinels_{kind}"], int) for kind in ("lost", "invented", "duplicated"))
+    (final_record,) = [m for m in read_metrics(output_dir / "metrics.jsonl") if "test/placeholders_by_syntax" in m]
+    assert final_record["test/placeholders_by_syntax"] == by_syntax
+    final = output_dir / "final"
+    tokenizer = AutoTokenizer.from_pretrained(final)
+    assert tokenizer_protects(tokenizer) and len(tokenizer) <= 350
+    card = (final / "README.md").read_text()
+    assert "| syntax | test |" in card and "Translations whose sentinels were lost / invented / duplicated" in card
+    assert "Placeholders were protected" in card
+    assert (final / "placeholders.py").is_file()
+
+
 def _fails_before_training(args, match, output_dir):
     with pytest.raises(ValueError, match=match):
         main(args)

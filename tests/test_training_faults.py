@@ -249,6 +249,12 @@ def test_a_typo_in_model_config_is_refused_before_any_data_is_read(tmp_path):
         ("causal_lm", ["--generation_num_beams", "4"], r"--generation_num_beams=4 .* applies to 'translation'"),
         ("masked_lm", ["--bleu_samples", "8"], r"--bleu_samples=8 .* applies to 'translation'"),
         ("causal_lm", ["--system_catalogs", "true"], r"--system_catalogs=True .* applies to 'translation'"),
+        (
+            "causal_lm",
+            ["--protect_placeholders", "true"],
+            r"--protect_placeholders=True does not act in objective 'causal_lm': it applies to 'translation'\. "
+            r"Remove it \(its default is False\)",
+        ),
     ],
 )
 def test_an_argument_the_objective_does_not_read_is_refused(tmp_path, objective, flags, message):

@@ -48,6 +48,7 @@ OBJECTIVE_OPTIONS = (
     "heldout_catalog_packages",
     "max_ood_samples",
     "markup_augmentation",
+    "protect_placeholders",
     "max_source_length",
     "max_target_length",
     "languages",
@@ -249,6 +250,14 @@ class DataArguments:
         metadata={
             "help": "Translation: add this fraction of the training pairs again with the same HTML tags and format "
             "placeholders put into both sides (training/markup_augmentation.py); 0: none."
+        },
+    )
+    protect_placeholders: bool = field(
+        default=False,
+        metadata={
+            "help": "Translation: replace the format placeholders, tags and entities of each pair by indexed "
+            "sentinels (the tokenizer holds them as tokens); evaluation and the pipeline put the source's own text "
+            "back after generating and report sentinels lost, invented or duplicated (hf_attention/placeholders.py)."
         },
     )
     max_source_length: int = field(default=64, metadata={"help": "Translation: longest source, in tokens."})

@@ -114,16 +114,27 @@ def make_tokenizer(
     min_frequency: int = 2,
     keep_placeholders: bool = True,
 ):
-    """A tokenizer trained on every text column of the training split (one shared vocabulary for translation)."""
-    texts = list(chain.from_iterable(train_split[column] for column in objective.data.text_columns))
+    """A tokenizer trained on every text column of the training split (one shared vocabulary for translation), or on
+    the texts the objective makes of it (translation with placeholder protection: the protected pairs, and the
+    sentinels as tokens)."""
+    if objective.data.tokenizer_texts is not None:
+        texts = list(objective.data.tokenizer_texts(train_split, data_args))
+    else:
+        texts = list(chain.from_iterable(train_split[column] for column in objective.data.text_columns))
     return train_tokenizer(
         texts,
         vocab_size,
         kind=objective.data.tokenizer_kind,
         min_frequency=min_frequency,
         keep_placeholders=keep_placeholders,
+        placeholder_sentinels=uses_sentinels(objective, data_args),
         model_max_length=objective.data.tokenizer_max_length(data_args),
     )
+
+
+def uses_sentinels(objective: Objective, data_args) -> bool:
+    """Whether the run's tokenizer holds the placeholder sentinels (hf_attention/placeholders.py)."""
+    return objective.data.placeholder_sentinels is not None and objective.data.placeholder_sentinels(data_args)
 
 
 def saved_tokenizer(model_name_or_path: str | None):

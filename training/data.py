@@ -33,6 +33,7 @@ from pathlib import Path
 
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value, load_dataset
 
+from hf_attention.placeholders import protect_pair
 from training.catalogs import package_catalogs, parse_catalog
 
 LOCALE_DIR = Path("/usr/share/locale")
@@ -737,6 +738,7 @@ def translation_features(
     max_target_length: int,
     source_column: str = "source",
     target_column: str = "target",
+    protect_placeholders: bool = False,
 ) -> Dataset:
     """Tokenise source texts as encoder inputs and target texts as `labels`, truncating both.
 
@@ -750,6 +752,8 @@ def translation_features(
         max_target_length: Longest label sequence, special tokens included.
         source_column: The column with the source text.
         target_column: The column with the target text.
+        protect_placeholders: Tokenise each pair protected (`hf_attention.placeholders.protect_pair`): placeholders
+            become sentinels, the same one on both sides; the tokenizer must hold the sentinels.
 
     Returns:
         A `Dataset` with `input_ids`, `attention_mask` and `labels` (variable length).
@@ -757,8 +761,12 @@ def translation_features(
     _check_columns(dataset, [source_column, target_column])
 
     def encode(batch):
-        features = tokenizer(batch[source_column], truncation=True, max_length=max_source_length)
-        labels = tokenizer(text_target=batch[target_column], truncation=True, max_length=max_target_length)
+        sources, targets = batch[source_column], batch[target_column]
+        if protect_placeholders:
+            pairs = [protect_pair(source, target) for source, target in zip(sources, targets, strict=True)]
+            sources, targets = [pair[0] for pair in pairs], [pair[1] for pair in pairs]
+        features = tokenizer(sources, truncation=True, max_length=max_source_length)
+        labels = tokenizer(text_target=targets, truncation=True, max_length=max_target_length)
         return {**features, "labels": labels["input_ids"]}
 
     return dataset.map(encode, batched=True, remove_columns=dataset.column_names)

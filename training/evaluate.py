@@ -1,6 +1,10 @@
 """Evaluation: token-level loss and perplexity on a split, and the model's translations, scored by
 training/metrics.py (BLEU / chrF, placeholders, stutters).
 
+A model whose tokenizer holds the placeholder sentinels (hf_attention/placeholders.py) translates protected sources;
+each output is restored from its source before it is scored against the raw reference, and the sentinels it lost,
+invented or duplicated are counted.
+
 Both run on every process over its shard and combine the results, so 2 processes evaluate twice as fast and give
 the same numbers as 1. Evaluation never consumes the training RNG (masking for MLM uses a fixed seed inside
 `torch.random.fork_rng`), so periodic evaluation does not change the training run or its resume.
@@ -14,6 +18,7 @@ from dataclasses import dataclass
 import torch
 from accelerate.utils import gather_object
 
+from hf_attention.placeholders import Restored, protect_batch, restore_batch, tokenizer_protects
 from training.losses import per_token_sum, target_labels
 from training.metrics import translation_scores
 from training.objective import Objective
@@ -77,14 +82,26 @@ def score_translations(
     the (source, reference, translation) triples."""
     rows = split.select(range(min(limit or len(split), len(split))))
     sources, references = list(rows["source"]), list(rows["target"])
-    hypotheses = translate(accelerator, model, tokenizer, sources, settings)
-    scores = translation_scores(sources, hypotheses, references)
+    translations = translate(accelerator, model, tokenizer, sources, settings)
+    hypotheses = [translation.text for translation in translations]
+    problems = [translation.problems for translation in translations] if tokenizer_protects(tokenizer) else None
+    scores = translation_scores(sources, hypotheses, references, problems)
     return scores, list(zip(sources, references, hypotheses, strict=True))
 
 
+def translate(accelerator, model, tokenizer, sources: list[str], settings: GenerationSettings) -> list[Restored]:
+    """Translate `sources`, returned in input order; protected (and restored, with the problems of each) when the
+    tokenizer holds the placeholder sentinels, else as generated (no problems)."""
+    if not tokenizer_protects(tokenizer):
+        return [Restored(text, []) for text in generate_texts(accelerator, model, tokenizer, sources, settings)]
+    masked, originals = protect_batch(sources)
+    return restore_batch(generate_texts(accelerator, model, tokenizer, masked, settings), originals)
+
+
 @torch.no_grad()
-def translate(accelerator, model, tokenizer, sources: list[str], settings: GenerationSettings) -> list[str]:
-    """Translate `sources` (each process its share, longest first for little padding), returned in input order."""
+def generate_texts(accelerator, model, tokenizer, sources: list[str], settings: GenerationSettings) -> list[str]:
+    """The model's outputs for `sources` as they are (each process its share, longest first for little padding),
+    returned in input order."""
     model = accelerator.unwrap_model(model, keep_torch_compile=False)
     model.eval()
     rank, world = accelerator.process_index, accelerator.num_processes

@@ -24,6 +24,7 @@ from huggingface_hub import HfApi  # noqa: E402
 
 from hf_attention.destinations import give_usual_permissions  # noqa: E402
 from hf_attention.pipelines import save_translation_pipeline  # noqa: E402
+from hf_attention.placeholders import PROBLEM_KINDS, SYNTAXES, protect, tokenizer_protects  # noqa: E402
 from hf_attention.to_hf import exportable_as  # noqa: E402
 from hf_attention.visualize import attention_kinds  # noqa: E402
 from training.objective import Objective  # noqa: E402
@@ -132,6 +133,8 @@ def _draw_attention(model, tokenizer, directory: Path, text: str, *, title: str)
     from hf_attention.explorer import explore
     from hf_attention.visualize import plot_attention
 
+    if tokenizer_protects(tokenizer):  # what the model reads: the source with its placeholders as sentinels
+        text = protect(text)[0]
     plot_attention(
         model, tokenizer, text, kind="cross", head="mean", path=directory / HEATMAP, truncate=True
     )  # a long sample: its first tokens, not a refusal
@@ -167,7 +170,7 @@ def card_metadata(objective: Objective, report: RunReport) -> dict:
     """The YAML front matter of the card (Hub model-card metadata, with a model-index of the results)."""
     datasets = report.datasets
     # The model's own figures per split (the copy-the-source baselines and absent values are not the model's).
-    metrics = {k: v for k, v in report.results.items() if v is not None and "copy_" not in k}
+    metrics = {k: v for k, v in _scalars(report.results).items() if v is not None and "copy_" not in k}
     prefixes = {"validation": "validation_", "out-of-domain": "ood_"}
     splits = {
         "test": {k.removeprefix("test_"): v for k, v in metrics.items() if not k.startswith(tuple(prefixes.values()))},
@@ -235,6 +238,7 @@ def card_fields(objective: Objective, model, report: RunReport) -> dict:
         f"Accelerate. {report.timing}",
         "hyperparameters": "\n".join(f"| {k} | {_cell(v)} |" for k, v in report.hyperparameters.items()),
         "evaluation": _evaluation(report.results, report.samples),
+        "placeholder_table": placeholder_table(report.results),
         "limitations": " ".join(filter(None, (limitations, objective.card.limitations))),
     }
 
@@ -286,7 +290,7 @@ def _evaluation(results: dict, samples: list[tuple[str, str, str]]) -> str:
         "",
         "| metric | value |",
         "|---|---|",
-        *(f"| {k} | {'–' if v is None else format(v, '.4g')} |" for k, v in results.items()),
+        *(f"| {k} | {'–' if v is None else format(v, '.4g')} |" for k, v in _scalars(results).items()),
     ]
     if samples:
         lines += [
@@ -298,6 +302,50 @@ def _evaluation(results: dict, samples: list[tuple[str, str, str]]) -> str:
         ]
         lines += [f"| {_cell(s)} | {_cell(r)} | {_cell(h)} |" for s, r, h in samples]
     return "\n".join(lines)
+
+
+def _scalars(results: dict) -> dict:
+    """The results that are one number (or None) each: not the counts per placeholder syntax."""
+    return {k: v for k, v in results.items() if not isinstance(v, dict)}
+
+
+# The results that count placeholders per syntax, and the column each is shown in.
+_BY_SYNTAX = {"placeholders_by_syntax": "test", "ood_placeholders_by_syntax": "out of domain"}
+
+
+def placeholder_table(results: dict) -> str:
+    """The card's table of the placeholders kept per syntax (kept / total in the sources), in domain (test) and out
+    of domain, with the translations whose sentinels went wrong when placeholders were protected; "" when the
+    results count none (not a translation run)."""
+    columns = {title: results[key] for key, title in _BY_SYNTAX.items() if isinstance(results.get(key), dict)}
+    columns = {title: counts for title, counts in columns.items() if counts}  # a split whose sources hold some
+    if not columns:
+        return ""
+    syntaxes = [name for name in SYNTAXES if any(name in counts for counts in columns.values())]
+    lines = [
+        "",
+        "Placeholders kept, by syntax (found in the output as often as in the source / in the sources; printf "
+        "`%s`, printf-named `%(name)s`, qt `%1`, format `{0}`, tag `<b>`, entity `&amp;`):",
+        "",
+        f"| syntax | {' | '.join(columns)} |",
+        f"|---|{'---|' * len(columns)}",
+    ]
+    for name in syntaxes:
+        cells = [f"{c[name]['kept']}/{c[name]['total']}" if name in c else "–" for c in columns.values()]
+        lines.append(f"| {name} | {' | '.join(cells)} |")
+    if "sentinels_lost" in results:
+        lines += [
+            "",
+            "The placeholders were protected: the model saw each as an indexed sentinel, and its output was restored "
+            "from the source. Translations whose sentinels were lost / invented / duplicated: "
+            + ", ".join(
+                f"{title} {' / '.join(str(results.get(f'{prefix}sentinels_{kind}', '–')) for kind in PROBLEM_KINDS)}"
+                for prefix, title in (("", "test"), ("ood_", "out of domain"))
+                if f"{prefix}sentinels_lost" in results
+            )
+            + ".",
+        ]
+    return "\n".join(lines) + "\n"  # the template puts a blank line before and after
 
 
 def _cell(value) -> str:

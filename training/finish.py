@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 from hf_attention.to_hf import export_checkpoint, exportable_as
 from training.catalogs import package_catalogs, parse_pin
+from training.corpus import uses_sentinels
 from training.data import corpus_checksum
 from training.evaluate import GenerationSettings, evaluate_loss, score_translations
 from training.export import LOSS_PLOT, ExportFigures, RunReport, card_fields, export_model, plot_losses, push_to_hub
@@ -156,6 +157,12 @@ def _describe_data(run: TrainingRun) -> str:
             "another split)."
         )
     text += " A byte-level BPE tokenizer was trained on the training split."
+    if uses_sentinels(run.objective, data_args):
+        text += (
+            " Placeholders were protected: in every pair, each format placeholder, tag and entity was replaced by an "
+            "indexed sentinel (the target's by that of the same source occurrence), which the tokenizer holds as a "
+            "token of its own; translations are restored from their source before they are scored."
+        )
     if "ood" in run.splits:
         text += (
             f" The out-of-domain split (`ood`) is the catalogs of "

@@ -6,11 +6,12 @@ generated translations.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 import numpy as np
 import sacrebleu
+
+from hf_attention.placeholders import PROBLEM_KINDS, QA_PLACEHOLDER, SYNTAXES, Problem, syntax_of
 
 
 def corpus_bleu_chrf(hypotheses: list[str], references: list[str]) -> tuple[float, float]:
@@ -26,42 +27,31 @@ def bleu_chrf(hypotheses: list[str], references: list[str]) -> dict:
     return {"bleu": round(bleu, 2), "chrf": round(chrf, 2)}
 
 
-def translation_scores(sources: list[str], hypotheses: list[str], references: list[str]) -> dict:
-    """BLEU / chrF, the share of the sources' placeholders kept (`placeholders`, %) and the share of outputs that
-    stutter (`repeats`, %), and what copying the source unchanged scores (`copy_bleu`, `copy_chrf`)."""
+def translation_scores(
+    sources: list[str],
+    hypotheses: list[str],
+    references: list[str],
+    problems: list[list[Problem]] | None = None,
+) -> dict:
+    """BLEU / chrF, the share of the sources' placeholders kept (`placeholders`, %) and its counts per syntax
+    (`placeholders_by_syntax`), the share of outputs that stutter (`repeats`, %), and what copying the source
+    unchanged scores (`copy_bleu`, `copy_chrf`). With the sentinel `problems` of each output (placeholder protection,
+    hf_attention/placeholders.py), also how many outputs lost, invented or duplicated a sentinel (`sentinels_lost`,
+    `sentinels_invented`, `sentinels_duplicated`)."""
     copy = bleu_chrf(sources, references)
     return {
         **bleu_chrf(hypotheses, references),
         "placeholders": placeholder_accuracy(sources, hypotheses),
+        "placeholders_by_syntax": placeholder_counts(sources, hypotheses),
+        **(sentinel_problem_counts(problems) if problems is not None else {}),
         "repeats": repeat_rate(hypotheses),
         "copy_bleu": copy["bleu"],
         "copy_chrf": copy["chrf"],
     }
 
 
-# HTML elements: a tag with another name ("<file>", "<options>", "<none>") is a metavariable or a word in brackets,
-# which translators translate ("<Datei>"), so it is not a placeholder.
-_HTML_TAGS = (
-    "a|abbr|b|big|blockquote|body|br|center|code|dd|del|div|dl|dt|em|font|h[1-6]|head|hr|html|i|img|ins|kbd|li|"
-    "ol|p|pre|q|s|samp|small|span|strike|strong|sub|sup|table|td|th|title|tr|tt|u|ul|var"
-)
-
-# What a translation must carry over unchanged, as translators' QA checks (translate-toolkit's pofilter, Pology)
-# look for them: printf conversions (%s, %d, %1$s, %-5.2f, %(name)s), Qt's %1, str.format fields ({0}, {name},
-# {:.2f}), HTML tags and character entities. Narrower than the tokenizer's pattern on purpose: "50% done" holds
-# no placeholder, and "<file>"-style metavariables are words a translator translates.
-QA_PLACEHOLDER = re.compile(
-    r"%\([A-Za-z_][\w.-]*\)[-+#0]*\d*(?:\.\d+)?[diouxXeEfFgGcrsa]"
-    r"|%(?:\d+\$)?[-+#0]*\d*(?:\.\d+)?(?:hh|h|ll|l|L|z|j|t)?[diouxXeEfFgGcsp]"
-    r"|%\d+"
-    r"|\{[A-Za-z0-9_.]*(?:![rsa])?(?::[^{}]*)?\}"
-    rf"|</?(?i:{_HTML_TAGS})(?:\s[^<>]*)?\s*/?>"
-    r"|&(?:[A-Za-z]+|#\d+|#x[0-9A-Fa-f]+);"
-)
-
-
 def placeholders(text: str) -> Counter:
-    """The placeholders of `text` (see `QA_PLACEHOLDER`) with their counts."""
+    """The placeholders of `text` (`QA_PLACEHOLDER`, hf_attention/placeholders.py) with their counts."""
     return Counter(QA_PLACEHOLDER.findall(text))
 
 
@@ -74,6 +64,25 @@ def placeholder_accuracy(sources: list[str], outputs: list[str]) -> float | None
         total += sum(wanted.values())
         kept += sum((wanted & placeholders(output)).values())
     return round(100 * kept / total, 2) if total else None
+
+
+def placeholder_counts(sources: list[str], outputs: list[str]) -> dict[str, dict[str, int]]:
+    """Per syntax (`SYNTAXES` order, those the sources hold), how many of the sources' placeholders (counted with
+    repeats) there are (`total`) and how many are found as often in the outputs (`kept`)."""
+    counts: dict[str, dict[str, int]] = {}
+    for source, output in zip(sources, outputs, strict=True):
+        wanted = placeholders(source)
+        kept = wanted & placeholders(output)
+        for placeholder, count in wanted.items():
+            entry = counts.setdefault(syntax_of(placeholder), {"kept": 0, "total": 0})
+            entry["kept"] += kept[placeholder]
+            entry["total"] += count
+    return {name: counts[name] for name in SYNTAXES if name in counts}
+
+
+def sentinel_problem_counts(problems: list[list[Problem]]) -> dict[str, int]:
+    """How many outputs lost, invented and duplicated at least one sentinel (`sentinels_lost`, ...)."""
+    return {f"sentinels_{kind}": sum(any(p.kind == kind for p in mine) for mine in problems) for kind in PROBLEM_KINDS}
 
 
 def stutters(text: str) -> bool:

@@ -49,6 +49,10 @@ class DataSpec:
     # (train split, sources of the other splits, data_args) → the training split with augmented rows added; None:
     # the objective has no augmentation.
     augment_train: Callable | None = None
+    # (train split, data_args) → the texts the tokenizer learns from; None: every text column as it is.
+    tokenizer_texts: Callable | None = None
+    # (data_args) → whether the tokenizer holds the placeholder sentinels (hf_attention/placeholders.py); None: never.
+    placeholder_sentinels: Callable | None = None
 
 
 @dataclass(frozen=True)

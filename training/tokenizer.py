@@ -22,13 +22,21 @@ BPE never merges one with the text around it, a frequent one becomes a single to
 copy it through. Text without placeholders is pre-tokenised exactly as GPT-2's byte-level regex does it.
 `keep_placeholders=False` gives GPT-2's plain pre-tokenizer instead, which tools that recognise only GPT-2's own
 pre-tokenizer need: llama.cpp's GGUF converter (benchmarks/deploy.py) accepts nothing else.
+
+`placeholder_sentinels=True` (seq2seq only: translation with placeholder protection, hf_attention/placeholders.py)
+adds the sentinels `⟦ph_0⟧` ... `⟦ph_31⟧` as tokens of their own, inside `vocab_size`: BPE learns its merges from
+the texts around them, and each becomes one id that is not special, so `decode(skip_special_tokens=True)` keeps it
+(the translation is restored from it). The pipeline and the evaluation protect exactly when a tokenizer holds them.
 The result saves with `save_pretrained` and loads back with `AutoTokenizer.from_pretrained` (tokenizer.json).
 """
 
+import re
 from collections.abc import Iterable
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
+
+from hf_attention.placeholders import SENTINELS
 
 KINDS = ("causal", "masked", "seq2seq")
 PAD, BOS, EOS, UNK, MASK = "<pad>", "<s>", "</s>", "<unk>", "<mask>"
@@ -74,14 +82,27 @@ PRE_TOKENIZER_PATTERN = (
 )
 
 
-def check_vocab_size(vocab_size: int, kind: str) -> None:
-    """Raise a ValueError unless a tokenizer of `kind` with `vocab_size` entries holds the special tokens and the byte
-    alphabet (training.train asks this before anything is written)."""
+def check_vocab_size(vocab_size: int, kind: str, *, placeholder_sentinels: bool = False) -> None:
+    """Raise a ValueError unless a tokenizer of `kind` with `vocab_size` entries holds the special tokens, the byte
+    alphabet and, with `placeholder_sentinels`, the sentinels (training.train asks this before anything is
+    written)."""
+    _check_sentinels(kind, placeholder_sentinels)
     specials, alphabet = len(special_tokens(kind)), len(pre_tokenizers.ByteLevel.alphabet())
-    if vocab_size < specials + alphabet:
+    sentinels = len(SENTINELS) if placeholder_sentinels else 0
+    if vocab_size < specials + alphabet + sentinels:
+        with_sentinels = f" and {sentinels} placeholder sentinels" if sentinels else ""
         raise ValueError(
             f"vocab_size={vocab_size} is too small: byte-level BPE needs {alphabet} byte symbols plus {specials} "
-            f"special tokens, so at least {specials + alphabet}."
+            f"special tokens{with_sentinels}, so at least {specials + alphabet + sentinels}."
+        )
+
+
+def _check_sentinels(kind: str, placeholder_sentinels: bool) -> None:
+    _check_kind(kind)
+    if placeholder_sentinels and kind != "seq2seq":
+        raise ValueError(
+            f"placeholder_sentinels=True is not supported for kind={kind!r}; it is allowed only for kind='seq2seq' "
+            "(translation with placeholder protection)."
         )
 
 
@@ -99,6 +120,7 @@ def train_tokenizer(
     min_frequency: int = 2,
     model_max_length: int | None = None,
     keep_placeholders: bool = True,
+    placeholder_sentinels: bool = False,
 ) -> PreTrainedTokenizerFast:
     """Train a byte-level BPE tokenizer on `texts` for the objective `kind`.
 
@@ -114,20 +136,28 @@ def train_tokenizer(
         keep_placeholders: Make every `PLACEHOLDER_PATTERN` match (format placeholder, tag, entity) a pre-token of
             its own, so no token spans its boundary. False gives GPT-2's plain byte-level pre-tokenizer, which
             llama.cpp's GGUF converter needs (benchmarks/deploy.py names it "gpt-2" only then).
+        placeholder_sentinels: Hold the placeholder sentinels (`hf_attention.placeholders.SENTINELS`) as tokens of
+            their own after the learnt ones, inside `vocab_size` (seq2seq only); `texts` are then protected texts.
 
     Returns:
         A `PreTrainedTokenizerFast` with pad/bos/eos/unk (and mask) tokens set. Decoder tokenizers pad on the left,
         as batched generation needs; the others pad on the right.
 
     Raises:
-        ValueError: If `kind` is unknown or `vocab_size` cannot hold the special tokens and the byte alphabet.
+        ValueError: If `kind` is unknown, `vocab_size` cannot hold the special tokens, the byte alphabet (and the
+            sentinels), or `placeholder_sentinels` is asked for another kind than "seq2seq".
     """
-    check_vocab_size(vocab_size, kind)
+    check_vocab_size(vocab_size, kind, placeholder_sentinels=placeholder_sentinels)
     specials = special_tokens(kind)
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     tokenizer = Tokenizer(models.BPE(unk_token=UNK))
     tokenizer.pre_tokenizer = _pre_tokenizer(keep_placeholders)
     tokenizer.decoder = decoders.ByteLevel()
+    if placeholder_sentinels:
+        # BPE learns from the text between the sentinels, as the tokenizer will cut it (the added tokens first), and
+        # leaves room for them.
+        texts = _between_sentinels(texts)
+        vocab_size -= len(SENTINELS)
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
@@ -140,6 +170,10 @@ def train_tokenizer(
         # As in RoBERTa, "a <mask> b" puts the space before <mask> into the mask token, so the model predicts the
         # word with its leading space ("Ġword"), the form it saw in training.
         tokenizer.add_special_tokens([AddedToken(MASK, lstrip=True, special=True)])
+    if placeholder_sentinels:
+        # Not special: decode(skip_special_tokens=True) must keep them. No stripping of spaces either: the spaces
+        # around a sentinel are the text's own.
+        tokenizer.add_tokens([AddedToken(token, special=False, normalized=False) for token in SENTINELS])
     # ByteLevel(trim_offsets) keeps character offsets off the leading-space byte, which token-classification
     # pipelines use to group words; the template then adds the objective's special tokens.
     tokenizer.post_processor = processors.Sequence(
@@ -156,6 +190,15 @@ def train_tokenizer(
         model_max_length=model_max_length if model_max_length is not None else int(1e30),
     )
     return wrapped
+
+
+_SENTINEL_TOKENS = re.compile("|".join(map(re.escape, SENTINELS)))  # what the added tokens cut out of a text
+
+
+def _between_sentinels(texts: Iterable[str]) -> Iterable[str]:
+    """The pieces of each text between its sentinels (and none that is empty)."""
+    for text in texts:
+        yield from filter(None, _SENTINEL_TOKENS.split(text))
 
 
 def _pre_tokenizer(keep_placeholders: bool = True) -> pre_tokenizers.PreTokenizer:

@@ -40,7 +40,7 @@ from training.args import DataArguments, ModelArguments, TrainArguments, check_o
 from training.averaging import WeightAverage
 from training.batching import Loaders, make_loaders
 from training.checkpoint import Progress, load_checkpoint, resolve_checkpoint
-from training.corpus import make_tokenizer, split_corpus
+from training.corpus import make_tokenizer, split_corpus, uses_sentinels
 from training.finish import finish
 from training.loop import train_loop
 from training.metrics_log import METRICS_FILE, MetricsLogger
@@ -108,7 +108,11 @@ def configure(args: RunArguments) -> RunSetup:
     check_model_config(model_type, args.model_config)
     check_loss_options(objective, args.model_config)
     check_export_target(objective, model_type, args.model_config, train_args.export_to)
-    check_vocab_size(args.model.vocab_size, objective.data.tokenizer_kind)
+    check_vocab_size(
+        args.model.vocab_size,
+        objective.data.tokenizer_kind,
+        placeholder_sentinels=uses_sentinels(objective, args.data),
+    )
     sharding = cpu_fsdp_requested(torch.cuda.is_available())
     if sharding:
         check_cpu_fsdp_settings()

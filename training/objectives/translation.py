@@ -3,12 +3,18 @@ pairs) by teacher forcing; it is scored by BLEU / chrF of its generated translat
 
 Trained by both entry points: training.train (the Accelerate loop, the main recipe) and training.finetune
 (Seq2SeqTrainer, e.g. from a trained checkpoint).
+
+With `protect_placeholders`, the model learns from protected pairs (hf_attention/placeholders.py): the tokenizer is
+trained on them and holds the sentinels, and the features of every split are the protected pairs, as they are
+whenever the tokenizer holds the sentinels (a protected checkpoint fine-tuned by training.finetune too). The markup
+augmentation runs before, on the raw pairs, so its tags and placeholders become sentinels as well.
 """
 
 from __future__ import annotations
 
 from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq
 
+from hf_attention.placeholders import protect_pair, tokenizer_protects
 from training import data as data_lib
 from training.corpus import parallel_corpus
 from training.markup_augmentation import augment_with_markup
@@ -18,8 +24,20 @@ from training.objective import FINETUNE, TRAIN, CardSpec, DataSpec, EvaluationSp
 
 def featurize(split, tokenizer, data_args):
     return data_lib.translation_features(
-        split, tokenizer, max_source_length=data_args.max_source_length, max_target_length=data_args.max_target_length
+        split,
+        tokenizer,
+        max_source_length=data_args.max_source_length,
+        max_target_length=data_args.max_target_length,
+        protect_placeholders=tokenizer_protects(tokenizer),
     )
+
+
+def tokenizer_texts(train, data_args):
+    """Sources and targets, protected with `protect_placeholders` (the tokenizer learns the text around sentinels)."""
+    if not data_args.protect_placeholders:
+        return [*train["source"], *train["target"]]
+    pairs = [protect_pair(source, target) for source, target in zip(train["source"], train["target"], strict=True)]
+    return [masked_source for masked_source, _, _ in pairs] + [masked_target for _, masked_target, _ in pairs]
 
 
 def augment_train(train, held_out_sources, data_args):
@@ -64,6 +82,8 @@ OBJECTIVE = Objective(
         featurize=featurize,
         make_collator=make_collator,
         augment_train=augment_train,
+        tokenizer_texts=tokenizer_texts,
+        placeholder_sentinels=lambda data_args: data_args.protect_placeholders,
     ),
     evaluation=EvaluationSpec(
         predicts_next_token=False,
@@ -98,6 +118,7 @@ OBJECTIVE = Objective(
         "heldout_catalog_packages",
         "max_ood_samples",
         "markup_augmentation",
+        "protect_placeholders",
         "max_source_length",
         "max_target_length",
         "generation_num_beams",
