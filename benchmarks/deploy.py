@@ -4,13 +4,15 @@
     python -m benchmarks.deploy --llama-cpp LLAMA_CPP_DIR --decoder RUN_DIR   # llama.cpp: GGUF f32 and q8_0
 
 `--translation` takes the folder of a finished translation run whose model exports as BART (for instance
-`training/configs/translation_en_de_standard.yaml`, which writes RUN_DIR/final-bart): the run's test split is rebuilt
-from its run_config.json, CTranslate2's own TransformersConverter converts final-bart to float32 and int8, and the
-three engines translate the same sources greedily, interleaved round by round. Reported: agreement of the tokens
-with generate(), BLEU/chrF of each, and sentences per second. A model trained with `protect_placeholders` (its
-tokenizer holds the sentinels) gets protected sources in every engine, and each engine's translations are restored
-and scored through `hf_attention.placeholders.translate_protected` (`ctranslate2_translate` is CTranslate2's
-strings-to-strings function), with the translations whose sentinels went wrong counted.
+the main job, `training/configs/translation_en_de.yaml`, which writes RUN_DIR/final-bart): the run's test split
+(all of it unless --rows) is rebuilt from its run_config.json, CTranslate2's own TransformersConverter converts
+final-bart to float32 and int8, and the three engines translate the same sources greedily and with the run's beams
+(its generation config's num_beams and length_penalty), interleaved round by round. Reported per mode: how many
+translations have token ids identical to generate()'s, BLEU/chrF and the share of placeholders kept of the text a user
+gets, and sentences per second. A model trained with `protect_placeholders` (its tokenizer holds the sentinels) reads
+protected sources in every engine, and each engine's translations are restored (`hf_attention.placeholders`), with
+the translations whose sentinels went wrong counted; `ctranslate2_translate` is CTranslate2's strings-to-strings
+function for `translate_protected`.
 
 `--llama-cpp` takes llama.cpp's source folder (the `vendor/llama.cpp` of the llama-cpp-python source package, whose
 `convert_hf_to_gguf.py` is llama.cpp's converter; the `llama_cpp` module must be installed from that package) and
@@ -30,6 +32,7 @@ Results go to benchmarks/results/deploy-<section>.json and .md, with the CPU the
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -65,136 +68,150 @@ def test_split(run_dir: Path):
     return split_corpus(objective, objective.data.load_corpus(data_args), data_args)["test"], saved
 
 
-def translation(run_dir: Path, rows: int, rounds: int, batch_size: int) -> dict:
+def translation(run_dir: Path, rows: int | None, rounds: int, batch_size: int) -> dict:
+    """Our generate() against CTranslate2 float32 and int8 on the run's test split, greedy and with the run's beams:
+    the token ids of each translation compared with generate()'s, the scores of the text a user gets (protected and
+    restored when the model was trained so), and sentences per second, interleaved round by round."""
     import ctranslate2
     from ctranslate2.converters import TransformersConverter
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     import hf_attention  # noqa: F401  (registers our classes)
-    from hf_attention.placeholders import protect_batch, tokenizer_protects
-    from training.metrics import bleu_chrf
+    from hf_attention.placeholders import tokenizer_protects
+    from training.metrics import bleu_chrf, placeholder_accuracy
 
     split, saved = test_split(run_dir)
-    split = split.select(range(min(rows, len(split))))
+    split = split.select(range(min(rows or len(split), len(split))))
     sources, references = list(split["source"]), list(split["target"])
     standard = run_dir / "final-bart"
     if not standard.is_dir():
-        raise SystemExit(f"{standard} is missing: train with --export_to bart (translation_en_de_standard.yaml).")
+        raise SystemExit(f"{standard} is missing: train with --export_to bart (translation_en_de.yaml does).")
     tokenizer = AutoTokenizer.from_pretrained(run_dir / "final")
     ours = AutoModelForSeq2SeqLM.from_pretrained(run_dir / "final").eval()
     max_source, max_new = saved["data"]["max_source_length"], saved["data"]["max_target_length"]
+    beams = ours.generation_config.num_beams or 1
+    length_penalty = ours.generation_config.length_penalty if beams > 1 else 1.0
     protected = tokenizer_protects(tokenizer)
-    inputs_read = protect_batch(sources)[0] if protected else sources  # what the model was trained to read
-    converted = {}
+    modes = {"greedy": 1, **({f"beam {beams}": beams} if beams > 1 else {})}
+    table = []
     with tempfile.TemporaryDirectory() as folder:
+        converted = {}
         for precision in ("float32", "int8"):
             output = Path(folder) / precision
             TransformersConverter(str(standard)).convert(str(output), quantization=precision, force=True)
             converted[precision] = ctranslate2.Translator(
                 str(output), device="cpu", compute_type=precision, intra_threads=torch.get_num_threads()
             )
-        order = sorted(range(len(sources)), key=lambda i: -len(inputs_read[i]))
-        batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-        encoded = [
-            tokenizer([inputs_read[i] for i in batch], truncation=True, max_length=max_source, padding=True)
-            for batch in batches
-        ]
-
-        def run_ours() -> dict[int, list[int]]:
-            out = {}
-            with torch.inference_mode():
-                for batch, inputs in zip(batches, encoded, strict=True):
-                    tensors = {k: torch.tensor(v) for k, v in inputs.items() if k in ("input_ids", "attention_mask")}
-                    generated = ours.generate(**tensors, max_new_tokens=max_new, num_beams=1, do_sample=False)
-                    for index, row in zip(batch, generated.tolist(), strict=True):
-                        out[index] = _strip(row[1:], tokenizer)
-            return out
-
-        def run_ct2(precision: str) -> dict[int, list[int]]:
-            out = {}
-            for batch, inputs in zip(batches, encoded, strict=True):
-                tokens = [
-                    tokenizer.convert_ids_to_tokens([t for t, m in zip(ids, mask, strict=True) if m])
-                    for ids, mask in zip(inputs["input_ids"], inputs["attention_mask"], strict=True)
-                ]
-                results = converted[precision].translate_batch(
-                    tokens, beam_size=1, max_decoding_length=max_new, max_batch_size=batch_size
+        for mode, beam_size in modes.items():
+            settings = {"max_source_length": max_source, "max_new_tokens": max_new, "num_beams": beam_size}
+            settings |= {"length_penalty": length_penalty, "batch_size": batch_size}
+            engines = {"hf-attention generate()": functools.partial(generate_ids, ours, tokenizer, **settings)}
+            for precision, translator in converted.items():
+                engines[f"CTranslate2 {precision}"] = functools.partial(
+                    ctranslate2_ids, translator, tokenizer, **settings
                 )
-                for index, result in zip(batch, results, strict=True):
-                    out[index] = tokenizer.convert_tokens_to_ids(result.hypotheses[0])
-            return out
-
-        engines = {
-            "hf-attention generate()": run_ours,
-            **{f"CTranslate2 {p}": lambda p=p: run_ct2(p) for p in converted},
-        }
-        outputs, seconds = {}, {name: [] for name in engines}
-        for name, engine in engines.items():  # warm-up, and the tokens compared below
-            outputs[name] = engine()
-        for _ in range(rounds):  # interleaved: A B C A B C …
-            for name, engine in engines.items():
-                start = time.perf_counter()
-                engine()
-                seconds[name].append(time.perf_counter() - start)
-        # The translations scored: the text each engine gives for the sources, as a user runs it (protected and
-        # restored when the model was trained so); greedy, as the timed rounds.
-        text_engines = {
-            "hf-attention generate()": lambda texts: generate_translate(
-                ours, tokenizer, texts, max_source_length=max_source, max_new_tokens=max_new, batch_size=batch_size
-            ),
-            **{
-                f"CTranslate2 {p}": lambda texts, p=p: ctranslate2_translate(
-                    converted[p], tokenizer, texts, max_source_length=max_source, max_new_tokens=max_new
-                )
-                for p in converted
-            },
-        }
-        translations = {name: _translations(sources, text_engines[name], protected) for name in engines}
-    reference_tokens = outputs["hf-attention generate()"]
-    table = []
-    for name in engines:
-        hypotheses = [translation.text for translation in translations[name]]
-        same = sum(outputs[name][i] == reference_tokens[i] for i in range(len(sources)))
-        median = statistics.median(seconds[name])
-        table.append(
-            {
-                "engine": name,
-                "identical_to_generate": f"{same}/{len(sources)}",
-                **bleu_chrf(hypotheses, references),
-                "placeholder_problems": sum(bool(t.problems) for t in translations[name]) if protected else None,
-                "sentences_per_second": round(len(sources) / median, 1),
-                "median_seconds": round(median, 3),
-                "speedup_vs_generate": round(statistics.median(seconds["hf-attention generate()"]) / median, 2),
-            }
-        )
+            table += _compare_engines(
+                engines, sources, references, tokenizer, protected, rounds, mode, bleu_chrf, placeholder_accuracy
+            )
     return {
         "run": str(run_dir),
         "rows": len(sources),
         "rounds": rounds,
         "batch_size": batch_size,
+        "num_beams": beams,
+        "length_penalty": length_penalty,
         "protected_placeholders": protected,
         "table": table,
     }
 
 
-def generate_translate(
-    model, tokenizer, texts: list[str], *, max_source_length: int, max_new_tokens: int, batch_size: int = 32
-) -> list[str]:
-    """Our generate()'s greedy translations of `texts`, strings in and strings out (batches padded on the right)."""
-    results = []
+def _compare_engines(engines, sources, references, tokenizer, protected, rounds, mode, bleu_chrf, accuracy):
+    """One decoding mode: each engine's token ids (compared with generate()'s), the restored text's scores, and its
+    median time over `rounds` interleaved rounds (A B C A B C …) after a warm-up that gives the ids compared."""
+    from hf_attention.placeholders import protect_batch, restore_batch
+
+    read, originals = protect_batch(sources) if protected else (sources, None)
+    ids, seconds = {}, {name: [] for name in engines}
+    for name, engine in engines.items():
+        ids[name] = engine(read)
+    for _ in range(rounds):
+        for name, engine in engines.items():
+            start = time.perf_counter()
+            engine(read)
+            seconds[name].append(time.perf_counter() - start)
+    reference_ids, reference_seconds = (
+        ids["hf-attention generate()"],
+        statistics.median(seconds["hf-attention generate()"]),
+    )
+    rows = []
+    for name in engines:
+        texts = [tokenizer.decode(row, skip_special_tokens=True) for row in ids[name]]
+        restored = restore_batch(texts, originals) if protected else None
+        hypotheses = [r.text for r in restored] if protected else texts
+        median = statistics.median(seconds[name])
+        same = sum(a == b for a, b in zip(ids[name], reference_ids, strict=True))
+        rows.append(
+            {
+                "mode": mode,
+                "engine": name,
+                "identical_to_generate": f"{same}/{len(sources)}",
+                **bleu_chrf(hypotheses, references),
+                "placeholders": accuracy(sources, hypotheses),
+                "placeholder_problems": sum(bool(r.problems) for r in restored) if protected else None,
+                "sentences_per_second": round(len(sources) / median, 1),
+                "median_seconds": round(median, 3),
+                "speedup_vs_generate": round(reference_seconds / median, 2),
+            }
+        )
+    return rows
+
+
+def generate_ids(
+    model, tokenizer, texts: list[str], *, max_source_length: int, max_new_tokens: int, num_beams: int = 1,
+    length_penalty: float = 1.0, batch_size: int = 32,
+) -> list[list[int]]:  # fmt: skip
+    """Our generate()'s output ids for `texts` (no start, end or padding tokens), in batches sorted by length."""
+    results: list[list[int]] = [[] for _ in texts]
     with torch.inference_mode():
-        for start in range(0, len(texts), batch_size):
+        for batch in _length_batches(tokenizer, texts, max_source_length, batch_size):
             inputs = tokenizer(
-                texts[start : start + batch_size],
-                truncation=True,
-                max_length=max_source_length,
-                padding=True,
+                [texts[i] for i in batch], truncation=True, max_length=max_source_length, padding=True,
                 return_tensors="pt",
-            )
+            )  # fmt: skip
             inputs.pop("token_type_ids", None)
-            generated = model.generate(**inputs, max_new_tokens=max_new_tokens, num_beams=1, do_sample=False)
-            results += tokenizer.batch_decode(generated, skip_special_tokens=True)
+            beam = {"num_beams": num_beams, "length_penalty": length_penalty} if num_beams > 1 else {}
+            generated = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, **beam)
+            for index, row in zip(batch, generated.tolist(), strict=True):
+                results[index] = _strip(row[1:], tokenizer)
     return results
+
+
+def ctranslate2_ids(
+    translator, tokenizer, texts: list[str], *, max_source_length: int, max_new_tokens: int, num_beams: int = 1,
+    length_penalty: float = 1.0, batch_size: int = 32,
+) -> list[list[int]]:  # fmt: skip
+    """CTranslate2's output ids for `texts` with the model's own tokenizer (the same ids, sentinels included), in the
+    same batches as `generate_ids`."""
+    results: list[list[int]] = [[] for _ in texts]
+    for batch in _length_batches(tokenizer, texts, max_source_length, batch_size):
+        tokens = [
+            tokenizer.convert_ids_to_tokens(ids)
+            for ids in tokenizer([texts[i] for i in batch], truncation=True, max_length=max_source_length)["input_ids"]
+        ]
+        outputs = translator.translate_batch(
+            tokens, beam_size=num_beams, length_penalty=length_penalty, max_decoding_length=max_new_tokens,
+            max_batch_size=batch_size,
+        )  # fmt: skip
+        for index, output in zip(batch, outputs, strict=True):
+            results[index] = tokenizer.convert_tokens_to_ids(output.hypotheses[0])
+    return results
+
+
+def _length_batches(tokenizer, texts: list[str], max_source_length: int, batch_size: int) -> list[list[int]]:
+    """Indices of `texts` in batches of similar token length, longest first (as a server batches requests)."""
+    lengths = [len(ids) for ids in tokenizer(texts, truncation=True, max_length=max_source_length)["input_ids"]]
+    order = sorted(range(len(texts)), key=lambda i: -lengths[i])
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 
 def ctranslate2_translate(
@@ -202,25 +219,11 @@ def ctranslate2_translate(
 ) -> list[str]:
     """CTranslate2's translations of `texts`, strings in and strings out with the model's own tokenizer (the same
     token ids, sentinels included): what `translate_protected(texts, translate_fn)` calls."""
-    tokens = [
-        tokenizer.convert_ids_to_tokens(ids)
-        for ids in tokenizer(texts, truncation=True, max_length=max_source_length)["input_ids"]
-    ]
-    results = translator.translate_batch(tokens, beam_size=beam_size, max_decoding_length=max_new_tokens)
-    return [
-        tokenizer.decode(tokenizer.convert_tokens_to_ids(result.hypotheses[0]), skip_special_tokens=True)
-        for result in results
-    ]
-
-
-def _translations(sources: list[str], translate_fn, protected: bool) -> list:
-    """`translate_fn`'s translations of `sources`: protected and restored (with their problems) when the model was
-    trained on protected text, else as they come."""
-    from hf_attention.placeholders import Restored, translate_protected
-
-    if protected:
-        return translate_protected(sources, translate_fn)
-    return [Restored(text, []) for text in translate_fn(sources)]
+    ids = ctranslate2_ids(
+        translator, tokenizer, texts, max_source_length=max_source_length, max_new_tokens=max_new_tokens,
+        num_beams=beam_size,
+    )  # fmt: skip
+    return [tokenizer.decode(row, skip_special_tokens=True) for row in ids]
 
 
 def _strip(ids: list[int], tokenizer) -> list[int]:
@@ -408,18 +411,20 @@ def _read_back(reader, permute, model, tokenizer) -> dict:
 
 def _markdown_translation(result: dict, machine: str) -> str:
     lines = [
-        f"CTranslate2 on the exported BART ({result['rows']} test rows, greedy, batch {result['batch_size']}, "
-        f"median of {result['rounds']} interleaved rounds; {machine})",
+        f"CTranslate2 on the exported BART ({result['rows']} test rows, batch {result['batch_size']}, median of "
+        f"{result['rounds']} interleaved rounds; {machine})",
         "",
-        "| engine | tokens identical to generate() | BLEU | chrF | placeholder problems | sentences/s | speed-up |",
-        "|---|---|---|---|---|---|---|",
+        "| decoding | engine | token ids identical to generate() | BLEU | chrF | placeholders kept | "
+        "placeholder problems | sentences/s | speed-up |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in result["table"]:
         problems = row.get("placeholder_problems")
+        kept = row.get("placeholders")
         lines.append(
-            f"| {row['engine']} | {row['identical_to_generate']} | {row['bleu']:.2f} | {row['chrf']:.2f} | "
-            f"{'–' if problems is None else problems} | {row['sentences_per_second']} | "
-            f"{row['speedup_vs_generate']}x |"
+            f"| {row['mode']} | {row['engine']} | {row['identical_to_generate']} | {row['bleu']:.2f} | "
+            f"{row['chrf']:.2f} | {'–' if kept is None else f'{kept}%'} | {'–' if problems is None else problems} | "
+            f"{row['sentences_per_second']} | {row['speedup_vs_generate']}x |"
         )
     return "\n".join(lines) + "\n"
 
@@ -455,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--llama-cpp", type=Path, help="llama.cpp's source folder (holds convert_hf_to_gguf.py)")
     parser.add_argument("--decoder", type=Path, help="with --llama-cpp: a causal-LM run that exported final-llama")
     parser.add_argument("--new-tokens", type=int, default=24)
-    parser.add_argument("--rows", type=int, default=500)
+    parser.add_argument("--rows", type=int, default=None, help="test rows (default: the whole split)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=32)
     args = parser.parse_args(argv)

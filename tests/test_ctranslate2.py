@@ -147,3 +147,23 @@ def test_ctranslate2_translates_protected_sources_with_the_same_sentinel_ids(tmp
         ids = model.generate(**tokenizer(text, return_tensors="pt"), max_new_tokens=12, do_sample=False)[0]
         ours.append(restore(tokenizer.decode(ids, skip_special_tokens=True), originals))
     assert theirs == ours
+
+
+@pytest.mark.parametrize("num_beams", [1, 4])
+def test_the_deploy_benchmark_compares_the_same_ids_greedy_and_with_beams(num_beams, tokenizers, tmp_path):
+    """benchmarks.deploy's two engines on the exported BART, in batches padded to their longest row: greedy and beam
+    search (with a length penalty) give the same output ids in CTranslate2 float32 as in our generate()."""
+    previous = os.environ.get("OMP_WAIT_POLICY")
+    from benchmarks.deploy import ctranslate2_ids, generate_ids
+
+    if previous is None:
+        os.environ.pop("OMP_WAIT_POLICY", None)
+    tokenizer = tokenizers["seq2seq"]
+    model, converted = _converted("bart", tokenizer, tmp_path, initializer_range=1.0)
+    translator = ctranslate2.Translator(converted, device="cpu", compute_type="float32")
+    texts = [*PROMPTS, *(paragraph[:50] for paragraph in pydoc_paragraphs(12))]
+    settings = {"max_source_length": 24, "max_new_tokens": 10, "num_beams": num_beams, "length_penalty": 0.8}
+    ours = generate_ids(model.eval(), tokenizer, texts, batch_size=5, **settings)
+    theirs = ctranslate2_ids(translator, tokenizer, texts, batch_size=5, **settings)
+    assert ours == theirs
+    assert len({tuple(row) for row in ours}) > len(texts) // 2, "degenerate outputs: the comparison would prove little"
