@@ -29,7 +29,7 @@ CONFIGS = [
         "translation_en_de",
         "translation_en_de_long",
         "translation_en_de_bart",
-        "translation_en_de_standard",
+        "translation_en_de_sinusoidal",
         "causal_lm_pydoc",
         "masked_lm_pydoc",
     )
