@@ -655,9 +655,11 @@ if len(single) >= 2:  # a small vocabulary (--quick) may hold few of these words
 # %% [markdown]
 # Raw rows of a trained Transformer are usually **anisotropic**: they share a large common direction, so that most
 # pairs of tokens have a high cosine and the differences ride on top of it (Mu & Viswanath 2018 remove the mean
-# vector for this reason). We subtract the mean row of the tokens seen at least 20 times in the training text (the
-# other rows, such as byte symbols that never occur alone, barely moved from their random start) and compare again;
-# neighbours are taken among those frequent tokens, in the centred matrix.
+# vector for this reason). We subtract the mean row of the tokens seen at least 20 times in the training split of
+# this tutorial's text (the other rows, such as byte symbols that never occur alone, barely moved from their random
+# start) and compare again; neighbours are taken among those frequent tokens, in the centred matrix. (The main job's
+# model was trained on the pinned wheels' strings, not on this text; the counts stand in for how often it saw each
+# token, and the two sets of strings are of the same kind.)
 
 # %%
 english_ids = model_tokenizer(list(splits["train"]["source"]), add_special_tokens=False)["input_ids"]
