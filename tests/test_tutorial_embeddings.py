@@ -6,22 +6,29 @@ import math
 import numpy as np
 import pytest
 import torch
+import yaml
 from test_tutorials import FIGURES, ROOT, assert_figures, run_tutorial
 
 
 @pytest.fixture(scope="module")
-def untrained_checkpoint(tmp_path_factory):
+def main_job_corpus():
+    """The main job's English → German pairs: the catalogs of the pinned wheels its config lists."""
+    from training.args import parse_args
+    from training.corpus import parallel_corpus
+
+    return parallel_corpus(parse_args(["--config", str(ROOT / "training" / "configs" / "translation_en_de.yaml")])[1])
+
+
+@pytest.fixture(scope="module")
+def untrained_checkpoint(main_job_corpus, tmp_path_factory):
     """A small untrained English → German model with the main job's tokenizer recipe (8,000 BPE tokens on the
     training split): the tutorial's Transformer section runs on it in seconds, and an untrained embedding is the
     control that shows no pair structure."""
     import hf_attention
-    from training.args import parse_args
-    from training.corpus import parallel_corpus
     from training.data import split_dataset
     from training.tokenizer import train_tokenizer
 
-    main_job = parse_args(["--config", str(ROOT / "training" / "configs" / "translation_en_de.yaml")])[1]
-    train = split_dataset(parallel_corpus(main_job), key="source")["train"]  # the main job's pinned data
+    train = split_dataset(main_job_corpus, key="source")["train"]  # the main job's pinned data
     tokenizer = train_tokenizer(list(train["source"]) + list(train["target"]), 8000, kind="seq2seq")
     torch.manual_seed(0)
     config = hf_attention.HFAttentionSeq2SeqConfig(
@@ -74,7 +81,12 @@ def test_one_hot_and_lookup(quick_run):
     assert numbers["model_one_hot_equals_lookup"] is True
     assert numbers["embedding_shared"] is True  # encoder, decoder and lm_head: one matrix
     assert numbers["one_hot_cosines"] == np.eye(5).tolist()  # orthogonal: no similarity at all
-    assert numbers["cost"]["one_hot_batch_MiB"] == 62.5  # 64 × 32 tokens × 8000 × 4 bytes
+    # A batch of the main job is at most max_tokens_per_batch = 384 padded positions (not 64 rows × 32 tokens):
+    # 384 × 8000 × 4 bytes of one-hot rows, about 11.7 MiB (it was 62.5 MiB for 64 × 32).
+    config = yaml.safe_load((ROOT / "training" / "configs" / "translation_en_de.yaml").read_text())
+    assert numbers["cost"]["batch_tokens"] == config["max_tokens_per_batch"] == 384
+    assert numbers["cost"]["one_hot_batch_MiB"] == 384 * 8000 * 4 / 2**20 == 11.71875
+    assert numbers["cost"]["numbers_copied_lookup"] == 384 * config["model_config"]["hidden_size"]
     assert numbers["cost"]["multiply_adds_one_hot"] == 8000 * numbers["cost"]["numbers_copied_lookup"]
 
 
@@ -87,6 +99,12 @@ def test_word2vec(quick_run):
         assert abs(numbers[f"{kind}_loss_at_start"] - 6 * math.log(2)) < 1e-5
         first, last = numbers[f"{kind}_loss_first_last"]
         assert last < 0.7 * first
+        # The figure's first point is a mean of 50 steps, already below the first step's 6 log 2 (as the text says).
+        assert first < numbers[f"{kind}_loss_at_start"] - 0.3
+        # The staircase is memorisation: windows trained on have a lower loss than unseen windows of the same
+        # words, and the gap grows with each epoch.
+        gaps = numbers[f"{kind}_memorisation_gap"]
+        assert len(gaps) == 2 and 0.03 < gaps[0] < gaps[1], gaps
     similarity = numbers["word2vec_similarity"]
     untrained = similarity["untrained"]
     assert abs(untrained["related"] - untrained["mismatched"]) < 0.1  # random directions: no structure
@@ -119,6 +137,21 @@ def test_figures(quick_run):
     assert_figures(figures, "02_")
 
 
+def test_committed_word2vec_loss_figure():
+    """The committed curves are means of 50 steps: their first points are the 3.39 and 3.56 the text quotes (the
+    first step alone is 6 log 2 = 4.159), and the staircase steps down at each of the 5 epochs."""
+    with np.load(FIGURES / "02_word2vec_loss.npz") as data:
+        cbow, skipgram = data["cbow"], data["skipgram"]
+    assert round(float(cbow[0]), 2) == 3.39 and round(float(skipgram[0]), 2) == 3.56
+    for curve in (cbow, skipgram):
+        epoch = (len(curve) + 49) // 5  # steps per epoch (the curve is 49 points shorter than the losses)
+        drops = [
+            curve[e * epoch - 150 : e * epoch - 50].mean() - curve[e * epoch : e * epoch + 100].mean()
+            for e in (2, 3, 4)
+        ]
+        assert all(drop > 0.05 for drop in drops), drops
+
+
 def test_committed_similarity_figure():
     """The committed 02_similarity is a full run's (word2vec, and a trained English → German model's embedding):
     what the text says of it."""
@@ -131,3 +164,24 @@ def test_committed_similarity_figure():
     assert 0 < gap[3] < gap[2] / 2 and 0 < gap[4] < gap[2] / 2  # the Transformer separates English pairs less
     assert gap[5] > 0.1  # but puts translations closer than mismatched English/German pairs
     assert mismatched[4] > mismatched[5] + 0.15  # English/English closer than English/German: the main structure
+
+
+def test_data_the_text_describes(main_job_corpus, quick_run):
+    """Section 1: the main job reads only the pinned wheels' catalogs (about 14,600 pairs, 45,000 English words);
+    the tutorial reads the machine's, about four times the English text on the machine the text quotes."""
+    import re
+
+    numbers, _, _ = quick_run
+    words = re.compile(r"[a-z%$'{}<>_\d]+")  # the tutorial's own word rule
+    english = sum(
+        len([w for w in words.findall(text.lower()) if w.isalpha()])
+        for text in main_job_corpus["source"]
+        if len([w for w in words.findall(text.lower()) if w.isalpha()]) >= 2
+    )
+    assert abs(len(main_job_corpus) - 14_600) < 100 and abs(english - 45_000) < 1_000
+    assert numbers["word2vec_text"]["words"] > english  # the reason the tutorial reads the machine's catalogs
+
+
+def test_02_links_to_03():
+    text = (ROOT / "docs" / "tutorials" / "02_embeddings_word2vec.py").read_text()
+    assert "**Next:** [03 · attention pooling as kernel regression](03_nadaraya_watson.py)" in text

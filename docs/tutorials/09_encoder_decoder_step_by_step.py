@@ -8,7 +8,7 @@
 # ---
 
 # %% [markdown]
-# # 09 · The encoder-decoder, step by step: teacher forcing and greedy decoding
+# # 09 · The encoder-decoder, step by step: teacher forcing, greedy decoding and beam search
 #
 # The 2017 Transformer translates in two phases. The **encoder** reads the whole source sentence once and turns
 # each source token into a vector that knows its context. The **decoder** writes the target one token at a time:
@@ -24,10 +24,14 @@
 #   appends it to its input, and repeats until it writes the end token `</s>` (EOS).
 #
 # This tutorial does both by hand with the English → German model of tutorial 06 and checks them against the
-# library: the loss of `model(..., labels=...)` and the output of `model.generate()`.
+# library: the loss of `model(..., labels=...)` and the output of `model.generate()`; then it compares greedy
+# decoding with beam search.
 
 # %%
+import math
+
 import torch
+import torch.nn.functional as F
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from tutorial_support import Report, add_model_flags, load_translation_model, parse_args, plt, save_figure, table
 
@@ -167,11 +171,13 @@ report["translation_equals_reference"] = translation == target
 #
 # The last printed line compares the greedy output with the reference used for teacher forcing above; a model can
 # produce a correct translation that differs from the reference, and a wrong one, so read both. The main job's model
-# (720 steps) writes "Konnte Datei nicht öffnen": not the reference "Datei konnte nicht geöffnet werden", but a
-# correct translation in the other usual wording of German interfaces. Teacher-forced, the same model gives the
-# reference's first token "Datei" only 0.08 and prefers "Konnte"; once given "Datei", it follows the reference with
-# high confidence. Its argmax column shows the reordering: "Konnte" looks at "Could", "Datei" jumps to "file" (in
-# layers 1 and 2), "öffnen" back to "open".
+# of the earlier recipe (720 steps, the one the committed figure shows) writes "Konnte Datei nicht öffnen": not the
+# reference "Datei konnte nicht geöffnet werden", but a correct translation in the other usual wording of German
+# interfaces. Teacher-forced, the same model gives the reference's first token "Datei" only 0.08 and prefers
+# "Konnte"; once given "Datei", it follows the reference with high confidence. Its argmax column shows the
+# reordering: "Konnte" looks at "Could", "Datei" jumps to "file" (in layers 1 and 2), "öffnen" back to "open". The
+# main job's model of the current recipe (2,880 steps) writes the reference itself, every token with a probability
+# of 0.88 or more.
 #
 # **Check 1: this loop is what `generate()` does.** Greedy search in 🤗 `generate()` (with the KV cache) must
 # produce the same tokens.
@@ -294,10 +300,101 @@ report["steps"] = len(steps)
 report["ended_with_eos"] = bool(steps and steps[-1]["token"] == tokenizer.eos_token_id)
 
 # %% [markdown]
+# ## Greedy or beam search
+#
+# Greedy decoding commits to the most probable token at every step. But the probability of a whole output is the
+# product of its tokens' probabilities, and a token that looks best now can leave only poor continuations. **Beam
+# search** keeps the $k$ best prefixes (the beam) instead of one: at every step it extends each of them by every
+# token and keeps the $k$ best of all those extensions; finished hypotheses (ending in `</s>`) are set aside, and
+# the best of them is the output. `generate()` ranks them by their summed log-probability divided by their length
+# to the power `length_penalty`: with 1.0 (the main job's setting) that is the mean log-probability per token; with
+# 0 it is the plain sum, which favours short outputs. The main job translates with 4 beams.
+#
+# Our sentence and eleven more UI strings, each decoded both ways and each output scored by one teacher-forced pass
+# over it:
+
+
+# %%
+def token_log_probs(encoding, tokens: torch.Tensor) -> torch.Tensor:
+    """log p of each token of an output after its start token, teacher-forced in one pass."""
+    with torch.no_grad():
+        logits = model(**encoding, decoder_input_ids=tokens[:, :-1], use_cache=False).logits
+    return logits[0].log_softmax(-1).gather(-1, tokens[0, 1:, None])[:, 0]
+
+
+BEAMS = 4
+STRINGS = [
+    source,
+    "Save changes before closing?",
+    "The file could not be found",
+    "Delete the selected items",
+    "Show hidden files",
+    "Open recent project",
+    "Select a folder",
+    "Connection to the server failed",
+    "Do you want to overwrite the existing file?",
+    "Print the current page",
+    "Check for updates",
+    "Close all windows",
+]
+decodings = []
+for text in STRINGS:
+    encoding = tokenizer(text, return_tensors="pt")
+    row = {"source": text}
+    with torch.no_grad():
+        for name, beams in (("greedy", 1), ("beam", BEAMS)):
+            tokens = model.generate(
+                **encoding, max_new_tokens=max_new_tokens, do_sample=False, num_beams=beams, length_penalty=1.0
+            )
+            log_p = token_log_probs(encoding, tokens)
+            row[name] = tokenizer.decode(tokens[0], skip_special_tokens=True)
+            row[f"{name}_sum_log_p"], row[f"{name}_mean_log_p"] = log_p.sum().item(), log_p.mean().item()
+    decodings.append(row)
+print(
+    table(
+        [
+            (
+                r["source"],
+                r["greedy"],
+                f"{r['greedy_mean_log_p']:.3f}",
+                "(same)" if r["beam"] == r["greedy"] else r["beam"],
+                f"{r['beam_mean_log_p']:.3f}",
+            )
+            for r in decodings
+        ],
+        ("source", "greedy", "mean log p", f"{BEAMS} beams", "mean log p"),
+    )
+)
+differ = [r for r in decodings if r["beam"] != r["greedy"]]
+report["greedy_vs_beam"] = decodings
+report["beam_differs"] = len(differ)
+report["beam_scores_higher_where_different"] = sum(r["beam_mean_log_p"] > r["greedy_mean_log_p"] for r in differ)
+print(
+    f"beam search differs from greedy on {len(differ)} of {len(STRINGS)} strings, and scores higher (mean log p) on "
+    f"{report['beam_scores_higher_where_different']} of those"
+)
+
+# %% [markdown]
+# Where the two outputs are the same, greedy was already what a beam of 4 finds best. Where they differ, the beam's
+# output normally has the better score, the mean log-probability, though beam search does not promise it: it prunes
+# to 4 prefixes at every step and can drop the prefix that greedy would have completed. Neither finds the most
+# probable output of all (that would take a search over every sequence), and the most probable output is not always
+# the best translation: the main job chose its length penalty by the BLEU of the validation split (1.0 out of 0.6,
+# 1.0 and 1.4), not by probability; 4 beams added 1.6 BLEU to the recipe when it was measured against greedy
+# (docs/training.md, "The translation recipe").
+#
+# With the main job's model of the current recipe (2,880 steps), beam search changes 2 of the 12 outputs, and
+# both are greedy outputs that repeat a word: "Nach Aktualisierungen für Aktualisierungen suchen" becomes
+# "Überprüfung auf Aktualisierungen prüfen" (mean log p −0.81 → −0.75), "Verbindungs-Verbindung zum Server
+# fehlgeschlagen" becomes "Verbindungs, die Server fehlgeschlagen" (−0.69 → −0.62). The repeat is gone and the
+# score is higher, but neither is a good translation: a better score under the model is only as good as the model.
+#
 # ## Summary
 #
-# * Training: labels shifted right behind `<s>`, one parallel pass, causal mask; the loss is the mean negative
-#   log-probability of the labels.
+# * Training: labels shifted right behind `<s>`, one parallel pass, causal mask. The cross-entropy is the mean
+#   negative log-probability of the labels; the main job's model trains on more than that (label smoothing 0.1,
+#   which adds 0.1 × the mean of −log p over the whole vocabulary, and the unlikelihood of repeating a token,
+#   weight 2.0), so its `loss` is larger than the mean −log p: the first section computes all of it by hand.
 # * Generation: `<s>`, then one token per decoder run until `</s>`; greedy takes the argmax, beam search keeps the
 #   best few prefixes, sampling draws from the distribution (all available through `generate()`).
 # * Cross-attention is the decoder's look at the source at every step; the explorer shows it for every layer and
@@ -311,15 +408,15 @@ report["ended_with_eos"] = bool(steps and steps[-1]["token"] == tokenizer.eos_to
 #    the loop's `prefix`, and why must it?
 # 2. How many decoder positions does the loop without a cache compute in total for an output of $T$ steps, and how
 #    many does the cached loop compute? Evaluate both for this run's `len(steps)`.
-# 3. Teacher-force the model on its own greedy output (`labels = prefix[:, 1:]`). Show that the loss times the number
-#    of labels equals $-\sum_t \log p_t$ over the probabilities `steps[t]["probability"]` of the loop.
+# 3. Teacher-force the model on its own greedy output (`labels = prefix[:, 1:]`) and compare the loss times the
+#    number of labels with $-\sum_t \log p_t$ over the probabilities `steps[t]["probability"]` of the loop. Are they
+#    equal for this model? Which quantity computed from the same logits is?
 # 4. After the cached loop, feed one more token with the same `cache`. Which of
 #    `cache.self_attention_cache.get_seq_length()` and `cache.cross_attention_cache.get_seq_length()` changes?
 # 5. Encode `[source, "Save"]` as one padded batch and run the greedy loop on row 1, the padded one (its
 #    `input_ids` and `attention_mask`). Are the tokens the same as for "Save" alone?
-
-# %%
-report.save()
+# 6. Rerun the greedy/beam comparison with `length_penalty=0.0`, so that beam search ranks by the summed
+#    log-probability, and with 8 beams instead of 4. Which outputs change, and in which direction?
 
 # %% [markdown]
 # ## Answers
@@ -327,13 +424,66 @@ report.save()
 # 1. It is the first 4 ids of `prefix` (the start token and 3 tokens), unless `</s>` came earlier: greedy decoding
 #    chooses each token from the prefix before it only, so stopping early cannot change the tokens already chosen.
 # 2. Without a cache, step $t$ runs the decoder over $t$ positions: $1 + 2 + \dots + T = T(T+1)/2$ in total. With a
-#    cache each step runs one new position: $T$. For the 5 steps of the main job's model (4 tokens and `</s>`), 15
-#    against 5.
-# 3. They are equal up to float rounding: step $t$ of the loop computes $p(y_t \mid \texttt{<s>}, y_{<t})$, and the
-#    causal mask makes the teacher-forced pass compute the same conditional at position $t$, so the mean negative
-#    log-probability times the number of labels is $-\sum_t \log p_t$.
+#    cache each step runs one new position: $T$. For the 6 steps of the main job's model of the current recipe (5
+#    tokens and `</s>`), 21 against 6; for the 5 steps of the earlier one in the committed figure, 15 against 5.
+# 3. Not for the main job's model, whose loss is not the plain cross-entropy: it adds label smoothing
+#    ($\varepsilon = 0.1$: the loss is $(1 - \varepsilon)$ × the cross-entropy + $\varepsilon$ × the mean of
+#    $-\log p$ over the whole vocabulary, which is large because most tokens are improbable) and the unlikelihood of
+#    repeating one of the two previous tokens (weight 2.0), as the first section computes. The cell below prints all
+#    of it. For the main job's model of the current recipe (2,880 steps), on its 6 labels, the loss times the labels
+#    is 7.99 against $-\sum_t \log p_t = 0.57$; per label, the smoothing term alone is 1.24 (cross-entropy 0.09,
+#    unlikelihood 0.004). What does equal $-\sum_t \log p_t$, up to float rounding, is the plain cross-entropy of
+#    the same logits, summed (`F.cross_entropy(logits, labels, reduction="sum")`): step $t$ of the loop computes
+#    $p(y_t \mid \texttt{<s>}, y_{<t})$, and the causal mask makes the teacher-forced pass compute the same
+#    conditional at position $t$. The first section's formula (smoothing and unlikelihood added by hand) gives the
+#    model's loss on these labels too; for a model trained without either, all three numbers agree.
 # 4. Only the self-attention length grows (by one): the cross-attention cache still holds the source's keys and
 #    values, projected once, with as many positions as source tokens.
 # 5. Yes, up to float rounding: the padding mask gives the pad keys of row 1 zero weight in the encoder and in the
 #    cross-attention, so the logits differ by about $10^{-6}$ at most, which changes no argmax unless two tokens are
 #    tied that closely.
+# 6. With the main job's model of the current recipe, 8 beams give the same 12 outputs as 4. With
+#    `length_penalty=0.0`, one output changes: "Check for updates" becomes "Nach Aktualisierungen prüfen", 4 tokens
+#    with a summed log-probability of −3.65, against −4.47 for the 6-token "Überprüfung auf Aktualisierungen
+#    prüfen" (mean −0.91 against −0.75). Every token adds a negative log-probability, so ranking by the sum favours
+#    short outputs; dividing by the length (1.0) removes that bias, and the main job chose 1.0 on its validation
+#    split.
+
+# %%
+own_labels = prefix[:, 1:]  # the greedy output, </s> included, as labels
+with torch.no_grad():
+    own = model(**encoded, labels=own_labels)
+own_log_probs = own.logits[0].log_softmax(-1)
+minus_sum_log_p = -sum(math.log(s["probability"]) for s in steps)
+plain_cross_entropy = F.cross_entropy(own.logits[0], own_labels[0], reduction="sum").item()
+own_ids = own_labels[0].tolist()
+own_unlikelihood = sum(
+    -math.log1p(-own_log_probs[t, previous].exp().item())
+    for t, label in enumerate(own_ids)
+    for previous in {own_ids[t - k] for k in (1, 2) if t - k >= 0} - {label}
+)
+terms = {  # per label: the three parts of the model's loss
+    "cross_entropy": (1 - smoothing) * plain_cross_entropy / len(own_ids),
+    "smoothing": smoothing * -own_log_probs.mean(-1).mean().item(),
+    "unlikelihood": alpha * own_unlikelihood / len(own_ids),
+}
+own_by_hand = sum(terms.values())
+exercise_3 = {
+    "labels": len(own_ids),
+    "loss_times_labels": own.loss.item() * len(own_ids),
+    "minus_sum_log_p": minus_sum_log_p,
+    "plain_cross_entropy_sum": plain_cross_entropy,
+    "loss_by_hand": own_by_hand,
+    "loss_library": own.loss.item(),
+    "label_smoothing": smoothing,
+    "unlikelihood_weight": alpha,
+    "terms_per_label": terms,
+}
+report["exercise_3"] = exercise_3
+print(
+    f"{len(own_ids)} labels: loss × labels {exercise_3['loss_times_labels']:.2f}; −Σ log p_t {minus_sum_log_p:.2f}; "
+    f"plain cross-entropy, summed {plain_cross_entropy:.2f}; the model's loss {own.loss.item():.4f}, by hand with "
+    f"smoothing {smoothing} and unlikelihood weight {alpha} {own_by_hand:.4f} = "
+    + " + ".join(f"{v:.4f} ({k})" for k, v in terms.items())
+)
+report.save()
