@@ -23,7 +23,10 @@ Placeholder protection (placeholders.py): when the tokenizer holds the sentinels
 with a text gets `"placeholder_problems"`: the sentinels lost, invented or duplicated, as dicts `{"kind", "sentinel",
 "placeholder", "count"}` (an empty list when each came out once). A translation with problems is logged as a warning
 naming the source and the problems, or, with `strict_placeholders=True`, raises a ValueError. The token ids of
-`return_tensors=True` are the model's own, sentinels included. A tokenizer without the sentinels: none of this.
+`return_tensors=True` are the model's own, sentinels included. Decoding is constrained by default
+(placeholder_constraint.py): each hypothesis can write only its source's sentinels, each as often as the source holds
+it, and cannot end while one is unplaced, so only a too small max_new_tokens loses one; `constrain_placeholders=False`
+decodes unconstrained (as CTranslate2 does). A tokenizer without the sentinels: none of this.
 """
 
 import logging
@@ -36,6 +39,7 @@ from transformers import AutoModelForSeq2SeqLM, GenerationConfig, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
 from .closure import import_closure
+from .placeholder_constraint import sentinel_constraint
 from .placeholders import protect, restore, tokenizer_protects
 
 logger = logging.getLogger(__name__)
@@ -43,6 +47,7 @@ logger = logging.getLogger(__name__)
 TASK = "hf-attention-text2text"
 SHIPPED_TASK = "translation"
 _PREPROCESS_OPTIONS = ("truncation",)
+_FORWARD_OPTIONS = ("constrain_placeholders",)
 _POSTPROCESS_OPTIONS = ("return_tensors", "return_text", "clean_up_tokenization_spaces", "strict_placeholders")
 # What preprocess hands on, beside the model inputs, to restore the outputs: the source and its placeholders.
 _PROTECTION_KEYS = ("source", "originals")
@@ -58,7 +63,9 @@ class Seq2SeqGenerationPipeline(Pipeline):
 
     Call options: `truncation` (cut sources to what the model takes instead of raising), `return_tensors`,
     `return_text`, `clean_up_tokenization_spaces`, `strict_placeholders` (with placeholder protection: raise a
-    ValueError for a translation whose sentinels went wrong, instead of warning), and any `generate()` parameter
+    ValueError for a translation whose sentinels went wrong, instead of warning), `constrain_placeholders` (with
+    placeholder protection, default True: each output writes its source's sentinels, as often as the source holds
+    each, see placeholder_constraint.py; False: unconstrained), and any `generate()` parameter
     (num_beams, max_new_tokens, do_sample, num_return_sequences, ...). Unknown options raise ValueError.
     """
 
@@ -85,11 +92,12 @@ class Seq2SeqGenerationPipeline(Pipeline):
 
     def _sanitize_parameters(self, **kwargs: Any) -> tuple[dict, dict, dict]:
         generation_keys = {key for key in vars(GenerationConfig()) if not key.startswith("_")} | {"generation_config"}
-        unknown = sorted(set(kwargs) - generation_keys - set(_PREPROCESS_OPTIONS) - set(_POSTPROCESS_OPTIONS))
+        options = _PREPROCESS_OPTIONS + _FORWARD_OPTIONS + _POSTPROCESS_OPTIONS
+        unknown = sorted(set(kwargs) - generation_keys - set(options))
         if unknown:
             raise ValueError(
                 f"Unknown option(s) {', '.join(map(repr, unknown))} for the {type(self).__name__} pipeline; it takes "
-                f"{', '.join(_PREPROCESS_OPTIONS + _POSTPROCESS_OPTIONS)} and generate() parameters "
+                f"{', '.join(options)} and generate() parameters "
                 "(num_beams, max_new_tokens, do_sample, ...)."
             )
         preprocess = {key: kwargs.pop(key) for key in _PREPROCESS_OPTIONS if key in kwargs}
@@ -136,7 +144,9 @@ class Seq2SeqGenerationPipeline(Pipeline):
             return config.position_limit
         return getattr(config, "max_position_embeddings", None)
 
-    def _forward(self, model_inputs: dict[str, Any], **generate_kwargs: Any) -> dict[str, Any]:
+    def _forward(
+        self, model_inputs: dict[str, Any], constrain_placeholders: bool = True, **generate_kwargs: Any
+    ) -> dict[str, Any]:
         # The source and its placeholders go around generate() to postprocess (a list of them for a batch, which
         # the pipeline's iterator hands out one by one).
         protection = {key: model_inputs[key] for key in _PROTECTION_KEYS if key in model_inputs}
@@ -145,6 +155,13 @@ class Seq2SeqGenerationPipeline(Pipeline):
         prepare = getattr(self, "_prepare_generate_kwargs", None)  # transformers >= 5.x merges init/call options
         if prepare is not None:
             generate_kwargs = prepare(generate_kwargs)
+        if protection and constrain_placeholders:
+            # Protected sources: each hypothesis places exactly its source's sentinels (placeholder_constraint.py).
+            eos = generate_kwargs.get("eos_token_id")
+            if eos is None:
+                config = generate_kwargs.get("generation_config") or self.model.generation_config
+                eos = config.eos_token_id if config.eos_token_id is not None else self.tokenizer.eos_token_id
+            generate_kwargs["logits_processor"] = sentinel_constraint(self.tokenizer, model_inputs["input_ids"], eos)
         output = self.model.generate(**model_inputs, **generate_kwargs)
         sequences = output if isinstance(output, torch.Tensor) else output.sequences
         return {"output_ids": sequences.reshape(batch, -1, sequences.shape[-1]), **protection}  # (B, n, L)

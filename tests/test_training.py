@@ -517,6 +517,9 @@ def test_protected_placeholders_train_and_are_scored_per_syntax(tmp_path):
     assert by_syntax and set(by_syntax) <= set(SYNTAXES)
     assert all(0 <= counts["kept"] <= counts["total"] for counts in by_syntax.values())
     assert all(isinstance(results[f"sentinels_{kind}"], int) for kind in ("lost", "invented", "duplicated"))
+    # Decoded under the sentinel constraint: no sentinel invented or repeated (one is lost only if the output ran out
+    # of max_new_tokens first).
+    assert results["sentinels_invented"] == results["sentinels_duplicated"] == 0
     (final_record,) = [m for m in read_metrics(output_dir / "metrics.jsonl") if "test/placeholders_by_syntax" in m]
     assert final_record["test/placeholders_by_syntax"] == by_syntax
     final = output_dir / "final"

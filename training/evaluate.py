@@ -3,7 +3,9 @@ training/metrics.py (BLEU / chrF, placeholders, stutters).
 
 A model whose tokenizer holds the placeholder sentinels (hf_attention/placeholders.py) translates protected sources;
 each output is restored from its source before it is scored against the raw reference, and the sentinels it lost,
-invented or duplicated are counted.
+invented or duplicated are counted. Its decoding is constrained by default (hf_attention/placeholder_constraint.py:
+each source's sentinels placed exactly as often as it holds them, end of sequence held back until they are), as the
+translation pipeline decodes; `GenerationSettings.constrain_placeholders=False` scores unconstrained decoding.
 
 Both run on every process over its shard and combine the results, so 2 processes evaluate twice as fast and give
 the same numbers as 1. Evaluation never consumes the training RNG (masking for MLM uses a fixed seed inside
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 import torch
 from accelerate.utils import gather_object
 
+from hf_attention.placeholder_constraint import sentinel_constraint
 from hf_attention.placeholders import Restored, protect_batch, restore_batch, tokenizer_protects
 from training.losses import per_token_sum, target_labels
 from training.metrics import translation_scores
@@ -33,6 +36,7 @@ class GenerationSettings:
     length_penalty: float = 1.0  # beam search: summed log-probability / length**length_penalty
     max_new_tokens: int = 64
     max_source_length: int | None = None  # where sources are cut
+    constrain_placeholders: bool = True  # protected sources: each output places exactly its source's sentinels
 
     @classmethod
     def from_args(cls, data_args, train_args) -> GenerationSettings:
@@ -95,13 +99,19 @@ def translate(accelerator, model, tokenizer, sources: list[str], settings: Gener
     if not tokenizer_protects(tokenizer):
         return [Restored(text, []) for text in generate_texts(accelerator, model, tokenizer, sources, settings)]
     masked, originals = protect_batch(sources)
-    return restore_batch(generate_texts(accelerator, model, tokenizer, masked, settings), originals)
+    outputs = generate_texts(
+        accelerator, model, tokenizer, masked, settings, constrain_placeholders=settings.constrain_placeholders
+    )
+    return restore_batch(outputs, originals)
 
 
 @torch.no_grad()
-def generate_texts(accelerator, model, tokenizer, sources: list[str], settings: GenerationSettings) -> list[str]:
+def generate_texts(
+    accelerator, model, tokenizer, sources: list[str], settings: GenerationSettings, *, constrain_placeholders=False
+) -> list[str]:
     """The model's outputs for `sources` as they are (each process its share, longest first for little padding),
-    returned in input order."""
+    returned in input order; with `constrain_placeholders` (protected sources, a tokenizer with the sentinels), each
+    output places exactly the sentinels of its source (hf_attention/placeholder_constraint.py)."""
     model = accelerator.unwrap_model(model, keep_torch_compile=False)
     model.eval()
     rank, world = accelerator.process_index, accelerator.num_processes
@@ -121,6 +131,10 @@ def generate_texts(accelerator, model, tokenizer, sources: list[str], settings: 
             beams = {"num_beams": settings.num_beams}
             if settings.num_beams > 1:  # a beam-search setting: generate() warns about it with greedy decoding
                 beams["length_penalty"] = settings.length_penalty
+            if constrain_placeholders:
+                eos = model.generation_config.eos_token_id
+                eos = tokenizer.eos_token_id if eos is None else eos
+                beams["logits_processor"] = sentinel_constraint(tokenizer, inputs["input_ids"], eos)
             output = model.generate(**inputs, **beams, max_new_tokens=settings.max_new_tokens, do_sample=False)
         texts = tokenizer.batch_decode(output, skip_special_tokens=True)
         results += [(i, text.strip()) for i, text in zip(indices, texts, strict=True)]

@@ -7,6 +7,8 @@ The splits are rebuilt from the config exactly as the run built them (same catal
 figures are comparable with the run's own; BLEU / chrF, placeholder accuracy, the share of stuttering outputs and the
 copy-the-source baseline are printed as one JSON line. `--weights` scores other weights of the same model (e.g. a
 checkpoint's, before checkpoint averaging). Choosing decoding settings: compare them on `--split validation`.
+A model trained with placeholder protection decodes constrained to place each source sentinel exactly once, as the run
+and the pipeline do; `--unconstrained` shows what the model does alone (as CTranslate2 decodes).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from safetensors.torch import load_model
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_attention  # noqa: F401  (registers our model types with the Auto classes)
+from hf_attention.placeholders import tokenizer_protects
 from training.args import parse_args
 from training.corpus import split_corpus
 from training.evaluate import GenerationSettings, score_translations
@@ -36,6 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--length_penalty", type=float, default=None)
     parser.add_argument("--split", default=None, help="test, validation or ood (default: test and ood).")
     parser.add_argument("--limit", type=int, default=None, help="Score the first N rows (default: the config's).")
+    parser.add_argument(
+        "--unconstrained",
+        action="store_true",
+        help="A model with placeholder protection: decode without the sentinel constraint (as CTranslate2 does), "
+        "to see what the model does alone; by default each output places exactly its source's sentinels.",
+    )
     parser.add_argument("--weights", default=None, help="A safetensors file of other weights for the same model.")
     options = parser.parse_args(argv)
 
@@ -51,10 +60,14 @@ def main(argv: list[str] | None = None) -> int:
         settings = replace(settings, num_beams=options.num_beams)
     if options.length_penalty is not None:
         settings = replace(settings, length_penalty=options.length_penalty)
+    if options.unconstrained:
+        settings = replace(settings, constrain_placeholders=False)
     # The run's precision (mixed_precision: auto → bf16 autocast where the CPU multiplies bf16 natively).
     accelerator = Accelerator(cpu=True, mixed_precision=resolve_mixed_precision(train_args.mixed_precision, False))
     names = [options.split] if options.split else [n for n in ("test", "ood") if n in splits]
     results = {"num_beams": settings.num_beams, "length_penalty": settings.length_penalty}
+    if tokenizer_protects(tokenizer):
+        results["constrain_placeholders"] = settings.constrain_placeholders
     for name in names:
         if name not in splits:
             raise ValueError(f"--split {name!r}: the config gives the splits {sorted(splits)}.")
