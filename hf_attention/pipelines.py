@@ -157,11 +157,14 @@ class Seq2SeqGenerationPipeline(Pipeline):
             generate_kwargs = prepare(generate_kwargs)
         if protection and constrain_placeholders:
             # Protected sources: each hypothesis places exactly its source's sentinels (placeholder_constraint.py).
+            config = generate_kwargs.get("generation_config") or self.model.generation_config
             eos = generate_kwargs.get("eos_token_id")
             if eos is None:
-                config = generate_kwargs.get("generation_config") or self.model.generation_config
                 eos = config.eos_token_id if config.eos_token_id is not None else self.tokenizer.eos_token_id
-            generate_kwargs["logits_processor"] = sentinel_constraint(self.tokenizer, model_inputs["input_ids"], eos)
+            limit = generate_kwargs.get("max_new_tokens", config.max_new_tokens)  # None: max_length bounds it
+            generate_kwargs["logits_processor"] = sentinel_constraint(
+                self.tokenizer, model_inputs["input_ids"], eos, limit
+            )
         output = self.model.generate(**model_inputs, **generate_kwargs)
         sequences = output if isinstance(output, torch.Tensor) else output.sequences
         return {"output_ids": sequences.reshape(batch, -1, sequences.shape[-1]), **protection}  # (B, n, L)

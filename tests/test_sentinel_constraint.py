@@ -98,6 +98,30 @@ def test_end_of_sequence_waits_for_the_last_sentinel(model, num_beams):
         assert sentinel_counts(row[1 : 1 + placed]) == wanted and row[1 + placed] == eos, row
 
 
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_a_wandering_hypothesis_still_places_every_sentinel_before_the_limit(model, num_beams):
+    """A model that repeats one word whatever it reads (as a weak model does on unseen text) would run out of
+    max_new_tokens before placing its sentinels: with the limit passed, the last steps write the sentinels due."""
+    ids, mask = right_pad(SOURCES)
+    handle = biased(model, {7: 40.0})  # the word 7, always
+    try:
+        options = {"input_ids": ids, "attention_mask": mask, "do_sample": False, "max_new_tokens": 8}
+        processors = LogitsProcessorList([SentinelConstraint(SENTINEL_IDS, ids, model.generation_config.eos_token_id)])
+        unbounded = model.generate(**options, num_beams=num_beams, logits_processor=processors)
+        processors = LogitsProcessorList(
+            [SentinelConstraint(SENTINEL_IDS, ids, model.generation_config.eos_token_id, max_new_tokens=8)]
+        )
+        bound = model.generate(**options, num_beams=num_beams, logits_processor=processors)
+    finally:
+        handle.remove()
+    wanted = [sentinel_counts(torch.tensor(source)) for source in SOURCES]
+    assert [sentinel_counts(row) for row in unbounded] == [Counter()] * 3  # only 7s: every sentinel lost
+    for row, want in zip(bound, wanted, strict=True):
+        placed = sum(want.values())
+        assert sentinel_counts(row) == want, row
+        assert row[1 : 1 + 8 - placed].tolist() == [7] * (8 - placed)  # the word until the room ran out, then them
+
+
 def test_the_step_bans_exactly_what_is_not_left_to_place():
     source = torch.tensor([[60, 61, 61, 5], [0, 0, 5, 6]])  # the second row: left-padded, no sentinel at all
     constraint = SentinelConstraint(SENTINEL_IDS, source, eos_token_id=[2, 3])

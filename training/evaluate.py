@@ -134,7 +134,9 @@ def generate_texts(
             if constrain_placeholders:
                 eos = model.generation_config.eos_token_id
                 eos = tokenizer.eos_token_id if eos is None else eos
-                beams["logits_processor"] = sentinel_constraint(tokenizer, inputs["input_ids"], eos)
+                beams["logits_processor"] = sentinel_constraint(
+                    tokenizer, inputs["input_ids"], eos, settings.max_new_tokens
+                )
             output = model.generate(**inputs, **beams, max_new_tokens=settings.max_new_tokens, do_sample=False)
         texts = tokenizer.batch_decode(output, skip_special_tokens=True)
         results += [(i, text.strip()) for i, text in zip(indices, texts, strict=True)]
