@@ -3,6 +3,7 @@ reason about are what the text claims. Plus: the committed figures are what the 
 not their pixels), every tutorial opens as a notebook, and docs/README.md points at files that exist."""
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -100,7 +101,33 @@ def test_04_scoring_and_masked_softmax(tmp_path):
     )
     assert 1.5 < numbers["jacobian_peak_sigma"] < 4 and 0.3 < max(sweep) < 0.35  # "about 2.5"
     assert sweep[-1] < 0.05 and sweep[-1] < sweep[0] / 3
+    # Equal weights on m keys: the squared Frobenius norm of diag(p) - ppᵀ is (m-1)/m², the norm sqrt(m-1)/m (the
+    # text once mixed the two: "0.5 at m = 2" is the norm, whose square is 0.25).
+    equal = {r["m"]: r for r in numbers["jacobian_equal_weights"]}
+    assert sorted(equal) == list(range(1, 33))
+    for m, r in equal.items():
+        assert abs(r["squared_norm"] - (m - 1) / m**2) < 1e-12 and abs(r["norm"] - math.sqrt(m - 1) / m) < 1e-12
+    assert abs(equal[2]["norm"] - 0.5) < 1e-12 and abs(equal[2]["squared_norm"] - 0.25) < 1e-12
+    assert abs(equal[32]["norm"] - numbers["jacobian_uniform_limit"]) < 1e-12  # sqrt(31)/32, the norm
+    assert max(equal, key=lambda m: equal[m]["norm"]) == 2
     assert_figures(figures, "04_")
+
+
+def prose(name: str) -> str:
+    """The Markdown cells of a tutorial as one line of text (comment marks and line breaks removed)."""
+    import jupytext
+
+    cells = jupytext.read(TUTORIALS / name).cells
+    return " ".join(" ".join(c.source.split()) for c in cells if c.cell_type == "markdown")
+
+
+def test_04_states_the_norm_and_its_square_apart():
+    """The prose says which of (m-1)/m² and sqrt(m-1)/m is the norm (the numbers shown are norms)."""
+    text = prose("04_scoring_and_masked_softmax.py")
+    assert "(m-1)/m^2$, which is" not in text  # the old slip: a squared norm equated with sqrt(31)/32
+    assert "that is $(m-1)/m^2$, so the norm itself (what the table and the figure show) is $\\sqrt{m-1}/m$" in text
+    assert "(0.5 for two, whose squared norm is 0.25)" in text
+    assert "where the norm $\\sqrt{m-1}/m$ of equal weights is largest (0.5 at $m = 2$" in text  # answer 5
 
 
 def test_05_positional_encodings(tmp_path):
