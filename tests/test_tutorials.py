@@ -59,6 +59,32 @@ def test_03_nadaraya_watson(tmp_path):
     # The width learned through the library's layer (log sigma², boolean leave-one-out mask) reaches the same minimum.
     assert abs(numbers["w_library_trained"] / numbers["w_learned"] - 1) < 0.02
     assert abs(numbers["loss_library_trained"] - numbers["train_loss_first_last"][1]) < 1e-4
+    # A soft lookup: very narrow, it is the dict (and answers a query between keys with the nearest key's value);
+    # very wide, the mean of all values.
+    assert numbers["soft_lookup_narrow_vs_dict"] < 1e-6 and numbers["soft_lookup_narrow_vs_nearest_value"] < 1e-6
+    assert numbers["soft_lookup_wide_vs_mean"] < 1e-3
+    assert numbers["soft_lookup"]["100.0"]["top_weight_elsewhere"] < 0.021  # 1/50 each
+    # Involuntary cue (a salience of the key alone): the same weights for every query; with the query, it wins only
+    # near its key.
+    assert numbers["salience_only_rows_differ"] == 0.0
+    near_without, near_with = numbers["salient_key_weight_near"]
+    assert near_without < 0.2 and near_with > 0.6
+    assert max(numbers["salient_key_weight_far"]) < 2e-3
+    # Free scores (one per training pair): memorise the training set, generalise like nearest neighbours.
+    assert numbers["free_scores_parameters"] == 50 * 49
+    assert numbers["free_scores_train_loss"] < 0.01 * numbers["train_loss_first_last"][1]
+    assert numbers["free_scores_test_mse"] > 3 * numbers["mse_learned"]
+    assert numbers["free_scores_weight_beyond_1"] > 0.3 > 0.01 > numbers["kernel_weight_beyond_1"]
+    assert numbers["free_scores_vs_nearest_target_max_abs"] < 0.2
+    # The batched product: the loop, bmm and the library layer on a batch of four give the same regression.
+    assert numbers["bmm_shapes"] == {
+        "weights": [4, 50, 50],
+        "values": [4, 50, 1],
+        "output": [4, 50, 1],
+        "one_query_output": [4, 1, 1],
+    }
+    assert numbers["bmm_vs_loop_max_abs"] < 1e-12 and numbers["bmm_vs_library_max_abs"] < 1e-12
+    assert all(0.02 < m < 0.08 for m in numbers["bmm_batch_test_mse"])
     assert_figures(figures, "03_")
 
 
