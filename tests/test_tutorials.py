@@ -175,7 +175,34 @@ def test_05_positional_encodings(tmp_path):
     assert abs(numbers["large_d_limit_period"] - 62832) < 1
     periods = numbers["sinusoidal_periods"]
     assert len(periods) == 16 and abs(periods[0] - 6.2832) < 1e-3 and periods == sorted(periods)
+    # Trained on 16 tokens to output the token 3 places back, tested on 64: the absolute schemes fall to near chance
+    # (1/16) at the first new position, rotary holds a few positions and falls, T5's buckets decline slowly, ALiBi
+    # learns the task only in part but keeps what it learned at every length.
+    extrapolation = numbers["extrapolation"]
+    for scheme in ("sinusoidal", "learned"):
+        assert extrapolation[scheme]["trained_lengths"] > 0.98 and extrapolation[scheme]["longer"] < 0.2, scheme
+    absolute_best = max(extrapolation[s]["longer"] for s in ("sinusoidal", "learned"))
+    rotary, relative, alibi = extrapolation["rotary"], extrapolation["relative"], extrapolation["alibi"]
+    assert rotary["trained_lengths"] > 0.98 and rotary["longer"] > absolute_best + 0.1 and rotary["last_16"] < 0.2
+    assert relative["trained_lengths"] > 0.95 and relative["longer"] > absolute_best + 0.15
+    assert alibi["trained_lengths"] < 0.8 and abs(alibi["last_16"] - alibi["longer"]) < 0.05
+    # (X + P) W (X + P)ᵀ: the four terms add up to the scores; the position-position term is a function of the offset
+    # for W = I, not for a random W, and for the trained W on the trained positions only.
+    assert numbers["expansion_input_is_x_plus_p"] < 1e-5
+    assert numbers["expansion_sum_vs_full_scores"] < 1e-4 and numbers["expansion_sum_vs_model_weights"] < 1e-5
+    terms = numbers["score_terms"]
+    others = max(terms[n]["std"] for n in ("content-content", "content-position", "position-content"))
+    assert terms["position-position"]["std"] > 3 * others
+    assert numbers["offset_share_identity_W"] > 1 - 1e-9 and numbers["offset_share_random_W"] < 0.1
+    shares, peaks = numbers["position_position_offset_share"], numbers["position_position_peak_at_offset"]
+    assert min(shares["trained_positions"]) > 0.7 and max(shares["new_positions"]) < 0.45
+    assert peaks["trained_positions"] == [1.0] * 4 and max(peaks["new_positions"]) < 0.2
     assert_figures(figures, "05_")
+
+
+# Figures of models trained in the tutorial: training for hundreds of steps carries float rounding (which differs
+# between CPUs and their vector units) into the weights, so their data is compared within a tolerance.
+TRAINED_FIGURES = {"05_extrapolation.npz": 0.1, "05_score_terms.npz": 0.5}
 
 
 def test_committed_figures_are_what_the_script_draws(tmp_path):
@@ -184,10 +211,14 @@ def test_committed_figures_are_what_the_script_draws(tmp_path):
     committed = sorted(FIGURES.glob("05_*.npz"))
     assert [p.name for p in committed] == sorted(p.name for p in figures.glob("05_*.npz"))
     for path in committed:
+        tolerance = TRAINED_FIGURES.get(path.name)
         with np.load(path) as old, np.load(figures / path.name) as new:
             assert sorted(old.files) == sorted(new.files), path.name
             for key in old.files:
-                np.testing.assert_allclose(new[key], old[key], rtol=1e-5, atol=1e-6, err_msg=f"{path.name}:{key}")
+                if tolerance is None:
+                    np.testing.assert_allclose(new[key], old[key], rtol=1e-5, atol=1e-6, err_msg=f"{path.name}:{key}")
+                else:
+                    np.testing.assert_allclose(new[key], old[key], atol=tolerance, err_msg=f"{path.name}:{key}")
 
 
 @pytest.fixture(scope="module")
