@@ -124,15 +124,15 @@ report["soft_lookup_wide_vs_mean"] = abs(soft["100.0"]["elsewhere"] - y_train.me
 #
 # ### Voluntary and involuntary cues
 #
-# Psychology's account of attention (William James, 1890, the framing d2l.ai §11.1 starts from) has two kinds of
-# cue. An *involuntary* cue lies in the thing seen: a red cup on a desk of grey papers catches the eye whatever one is
-# looking for. A *voluntary* cue lies in the viewer: looking for a book, the eye goes to the books. In attention
+# Psychology's account of attention (William James, 1890; d2l.ai's earlier edition starts from it, §10.1) has two kinds
+# of cue. An *involuntary* cue lies in the thing seen: a red cup on a desk of grey papers catches the eye whatever one
+# is looking for. A *voluntary* cue lies in the viewer: looking for a book, the eye goes to the books. In attention
 # pooling the voluntary cue is the **query**; an involuntary one is a property of a **key** alone. A score can hold
 # both, $a(x, x_i) = -(x - x_i)^2/2\sigma^2 + b_i$, with a salience $b_i$ of key $i$ that is the same for every query.
 # Without the query term every query gets the same weights, hence the same answer: pooling by salience alone cannot
-# follow the query at all (average pooling is the case of equal saliences). With both, the salience only wins near
-# the salient key. Give the training point nearest 2.5 a salience $b = 3$ (its kernel weight $\times e^3 \approx 20$),
-# with $\sigma = 0.25$:
+# follow the query at all (average pooling is the case of equal saliences). With both, the salience only wins near the
+# salient key. Give the training point nearest 2.5 a salience $b = 3$ (its kernel weight $\times e^3 \approx 20$), with
+# $\sigma = 0.25$:
 
 # %%
 salience = torch.zeros(n_train)
@@ -684,13 +684,15 @@ print(
 # 4. In the cell that trains through the library, pass `attention_mask=None` instead of the leave-one-out mask. What
 #    happens to `score.log_width` and to the training loss after 1000 steps? Why does it go faster than the by-hand
 #    naive fit?
-# 5. In the section on cues, raise the salience of the key near 2.5 from $b = 3$ to $b = 8$. Up to what distance from
+# 5. The soft lookup at the query 2.5: below which width $\sigma$ does it return the value of the nearest key to within
+#    0.001? Predict it from the two nearest keys (0.019 and 0.050 away, values 3.70 and 3.25) before measuring.
+# 6. In the section on cues, raise the salience of the key near 2.5 from $b = 3$ to $b = 8$. Up to what distance from
 #    that key does it now take more than half of a query's weight (with $\sigma = 0.25$)? Predict it from the scores
 #    first.
-# 6. Train the free scores *without* the leave-one-out mask (plain `torch.softmax(free_scores, dim=1)`). Does each row
+# 7. Train the free scores *without* the leave-one-out mask (plain `torch.softmax(free_scores, dim=1)`). Does each row
 #    copy its own target, as the width did when its own key was allowed? What are the training loss and the test error
 #    of the nearest rows?
-# 7. Give the four data sets of the `bmm` section different numbers of training points, 50, 40, 30 and 20 (the first
+# 8. Give the four data sets of the `bmm` section different numbers of training points, 50, 40, 30 and 20 (the first
 #    $n_k$ points of each). What must be added so that one `bmm` call still does all four, and how does the library's
 #    layer take the same thing?
 
@@ -713,15 +715,20 @@ report.save()
 #    falls to about $6 \cdot 10^{-4}$: each point copies its own noisy target. A step of fixed size in $\log \sigma^2$
 #    is a *multiplicative* step in $w$, so this parametrisation runs away much faster than the additive steps on $w$
 #    (which reached 8.6).
-# 5. A query at distance $d$ from the salient key scores it $-d^2/2\sigma^2 + b = b - 8d^2$, against about 0 for a key
+# 5. About $\sigma = 0.013$ (measured: error $8.8 \cdot 10^{-4}$ at 0.013, $1.4 \cdot 10^{-3}$ at 0.0135). The second
+#    nearest key gets the weight ratio $e^{-(0.0495^2 - 0.0187^2)/2\sigma^2}$ against the nearest, and the answer moves
+#    by that ratio times the difference of their values (0.45): below 0.001 when the ratio is below 0.0022, i.e.
+#    $0.00105/\sigma^2 > 6.1$, $\sigma < 0.013$. A soft lookup turns hard quickly once $\sigma$ is well below the
+#    spacing of the keys.
+# 6. A query at distance $d$ from the salient key scores it $-d^2/2\sigma^2 + b = b - 8d^2$, against about 0 for a key
 #    at the query itself; with the neighbours in between it takes half the weight up to about $d = 0.89$ for $b = 8$
 #    (measured on a fine grid of queries; 0.43 for $b = 3$). The distance term grows as $d^2$, so the reach of a
 #    salience only grows as $\sqrt b$: an involuntary cue wins near, the voluntary one far.
-# 6. No: the training loss falls to about $4 \cdot 10^{-6}$, but the mean weight of a row on its own key is only
+# 7. No: the training loss falls to about $4 \cdot 10^{-6}$, but the mean weight of a row on its own key is only
 #    0.12. Any mix of targets that reproduces a row's target is as good as its own, and with 50 free numbers per row
 #    the optimiser finds one long before the diagonal grows. At new queries the nearest rows give a test MSE of 0.26:
 #    nearest-neighbour regression again, whatever the rows look like.
-# 7. Pad every data set to 50 keys and keep the padded keys out of the softmax: scores of $-\infty$ where key $j \ge
+# 8. Pad every data set to 50 keys and keep the padded keys out of the softmax: scores of $-\infty$ where key $j \ge
 #    n_k$ (a per-data-set valid length, tutorial 04), then the same `bmm`. It equals the four regressions run
 #    separately on their own points to $1.3 \cdot 10^{-15}$. The library's layer takes the same information as a
 #    boolean `attention_mask` of shape (batch, 1, 1, keys), True for the real keys, or a tokenizer's 0/1 padding mask
