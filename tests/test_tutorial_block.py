@@ -34,6 +34,24 @@ def test_hand_written_pieces_equal_the_library(block):
         assert numbers[key] < 5e-6, key
 
 
+def test_multi_head_attention_and_convolutions(block):
+    numbers, _ = block
+    assert numbers["conv_1x1_vs_projection_max_abs"] < 1e-6  # a projection is a 1 × 1 convolution
+    # A 3-tap convolution is a 3-head attention whose heads each see the key at one offset (zero rows: zero padding).
+    assert numbers["conv_3_vs_three_head_attention_max_abs"] < 1e-5 and numbers["conv_edge_rows_are_zero"]
+    # ... but not the other way: attention's mixing depends on the input, and it is blind to order without positions.
+    assert numbers["attention_weights_two_inputs_max_abs"] > 0.05
+    assert numbers["attention_permuted_max_abs"] < 1e-5 < 0.1 < numbers["convolution_permuted_max_abs"]
+
+
+def test_layer_norm_per_token_not_per_sentence(block):
+    numbers, _ = block
+    effects = numbers["norm_dependence"]
+    assert all(value == 0.0 for value in effects["per token"].values())  # padding, future, length, batch: nothing
+    assert all(effects["per sentence"][key] > 0.05 for key in ("padding", "future_token", "appended_token"))
+    assert effects["BatchNorm (training)"]["other_sentence"] > 0.1
+
+
 def test_attention_is_a_convex_combination(block):
     numbers, _ = block
     assert numbers["weights_row_sum_error"] < 1e-6

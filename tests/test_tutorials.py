@@ -3,6 +3,7 @@ reason about are what the text claims. Plus: the committed figures are what the 
 not their pixels), every tutorial opens as a notebook, and docs/README.md points at files that exist."""
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -58,6 +59,32 @@ def test_03_nadaraya_watson(tmp_path):
     # The width learned through the library's layer (log sigma², boolean leave-one-out mask) reaches the same minimum.
     assert abs(numbers["w_library_trained"] / numbers["w_learned"] - 1) < 0.02
     assert abs(numbers["loss_library_trained"] - numbers["train_loss_first_last"][1]) < 1e-4
+    # A soft lookup: very narrow, it is the dict (and answers a query between keys with the nearest key's value);
+    # very wide, the mean of all values.
+    assert numbers["soft_lookup_narrow_vs_dict"] < 1e-6 and numbers["soft_lookup_narrow_vs_nearest_value"] < 1e-6
+    assert numbers["soft_lookup_wide_vs_mean"] < 1e-3
+    assert numbers["soft_lookup"]["100.0"]["top_weight_elsewhere"] < 0.021  # 1/50 each
+    # Involuntary cue (a salience of the key alone): the same weights for every query; with the query, it wins only
+    # near its key.
+    assert numbers["salience_only_rows_differ"] == 0.0
+    near_without, near_with = numbers["salient_key_weight_near"]
+    assert near_without < 0.2 and near_with > 0.6
+    assert max(numbers["salient_key_weight_far"]) < 2e-3
+    # Free scores (one per training pair): memorise the training set, generalise like nearest neighbours.
+    assert numbers["free_scores_parameters"] == 50 * 49
+    assert numbers["free_scores_train_loss"] < 0.01 * numbers["train_loss_first_last"][1]
+    assert numbers["free_scores_test_mse"] > 3 * numbers["mse_learned"]
+    assert numbers["free_scores_weight_beyond_1"] > 0.3 > 0.01 > numbers["kernel_weight_beyond_1"]
+    assert numbers["free_scores_vs_nearest_target_max_abs"] < 0.2
+    # The batched product: the loop, bmm and the library layer on a batch of four give the same regression.
+    assert numbers["bmm_shapes"] == {
+        "weights": [4, 50, 50],
+        "values": [4, 50, 1],
+        "output": [4, 50, 1],
+        "one_query_output": [4, 1, 1],
+    }
+    assert numbers["bmm_vs_loop_max_abs"] < 1e-12 and numbers["bmm_vs_library_max_abs"] < 1e-12
+    assert all(0.02 < m < 0.08 for m in numbers["bmm_batch_test_mse"])
     assert_figures(figures, "03_")
 
 
@@ -100,7 +127,33 @@ def test_04_scoring_and_masked_softmax(tmp_path):
     )
     assert 1.5 < numbers["jacobian_peak_sigma"] < 4 and 0.3 < max(sweep) < 0.35  # "about 2.5"
     assert sweep[-1] < 0.05 and sweep[-1] < sweep[0] / 3
+    # Equal weights on m keys: the squared Frobenius norm of diag(p) - ppᵀ is (m-1)/m², the norm sqrt(m-1)/m (the
+    # text once mixed the two: "0.5 at m = 2" is the norm, whose square is 0.25).
+    equal = {r["m"]: r for r in numbers["jacobian_equal_weights"]}
+    assert sorted(equal) == list(range(1, 33))
+    for m, r in equal.items():
+        assert abs(r["squared_norm"] - (m - 1) / m**2) < 1e-12 and abs(r["norm"] - math.sqrt(m - 1) / m) < 1e-12
+    assert abs(equal[2]["norm"] - 0.5) < 1e-12 and abs(equal[2]["squared_norm"] - 0.25) < 1e-12
+    assert abs(equal[32]["norm"] - numbers["jacobian_uniform_limit"]) < 1e-12  # sqrt(31)/32, the norm
+    assert max(equal, key=lambda m: equal[m]["norm"]) == 2
     assert_figures(figures, "04_")
+
+
+def prose(name: str) -> str:
+    """The Markdown cells of a tutorial as one line of text (comment marks and line breaks removed)."""
+    import jupytext
+
+    cells = jupytext.read(TUTORIALS / name).cells
+    return " ".join(" ".join(c.source.split()) for c in cells if c.cell_type == "markdown")
+
+
+def test_04_states_the_norm_and_its_square_apart():
+    """The prose says which of (m-1)/m² and sqrt(m-1)/m is the norm (the numbers shown are norms)."""
+    text = prose("04_scoring_and_masked_softmax.py")
+    assert "(m-1)/m^2$, which is" not in text  # the old slip: a squared norm equated with sqrt(31)/32
+    assert "that is $(m-1)/m^2$, so the norm itself (what the table and the figure show) is $\\sqrt{m-1}/m$" in text
+    assert "(0.5 for two, whose squared norm is 0.25)" in text
+    assert "where the norm $\\sqrt{m-1}/m$ of equal weights is largest (0.5 at $m = 2$" in text  # answer 5
 
 
 def test_05_positional_encodings(tmp_path):
@@ -122,7 +175,34 @@ def test_05_positional_encodings(tmp_path):
     assert abs(numbers["large_d_limit_period"] - 62832) < 1
     periods = numbers["sinusoidal_periods"]
     assert len(periods) == 16 and abs(periods[0] - 6.2832) < 1e-3 and periods == sorted(periods)
+    # Trained on 16 tokens to output the token 3 places back, tested on 64: the absolute schemes fall to near chance
+    # (1/16) at the first new position, rotary holds a few positions and falls, T5's buckets decline slowly, ALiBi
+    # learns the task only in part but keeps what it learned at every length.
+    extrapolation = numbers["extrapolation"]
+    for scheme in ("sinusoidal", "learned"):
+        assert extrapolation[scheme]["trained_lengths"] > 0.98 and extrapolation[scheme]["longer"] < 0.2, scheme
+    absolute_best = max(extrapolation[s]["longer"] for s in ("sinusoidal", "learned"))
+    rotary, relative, alibi = extrapolation["rotary"], extrapolation["relative"], extrapolation["alibi"]
+    assert rotary["trained_lengths"] > 0.98 and rotary["longer"] > absolute_best + 0.1 and rotary["last_16"] < 0.2
+    assert relative["trained_lengths"] > 0.95 and relative["longer"] > absolute_best + 0.15
+    assert alibi["trained_lengths"] < 0.8 and abs(alibi["last_16"] - alibi["longer"]) < 0.05
+    # (X + P) W (X + P)ᵀ: the four terms add up to the scores; the position-position term is a function of the offset
+    # for W = I, not for a random W, and for the trained W on the trained positions only.
+    assert numbers["expansion_input_is_x_plus_p"] < 1e-5
+    assert numbers["expansion_sum_vs_full_scores"] < 1e-4 and numbers["expansion_sum_vs_model_weights"] < 1e-5
+    terms = numbers["score_terms"]
+    others = max(terms[n]["std"] for n in ("content-content", "content-position", "position-content"))
+    assert terms["position-position"]["std"] > 3 * others
+    assert numbers["offset_share_identity_W"] > 1 - 1e-9 and numbers["offset_share_random_W"] < 0.1
+    shares, peaks = numbers["position_position_offset_share"], numbers["position_position_peak_at_offset"]
+    assert min(shares["trained_positions"]) > 0.7 and max(shares["new_positions"]) < 0.45
+    assert peaks["trained_positions"] == [1.0] * 4 and max(peaks["new_positions"]) < 0.2
     assert_figures(figures, "05_")
+
+
+# Figures of models trained in the tutorial: training for hundreds of steps carries float rounding (which differs
+# between CPUs and their vector units) into the weights, so their data is compared within a tolerance.
+TRAINED_FIGURES = {"05_extrapolation.npz": 0.1, "05_score_terms.npz": 0.5}
 
 
 def test_committed_figures_are_what_the_script_draws(tmp_path):
@@ -131,10 +211,14 @@ def test_committed_figures_are_what_the_script_draws(tmp_path):
     committed = sorted(FIGURES.glob("05_*.npz"))
     assert [p.name for p in committed] == sorted(p.name for p in figures.glob("05_*.npz"))
     for path in committed:
+        tolerance = TRAINED_FIGURES.get(path.name)
         with np.load(path) as old, np.load(figures / path.name) as new:
             assert sorted(old.files) == sorted(new.files), path.name
             for key in old.files:
-                np.testing.assert_allclose(new[key], old[key], rtol=1e-5, atol=1e-6, err_msg=f"{path.name}:{key}")
+                if tolerance is None:
+                    np.testing.assert_allclose(new[key], old[key], rtol=1e-5, atol=1e-6, err_msg=f"{path.name}:{key}")
+                else:
+                    np.testing.assert_allclose(new[key], old[key], atol=tolerance, err_msg=f"{path.name}:{key}")
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +248,38 @@ def test_06_multihead_self_cross_masks(translation_run):
     rows = numbers["cross_rows_first_sentence"]
     assert rows and all(row.startswith(f"{t}: ") for t, row in enumerate(rows, start=1))
     assert 0 < numbers["heads_colour_scale_max"] <= 1  # one colour scale for every head panel
+    assert_padding_panels_share_one_scale(figures / "06_padding.npz")
+    assert numbers["padding_colour_range"][0] == 0.0 and numbers["padding_real_block_max_abs"] < 1e-5
     assert_figures(figures, "06_")
+
+
+def assert_padding_panels_share_one_scale(path: Path) -> None:
+    """The padding figure draws both panels with one colour range (vmin, vmax), which covers both panels' weights:
+    equal weights get equal colours (each panel scaled to its own maximum, 0.419 and 0.475, once looked different)."""
+    with np.load(path) as data:
+        assert float(data["vmin"]) == 0.0
+        assert float(data["vmax"]) == max(float(data["alone"].max()), float(data["batched"].max()))
+        n_real = data["alone"].shape[0]
+        np.testing.assert_allclose(data["batched"][:n_real, :n_real], data["alone"], atol=1e-5)
+
+
+def test_06_committed_padding_figure_shares_one_scale():
+    assert_padding_panels_share_one_scale(FIGURES / "06_padding.npz")
+
+
+def test_06_committed_cross_attention_is_what_the_text_reads_off_it():
+    """The last decoder layer of the committed figure (the main job's model): the first German word looks at the
+    last English one, each verb written last looks back at the English verb that came first."""
+    with np.load(FIGURES / "06_cross_attention.npz") as data:
+        last = max(int(k.rsplit("layer", 1)[1]) for k in data.files)
+        weights = {i: data[f"sentence{i}_layer{last}"] for i in range(4)}  # (steps, source tokens incl. </s>)
+    favourite = {i: w.argmax(-1).tolist() for i, w in weights.items()}
+    largest = {i: w.max(-1).tolist() for i, w in weights.items()}
+    assert favourite[0][0] == 3 and largest[0][0] > 0.75  # "Datei" → "file" (Could not open file)
+    assert favourite[1][5] == 0 and favourite[2][3] == 0 and favourite[3][2] == 0  # anzeigen, löschen, öffnen
+    assert favourite[1][4] == 3 and favourite[2][1:3] == [2, 3]  # Dateien → files; ausgewählte, Dateien
+    assert all(favourite[i][-1] == w.shape[-1] - 1 for i, w in weights.items())  # </s> → </s>
+    assert favourite[0][2] == 2 and largest[0][1] < 0.35  # "nicht" looks at "open"; "konnte" spreads its weight
 
 
 @pytest.mark.slow
@@ -243,6 +358,20 @@ def test_08_why_attention(tmp_path):
     assert round(numbers["benchmark_checkpointing"]["memory_ratio"], 2) == 0.32  # "about a third"
     assert 1.25 < numbers["benchmark_checkpointing"]["time_ratio"] < 1.35  # "about 30% more time"
     assert_figures(figures, "08_")
+
+
+# Tutorials whose "Next" link is still missing: 02's is added with its other fixes, and 09's (to 10) with them.
+NEXT_LINK_PENDING = {"02_embeddings_word2vec.py", "09_encoder_decoder_step_by_step.py"}
+
+
+@pytest.mark.parametrize("name", SCRIPTS[:-1])
+def test_next_link_goes_to_the_next_tutorial(name):
+    """Each tutorial's "Next:" link names the next one in reading order (06's once skipped 07)."""
+    following = SCRIPTS[SCRIPTS.index(name) + 1]
+    links = re.findall(r"\*\*Next:\*\* \[[^]]*\]\(([^)]+)\)", prose(name))
+    if name in NEXT_LINK_PENDING and not links:
+        pytest.skip(f"{name} has no Next link yet")
+    assert links == [following], (name, links)
 
 
 @pytest.mark.parametrize("name", SCRIPTS)

@@ -21,9 +21,11 @@
 # the **attention weights**. With the Gaussian kernel $K(u) = \exp(-u^2/2)$ the weights are exactly a softmax
 # over the scores $-(x - x_i)^2/2$. This tutorial fits a 1-D function three ways (the setup of d2l.ai's earlier
 # edition, §10.2 "Attention Pooling: Nadaraya-Watson Kernel Regression"; today's §11.2 uses a different function
-# and no training), then runs the same regression through hf-attention's own attention layer.
+# and no training), then runs the same regression through hf-attention's own attention layer. On the way: why the
+# three roles are called query, key and value (attention is a soft dictionary lookup), why the weights are computed
+# from the query and the keys rather than learned one by one, and many regressions in one batched product.
 #
-# Run it: `python docs/tutorials/03_nadaraya_watson.py` (add `--quick` for a few seconds' version).
+# Run it: `python docs/tutorials/03_nadaraya_watson.py` (add `--quick` for a shorter version).
 
 # %%
 import torch
@@ -63,6 +65,106 @@ def mse(prediction: torch.Tensor) -> float:
     """Mean squared error against the noise-free function on the test grid."""
     return float(((prediction - y_truth) ** 2).mean())
 
+
+# %% [markdown]
+# ## Attention is a soft dictionary lookup
+#
+# A Python `dict` is a lookup table: a query that equals one of its keys gets that key's value, any other query gets
+# nothing. Put the 50 training pairs in one, the inputs $x_i$ as keys and the targets $y_i$ as values. Attention
+# pooling is the *soft* version of that lookup: the query is compared with **every** key, the comparisons become
+# weights that sum to 1, and the answer is the weighted mean of **all** the values. Hence the three names:
+#
+# * the **query** is what we look for: the input $x$ at which we want $f(x)$;
+# * a **key** is what an entry is found by: the input $x_i$ of a pair, compared with the query;
+# * a **value** is what an entry gives back: the target $y_i$, averaged with the weights.
+#
+# Keys and values come in pairs but need not be alike (here a place on the x axis and a height). In a Transformer
+# all three are vectors that three different learned projections compute from tokens (tutorials 06 and 07); in
+# self-attention every token is a query, a key and a value at once, in cross-attention the queries come from the
+# sentence being written and the keys and values from the one being translated.
+#
+# The width $\sigma$ of the Gaussian kernel, $\alpha_i \propto \exp(-(x - x_i)^2/2\sigma^2)$, sets how soft the
+# lookup is. Very narrow, all the weight goes to the nearest key: a query that *is* a key gets exactly its value, as
+# from the `dict`, and any other query gets the value of its nearest key, where the `dict` has nothing. Very wide,
+# every key gets the same weight and every query the mean of all values.
+
+# %%
+lookup_table = dict(zip(x_train.tolist(), y_train.tolist(), strict=True))  # a hard lookup: key → value
+key_query, other_query = x_train[7].item(), 2.5  # one query that is a key, one that is not
+nearest = (x_train - other_query).abs().argmin()
+print(f"dict[{key_query:.4f}] = {lookup_table[key_query]:.4f}")
+try:
+    lookup_table[other_query]
+except KeyError:
+    print(f"dict[{other_query}]: KeyError, no such key (the nearest key is {x_train[nearest]:.4f})")
+
+
+def soft_lookup(query: float, sigma: float) -> tuple[float, float]:
+    """Nadaraya–Watson at one query with width sigma: (the answer, the largest weight)."""
+    weights = torch.softmax(-((query - x_train) ** 2) / (2 * sigma**2), dim=0)
+    return (weights @ y_train).item(), weights.max().item()
+
+
+rows, soft = [], {}
+for sigma in (0.001, 0.05, 0.25, 1.0, 100.0):
+    (at_key, top_at_key), (elsewhere, top_elsewhere) = soft_lookup(key_query, sigma), soft_lookup(other_query, sigma)
+    soft[str(sigma)] = {"at_key": at_key, "elsewhere": elsewhere, "top_weight_elsewhere": top_elsewhere}
+    rows.append((sigma, f"{at_key:.4f}", f"{top_at_key:.3f}", f"{elsewhere:.4f}", f"{top_elsewhere:.3f}"))
+print(table(rows, ("sigma", f"answer at {key_query:.3f}", "largest weight", "answer at 2.5", "largest weight")))
+report["soft_lookup"] = soft
+report["soft_lookup_narrow_vs_dict"] = abs(soft["0.001"]["at_key"] - lookup_table[key_query])
+report["soft_lookup_narrow_vs_nearest_value"] = abs(soft["0.001"]["elsewhere"] - y_train[nearest].item())
+report["soft_lookup_wide_vs_mean"] = abs(soft["100.0"]["elsewhere"] - y_train.mean().item())
+
+# %% [markdown]
+# At $\sigma = 0.001$ the soft lookup *is* the table (the same value, a largest weight of 1) and answers the query
+# 2.5 with the value of its nearest key instead of failing; at $\sigma = 100$ it answers both queries with the mean of
+# all 50 values (the largest weight is $1/50$). Everything in between mixes a few neighbours: that is the regression
+# below, and choosing $\sigma$ is what section 3 learns.
+#
+# ### Voluntary and involuntary cues
+#
+# Psychology's account of attention (William James, 1890; d2l.ai's earlier edition starts from it, §10.1) has two kinds
+# of cue. An *involuntary* cue lies in the thing seen: a red cup on a desk of grey papers catches the eye whatever one
+# is looking for. A *voluntary* cue lies in the viewer: looking for a book, the eye goes to the books. In attention
+# pooling the voluntary cue is the **query**; an involuntary one is a property of a **key** alone. A score can hold
+# both, $a(x, x_i) = -(x - x_i)^2/2\sigma^2 + b_i$, with a salience $b_i$ of key $i$ that is the same for every query.
+# Without the query term every query gets the same weights, hence the same answer: pooling by salience alone cannot
+# follow the query at all (average pooling is the case of equal saliences). With both, the salience only wins near the
+# salient key. Give the training point nearest 2.5 a salience $b = 3$ (its kernel weight $\times e^3 \approx 20$), with
+# $\sigma = 0.25$:
+
+# %%
+salience = torch.zeros(n_train)
+salience[nearest] = 3.0
+distance = x_test[:, None] - x_train[None, :]  # (test, train)
+only_salience = torch.softmax(salience.expand(n_test, n_train), dim=1)  # no query term: (test, train)
+query_weights = torch.softmax(-(distance**2) / (2 * 0.25**2), dim=1)
+both_weights = torch.softmax(-(distance**2) / (2 * 0.25**2) + salience, dim=1)
+near = (x_test - x_train[nearest]).abs() < 0.3
+far = (x_test - x_train[nearest]).abs() > 1.0
+report["salience_only_rows_differ"] = (only_salience - only_salience[0]).abs().max().item()
+report["salient_key_weight_near"] = [
+    query_weights[near, nearest].mean().item(),
+    both_weights[near, nearest].mean().item(),
+]
+report["salient_key_weight_far"] = [query_weights[far, nearest].max().item(), both_weights[far, nearest].max().item()]
+print(f"salience alone: largest difference between the weights of two queries {report['salience_only_rows_differ']}")
+(near_without, near_with), (far_without, far_with) = (
+    report["salient_key_weight_near"],
+    report["salient_key_weight_far"],
+)
+print(
+    f"weight of the salient key, without / with its salience: queries within 0.3 of it {near_without:.2f} / "
+    f"{near_with:.2f}; queries farther than 1.0 at most {far_without:.1e} / {far_with:.1e}"
+)
+
+# %% [markdown]
+# Near the salient key it takes most of the weight, whatever its neighbours; far away it still gets next to nothing:
+# a distance of 1 costs $1/2\sigma^2 = 8$ in the score, more than the salience adds. The models below use the
+# voluntary cue only, as Nadaraya and Watson did. A bias that depends on the key alone is rare in Transformers; the
+# nearest relatives are the position biases of tutorial 05 (ALiBi, T5's buckets), added to the score like $b_i$ but
+# depending on where the query and the key sit, not on what they hold.
 
 # %% [markdown]
 # ## 1. Average pooling: every key gets the same weight
@@ -281,6 +383,99 @@ save_figure(
 )
 
 # %% [markdown]
+# ## Why not learn the attention weights themselves?
+#
+# The kernel has one parameter. Why not learn the weights directly: one free score $A_{ij}$ for every pair of a
+# training query $i$ and a training key $j$, softmax over each row, with the same leave-one-out mask? That is
+# $50 \times 49 = 2450$ numbers instead of one, and on the training pairs it can do far better than any kernel: each
+# row may put its weight on whichever other points, near or far, average to that row's own noisy target. But what it
+# learns are cells of a table, "training query 17 and training key 30", not a rule for comparing a query with a key. A
+# new query has no row, a 51st training pair has no column, and a set of another size has no matrix at all. The most
+# one can do with it at a new query is to borrow the row of the nearest training query. Measured (the free scores
+# trained with Adam from zero, the same loss as the width):
+
+# %%
+free_scores = torch.zeros(n_train, n_train, requires_grad=True)  # A_ij: a free score for every (query, key) pair
+optimizer = torch.optim.Adam([free_scores], lr=0.1)
+for _ in range(EPOCHS):
+    free_weights = torch.softmax(free_scores.masked_fill(~leave_one_out, float("-inf")), dim=1)
+    free_loss = ((free_weights @ y_train - y_train) ** 2).mean()
+    optimizer.zero_grad()
+    free_loss.backward()
+    optimizer.step()
+free_weights = free_weights.detach()
+nearest_row = (x_test[:, None] - x_train[None, :]).abs().argmin(1)  # each test query borrows its nearest row
+y_free = free_weights[nearest_row] @ y_train
+with torch.no_grad():
+    kernel_weights_train = nw_learned(x_train, x_train, y_train, w_learned, leave_one_out)[1]
+far_weight = (free_weights * ((x_train[:, None] - x_train[None, :]).abs() > 1)).sum(1).mean().item()
+report["free_scores_parameters"] = n_train * (n_train - 1)
+report["free_scores_train_loss"] = free_loss.item()
+report["free_scores_test_mse"] = mse(y_free)
+report["free_scores_vs_nearest_target_max_abs"] = (y_free - y_train[nearest_row]).abs().max().item()
+report["free_scores_weight_beyond_1"] = far_weight
+report["kernel_weight_beyond_1"] = (
+    (kernel_weights_train * ((x_train[:, None] - x_train[None, :]).abs() > 1)).sum(1).mean().item()
+)
+print(
+    table(
+        [
+            ("learned width (1 parameter)", f"{losses[-1]:.4f}", f"{report['mse_learned']:.4f}"),
+            (
+                f"free scores ({report['free_scores_parameters']} parameters), nearest row",
+                f"{report['free_scores_train_loss']:.4f}",
+                f"{report['free_scores_test_mse']:.4f}",
+            ),
+        ],
+        ("weights", "leave-one-out training loss", "test MSE"),
+    )
+)
+print(
+    f"weight on keys farther than 1 from the query: free scores {far_weight:.2f}, "
+    f"kernel {report['kernel_weight_beyond_1']:.4f}"
+)
+
+# %% [markdown] The free scores drive the training loss towards zero, with no query ever seeing its own target: they
+# memorise which combination of *other* noisy targets reproduces each target, and close to half of that weight sits on
+# points farther than 1 away, which have nothing to say about $f$ there. Borrowed by a new query, a row therefore
+# returns the noisy target of the nearest training point (the blue staircase in the figure): nearest-neighbour
+# regression, noise included, with a test error about five times that of the one-parameter kernel. The kernel
+# generalises because its weights are a *function* of the query and the key, the same function for any query and any
+# number of keys. That is also the answer to a common question about Transformers: why compute the scores from the
+# tokens ($QK^\top$) instead of learning them? Scores computed from contents work for every sentence; a score matrix
+# learned as parameters would belong to one length and one set of positions. (A variant, $A = XW_A$ with a learned
+# $W_A$ of shape $D \times T$, is a function of the inputs, but its $W_A$ still has one column per position and so
+# belongs to one length $T$.)
+
+# %%
+figure, axes = plt.subplots(1, 3, figsize=(15, 4), layout="constrained")
+for axis, weights, title in (
+    (axes[0], free_weights, f"free scores ({report['free_scores_parameters']} parameters)"),
+    (axes[1], kernel_weights_train, f"learned width sigma = {report['sigma_learned']:.2f} (1 parameter)"),
+):
+    image = axis.imshow(weights, cmap="Reds", vmin=0, vmax=1, aspect="auto", interpolation="nearest")
+    axis.set_xlabel("training inputs (keys), sorted")
+    axis.set_ylabel("training inputs (queries), sorted")
+    axis.set_title(f"leave-one-out weights: {title}", fontsize=9)
+figure.colorbar(image, ax=axes[:2], shrink=0.8, label="weight (same scale in both)")
+axes[2].plot(x_test, y_truth, "k-", lw=2, label="truth f(x)")
+axes[2].plot(x_train, y_train, "o", color="0.6", ms=4, label="training samples")
+axes[2].plot(x_test, y_free, label=f"free scores, nearest row (MSE {report['free_scores_test_mse']:.3f})")
+axes[2].plot(x_test, y_learned, label=f"learned width (MSE {report['mse_learned']:.3f})")
+axes[2].set_xlabel("x")
+axes[2].set_title("At new queries")
+axes[2].legend(fontsize=7)
+save_figure(
+    figure,
+    args.figures,
+    "03_free_scores",
+    free_weights=free_weights,
+    kernel_weights=kernel_weights_train,
+    y_free=y_free,
+    y_learned=y_learned,
+)
+
+# %% [markdown]
 # ## The same regression with hf-attention's attention layer
 #
 # hf-attention's `attention_score="gaussian"` is this kernel: `GaussianScore` computes
@@ -413,6 +608,61 @@ print(
 )
 
 # %% [markdown]
+# ## Many regressions at once: the batched product `bmm`
+#
+# Everything above was one data set. To use a GPU (or the vector units of a CPU) well, one runs many at once: a batch
+# of $B$ independent problems, each with its own queries, keys and values, stacked along a first axis. The tool is the
+# *batched matrix product*: `torch.bmm(X, Y)` takes $X$ of shape $(B, a, b)$ and $Y$ of shape $(B, b, c)$ and returns
+# the $B$ products $X_k Y_k$, shape $(B, a, c)$, in one call. For Nadaraya–Watson, $X$ holds the weights
+# (batch, queries, keys) and $Y$ the values (batch, keys, 1); the result is (batch, queries, 1). The number of keys
+# is the inner dimension, summed away: it can be anything, and each batch element could even have other queries.
+#
+# Four data sets here: the same $x$ grid, four noise draws of the targets (a generator of its own, so nothing else in
+# the tutorial changes), the width learned above. A Python loop over the four, `bmm` once, and the library's layer on
+# a batch of four, all in float64:
+
+# %%
+B = 4
+noise = torch.Generator().manual_seed(4)
+y_batch = (f(x_train) + torch.normal(0.0, 0.5, (B, n_train), generator=noise)).double()  # (B, train)
+x_test64, x_train64, w64 = x_test.double(), x_train.double(), w_learned.double()
+weights_batch = torch.softmax(-(((x_test64[:, None] - x_train64[None, :]) * w64) ** 2) / 2, dim=1).expand(B, -1, -1)
+looped = torch.stack([weights_batch[k] @ y_batch[k] for k in range(B)])  # B matrix-vector products, one by one
+batched = torch.bmm(weights_batch, y_batch[:, :, None])  # (B, test, train) @ (B, train, 1) → (B, test, 1)
+one_query = torch.bmm(weights_batch[:, :1, :], y_batch[:, :, None])  # one query each: (B, 1, train) @ (B, train, 1)
+layer.double()
+with torch.no_grad():
+    score.log_width.fill_(-2 * torch.log(w64).item())
+    keys_values_batch = torch.stack([x_train64.expand(B, -1), y_batch], dim=-1)  # (B, train, 2)
+    queries_batch = torch.stack([x_test64, torch.zeros_like(x_test64)], dim=-1).expand(B, -1, -1)  # (B, test, 2)
+    library_batch = layer(
+        queries_batch, key_value_states=keys_values_batch, attention_function=eager_attention_forward
+    )[0][..., 0]
+layer.float()
+report["bmm_shapes"] = {
+    "weights": list(weights_batch.shape),
+    "values": [B, n_train, 1],
+    "output": list(batched.shape),
+    "one_query_output": list(one_query.shape),
+}
+report["bmm_vs_loop_max_abs"] = (batched[..., 0] - looped).abs().max().item()
+report["bmm_vs_library_max_abs"] = (batched[..., 0] - library_batch).abs().max().item()
+report["bmm_batch_test_mse"] = [float(((p - y_truth.double()) ** 2).mean()) for p in batched[..., 0]]
+print(f"weights {tuple(weights_batch.shape)} @ values {(B, n_train, 1)} → {tuple(batched.shape)}")
+print(f"one query per data set: {(B, 1, n_train)} @ {(B, n_train, 1)} → {tuple(one_query.shape)}")
+print(
+    f"bmm vs the loop: {report['bmm_vs_loop_max_abs']:.1e}; bmm vs MultiHeadAttention on the batch: "
+    f"{report['bmm_vs_library_max_abs']:.1e}; test MSE of the four: "
+    + ", ".join(f"{m:.3f}" for m in report["bmm_batch_test_mse"])
+)
+
+# %% [markdown]
+# The loop, `bmm` and the library agree to float64 rounding. Inside `MultiHeadAttention` the same product runs with
+# two batch axes, (batch, heads, queries, keys) @ (batch, heads, keys, width): `torch.matmul` broadcasts over all the
+# leading axes, and `bmm` is its special case with exactly one. The noise draw matters: the same width gives each data
+# set its own test error.
+
+# %% [markdown]
 # ## Where the library differs from the classic code, on purpose
 #
 # * **One width per head, not per key.** A common variant learns a separate $w_i$ for each of the 50 training
@@ -434,6 +684,17 @@ print(
 # 4. In the cell that trains through the library, pass `attention_mask=None` instead of the leave-one-out mask. What
 #    happens to `score.log_width` and to the training loss after 1000 steps? Why does it go faster than the by-hand
 #    naive fit?
+# 5. The soft lookup at the query 2.5: below which width $\sigma$ does it return the value of the nearest key to within
+#    0.001? Predict it from the two nearest keys (0.019 and 0.050 away, values 3.70 and 3.25) before measuring.
+# 6. In the section on cues, raise the salience of the key near 2.5 from $b = 3$ to $b = 8$. Up to what distance from
+#    that key does it now take more than half of a query's weight (with $\sigma = 0.25$)? Predict it from the scores
+#    first.
+# 7. Train the free scores *without* the leave-one-out mask (plain `torch.softmax(free_scores, dim=1)`). Does each row
+#    copy its own target, as the width did when its own key was allowed? What are the training loss and the test error
+#    of the nearest rows?
+# 8. Give the four data sets of the `bmm` section different numbers of training points, 50, 40, 30 and 20 (the first
+#    $n_k$ points of each). What must be added so that one `bmm` call still does all four, and how does the library's
+#    layer take the same thing?
 
 # %%
 report.save()
@@ -454,3 +715,21 @@ report.save()
 #    falls to about $6 \cdot 10^{-4}$: each point copies its own noisy target. A step of fixed size in $\log \sigma^2$
 #    is a *multiplicative* step in $w$, so this parametrisation runs away much faster than the additive steps on $w$
 #    (which reached 8.6).
+# 5. About $\sigma = 0.013$ (measured: error $8.8 \cdot 10^{-4}$ at 0.013, $1.4 \cdot 10^{-3}$ at 0.0135). The second
+#    nearest key gets the weight ratio $e^{-(0.0495^2 - 0.0187^2)/2\sigma^2}$ against the nearest, and the answer moves
+#    by that ratio times the difference of their values (0.45): below 0.001 when the ratio is below 0.0022, i.e.
+#    $0.00105/\sigma^2 > 6.1$, $\sigma < 0.013$. A soft lookup turns hard quickly once $\sigma$ is well below the
+#    spacing of the keys.
+# 6. A query at distance $d$ from the salient key scores it $-d^2/2\sigma^2 + b = b - 8d^2$, against about 0 for a key
+#    at the query itself; with the neighbours in between it takes half the weight up to about $d = 0.89$ for $b = 8$
+#    (measured on a fine grid of queries; 0.43 for $b = 3$). The distance term grows as $d^2$, so the reach of a
+#    salience only grows as $\sqrt b$: an involuntary cue wins near, the voluntary one far.
+# 7. No: the training loss falls to about $4 \cdot 10^{-6}$, but the mean weight of a row on its own key is only
+#    0.12. Any mix of targets that reproduces a row's target is as good as its own, and with 50 free numbers per row
+#    the optimiser finds one long before the diagonal grows. At new queries the nearest rows give a test MSE of 0.26:
+#    nearest-neighbour regression again, whatever the rows look like.
+# 8. Pad every data set to 50 keys and keep the padded keys out of the softmax: scores of $-\infty$ where key $j \ge
+#    n_k$ (a per-data-set valid length, tutorial 04), then the same `bmm`. It equals the four regressions run
+#    separately on their own points to $1.3 \cdot 10^{-15}$. The library's layer takes the same information as a
+#    boolean `attention_mask` of shape (batch, 1, 1, keys), True for the real keys, or a tokenizer's 0/1 padding mask
+#    through `hf_attention.masks.padding_mask`.

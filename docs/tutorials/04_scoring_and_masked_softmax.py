@@ -271,10 +271,32 @@ report["ln_keys"] = math.log(n_keys)
 # Jacobian does *not* simply shrink: at $d = 4$ and $16$ it is 0.30, larger than the scaled 0.24, and only from
 # $d = 64$ on does it fall (0.20, 0.11, 0.07 at $d = 64, 256, 1024$). The reason is that the size of
 # $\mathrm{diag}(p) - pp^\top$ is not monotone in the spread of the scores. Its squared Frobenius norm is
-# $\sum_i p_i^2 - 2\sum_i p_i^3 + (\sum_i p_i^2)^2$: for uniform weights over $m$ keys that is $(m-1)/m^2$, which is
-# $\sqrt{31}/32 \approx 0.17$ for all 32 keys, grows as the weight concentrates on fewer keys (0.5 for two), and
-# drops to 0 only at one key. So the Jacobian is largest at a *moderate* spread and vanishes only when the softmax
-# saturates. To see the whole curve, keep $d = 64$ and vary the scores' standard deviation $\sigma$ through the
+# $\sum_i p_i^2 - 2\sum_i p_i^3 + (\sum_i p_i^2)^2$: for equal weights on $m$ keys that is $(m-1)/m^2$, so the norm
+# itself (what the table and the figure show) is $\sqrt{m-1}/m$: $\sqrt{31}/32 \approx 0.17$ for all 32 keys, larger
+# as the weight concentrates on fewer keys (0.5 for two, whose squared norm is 0.25), and 0 only at one key. So the
+# Jacobian is largest at a *moderate* spread and vanishes only when the softmax saturates. Measured on the Jacobian
+# itself, for equal weights on $m$ of the 32 keys:
+
+# %%
+equal_weights = []
+for m in range(1, n_keys + 1):
+    p = torch.zeros(n_keys, dtype=torch.float64)
+    p[:m] = 1 / m  # equal weights on m keys, none on the others
+    jacobian = torch.diag_embed(p) - p[:, None] * p[None, :]
+    norm = jacobian.norm().item()
+    equal_weights.append({"m": m, "squared_norm": norm**2, "norm": norm, "formula": math.sqrt(m - 1) / m})
+report["jacobian_equal_weights"] = equal_weights
+shown = (1, 2, 3, 4, 8, 32)
+print(
+    table(
+        [(r["m"], f"{r['squared_norm']:.4f}", f"{r['norm']:.4f}") for r in equal_weights if r["m"] in shown],
+        ("m keys", "squared norm (m-1)/m²", "norm sqrt(m-1)/m"),
+    )
+)
+
+# %% [markdown]
+# The norm peaks at two keys and falls slowly after them (0.47 at three, 0.43 at four, 0.33 at eight). To see the whole
+# curve of the Jacobian against the spread, keep $d = 64$ and vary the scores' standard deviation $\sigma$ through the
 # backend's `scaling` ($\sigma = $ `scaling` $\cdot \sqrt d$); the widths of the table sit on it at $\sigma = \sqrt d$
 # (unscaled) and $\sigma = 1$ (scaled).
 
@@ -402,6 +424,7 @@ report.save()
 #    $s_i \sim N(0, \sigma^2)$ and many keys, $\sum_i e^{s_i} \approx n\,e^{\sigma^2/2}$ and the softmax-weighted
 #    mean score is $\sigma^2$, so $H = \ln \sum_i e^{s_i} - \sum_i p_i s_i \approx \ln n - \sigma^2/2$.
 # 5. At a smaller spread, about $\sigma \approx 1.1$ (instead of 2.5), with a larger peak, about 0.37: with 8 keys
-#    a smaller spread already puts most of the weight on two or three of them, where $(m-1)/m^2$ is largest (0.5 at
-#    $m = 2$). The uniform starting value is higher too, $\sqrt 7/8 \approx 0.33$: with few keys even uniform
-#    weights pass a sizeable gradient, and the scaled scores ($\sigma = 1$) sit almost at the peak.
+#    a smaller spread already puts most of the weight on two or three of them, where the norm $\sqrt{m-1}/m$ of
+#    equal weights is largest (0.5 at $m = 2$, 0.47 at $m = 3$). The uniform starting value is higher too,
+#    $\sqrt 7/8 \approx 0.33$: with few keys even uniform weights pass a sizeable gradient, and the scaled scores
+#    ($\sigma = 1$) sit almost at the peak.

@@ -15,8 +15,9 @@
 # single-head attention on a $T \times D$ matrix, multi-head attention, the position-wise feed-forward network,
 # residual connections and LayerNorm. Every piece is checked against hf-attention's own modules with the same
 # weights, down to the last bit where that is possible. Then it asks *why* each piece is there, and answers by
-# measurement: what tying $W_q = W_k$ does to the scores, what happens to a deep stack without residuals or norms,
-# and which pieces a small encoder cannot do without when it learns to reverse a sequence of digits.
+# measurement: how far multi-head attention is a convolution, why LayerNorm normalises a token and not a sentence,
+# what tying $W_q = W_k$ does to the scores, what happens to a deep stack without residuals or norms, and which pieces
+# a small encoder cannot do without when it learns to reverse a sequence of digits.
 #
 # Three terms first.
 #
@@ -163,6 +164,95 @@ print(
 # time it is not, although it is the same arithmetic on the same numbers: a matrix product picks its kernel and the
 # order of its sums by the shapes and the memory layout it is given, so a strided slice may be summed in another
 # order than a contiguous block. Bit-exactness is a property of the whole sequence of operations, not of the formula.
+#
+# ## Is multi-head attention a convolution with channels?
+#
+# An analogy one meets often: multi-head attention is "a convolutional network, only stronger": the $D$ features of a
+# token are the channels of a convolution over the sequence, the heads are its kernels, and $W_o$ is a $1 \times 1$
+# convolution that mixes the channels. Part of it is exact, part of it is not. Measured, with $D = 16$ channels and
+# $T = 10$ positions (the cell keeps its random numbers to itself, so nothing after it changes):
+#
+# 1. Every projection of the layer (`q_proj`, `k_proj`, `v_proj`, `o_proj`, and the FFN's two) is a **$1 \times 1$
+#    convolution**: the same linear map at every position. `nn.Conv1d(D, D, kernel_size=1)` with `o_proj`'s weights.
+# 2. A convolution with a kernel of $k$ taps **is** a multi-head attention with $k$ heads whose masks let head $h$
+#    see one key only, the one at offset $h - (k - 1)/2$: with a single allowed key its weight is 1, and a query whose
+#    key falls off the edge gets a row of zeros from the library (tutorial 04), which is exactly the convolution's zero
+#    padding. `v_proj` copies the token into every head, `o_proj` holds the three taps side by side. (Cordonnier,
+#    Loukas & Jaggi 2020 show the general case: with $k^2$ heads and relative positions, self-attention can express
+#    any $k \times k$ convolution of an image.)
+# 3. Where the analogy breaks: a convolution mixes the positions with the same weights for every input, and only
+#    nearby; attention computes its mixing from the input, over all positions. Two random inputs give two different
+#    weight matrices; a convolution's mixing over positions is fixed by its weights alone (shifting its input shifts
+#    its output, away from the edges), and it is not blind to order, where attention without positions is (tutorial
+#    05): permute the input, and an attention layer's output is permuted the same way, a convolution's is not.
+
+# %%
+with torch.random.fork_rng():  # this cell's random numbers leave the rest of the tutorial unchanged
+    torch.manual_seed(3)
+    T_conv = 10
+    X_conv = torch.randn(T_conv, D)
+    # 1. A projection is a 1 × 1 convolution over the positions (Conv1d wants (batch, channels, length)).
+    projection = mha.o_proj
+    one_by_one = nn.Conv1d(D, D, kernel_size=1)
+    with torch.no_grad():
+        one_by_one.weight.copy_(projection.weight[:, :, None])
+        one_by_one.bias.copy_(projection.bias)
+        report["conv_1x1_vs_projection_max_abs"] = max_abs(one_by_one(X_conv.T[None])[0].T, projection(X_conv))
+    # 2. A 3-tap convolution as a 3-head attention whose head h sees only the key at offset h - 1.
+    convolution = nn.Conv1d(D, D, kernel_size=3, padding=1)
+    offsets = (-1, 0, 1)
+    as_attention = MultiHeadAttention(hidden_size=D, num_heads=3, num_kv_heads=3, head_dim=D)
+    query_position, key_position = torch.arange(T_conv)[:, None], torch.arange(T_conv)[None, :]
+    one_key_per_head = torch.stack([key_position == query_position + o for o in offsets])[None]  # (1, 3, T, T)
+    with torch.no_grad():
+        as_attention.v_proj.weight.copy_(torch.eye(D).repeat(3, 1))  # every head's value is the token itself
+        as_attention.v_proj.bias.zero_()
+        taps = [convolution.weight[:, :, tap] for tap in range(3)]  # tap t multiplies the token at offset t - 1
+        as_attention.o_proj.weight.copy_(torch.cat(taps, dim=1))
+        as_attention.o_proj.bias.copy_(convolution.bias)
+        convolved = convolution(X_conv.T[None])[0].T
+        attended, conv_weights = as_attention(
+            X_conv[None], attention_mask=one_key_per_head, attention_function=eager_attention_forward
+        )
+    report["conv_3_vs_three_head_attention_max_abs"] = max_abs(attended[0], convolved)
+    report["conv_edge_rows_are_zero"] = bool(conv_weights[0, 0, 0].eq(0).all() and conv_weights[0, 2, -1].eq(0).all())
+    # 3. Attention's mixing depends on the input; a convolution's does not. Order: permute the input.
+    free_attention = MultiHeadAttention(hidden_size=D, num_heads=4, num_kv_heads=4, head_dim=D // 4)
+    other = torch.randn(T_conv, D)
+    permutation = torch.randperm(T_conv)
+    with torch.no_grad():
+        weights_one = free_attention(X_conv[None], attention_function=eager_attention_forward)[1]
+        weights_two = free_attention(other[None], attention_function=eager_attention_forward)[1]
+        attention_out = free_attention(X_conv[None], attention_function=eager_attention_forward)[0][0]
+        attention_permuted = free_attention(X_conv[permutation][None], attention_function=eager_attention_forward)[0][
+            0
+        ]
+        conv_permuted = convolution(X_conv[permutation].T[None])[0].T
+    report["attention_weights_two_inputs_max_abs"] = max_abs(weights_one, weights_two)
+    report["attention_permuted_max_abs"] = max_abs(attention_permuted, attention_out[permutation])
+    report["convolution_permuted_max_abs"] = max_abs(conv_permuted, convolved[permutation])
+print(f"1 × 1 convolution vs o_proj: {report['conv_1x1_vs_projection_max_abs']:.1e}")
+print(
+    "3-tap convolution vs 3-head attention with one key per head: "
+    f"{report['conv_3_vs_three_head_attention_max_abs']:.1e} (edge rows of zeros: {report['conv_edge_rows_are_zero']})"
+)
+print(
+    f"attention weights of two different inputs differ by up to {report['attention_weights_two_inputs_max_abs']:.2f}"
+)
+print(
+    f"permuted input: attention output permuted the same way within {report['attention_permuted_max_abs']:.1e}; "
+    f"convolution output off by up to {report['convolution_permuted_max_abs']:.2f}"
+)
+
+# %% [markdown]
+# So the analogy holds for the parts that act on each position alone, and for a convolution seen as a special case of
+# attention with fixed, one-key-per-head masks; it does not hold the other way. What attention adds is exactly what a
+# convolution lacks: where to look is computed from the tokens, anywhere in the sequence. Two more differences the
+# picture of "heads as kernels" hides. A convolution's tap has its own weight for every pair of input and output
+# channels; a head mixes the positions with *one* weight per (query, key) pair, shared by all $d$ channels of its
+# value (the mixing and the channel map are separate steps, $A$ then $V$ and $W_o$). And the head count is not the
+# channel count: the heads split the $D$ channels into $H$ groups (like a *grouped* convolution's groups), where the
+# "kernels" of the analogy would be the output channels.
 #
 # ## Why two matrices, $W_q \ne W_k$?
 #
@@ -404,6 +494,77 @@ print(table(rows, ("vs library EncoderLayer (eager)", "all by hand", "by hand, t
 # root, where the hand version makes two passes and divides by a square root. That is the *only* source of
 # difference in the whole layer: with torch's own `layer_norm` function in place of the hand-written one, the
 # hand-written post-norm and pre-norm layers give the library's `EncoderLayer` bit for bit.
+#
+# ### LayerNorm over a token, not over a sentence
+#
+# LayerNorm takes its mean and variance over the $D$ features of **one token**. One also reads that it normalises a
+# whole sentence, all its $T \times D$ numbers together, however many rows it has (that is what
+# `nn.LayerNorm((T, D))` would compute). That is not what a Transformer does, and three measurements show why it
+# could not (random sentences of width $D = 16$, the layer norm's gain and bias at 1 and 0; a masked mean over the
+# real tokens would repair the first problem, not the second):
+#
+# * **padding**: the same 5-token sentence alone and padded to 8 rows with zeros, its real tokens compared;
+# * **causality**: in a decoder, position 0 must not depend on later tokens: change the last token, compare position 0;
+# * **the rest of the sentence, or of the batch**: append a token, compare the first ones; and, for BatchNorm
+#   (statistics over the batch, per feature, as in convolutional networks), change the *other* sentence of a batch
+#   of two and compare the first.
+
+# %%
+with torch.random.fork_rng():  # this cell's random numbers leave the rest of the tutorial unchanged
+    torch.manual_seed(4)
+
+    def per_token(x):
+        """LayerNorm as Transformers use it: statistics over the features of each token (the last axis)."""
+        return nn.functional.layer_norm(x, x.shape[-1:])
+
+    def per_sentence(x):
+        """Statistics over all T × D numbers of each sentence (the last two axes)."""
+        return nn.functional.layer_norm(x, x.shape[-2:])
+
+    sentence = torch.randn(1, 5, D)
+    padded = torch.cat([sentence, torch.zeros(1, 3, D)], dim=1)  # 3 pad rows of zeros
+    changed_last = sentence.clone()
+    changed_last[:, -1] = torch.randn(D)
+    longer = torch.cat([sentence, torch.randn(1, 1, D)], dim=1)
+    norm_effects = {}
+    for name, normalise in (("per token", per_token), ("per sentence", per_sentence)):
+        norm_effects[name] = {
+            "padding": max_abs(normalise(padded)[:, :5], normalise(sentence)),
+            "future_token": max_abs(normalise(changed_last)[:, 0], normalise(sentence)[:, 0]),
+            "appended_token": max_abs(normalise(longer)[:, :5], normalise(sentence)),
+        }
+    batch_norm = nn.BatchNorm1d(D).train()  # statistics over the batch (and positions), per feature
+    pair, other_pair = torch.randn(2, 5, D), torch.randn(2, 5, D)
+    other_pair[0] = pair[0]  # the same first sentence, another second one
+    with torch.no_grad():
+        in_batch = batch_norm(pair.transpose(1, 2)).transpose(1, 2)[0]
+        in_other_batch = batch_norm(other_pair.transpose(1, 2)).transpose(1, 2)[0]
+    norm_effects["BatchNorm (training)"] = {"other_sentence": max_abs(in_batch, in_other_batch)}
+    norm_effects["per token"]["other_sentence"] = max_abs(per_token(pair)[0], per_token(other_pair)[0])
+report["norm_dependence"] = norm_effects
+print(
+    table(
+        [
+            (
+                name,
+                *(
+                    f"{effects[k]:.2g}" if k in effects else "-"
+                    for k in ("padding", "future_token", "appended_token", "other_sentence")
+                ),
+            )
+            for name, effects in norm_effects.items()
+        ],
+        ("normalised over", "padding", "a later token", "an appended token", "another sentence in the batch"),
+    )
+)
+
+# %% [markdown]
+# Per token, none of the four changes a single bit of the outputs compared: a token's normalised vector is a function
+# of that token alone. Per sentence, every one of them moves every token's output: the pad rows pull the mean towards 0
+# and shrink the variance, a later token leaks into position 0 (a decoder trained that way could read the future
+# through the norm), and a token's value depends on the length of its sentence. BatchNorm makes a sentence's output
+# depend on which other sentences share its batch, and needs running averages at inference. LayerNorm per token is what
+# makes a layer position-wise, and position-wise is what padding, causal masks and caching rely on.
 #
 # ## Why residuals and norms: a deep stack at initialisation
 #
@@ -784,7 +945,10 @@ save_figure(figure, args.figures, "07_loss", **{f"curve_{i}": c for i, c in enum
 # * Residuals keep each token's identity and give the gradient a path through depth; without them the positions
 #   collapse onto one vector and the reverse task is not learned. LayerNorm keeps the scale of the activations in
 #   check: post-norm at every layer's output, pre-norm at every sublayer's input (plus once at the end), with more
-#   even gradients across depth.
+#   even gradients across depth. It normalises each token on its own, never a sentence: per sentence, padding, the
+#   future and the length would all leak into every token.
+# * The projections are $1 \times 1$ convolutions and a $k$-tap convolution is a $k$-head attention with fixed masks;
+#   attention is more than a convolution because it computes where to look from the tokens.
 # * Positions are what make order learnable at all: without them an encoder is blind to order and tops out at the
 #   bag-of-tokens ceiling.
 #
@@ -806,6 +970,10 @@ save_figure(figure, args.figures, "07_loss", **{f"curve_{i}": c for i, c in enum
 # 5. In the 24-layer stack, the pre-norm hidden states grow with depth (std about 2 at the top). Where in a pre-norm
 #    model does that growth stop mattering for the output, and what would happen to the classifier if that piece were
 #    missing?
+# 6. Normalise per sentence, but with the mean and variance of the *real* tokens only (a masked mean). Which of the
+#    three problems of the per-sentence norm does that repair?
+# 7. Write a 5-tap convolution (`nn.Conv1d(D, D, kernel_size=5, padding=2)`) as a multi-head attention, and a 3-tap
+#    convolution with dilation 2. How many heads, which masks?
 #
 # ## Answers
 #
@@ -830,6 +998,14 @@ save_figure(figure, args.figures, "07_loss", **{f"curve_{i}": c for i, c in enum
 # 5. In the final LayerNorm at the end of the stack: it brings the stream back to unit scale before the classifier.
 #    Without it the classifier's logits would scale with the depth of the model, and their size (how sure the model
 #    is) would depend on how many layers it has, not on what it has learned.
+# 6. Only padding: with statistics over the five real tokens, the padded sentence gives its real tokens exactly the
+#    outputs they get alone (difference 0.0). A later token still moves position 0 (by 0.11, as before), and so does
+#    an appended one: the statistics still mix the positions. A causal version would need statistics over each
+#    prefix, a different normaliser for every position; per token there is nothing to repair.
+# 7. Five heads whose masks allow the offsets $-2, -1, 0, 1, 2$ (head $h$: key $j = i + h - 2$), `v_proj` five stacked
+#    identities, `o_proj` the five taps side by side: it equals the convolution to $5 \cdot 10^{-7}$. Dilation 2 with
+#    3 taps: three heads with offsets $-2, 0, 2$ ($3 \cdot 10^{-7}$). The mask says where a head looks, the head count
+#    is the number of taps, and the channels are untouched by it.
 
 # %%
 report.save()
