@@ -179,7 +179,8 @@ def generate_ids(
                 return_tensors="pt",
             )  # fmt: skip
             inputs.pop("token_type_ids", None)
-            beam = {"num_beams": num_beams, "length_penalty": length_penalty} if num_beams > 1 else {}
+            # num_beams always given: the model's generation config may ask for beams (the main job's does)
+            beam = {"num_beams": num_beams, **({"length_penalty": length_penalty} if num_beams > 1 else {})}
             generated = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, **beam)
             for index, row in zip(batch, generated.tolist(), strict=True):
                 results[index] = _strip(row[1:], tokenizer)
