@@ -42,6 +42,20 @@ def _converted(name, tokenizer, tmp_path, initializer_range):
     return model, str(tmp_path / "ct2")
 
 
+def assert_same_log_probs(model, translator, tokenizer, source, target: list[int]) -> None:
+    """CTranslate2's log-probability of each token of `target` (then </s>) after `source` is ours."""
+    decoder_input_ids = torch.tensor([[model.config.decoder_start_token_id, *target]])
+    with torch.no_grad():
+        logits = model(input_ids=source, decoder_input_ids=decoder_input_ids).logits[0]
+    expected = logits.log_softmax(-1).gather(1, torch.tensor([*target, tokenizer.eos_token_id])[:, None])[:, 0]
+    scored = translator.score_batch(
+        [tokenizer.convert_ids_to_tokens(source[0].tolist())], [tokenizer.convert_ids_to_tokens(target)]
+    )[0]
+    # Log-probabilities reach ~15 nats with these random weights; two fp32 GEMM libraries differ by ~1e-4 of that
+    # (seen on an AVX-512 EPYC), so the bound is relative.
+    torch.testing.assert_close(torch.tensor(scored.log_probs), expected, rtol=3e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("name", ["llama", "gpt2"])
 def test_ctranslate2_generates_our_greedy_tokens_from_the_exported_decoder(name, tokenizers, tmp_path):
     tokenizer = tokenizers["decoder"]
@@ -85,17 +99,9 @@ def test_ctranslate2_translates_with_our_greedy_tokens_from_the_exported_bart(to
     # A random post-norm encoder-decoder often repeats one token; the log-probabilities of a given target do not.
     target = tokenizer("Jede Abfrage gewichtet alle Werte")["input_ids"][:-1]  # without </s>: CTranslate2 adds it
     for prompt in PROMPTS:
-        source = tokenizer(prompt, return_tensors="pt")["input_ids"]
-        decoder_input_ids = torch.tensor([[model.config.decoder_start_token_id, *target]])
-        with torch.no_grad():
-            logits = model(input_ids=source, decoder_input_ids=decoder_input_ids).logits[0]
-        expected = logits.log_softmax(-1).gather(1, torch.tensor([*target, tokenizer.eos_token_id])[:, None])[:, 0]
-        scored = translator.score_batch(
-            [tokenizer.convert_ids_to_tokens(source[0].tolist())], [tokenizer.convert_ids_to_tokens(target)]
-        )[0]
-        # Log-probabilities reach ~15 nats with these random weights; two fp32 GEMM libraries differ by ~1e-4 of that
-        # (seen on an AVX-512 EPYC), so the bound is relative.
-        torch.testing.assert_close(torch.tensor(scored.log_probs), expected, rtol=3e-4, atol=1e-4)
+        assert_same_log_probs(
+            model, translator, tokenizer, tokenizer(prompt, return_tensors="pt")["input_ids"], target
+        )
 
 
 def _ctranslate2_translate():
@@ -127,15 +133,7 @@ def test_ctranslate2_translates_protected_sources_with_the_same_sentinel_ids(tmp
     target = tokenizer("⟦ph_2⟧ Werte ⟦ph_0⟧ und ⟦ph_1⟧")["input_ids"][:-1]
     assert set(tokenizer.convert_tokens_to_ids(list(SENTINELS[:3]))) <= set(target)
     for text in masked:
-        source = tokenizer(text, return_tensors="pt")["input_ids"]
-        decoder_input_ids = torch.tensor([[model.config.decoder_start_token_id, *target]])
-        with torch.no_grad():
-            logits = model(input_ids=source, decoder_input_ids=decoder_input_ids).logits[0]
-        expected = logits.log_softmax(-1).gather(1, torch.tensor([*target, tokenizer.eos_token_id])[:, None])[:, 0]
-        scored = translator.score_batch(
-            [tokenizer.convert_ids_to_tokens(source[0].tolist())], [tokenizer.convert_ids_to_tokens(target)]
-        )[0]
-        torch.testing.assert_close(torch.tensor(scored.log_probs), expected, rtol=3e-4, atol=1e-4)
+        assert_same_log_probs(model, translator, tokenizer, tokenizer(text, return_tensors="pt")["input_ids"], target)
     ctranslate2_translate = _ctranslate2_translate()
     theirs = translate_protected(
         sources,

@@ -400,7 +400,8 @@ print(
 # * Cross-attention is the decoder's look at the source at every step; the explorer shows it for every layer and
 #   head: `hf-attention explore --model DIR --text "Could not open file" --out attention.html`.
 #
-# Back to the [list of tutorials](../README.md).
+# **Next:** [10 · a decoder-only language model](10_decoder_only_language_model.py), or back to the
+# [list of tutorials](../README.md).
 #
 # ## Exercises
 #
