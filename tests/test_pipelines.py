@@ -187,12 +187,18 @@ def protected_folder(tmp_path_factory):
     return save_translation_pipeline(model, tokenizer, tmp_path_factory.mktemp("protected"))
 
 
-def _expected(translate, source, **generate_kwargs):
-    """What the pipeline must give, computed by hand: protect, generate, decode, restore."""
+def _expected(translate, source, constrained: bool = True, **generate_kwargs):
+    """What the pipeline must give, computed by hand: protect, generate (constrained to the source's sentinels, as the
+    pipeline does by default), decode, restore."""
+    from hf_attention.placeholder_constraint import sentinel_constraint
     from hf_attention.placeholders import protect, restore
 
     masked, originals = protect(source)
     inputs = translate.tokenizer(masked, return_tensors="pt")
+    if constrained:
+        eos = translate.model.generation_config.eos_token_id
+        limit = generate_kwargs.get("max_new_tokens")
+        generate_kwargs["logits_processor"] = sentinel_constraint(translate.tokenizer, inputs["input_ids"], eos, limit)
     ids = translate.model.generate(**inputs, **generate_kwargs)[0]
     text, problems = restore(translate.tokenizer.decode(ids, skip_special_tokens=True), originals)
     return {"translation_text": text, "placeholder_problems": [problem._asdict() for problem in problems]}
