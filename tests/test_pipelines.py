@@ -139,17 +139,13 @@ REMOTE_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_translation_pipeline_shipped_with_the_checkpoint_in_a_fresh_process(translation_folder, tmp_path):
-    """`pipeline("translation", model=DIR, trust_remote_code=True)` without hf_attention, as on the Hub."""
+def run_shipped_pipeline(folder, text: str, tmp_path) -> list:
+    """The pipeline shipped in `folder` run on [text, "x"] in a fresh process where hf_attention cannot be imported."""
     (tmp_path / "remote.py").write_text(REMOTE_SCRIPT)
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": str(tmp_path),
-        "HF_HUB_OFFLINE": "1",
-        "HF_MODULES_CACHE": str(tmp_path / "modules"),
-    }
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"}
+    env["HF_MODULES_CACHE"] = str(tmp_path / "modules")
     result = subprocess.run(
-        [sys.executable, "remote.py", str(translation_folder), PROMPT],
+        [sys.executable, "remote.py", str(folder), text],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -157,7 +153,12 @@ def test_translation_pipeline_shipped_with_the_checkpoint_in_a_fresh_process(tra
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    remote = json.loads(result.stdout.strip().splitlines()[-1])
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_translation_pipeline_shipped_with_the_checkpoint_in_a_fresh_process(translation_folder, tmp_path):
+    """`pipeline("translation", model=DIR, trust_remote_code=True)` without hf_attention, as on the Hub."""
+    remote = run_shipped_pipeline(translation_folder, PROMPT, tmp_path)
     local = pipeline(TASK, model=str(translation_folder))([PROMPT, "x"], max_new_tokens=5, num_beams=2)
     assert remote == [{"translation_text": o["generated_text"]} for o in local]
 
@@ -268,19 +269,7 @@ def test_the_protected_pipeline_ships_with_its_placeholders_module(protected_fol
     assert (protected_folder / "placeholders.py").read_bytes() == (
         Path(hf_attention.__file__).parent / "placeholders.py"
     ).read_bytes()
-    (tmp_path / "remote.py").write_text(REMOTE_SCRIPT)
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"}
-    env["HF_MODULES_CACHE"] = str(tmp_path / "modules")
-    result = subprocess.run(
-        [sys.executable, "remote.py", str(protected_folder), SOURCE],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    remote = json.loads(result.stdout.strip().splitlines()[-1])
+    remote = run_shipped_pipeline(protected_folder, SOURCE, tmp_path)
     local = pipeline(TASK, model=str(protected_folder))([SOURCE, "x"], max_new_tokens=5, num_beams=2)
     assert remote == [{"translation_text": o.pop("generated_text"), **o} for o in local]
     assert all("placeholder_problems" in record for record in remote)
