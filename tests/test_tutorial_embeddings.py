@@ -163,7 +163,7 @@ def test_committed_similarity_figure():
     assert pairs[3] == pairs[4] >= 5 and pairs[5] >= 20
     assert 0 < gap[3] < gap[2] / 2 and 0 < gap[4] < gap[2] / 2  # the Transformer separates English pairs less
     assert gap[5] > 0.1  # but puts translations closer than mismatched English/German pairs
-    assert mismatched[4] > mismatched[5] + 0.15  # English/English closer than English/German: the main structure
+    assert mismatched[4] > mismatched[5] + 0.1  # English/English closer than English/German: the model's sides
 
 
 def test_data_the_text_describes(main_job_corpus, quick_run):

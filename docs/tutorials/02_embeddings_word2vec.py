@@ -764,21 +764,23 @@ save_figure(
 )
 
 # %% [markdown]
-# What the committed figures show (a full run with the main job's model: 720 steps, 8,000 tokens, width 256; 23 of
-# the 29 pairs and 49 English/German translation pairs are single tokens there):
+# What the committed figures show (a full run with the main job's model: 2880 steps, BART's shape, 8,000 tokens,
+# width 256; 18 of the 29 pairs and 41 English/German translation pairs are single tokens there):
 #
 # * **What is similar.** The trained matrix has structure an untrained one lacks, and some of it is word2vec's
-#   kind: the neighbours of *error* are *Error*, *failure*, *errors* and the German *Fehlercode*, those of *server*
-#   are *socket*, *servers*, *client*, *connection*. And one thing word2vec on English text cannot have: a
-#   translation pair (*text/Text*, *option/Option*, *name/Name*, *failed/fehlgeschlagen*, *value/Wert*) is closer
-#   than a mismatched English/German pair, 0.140 against −0.061 in mean cosine after centring.
-# * **What is not.** The English pairs are separated, but much less than by word2vec: after centring, 0.278 for
-#   related pairs against 0.156 for mismatched ones (a gap of 0.12), where skip-gram gives 0.551 against 0.223
-#   (0.33) on the same pairs. The largest structure in the matrix is which side of the model a token belongs to:
-#   two unrelated English tokens have a centred cosine of 0.156, an English and a German token −0.061. Many
-#   neighbours share a role in the messages rather than a meaning (*open* → *Failed*, *Could*, *Cannot*: the words
-#   that start the same error messages). A translation model is not trained to make *open* and *close*
-#   interchangeable; it is trained to produce German.
+#   kind: the neighbours of *file* are *File*, *Datei*, *directory* and *download*, those of *error* are *errors*
+#   and the German *fehler*, those of *server* include *connection*, *Server* and *download*. And one thing word2vec
+#   on English text cannot have: a translation pair (*text/Text*, *failed/fehlgeschlagen*, *name/Name*,
+#   *color/Farbe*, *missing/fehlt*) is closer than a mismatched English/German pair, 0.231 against −0.024 in mean
+#   cosine after centring.
+# * **What is not.** The English pairs are separated, but much less than by word2vec: after centring, 0.182 for
+#   related pairs against 0.098 for mismatched ones (a gap of 0.08), where skip-gram gives 0.531 against 0.211
+#   (0.32) on the same pairs. Which side of the model a token belongs to shows as much as meaning does: two
+#   unrelated English tokens have a centred cosine of 0.098, an English and a German token −0.024. Many
+#   neighbours share a role in the messages rather than a meaning (*open* → *Failed*, *find*, *cannot*: the words
+#   of the same error messages), and some are subword pieces with no meaning of their own (*password* → *indic*,
+#   *alias*, *ody*). A translation model is not trained to make *open* and *close* interchangeable; it is trained
+#   to produce German.
 #
 # Two more differences hold for any Transformer. Its rows are subword tokens, so a word's vector is often not one
 # row. And these rows are only the *input* of the model: the attention layers then change every vector according

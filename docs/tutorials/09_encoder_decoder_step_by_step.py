@@ -171,13 +171,13 @@ report["translation_equals_reference"] = translation == target
 #
 # The last printed line compares the greedy output with the reference used for teacher forcing above; a model can
 # produce a correct translation that differs from the reference, and a wrong one, so read both. The main job's model
-# of the earlier recipe (720 steps, the one the committed figure shows) writes "Konnte Datei nicht öffnen": not the
-# reference "Datei konnte nicht geöffnet werden", but a correct translation in the other usual wording of German
-# interfaces. Teacher-forced, the same model gives the reference's first token "Datei" only 0.08 and prefers
-# "Konnte"; once given "Datei", it follows the reference with high confidence. Its argmax column shows the
-# reordering: "Konnte" looks at "Could", "Datei" jumps to "file" (in layers 1 and 2), "öffnen" back to "open". The
-# main job's model of the current recipe (2,880 steps) writes the reference itself, every token with a probability
-# of 0.88 or more.
+# (2,880 steps, BART's shape; the one the committed figure shows) writes the reference itself, every token with a
+# probability of 0.87 or more. Its argmax column shows the reordering in the last two layers: "Datei", written first,
+# looks at "file", the last English word; "konnte" at "Could"; "nicht" and "geöffnet" at "open"; `</s>` at `</s>`.
+# Layer 0 does something else: it looks at "file" for most steps, whatever the token written. A model of the
+# project's earlier recipe (720 steps) wrote "Konnte Datei nicht öffnen" instead: not the reference, but a correct
+# translation in the other usual wording of German interfaces, which is why the reference alone does not judge a
+# translation.
 #
 # **Check 1: this loop is what `generate()` does.** Greedy search in 🤗 `generate()` (with the KV cache) must
 # produce the same tokens.
@@ -383,11 +383,12 @@ print(
 # 1.0 and 1.4), not by probability; 4 beams added 1.6 BLEU to the recipe when it was measured against greedy
 # (docs/training.md, "The translation recipe").
 #
-# With the main job's model of the current recipe (2,880 steps), beam search changes 2 of the 12 outputs, and
-# both are greedy outputs that repeat a word: "Nach Aktualisierungen für Aktualisierungen suchen" becomes
-# "Überprüfung auf Aktualisierungen prüfen" (mean log p −0.81 → −0.75), "Verbindungs-Verbindung zum Server
-# fehlgeschlagen" becomes "Verbindungs, die Server fehlgeschlagen" (−0.69 → −0.62). The repeat is gone and the
-# score is higher, but neither is a good translation: a better score under the model is only as good as the model.
+# With the main job's model (2,880 steps), beam search changes 1 of the 12 outputs, a greedy output that lost its
+# way: "Verbindungsfehler der Server fehlgeschlagen" ("connection error the server failed") becomes
+# "Verbindungsar zum Server fehlgeschlagen" (mean log p −1.12 → −0.77). The score is higher and the middle is right
+# ("zum Server"), but "Verbindungsar" is no German word: a better score under the model is only as good as the model.
+# Beam search also leaves alone the greedy outputs that are wrong with confidence, such as "Nach Aktualisierungen
+# für Aktualisierungen" for "Check for updates".
 #
 # ## Summary
 #
@@ -398,7 +399,8 @@ print(
 # * Generation: `<s>`, then one token per decoder run until `</s>`; greedy takes the argmax, beam search keeps the
 #   best few prefixes, sampling draws from the distribution (all available through `generate()`).
 # * Cross-attention is the decoder's look at the source at every step; the explorer shows it for every layer and
-#   head: `hf-attention explore --model DIR --text "Could not open file" --out attention.html`.
+#   head: [tutorial 06's page](../figures/06_explorer.html) is this model on this sentence, and
+#   `hf-attention explore --model DIR --text "Could not open file" --out attention.html` writes one for any model.
 #
 # **Next:** [10 · a decoder-only language model](10_decoder_only_language_model.py), or back to the
 # [list of tutorials](../README.md).
@@ -425,15 +427,15 @@ print(
 # 1. It is the first 4 ids of `prefix` (the start token and 3 tokens), unless `</s>` came earlier: greedy decoding
 #    chooses each token from the prefix before it only, so stopping early cannot change the tokens already chosen.
 # 2. Without a cache, step $t$ runs the decoder over $t$ positions: $1 + 2 + \dots + T = T(T+1)/2$ in total. With a
-#    cache each step runs one new position: $T$. For the 6 steps of the main job's model of the current recipe (5
-#    tokens and `</s>`), 21 against 6; for the 5 steps of the earlier one in the committed figure, 15 against 5.
+#    cache each step runs one new position: $T$. For the 6 steps of the main job's model (5 tokens and `</s>`), 21
+#    against 6.
 # 3. Not for the main job's model, whose loss is not the plain cross-entropy: it adds label smoothing
 #    ($\varepsilon = 0.1$: the loss is $(1 - \varepsilon)$ × the cross-entropy + $\varepsilon$ × the mean of
 #    $-\log p$ over the whole vocabulary, which is large because most tokens are improbable) and the unlikelihood of
 #    repeating one of the two previous tokens (weight 2.0), as the first section computes. The cell below prints all
-#    of it. For the main job's model of the current recipe (2,880 steps), on its 6 labels, the loss times the labels
-#    is 7.99 against $-\sum_t \log p_t = 0.57$; per label, the smoothing term alone is 1.24 (cross-entropy 0.09,
-#    unlikelihood 0.004). What does equal $-\sum_t \log p_t$, up to float rounding, is the plain cross-entropy of
+#    of it. For the main job's model, on its 6 labels, the loss times the labels is 7.95 against
+#    $-\sum_t \log p_t = 0.54$; per label, the smoothing term alone is 1.24 (cross-entropy 0.08, unlikelihood
+#    0.001). What does equal $-\sum_t \log p_t$, up to float rounding, is the plain cross-entropy of
 #    the same logits, summed (`F.cross_entropy(logits, labels, reduction="sum")`): step $t$ of the loop computes
 #    $p(y_t \mid \texttt{<s>}, y_{<t})$, and the causal mask makes the teacher-forced pass compute the same
 #    conditional at position $t$. The first section's formula (smoothing and unlikelihood added by hand) gives the
@@ -443,12 +445,12 @@ print(
 # 5. Yes, up to float rounding: the padding mask gives the pad keys of row 1 zero weight in the encoder and in the
 #    cross-attention, so the logits differ by about $10^{-6}$ at most, which changes no argmax unless two tokens are
 #    tied that closely.
-# 6. With the main job's model of the current recipe, 8 beams give the same 12 outputs as 4. With
-#    `length_penalty=0.0`, one output changes: "Check for updates" becomes "Nach Aktualisierungen prüfen", 4 tokens
-#    with a summed log-probability of −3.65, against −4.47 for the 6-token "Überprüfung auf Aktualisierungen
-#    prüfen" (mean −0.91 against −0.75). Every token adds a negative log-probability, so ranking by the sum favours
-#    short outputs; dividing by the length (1.0) removes that bias, and the main job chose 1.0 on its validation
-#    split.
+# 6. With the main job's model, 8 beams give the same 12 outputs as 4. With `length_penalty=0.0`, two outputs
+#    change, both to shorter ones: "Open recent project" becomes "Letzte Projekt öffnen", 4 tokens with a summed
+#    log-probability of −4.73, against −6.07 for the 6-token "Letzte Projekte öffnen" (mean −1.18 against −1.01),
+#    and "Print the current page" becomes "Drucken der aktuellen Seite", 5 tokens at −4.42 against 6 at −4.70 (mean
+#    −0.88 against −0.78). Every token adds a negative log-probability, so ranking by the sum favours short
+#    outputs; dividing by the length (1.0) removes that bias, and the main job chose 1.0 on its validation split.
 
 # %%
 own_labels = prefix[:, 1:]  # the greedy output, </s> included, as labels

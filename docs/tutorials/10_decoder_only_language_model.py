@@ -707,11 +707,11 @@ print(
 )
 
 # %% [markdown]
-# The same logits to float rounding: the library's fused attention (SDPA) adds its sums in another order than the
-# hand-written softmax (tutorial 07), and so does the eager backend's layout of the same products. And being the
-# library's model, it has everything a `transformers` model has: `save_pretrained`, `from_pretrained`, and
-# `generate()`, with its key-value cache. Greedy decoding of the second half of a sentence, by hand (the whole context
-# again at every step) and with `generate()` (the cache, one new token per step):
+# The same logits: with the eager backend, which runs the hand-written operations in the same order, the very same bits
+# (0.0); with the library's default, the fused SDPA kernel, to float rounding, since it adds its sums in another order
+# (tutorial 07). And being the library's model, it has everything a `transformers` model has: `save_pretrained`,
+# `from_pretrained`, and `generate()`, with its key-value cache. Greedy decoding of the second half of a sentence, by
+# hand (the whole context again at every step) and with `generate()` (the cache, one new token per step):
 
 # %%
 prompt = "gus has a white kite. the"

@@ -118,8 +118,8 @@ def table(rows: list[tuple], header: tuple) -> str:
 # The English → German model of tutorials 06 and 09
 
 MAIN_JOB_CONFIG = ROOT / "training" / "configs" / "translation_en_de.yaml"
-# The tutorials' own short run trains the main job's recipe with the sinusoidal positions its figures were measured
-# with (the main job itself has BART's learned table, which in 150 quick steps of a tiny model wrote empty outputs).
+# The tutorials' own short run trains the main job's recipe with sinusoidal positions: BART's learned table, which the
+# main job trains, wrote empty outputs after the 150 quick steps of a tiny model, where fixed sinusoids already work.
 TUTORIAL_RUN_CONFIG = ROOT / "training" / "configs" / "translation_en_de_sinusoidal.yaml"
 MAIN_JOB_EXPORT = ROOT / "outputs" / "translation_en_de" / "final"  # what the main job leaves behind
 
