@@ -342,10 +342,10 @@ save_figure(
 # first: "anzeigen" at "Show" (0.77), "löschen" at "Delete" (0.80); "geöffnet" looks at "open" (0.92), "konnte" at
 # "Could" (0.56), "Dateien" at "files" (0.70 and 0.97), and `</s>` at `</s>`. Not every row is that clean: "nicht"
 # does not pick out "not" but "open" (0.58), "werden" looks at `</s>`, the four pieces of "Vers·te·ck·te" look at
-# "idden" or `</s>`, and in the wrong "Öffnen der Datei" the first row spreads its weight (at most 0.33, on "Open"). The
-# other layers: layer 1 mostly follows the token being written as well ("anzeigen" at "Show" 0.80, the last
-# sentence's "Datei" at "file" 0.85), while layer 0 keeps looking at one word of the source for most steps ("file",
-# "idden", "selected"), whatever the token written. And whatever
+# "idden" or `</s>`, and in the wrong "Öffnen der Datei" the first row spreads its weight (at most 0.33, on
+# "Open"). The other layers: layer 1 mostly follows the token being written as well ("anzeigen" at "Show" 0.80, the
+# last sentence's "Datei" at "file" 0.85), while layer 0 keeps looking at one word of the source for most steps
+# ("file", "idden", "selected"), whatever the token written. And whatever
 # the heatmap shows, attention weights are not an explanation of the output: Jain & Wallace (2019) found that quite
 # different weights often give the same predictions, and Wiegreffe & Pinter (2019) that whether weights explain
 # anything depends on the model and must be tested, not read off a picture. The output of a layer also mixes in the
