@@ -3,7 +3,7 @@
     hf-attention explore --model DIR --text "Open the file" --out attention.html
     hf-attention explore --model DIR --text "Open the file" --target "Datei öffnen" --kind cross --layer 0 --head 2
 
-    >>> from hf_attention.explorer import explore  # also importable from hf_attention.visualize
+    >>> from hf_attention.explorer import explore
     >>> page = explore(model, tokenizer, "Open the file", path="attention.html")
     >>> page.weights["cross"].shape        # (layers, heads, queries, keys): the numbers embedded in the page
 
