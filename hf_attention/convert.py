@@ -281,8 +281,18 @@ def _bert(model: BertModel | BertForMaskedLM, w: _Weights):
         raise _unsupported("BERT used as a decoder (is_decoder / add_cross_attention)")
     masked_lm = isinstance(model, BertForMaskedLM)
     prefix = "bert." if masked_lm else ""
-    word_embeddings = f"{prefix}embeddings.word_embeddings.weight"
-    config = HFAttentionEncoderConfig(
+    config = _bert_config(c, w, masked_lm=masked_lm, word_embeddings=f"{prefix}embeddings.word_embeddings.weight")
+    _bert_encoder_weights(w, c.num_hidden_layers, src=prefix, dst="model.encoder" if masked_lm else "encoder")
+    # The pooler (dense + tanh over [CLS]) serves only next-sentence prediction; no hf_attention output uses it.
+    dropped = {"pooler.": "BERT's pooler has no counterpart in HFAttentionEncoderModel"}
+    if masked_lm:
+        dropped |= _bert_lm_head_weights(w, config)
+    return (HFAttentionForMaskedLM if masked_lm else HFAttentionEncoderModel), config, dropped
+
+
+def _bert_config(c, w: _Weights, *, masked_lm: bool, word_embeddings: str) -> HFAttentionEncoderConfig:
+    """BERT as our encoder: post-norm, learned positions, token types and a norm over the embeddings."""
+    return HFAttentionEncoderConfig(
         vocab_size=c.vocab_size,
         hidden_size=c.hidden_size,
         num_hidden_layers=c.num_hidden_layers,
@@ -307,34 +317,37 @@ def _bert(model: BertModel | BertForMaskedLM, w: _Weights):
         tie_word_embeddings=_tied(w, "cls.predictions.decoder.weight", word_embeddings, c.tie_word_embeddings),
         **_token_ids(c),
     )
-    base = "model.encoder" if masked_lm else "encoder"
-    w.copy(f"{base}.embed_tokens", f"{prefix}embeddings.word_embeddings")
-    w.copy(f"{base}.position", f"{prefix}embeddings.position_embeddings")
-    w.copy(f"{base}.token_type_embeddings", f"{prefix}embeddings.token_type_embeddings")
-    w.copy(f"{base}.embedding_norm", f"{prefix}embeddings.LayerNorm")
-    for i in range(c.num_hidden_layers):
-        src, dst = f"{prefix}encoder.layer.{i}", f"{base}.layers.{i}"
+
+
+def _bert_encoder_weights(w: _Weights, num_layers: int, *, src: str, dst: str) -> None:
+    """The embeddings and layers of a BERT encoder whose names start with `src` ("bert." inside BertForMaskedLM)."""
+    w.copy(f"{dst}.embed_tokens", f"{src}embeddings.word_embeddings")
+    w.copy(f"{dst}.position", f"{src}embeddings.position_embeddings")
+    w.copy(f"{dst}.token_type_embeddings", f"{src}embeddings.token_type_embeddings")
+    w.copy(f"{dst}.embedding_norm", f"{src}embeddings.LayerNorm")
+    for i in range(num_layers):
+        s, d = f"{src}encoder.layer.{i}", f"{dst}.layers.{i}"
         for ours, theirs in (("q_proj", "query"), ("k_proj", "key"), ("v_proj", "value")):
-            w.copy(f"{dst}.self_attn.{ours}", f"{src}.attention.self.{theirs}")
-        w.copy(f"{dst}.self_attn.o_proj", f"{src}.attention.output.dense")
-        w.copy(f"{dst}.self_attn_norm", f"{src}.attention.output.LayerNorm")
-        w.copy(f"{dst}.mlp.fc1", f"{src}.intermediate.dense")
-        w.copy(f"{dst}.mlp.fc2", f"{src}.output.dense")
-        w.copy(f"{dst}.mlp_norm", f"{src}.output.LayerNorm")
-    # The pooler (dense + tanh over [CLS]) serves only next-sentence prediction; no hf_attention output uses it.
-    dropped = {"pooler.": "BERT's pooler has no counterpart in HFAttentionEncoderModel"}
-    if masked_lm:
-        w.copy("lm_head_transform.dense", "cls.predictions.transform.dense")
-        w.copy("lm_head_transform.norm", "cls.predictions.transform.LayerNorm")
-        # The bias BERT adds is the decoder's; tied, `cls.predictions.bias` is that same tensor. Untied, it is a
-        # tensor of its own that the forward never reads: the export gives it the decoder's values, the import
-        # drops it when they differ.
-        w.out["lm_head.bias"] = w.get("cls.predictions.decoder.bias")
-        w.repeat("cls.predictions.bias", "cls.predictions.decoder.bias")
-        dropped["cls.predictions.bias"] = "an untied BertForMaskedLM adds cls.predictions.decoder.bias, not this one"
-        if not config.tie_word_embeddings:
-            w.copy("lm_head", "cls.predictions.decoder", names=("weight",))
-    return (HFAttentionForMaskedLM if masked_lm else HFAttentionEncoderModel), config, dropped
+            w.copy(f"{d}.self_attn.{ours}", f"{s}.attention.self.{theirs}")
+        w.copy(f"{d}.self_attn.o_proj", f"{s}.attention.output.dense")
+        w.copy(f"{d}.self_attn_norm", f"{s}.attention.output.LayerNorm")
+        w.copy(f"{d}.mlp.fc1", f"{s}.intermediate.dense")
+        w.copy(f"{d}.mlp.fc2", f"{s}.output.dense")
+        w.copy(f"{d}.mlp_norm", f"{s}.output.LayerNorm")
+
+
+def _bert_lm_head_weights(w: _Weights, config: HFAttentionEncoderConfig) -> dict[str, str]:
+    """BertForMaskedLM's head: the transform, the bias and, untied, the output matrix. Returns what it drops (why)."""
+    w.copy("lm_head_transform.dense", "cls.predictions.transform.dense")
+    w.copy("lm_head_transform.norm", "cls.predictions.transform.LayerNorm")
+    # The bias BERT adds is the decoder's; tied, `cls.predictions.bias` is that same tensor. Untied, it is a
+    # tensor of its own that the forward never reads: the export gives it the decoder's values, the import
+    # drops it when they differ.
+    w.out["lm_head.bias"] = w.get("cls.predictions.decoder.bias")
+    w.repeat("cls.predictions.bias", "cls.predictions.decoder.bias")
+    if not config.tie_word_embeddings:
+        w.copy("lm_head", "cls.predictions.decoder", names=("weight",))
+    return {"cls.predictions.bias": "an untied BertForMaskedLM adds cls.predictions.decoder.bias, not this one"}
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -435,9 +448,23 @@ def _marian(model: MarianMTModel, w: _Weights):
 
 def _t5(model: T5ForConditionalGeneration, w: _Weights):
     c = model.config
-    activation = _activation(c.dense_act_fn, "feed_forward_proj", gated=c.is_gated_act)
-    tied = _tied(w, "lm_head.weight", "shared.weight", c.tie_word_embeddings)
-    config = HFAttentionSeq2SeqConfig(
+    config = _t5_config(c, w)
+    w.copy("model.shared", "shared")
+    mlp = (
+        (("gate_proj", "wi_0"), ("up_proj", "wi_1"), ("down_proj", "wo"))
+        if c.is_gated_act
+        else (("fc1", "wi"), ("fc2", "wo"))
+    )
+    for stack, num_layers in (("encoder", c.num_layers), ("decoder", c.num_decoder_layers)):
+        _t5_stack_weights(w, stack, num_layers, mlp)
+    if not config.tie_word_embeddings:
+        w.copy("lm_head", "lm_head", names=("weight",))
+    return HFAttentionForSeq2SeqLM, config, {}
+
+
+def _t5_config(c, w: _Weights) -> HFAttentionSeq2SeqConfig:
+    """T5 as our encoder-decoder: pre-norm RMSNorm, unscaled dot products, relative position buckets, no biases."""
+    return HFAttentionSeq2SeqConfig(
         vocab_size=c.vocab_size,
         hidden_size=c.d_model,
         encoder_layers=c.num_layers,
@@ -445,7 +472,7 @@ def _t5(model: T5ForConditionalGeneration, w: _Weights):
         num_attention_heads=c.num_heads,
         head_dim=c.d_kv,
         intermediate_size=c.d_ff,
-        hidden_act=activation,
+        hidden_act=_activation(c.dense_act_fn, "feed_forward_proj", gated=c.is_gated_act),
         attention_score="dot",
         position_encoding="relative",
         relative_attention_num_buckets=c.relative_attention_num_buckets,
@@ -463,37 +490,32 @@ def _t5(model: T5ForConditionalGeneration, w: _Weights):
         initializer_range=c.initializer_factor,
         # Original T5 rescales the decoder output by d_model**-0.5 before its tied head; v1.1 does not.
         scale_lm_head_input=bool(getattr(c, "scale_decoder_outputs", c.tie_word_embeddings)),
-        tie_word_embeddings=tied,
+        tie_word_embeddings=_tied(w, "lm_head.weight", "shared.weight", c.tie_word_embeddings),
         **_token_ids(c, decoder_start_token_id=getattr(c, "decoder_start_token_id", None)),
     )
-    w.copy("model.shared", "shared")
-    mlp = (
-        (("gate_proj", "wi_0"), ("up_proj", "wi_1"), ("down_proj", "wo"))
-        if c.is_gated_act
-        else (("fc1", "wi"), ("fc2", "wo"))
+
+
+def _t5_stack_weights(w: _Weights, stack: str, num_layers: int, mlp: tuple[tuple[str, str], ...]) -> None:
+    """One T5 stack ("encoder" or "decoder"): its blocks, each a list of sub-layers ending with the feed-forward one,
+    and its final norm. T5's projections and norms have no bias."""
+    # One relative-bias table per stack, stored in the first block and shared by all layers.
+    w.copy(
+        f"model.{stack}.position.relative_attention_bias",
+        f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias",
+        names=("weight",),
     )
-    for stack, num_layers in (("encoder", c.num_layers), ("decoder", c.num_decoder_layers)):
-        # One relative-bias table per stack, stored in the first block and shared by all layers.
-        w.copy(
-            f"model.{stack}.position.relative_attention_bias",
-            f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias",
-            names=("weight",),
-        )
-        blocks = [("self_attn", "SelfAttention")] + ([("cross_attn", "EncDecAttention")] if stack == "decoder" else [])
-        for i in range(num_layers):
-            s, d = f"{stack}.block.{i}", f"model.{stack}.layers.{i}"
-            for j, (ours, theirs) in enumerate(blocks):
-                for name in ("q", "k", "v", "o"):
-                    w.copy(f"{d}.{ours}.{name}_proj", f"{s}.layer.{j}.{theirs}.{name}", names=("weight",))
-                w.copy(f"{d}.{ours}_norm", f"{s}.layer.{j}.layer_norm", names=("weight",))
-            ff = len(blocks)
-            for ours, theirs in mlp:
-                w.copy(f"{d}.mlp.{ours}", f"{s}.layer.{ff}.DenseReluDense.{theirs}", names=("weight",))
-            w.copy(f"{d}.mlp_norm", f"{s}.layer.{ff}.layer_norm", names=("weight",))
-        w.copy(f"model.{stack}.norm", f"{stack}.final_layer_norm", names=("weight",))
-    if not tied:
-        w.copy("lm_head", "lm_head", names=("weight",))
-    return HFAttentionForSeq2SeqLM, config, {}
+    blocks = [("self_attn", "SelfAttention")] + ([("cross_attn", "EncDecAttention")] if stack == "decoder" else [])
+    for i in range(num_layers):
+        s, d = f"{stack}.block.{i}", f"model.{stack}.layers.{i}"
+        for j, (ours, theirs) in enumerate(blocks):
+            for name in ("q", "k", "v", "o"):
+                w.copy(f"{d}.{ours}.{name}_proj", f"{s}.layer.{j}.{theirs}.{name}", names=("weight",))
+            w.copy(f"{d}.{ours}_norm", f"{s}.layer.{j}.layer_norm", names=("weight",))
+        ff = len(blocks)
+        for ours, theirs in mlp:
+            w.copy(f"{d}.mlp.{ours}", f"{s}.layer.{ff}.DenseReluDense.{theirs}", names=("weight",))
+        w.copy(f"{d}.mlp_norm", f"{s}.layer.{ff}.layer_norm", names=("weight",))
+    w.copy(f"model.{stack}.norm", f"{stack}.final_layer_norm", names=("weight",))
 
 
 # Exact classes only: a subclass may change the forward pass in ways a weight copy cannot see.

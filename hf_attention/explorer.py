@@ -3,7 +3,7 @@
     hf-attention explore --model DIR --text "Open the file" --out attention.html
     hf-attention explore --model DIR --text "Open the file" --target "Datei öffnen" --kind cross --layer 0 --head 2
 
-    >>> from hf_attention.explorer import explore  # also importable from hf_attention.visualize
+    >>> from hf_attention.explorer import explore
     >>> page = explore(model, tokenizer, "Open the file", path="attention.html")
     >>> page.weights["cross"].shape        # (layers, heads, queries, keys): the numbers embedded in the page
 
@@ -165,26 +165,7 @@ def explore(
             kinds=attention_kinds(model.config),
         ),
     )
-    tokens = tokenize(  # each sequence checked against the caps as soon as it is known
-        model,
-        tokenizer,
-        request.text,
-        target=request.target,
-        max_new_tokens=request.max_new_tokens,
-        max_tokens=request.max_tokens,
-        truncate=request.truncate,
-    )
-    _check_page_size(model.config, request, tokens)
-    weights = _collect_weights(attention_layers(model, tokens, request.kinds), request)
-    layer_index, head_index = _initial_view(weights, request)
-    labels = _labels(tokenizer, request, tokens)
-    page = _render(request, weights, labels, layer=layer_index, head=head_index)
-    if request.path is not None:
-        request.path.parent.mkdir(parents=True, exist_ok=True)
-        request.path.write_text(page, encoding="utf-8")
-    return AttentionPage(
-        page, request.path, weights, labels.queries, labels.keys, request.kind, layer_index, head_index
-    )
+    return _write_page(model, tokenizer, request)
 
 
 def output_path(path: str | os.PathLike) -> Path:
@@ -268,6 +249,31 @@ def _checked_view(config, request: _Request, kind: str) -> int | str:
     if heads is not None and isinstance(head, int):
         check_index("head", head, heads, "heads per layer")
     return head
+
+
+def _write_page(model, tokenizer, request: _Request) -> AttentionPage:
+    """The steps after the arguments' checks: the tokens, the page's size, the forward pass, the view the page
+    opens on, the labels, and the page (written when `request.path` is set)."""
+    tokens = tokenize(  # each sequence checked against the caps as soon as it is known
+        model,
+        tokenizer,
+        request.text,
+        target=request.target,
+        max_new_tokens=request.max_new_tokens,
+        max_tokens=request.max_tokens,
+        truncate=request.truncate,
+    )
+    _check_page_size(model.config, request, tokens)
+    weights = _collect_weights(attention_layers(model, tokens, request.kinds), request)
+    layer_index, head_index = _initial_view(weights, request)
+    labels = _labels(tokenizer, request, tokens)
+    page = _render(request, weights, labels, layer=layer_index, head=head_index)
+    if request.path is not None:
+        request.path.parent.mkdir(parents=True, exist_ok=True)
+        request.path.write_text(page, encoding="utf-8")
+    return AttentionPage(
+        page, request.path, weights, labels.queries, labels.keys, request.kind, layer_index, head_index
+    )
 
 
 def _check_page_size(config, request: _Request, tokens: Tokens) -> None:

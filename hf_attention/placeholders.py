@@ -16,7 +16,7 @@ twice (duplicated), each reported by `restore`.
 - `protect_batch`, `restore_batch` and `translate_protected(texts, translate_fn)`: for any engine that maps source
   strings to output strings with the same tokenizer (CTranslate2 reads the same token ids).
 - `tokenizer_protects(tokenizer)`: protection is on exactly when the tokenizer holds the sentinels as tokens, so a
-  model trained without it behaves as before.
+  model trained without it translates the text unprotected.
 
 More placeholders than sentinels (`SENTINEL_COUNT`): the first ones get sentinels and the rest stay as text (the
 model must copy those itself), except that a sentinel string written in the source always gets one, so that

@@ -73,7 +73,7 @@ class PositionalEncoding(nn.Module):
 
     def __init_subclass__(cls, **kwargs):
         """A class that declares a `kind` but answers none of the stack's questions would be silently ignored by the
-        stack (the kind alone no longer decides anything): refuse it, naming the base to derive from."""
+        stack (which asks those questions, never the kind): refuse it, naming the base to derive from."""
         super().__init_subclass__(**kwargs)
         answers = ("add_to_embeddings", "rotary_tables", "score_bias")
         if "kind" in vars(cls) and all(getattr(cls, name) is getattr(PositionalEncoding, name) for name in answers):

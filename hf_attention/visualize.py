@@ -69,8 +69,8 @@ from .attention_maps import (
 )
 from .paths import check_checkpoint, check_text_argument, output_file
 
-# The public names, among them those that moved to attention_maps and are still imported from here (users, the
-# tutorials, training/export.py); `explore` too, through __getattr__ below.
+# The public names: the heatmap's own, and the names of attention_maps its callers need beside them (the limits, the
+# error a refused input raises, the token labels, loading a checkpoint folder).
 __all__ = [
     "KINDS",
     "MAX_TOKENS",
@@ -199,16 +199,6 @@ def _plotted_heads(weights: torch.Tensor, head: int | str | None) -> np.ndarray:
     else:
         raise ValueError(f"head={head!r} is not supported; pass a head index, 'mean' or None (every head).")
     return plotted.float().numpy()
-
-
-def __getattr__(name: str):
-    """`explore`, still importable from here as it was before the explorer had a module of its own. Looked up on
-    first use only, so that importing this module never imports the explorer (each imports attention_maps alone)."""
-    if name == "explore":
-        from .explorer import explore
-
-        return explore
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def attention_weights(

@@ -24,19 +24,18 @@ PAGE_FILES = ("page.html", "style.css", "explorer.js")
 TEXT = "Return the value of the named attribute"
 
 
-def sibling_imports(module: str, *, top_level_only: bool = False) -> set[str]:
-    """The sibling modules `hf_attention/<module>.py` imports (`from .x import ...`), at its top level or anywhere."""
+def sibling_imports(module: str) -> set[str]:
+    """The sibling modules `hf_attention/<module>.py` imports (`from .x import ...`) anywhere in it."""
     tree = ast.parse((PACKAGE / f"{module}.py").read_text(encoding="utf-8"))
-    nodes = tree.body if top_level_only else ast.walk(tree)
-    return {node.module for node in nodes if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module}
+    return {
+        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
+    }
 
 
 def test_each_front_end_imports_the_core_and_not_the_other():
     assert "attention_maps" in sibling_imports("visualize") and "attention_maps" in sibling_imports("explorer")
     assert not {"visualize", "explorer"} & sibling_imports("attention_maps")
-    assert "visualize" not in sibling_imports("explorer")
-    # visualize names `explore` for the users who import it from there, through a lazy module __getattr__ only.
-    assert "explorer" not in sibling_imports("visualize", top_level_only=True)
+    assert "visualize" not in sibling_imports("explorer") and "explorer" not in sibling_imports("visualize")
 
 
 @pytest.mark.parametrize(("module", "other"), [("visualize", "explorer"), ("explorer", "visualize")])
@@ -44,12 +43,6 @@ def test_importing_one_front_end_does_not_load_the_other(module, other):
     code = f"import sys, hf_attention.{module}; print('hf_attention.{other}' in sys.modules)"
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert completed.stdout.strip() == "False"
-
-
-def test_explore_is_still_importable_from_visualize():
-    from hf_attention.visualize import explore as from_visualize
-
-    assert from_visualize is explore
 
 
 def test_the_attention_code_stays_outside_the_remote_code_closure():

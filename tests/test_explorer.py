@@ -21,7 +21,6 @@ from hf_attention import HFAttentionForCausalLM, HFAttentionForMaskedLM, HFAtten
 from hf_attention.cli import main
 from hf_attention.explorer import MAX_PAGE_WEIGHTS, explore
 from hf_attention.visualize import HeatmapTooLarge, load_model_and_tokenizer, plot_attention
-from hf_attention.visualize import explore as explore_from_visualize
 
 TEXT = "Return the value of the named attribute"
 TARGET = "Gibt den Wert zurück"
@@ -78,7 +77,7 @@ def reference_attentions(model, tokenizer, family: str, target: str | None = TAR
 def test_page_embeds_the_models_attentions(saved_checkpoint, tmp_path, family):
     model, tokenizer = load_model_and_tokenizer(checkpoint(saved_checkpoint, family))
     target = TARGET if family == "seq2seq" else None
-    page = explore_from_visualize(model, tokenizer, TEXT, target=target, path=tmp_path / "page")
+    page = explore(model, tokenizer, TEXT, target=target, path=tmp_path / "page")
     assert page.path == tmp_path / "page.html" and page.path.read_text(encoding="utf-8") == page.html
     expected = reference_attentions(model, tokenizer, family)
     data = embedded_data(page.html)

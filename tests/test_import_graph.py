@@ -1,63 +1,11 @@
 """No import cycle inside hf_attention/ or training/.
 
-Every import counts: top-level ones, those under `if TYPE_CHECKING:` and those inside functions, relative and
-absolute. A cycle held apart only by a function-level or TYPE_CHECKING import still means the two modules cannot be
-understood (or moved) one without the other. An edge goes to the module named: `from a.b import c` is an edge to
-`a.b.c` when that is a module, else to `a.b`; parent packages run implicitly are not edges (a package's
-`__init__` importing its own submodules, as training/objectives/ does, is not a cycle).
+Every import counts (module_graph.py builds the graph): top-level ones, those under `if TYPE_CHECKING:` and those
+inside functions, relative and absolute. A cycle held apart only by a function-level or TYPE_CHECKING import still
+means the two modules cannot be understood (or moved) one without the other.
 """
 
-import ast
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("hf_attention", "training")
-
-
-def module_name(path: Path) -> str:
-    parts = path.relative_to(REPO).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def modules() -> dict[str, Path]:
-    return {module_name(path): path for package in PACKAGES for path in sorted((REPO / package).rglob("*.py"))}
-
-
-def import_graph() -> dict[str, set[str]]:
-    known = modules()
-    names = set(known)
-    graph = {}
-    for name, path in known.items():
-        targets = set()
-        tree = ast.parse(path.read_text(), filename=str(path))
-        for node in ast.walk(tree):
-            targets |= _targets(node, name, path, names)
-        graph[name] = targets - {name}
-    return graph
-
-
-def _targets(node, name: str, path: Path, names: set[str]) -> set[str]:
-    """The intra-package modules one import statement names."""
-    is_package = path.name == "__init__.py"
-    package = name if is_package else name.rpartition(".")[0]
-    if isinstance(node, ast.Import):
-        return {alias.name for alias in node.names if alias.name in names}
-    if not isinstance(node, ast.ImportFrom):
-        return set()
-    if node.level:  # relative: from .x import y, from . import z
-        parts = package.split(".")
-        base = parts[: len(parts) - (node.level - 1)]
-        source = ".".join(base + ([node.module] if node.module else []))
-    else:
-        source = node.module or ""
-    targets = set()
-    for alias in node.names:
-        submodule = f"{source}.{alias.name}"
-        if submodule in names:
-            targets.add(submodule)
-        elif source in names:
-            targets.add(source)
-    return targets
+from module_graph import import_graph
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
