@@ -4,14 +4,16 @@
 This module is inside the remote-code closure: it imports only torch, transformers and its siblings.
 """
 
+import contextlib
 import inspect
+from collections.abc import Iterator
 
 import torch
 from torch import Tensor
 from transformers import GenerationMixin
 
+from .attention import MultiHeadAttention
 from .cache_argument import CACHE_FIELD, check_one_cache
-from .decoding import faster_decoding
 from .kv_cache import use_generation_layers
 
 
@@ -75,7 +77,9 @@ class GenerationOverrides(GenerationChecks):
     - It hands the 2D padding mask to the model unchanged, also with static caches: `generate()` otherwise turns it
       into a 4D mask for compilable caches, and the stack needs the 2D mask to count real tokens (positions under
       left padding, ALiBi and relative-bucket distances) and builds its masks itself.
-    - While it runs, the decoding speed-ups of hf_attention.decoding are installed (identical results).
+    - While it runs, the decoding states of its modules are on (identical results): q/k/v of causal
+      self-attention from one stacked product (`MultiHeadAttention.stack_projections`) and the vocabulary projection
+      of a few rows in blocks (`block_vocabulary_projection`).
     - On CPU, the cache it makes gets the layers of hf_attention.kv_cache that copy less (identical values).
     """
 
@@ -83,8 +87,8 @@ class GenerationOverrides(GenerationChecks):
         return attention_mask
 
     def generate(self, *args, **kwargs):
-        """`GenerationMixin.generate`, with q/k/v projected by one stacked product per layer and the vocabulary
-        projection of a few rows computed in blocks (identical results; see hf_attention.decoding)."""
+        """`GenerationMixin.generate`, with the decoding states of the model's modules on for the call (see the
+        class)."""
         # transformers' generate() would keep `cache` and drop `past_key_values` with a warning; forward() refuses
         # two caches, and so does generate(), before any work.
         check_one_cache(kwargs.get("cache"), kwargs.get("past_key_values"))
@@ -92,10 +96,24 @@ class GenerationOverrides(GenerationChecks):
             # Before transformers 5.24, generate() knows the cache as `past_key_values` only: it would pass a
             # `cache=` on as a model input, to the encoder of an encoder-decoder model too, which refuses it.
             kwargs["past_key_values"] = kwargs.pop("cache")
-        with faster_decoding(self):
+        with self.decoding_states():
             return super().generate(*args, **kwargs)
 
     generate.__signature__ = inspect.signature(GenerationMixin.generate)  # for tools that read generate()'s options
+
+    @contextlib.contextmanager
+    def decoding_states(self) -> Iterator[None]:
+        """Within the block, every causal self-attention module stacks its q/k/v weights and the vocabulary
+        projection runs in blocks where that pays (each module decides what it is eligible for); leaving it switches
+        them off again. Nested and concurrent blocks share one state per module (the last to leave drops it)."""
+        with contextlib.ExitStack() as states:
+            for module in self.modules():
+                if isinstance(module, MultiHeadAttention):
+                    module.stack_projections()
+                    states.callback(module.unstack_projections)
+            self.block_vocabulary_projection()
+            states.callback(self.unblock_vocabulary_projection)
+            yield
 
     def _prepare_cache_for_generation(
         self, generation_config, model_kwargs, generation_mode, batch_size: int, max_cache_length: int
