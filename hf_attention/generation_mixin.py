@@ -14,7 +14,7 @@ from transformers import GenerationMixin
 
 from .attention import MultiHeadAttention
 from .cache_argument import CACHE_FIELD, check_one_cache
-from .kv_cache import use_generation_layers
+from .kv_cache import generation_cache
 
 
 class GenerationChecks:
@@ -80,7 +80,7 @@ class GenerationOverrides(GenerationChecks):
     - While it runs, the decoding states of its modules are on (identical results): q/k/v of causal
       self-attention from one stacked product (`MultiHeadAttention.stack_projections`) and the vocabulary projection
       of a few rows in blocks (`block_vocabulary_projection`).
-    - On CPU, the cache it makes gets the layers of hf_attention.kv_cache that copy less (identical values).
+    - On CPU, the cache it makes has the layers of hf_attention.kv_cache that copy less (identical values).
     """
 
     def create_masks_for_generate(self, *, attention_mask: Tensor | None = None, **kwargs) -> Tensor | None:
@@ -118,19 +118,21 @@ class GenerationOverrides(GenerationChecks):
     def _prepare_cache_for_generation(
         self, generation_config, model_kwargs, generation_mode, batch_size: int, max_cache_length: int
     ):
-        """transformers' cache for this call, then `use_generation_layers` on it (a cache the caller passed is left as
-        it is)."""
-        result = super()._prepare_cache_for_generation(
-            generation_config, model_kwargs, generation_mode, batch_size, max_cache_length
-        )
-        use_generation_layers(
-            model_kwargs.get(CACHE_FIELD),
-            generation_config,
-            batch_size=batch_size,
-            max_cache_length=max_cache_length,
-            kv_heads=self.config.num_key_value_heads,
-            head_dim=self.config.head_dim,
-            dtype=self.dtype,
-            device=self.device,
-        )
-        return result
+        """The cache of `kv_cache.generation_cache` where its layers pay; otherwise transformers' own (a cache the
+        caller passed is left as it is)."""
+        cache = None
+        if model_kwargs.get(CACHE_FIELD) is None:
+            cache = generation_cache(
+                self.config,
+                generation_config,
+                batch_size=batch_size,
+                max_cache_length=max_cache_length,
+                dtype=self.dtype,
+                device=self.device,
+            )
+        if cache is None:
+            return super()._prepare_cache_for_generation(
+                generation_config, model_kwargs, generation_mode, batch_size, max_cache_length
+            )
+        model_kwargs[CACHE_FIELD] = cache
+        return None
