@@ -14,7 +14,7 @@ from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2
 from transformers.utils import ModelOutput
 
 from .cache_argument import cache_from_arguments, cache_of, with_cache
-from .configuration_hf_attention import HFAttentionSeq2SeqConfig
+from .configuration_hf_attention import HFAttentionSeq2SeqConfig, id_outside_vocabulary
 from .generation_mixin import EncoderDecoderGeneration, GenerationOverrides
 from .heads import label_shape, logit_slice
 from .losses import check_labels, shift_tokens_right
@@ -255,7 +255,7 @@ class HFAttentionForSeq2SeqLM(GenerationOverrides, EncoderDecoderGeneration, Seq
             )
         for field in ("pad_token_id", "decoder_start_token_id"):
             value = getattr(self.config, field)
-            if not 0 <= value < self.config.vocab_size:
+            if id_outside_vocabulary([value], self.config.vocab_size) is not None:
                 raise ValueError(f"config.{field}={value} is outside the vocabulary [0, {self.config.vocab_size}).")
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 

@@ -14,6 +14,7 @@ from transformers import GenerationMixin
 
 from .attention import MultiHeadAttention
 from .cache_argument import CACHE_FIELD, check_one_cache
+from .configuration_hf_attention import id_outside_vocabulary
 from .kv_cache import generation_cache
 
 
@@ -48,10 +49,9 @@ class EncoderDecoderGeneration(GenerationChecks):
     def _prepare_decoder_input_ids_for_generation(
         self, batch_size, model_input_name, model_kwargs, decoder_start_token_id, device=None
     ):
-        if decoder_start_token_id is not None and not torch.compiler.is_compiling() and decoder_start_token_id.numel():
-            low, high = int(decoder_start_token_id.min()), int(decoder_start_token_id.max())
-            if low < 0 or high >= self.config.vocab_size:
-                bad = high if high >= self.config.vocab_size else low
+        if decoder_start_token_id is not None and not torch.compiler.is_compiling():
+            bad = id_outside_vocabulary(decoder_start_token_id, self.config.vocab_size)
+            if bad is not None:
                 raise ValueError(
                     f"decoder_start_token_id={bad} is outside the vocabulary [0, {self.config.vocab_size}); set it "
                     "(generate() argument, model.generation_config or config) to a token id the model knows."

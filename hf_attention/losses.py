@@ -20,6 +20,7 @@ import torch
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
+from .configuration_hf_attention import id_outside_vocabulary
 from .linear_products import plain_linear
 
 # Rows per chunk: enough for dW += (softmax − onehot)ᵀ h, a product over the chunk's rows, to run at full matmul speed
@@ -75,10 +76,9 @@ def check_labels(
             f"{name} has shape {tuple(labels.shape)}, expected {tuple(shape)}: one label per {per} whose logits are "
             "computed (-100 where there is none)."
         )
-    if not torch.compiler.is_compiling() and labels.numel():
-        outside = (labels >= num_classes) | ((labels < 0) & (labels != -100))
-        if bool(outside.any()):
-            bad = int(labels[outside][0])
+    if not torch.compiler.is_compiling():
+        bad = id_outside_vocabulary(labels.masked_fill(labels == -100, 0), num_classes)  # -100: no label
+        if bad is not None:
             raise ValueError(
                 f"{name} contains {bad}, outside [0, {bound}={num_classes}); use -100 for positions without a label."
             )
