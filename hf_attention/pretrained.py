@@ -217,6 +217,34 @@ def output_options(config: HFAttentionConfigBase, output_attentions, output_hidd
     )
 
 
+class SharedEmbeddingModel:
+    """Mixin of the encoder-decoder base models (the Transformer's and the recurrent one), listed before the family's
+    base: one embedding matrix `shared`, read by source and target (Vaswani 2017 §3.4), as in BART.
+
+    Each side (`encoder`, `decoder`) has an embedding module of its own, `embed_tokens`, whose weight is tied to
+    `shared` (`_tied_weights_keys`): transformers' loading then reports a missing `shared.weight` and initialises it,
+    which it cannot do for one module object held under three names.
+    """
+
+    _tied_weights_keys = {
+        "encoder.embed_tokens.weight": "shared.weight",
+        "decoder.embed_tokens.weight": "shared.weight",
+    }
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.shared
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.shared = self.encoder.embed_tokens = self.decoder.embed_tokens = value  # as BART does
+
+    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict:
+        # Source and target always read the one shared embedding, so their entries are aliases of `shared` whatever
+        # `tie_word_embeddings` says; that flag only ties the output projection (in the LM head).
+        if all_submodels:
+            return super().get_expanded_tied_weights_keys(all_submodels=True)
+        return dict(self._tied_weights_keys)
+
+
 class OneStackModel:
     """Mixin of the encoder and decoder base models: a token embedding of their own and one TransformerStack.
 
