@@ -24,9 +24,11 @@ from transformers.masking_utils import (
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .cache_argument import is_paged
+from .decoding import DecodingState
 from .flex import flex_attention_forward
+from .linear_products import on_cpu_as_plain_tensors, plain_linear, stack_weights
 from .masks import causal_mask
-from .positional import rotate_query_and_key
+from .positional import apply_rotary, rotate_query_and_key
 from .scores import AdditiveScore, GaussianScore, make_score  # noqa: F401 (importable from here, as before scores.py)
 
 
@@ -296,9 +298,22 @@ FUSED_PROJECTION_MIN_ROWS = 256
 
 def fused_linear(projections: tuple[nn.Linear, ...], states: Tensor) -> Tensor:
     """The outputs of several nn.Linear on the same input, side by side, from one matmul over their stacked weights."""
-    weight = torch.cat([proj.weight for proj in projections])
-    bias = None if projections[0].bias is None else torch.cat([proj.bias for proj in projections])
-    return nn.functional.linear(states, weight, bias)
+    return nn.functional.linear(states, *stack_weights(projections))
+
+
+# Stacked q/k/v weights above this many elements (12.6M: q/k/v at E = 2048) are not made: products that large
+# dominate the cost of a call, and a large model should not pay memory for a negligible saving.
+MAX_STACKED_ELEMENTS = 3 * 2048 * 2048
+
+
+class StackedProjections(NamedTuple):
+    """The q, k and v weights of one attention module stacked into one (3·H·D, E) matrix (H + 2K heads with grouped
+    heads), made when generation starts (`MultiHeadAttention.stack_projections`), and per row count whether the
+    stacked product gave the three separate products' bits on its first use."""
+
+    weight: Tensor
+    bias: Tensor | None
+    is_exact: dict[int, bool]
 
 
 class MultiHeadAttention(nn.Module):
@@ -354,6 +369,7 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(kv_input_size, num_kv_heads * head_dim, bias=bias)
         self.v_proj = nn.Linear(kv_input_size, num_kv_heads * head_dim, bias=bias)
         self.o_proj = nn.Linear(num_heads * head_dim, hidden_size, bias=bias)
+        self._stacked: DecodingState[StackedProjections] = DecodingState()  # see stack_projections
 
     def project_qkv(
         self, hidden_states: Tensor, position_embeddings: tuple[Tensor, Tensor] | None
@@ -361,9 +377,11 @@ class MultiHeadAttention(nn.Module):
         """Self-attention's queries, keys and values: (B, H, T, D), (B, K, T, D), (B, K, T, D), q and k rotated when
         rotary (cos, sin) tables are given.
 
-        While `generate()` runs, hf_attention.decoding may replace this method on the instance with one computing
-        the same values faster (q, k and v from one stacked product); the parameters stay q_proj, k_proj, v_proj.
+        While generate() runs (`stack_projections`), a one-token step projects them with one stacked product.
         """
+        stacked = self._stacked.value
+        if stacked is not None and self._stacked_product_applies(stacked, hidden_states):
+            return self._project_stacked(stacked, hidden_states, position_embeddings)
         if self._fuse_projections(hidden_states):
             query, key, value = self._project_fused((self.q_proj, self.k_proj, self.v_proj), hidden_states)
         else:
@@ -375,6 +393,74 @@ class MultiHeadAttention(nn.Module):
             query, key = rotate_query_and_key(query, key, cos, sin)
         return query, key, value
 
+    def stack_projections(self) -> None:
+        """Decoding state, switched on by generate() for its call: q, k and v of one-token steps from one product.
+
+        A decoding step projects one token per sequence: each of the three (E → H·D) products is a small
+        matrix-vector product, and on CPU the fixed cost of a call (dispatch, output allocation) is a large share of
+        it. With the weights stacked into one (3·H·D, E) matrix, one call does the work of three. The stacked copy is
+        made here and dropped by the matching `unstack_projections` (the last one, under nested or concurrent
+        generations): weights may change between generations, and no copy outlives one.
+
+        Only causal self-attention is stacked (it runs once per new token; an encoder's runs once per generation,
+        and cross-attention projects its keys and values once per generation), and only where the stacked product
+        computes what calling the layers computes: plain CPU nn.Linear without hooks (a PEFT adapter, a quantized
+        layer or a forward hook must see its own call) of one dtype and bias layout, up to `MAX_STACKED_ELEMENTS`.
+        (A gated feed-forward network's gate and up projections were tried too: there the wider product and its
+        strided halves cost more than the saved call.)
+        """
+        self._stacked.enter(self._make_stacked_projections)
+
+    def unstack_projections(self) -> None:
+        """The end of a `stack_projections` (the last one drops the stacked weights)."""
+        self._stacked.leave()
+
+    def _make_stacked_projections(self) -> StackedProjections | None:
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        if not self.is_causal or self.is_cross_attention:
+            return None
+        if not all(plain_linear(p) for p in projections) or not on_cpu_as_plain_tensors(projections):
+            return None
+        if len({p.weight.dtype for p in projections}) != 1 or len({p.bias is None for p in projections}) != 1:
+            return None
+        if sum(p.weight.numel() for p in projections) > MAX_STACKED_ELEMENTS:
+            return None
+        with torch.no_grad():
+            return StackedProjections(*stack_weights(projections), is_exact={})
+
+    def _stacked_product_applies(self, stacked: StackedProjections, hidden_states: Tensor) -> bool:
+        """A one-token step without gradients, with a row count whose stacked product gives the separate products'
+        bits. A BLAS picks its kernel and blocking by matrix shape, and for some shapes the wider product sums over E
+        in another order (seen with MKL in float32: E = 128 with 4 rows; E = 384 with grouped heads and 4 rows), so
+        the first step with a given row count computes both ways and compares them. A compiled step (torch.compile)
+        takes the stacked product unchecked: inductor chooses its own kernels there."""
+        batch, length, _ = hidden_states.shape
+        if length != 1 or torch.is_grad_enabled():
+            return False
+        if torch.compiler.is_compiling():
+            return True
+        exact = stacked.is_exact.get(batch)
+        if exact is None:
+            together = nn.functional.linear(hidden_states, stacked.weight, stacked.bias)
+            separate = torch.cat([p(hidden_states) for p in (self.q_proj, self.k_proj, self.v_proj)], dim=-1)
+            exact = stacked.is_exact[batch] = torch.equal(together, separate)
+        return exact
+
+    def _project_stacked(
+        self, stacked: StackedProjections, hidden_states: Tensor, position_embeddings: tuple[Tensor, Tensor] | None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """`project_qkv` from one product, viewed as H + 2K heads. With rotary tables q and k are rotated together
+        (one elementwise pass over their H + K heads instead of two: the same values)."""
+        batch, length, _ = hidden_states.shape
+        heads = nn.functional.linear(hidden_states, stacked.weight, stacked.bias)
+        heads = heads.view(batch, length, -1, self.head_dim).transpose(1, 2)  # (B, H + 2K, T, D)
+        query_and_key_heads = self.num_heads + self.num_kv_heads
+        query_and_key = heads[:, :query_and_key_heads]  # (B, H + K, T, D)
+        if position_embeddings is not None:
+            query_and_key = apply_rotary(query_and_key, *position_embeddings)
+        query, key = query_and_key.split((self.num_heads, self.num_kv_heads), dim=1)
+        return query, key, heads[:, query_and_key_heads:]
+
     def _project_heads(self, proj: nn.Linear, states: Tensor, heads: int) -> Tensor:
         batch, length, _ = states.shape
         return proj(states).view(batch, length, heads, self.head_dim).transpose(1, 2)  # (B, heads, L, D)
@@ -385,7 +471,7 @@ class MultiHeadAttention(nn.Module):
         Used while training: one (B·T, E) × (E, 3·H·D) product forward and one of each kind backward run faster on
         CPU than three thin ones, in fp32 and more so in bf16. Without gradients the weight copy at every call would
         cost more than it saves, so inference keeps separate projections, except inside generate(), which stacks the
-        weights once per call (hf_attention.decoding). The parameters stay separate (q_proj, k_proj, v_proj), as in
+        weights once per call (`stack_projections`). The parameters stay separate (q_proj, k_proj, v_proj), as in
         the checkpoints.
         """
         batch, length, _ = states.shape

@@ -168,17 +168,39 @@ _FIELD_CHECKS = {
 TOKEN_ID_FIELDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
 
 
+def id_outside_vocabulary(ids, vocab_size: int) -> int | None:
+    """An id of `ids` outside the vocabulary [0, vocab_size): the largest if one is too large, else the smallest;
+    None when all are inside.
+
+    Args:
+        ids: A tensor of token ids (its min and max: a device sync off the CPU), or a sequence of ints (None entries,
+            unset ids, are skipped).
+        vocab_size: The vocabulary's size.
+    """
+    if hasattr(ids, "numel"):  # a tensor (this module does not import torch)
+        if not ids.numel():
+            return None
+        low, high = int(ids.min()), int(ids.max())
+    else:
+        known = [token for token in ids if token is not None]
+        if not known:
+            return None
+        low, high = min(known), max(known)
+    if high >= vocab_size:
+        return high
+    return low if low < 0 else None
+
+
 def check_token_ids(config: PretrainedConfig) -> None:
     """Special token ids must be None or in [0, vocab_size): each one is embedded or compared with the logits."""
     for field in TOKEN_ID_FIELDS:
         value = getattr(config, field, None)
         ids = value if isinstance(value, (list, tuple)) else [value]
-        for token in ids:
-            if token is not None and not 0 <= token < config.vocab_size:
-                raise ValueError(
-                    f"{field}={value!r} is outside the vocabulary: token ids must be None or in "
-                    f"[0, vocab_size={config.vocab_size})."
-                )
+        if id_outside_vocabulary(ids, config.vocab_size) is not None:
+            raise ValueError(
+                f"{field}={value!r} is outside the vocabulary: token ids must be None or in "
+                f"[0, vocab_size={config.vocab_size})."
+            )
 
 
 class HFAttentionConfigBase(PretrainedConfig):

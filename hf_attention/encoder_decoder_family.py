@@ -14,11 +14,11 @@ from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2
 from transformers.utils import ModelOutput
 
 from .cache_argument import cache_from_arguments, cache_of, with_cache
-from .configuration_hf_attention import HFAttentionSeq2SeqConfig
+from .configuration_hf_attention import HFAttentionSeq2SeqConfig, id_outside_vocabulary
 from .generation_mixin import EncoderDecoderGeneration, GenerationOverrides
 from .heads import label_shape, logit_slice
 from .losses import check_labels, shift_tokens_right
-from .pretrained import TransformerPreTrainedModel, output_options
+from .pretrained import SharedEmbeddingModel, TransformerPreTrainedModel, output_options
 from .stack import TransformerStack
 
 
@@ -28,20 +28,13 @@ class HFAttentionSeq2SeqPreTrainedModel(TransformerPreTrainedModel):
     config_class = HFAttentionSeq2SeqConfig
 
 
-class HFAttentionSeq2SeqModel(HFAttentionSeq2SeqPreTrainedModel):
-    """Encoder reads the source; decoder writes the target, attending to its own past and to the encoder output."""
-
-    _tied_weights_keys = {
-        "encoder.embed_tokens.weight": "shared.weight",
-        "decoder.embed_tokens.weight": "shared.weight",
-    }
+class HFAttentionSeq2SeqModel(SharedEmbeddingModel, HFAttentionSeq2SeqPreTrainedModel):
+    """Encoder reads the source; decoder writes the target, attending to its own past and to the encoder output. Both
+    read one shared embedding (`SharedEmbeddingModel`)."""
 
     def __init__(self, config: HFAttentionSeq2SeqConfig):
         super().__init__(config)
         self.shared = nn.Embedding(config.vocab_size, config.hidden_size)
-        # Each stack has an embedding module of its own whose weight is tied to `shared` (`_tied_weights_keys`), as in
-        # BART: transformers' loading then reports a missing `shared.weight` and initialises it, which it cannot do for
-        # one module object held under three names.
         self.encoder = TransformerStack(
             config,
             num_layers=config.encoder_layers,
@@ -56,19 +49,6 @@ class HFAttentionSeq2SeqModel(HFAttentionSeq2SeqPreTrainedModel):
             embed_tokens=nn.Embedding(config.vocab_size, config.hidden_size),
         )
         self.post_init()
-
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.shared
-
-    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict:
-        # Encoder and decoder always read the one shared embedding (Vaswani 2017 §3.4), so their entries are aliases
-        # of `shared` whatever `tie_word_embeddings` says; that flag only ties the output projection (in the LM head).
-        if all_submodels:
-            return super().get_expanded_tied_weights_keys(all_submodels=True)
-        return dict(self._tied_weights_keys)
-
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        self.shared = self.encoder.embed_tokens = self.decoder.embed_tokens = value  # as BART does
 
     def get_encoder(self, modality: str | None = None) -> TransformerStack:
         return self.encoder
@@ -255,7 +235,7 @@ class HFAttentionForSeq2SeqLM(GenerationOverrides, EncoderDecoderGeneration, Seq
             )
         for field in ("pad_token_id", "decoder_start_token_id"):
             value = getattr(self.config, field)
-            if not 0 <= value < self.config.vocab_size:
+            if id_outside_vocabulary([value], self.config.vocab_size) is not None:
                 raise ValueError(f"config.{field}={value} is outside the vocabulary [0, {self.config.vocab_size}).")
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 

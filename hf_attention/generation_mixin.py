@@ -4,15 +4,18 @@
 This module is inside the remote-code closure: it imports only torch, transformers and its siblings.
 """
 
+import contextlib
 import inspect
+from collections.abc import Iterator
 
 import torch
 from torch import Tensor
 from transformers import GenerationMixin
 
+from .attention import MultiHeadAttention
 from .cache_argument import CACHE_FIELD, check_one_cache
-from .decoding import faster_decoding
-from .kv_cache import use_generation_layers
+from .configuration_hf_attention import id_outside_vocabulary
+from .kv_cache import generation_cache
 
 
 class GenerationChecks:
@@ -46,10 +49,9 @@ class EncoderDecoderGeneration(GenerationChecks):
     def _prepare_decoder_input_ids_for_generation(
         self, batch_size, model_input_name, model_kwargs, decoder_start_token_id, device=None
     ):
-        if decoder_start_token_id is not None and not torch.compiler.is_compiling() and decoder_start_token_id.numel():
-            low, high = int(decoder_start_token_id.min()), int(decoder_start_token_id.max())
-            if low < 0 or high >= self.config.vocab_size:
-                bad = high if high >= self.config.vocab_size else low
+        if decoder_start_token_id is not None and not torch.compiler.is_compiling():
+            bad = id_outside_vocabulary(decoder_start_token_id, self.config.vocab_size)
+            if bad is not None:
                 raise ValueError(
                     f"decoder_start_token_id={bad} is outside the vocabulary [0, {self.config.vocab_size}); set it "
                     "(generate() argument, model.generation_config or config) to a token id the model knows."
@@ -75,16 +77,18 @@ class GenerationOverrides(GenerationChecks):
     - It hands the 2D padding mask to the model unchanged, also with static caches: `generate()` otherwise turns it
       into a 4D mask for compilable caches, and the stack needs the 2D mask to count real tokens (positions under
       left padding, ALiBi and relative-bucket distances) and builds its masks itself.
-    - While it runs, the decoding speed-ups of hf_attention.decoding are installed (identical results).
-    - On CPU, the cache it makes gets the layers of hf_attention.kv_cache that copy less (identical values).
+    - While it runs, the decoding states of its modules are on (identical results): q/k/v of causal
+      self-attention from one stacked product (`MultiHeadAttention.stack_projections`) and the vocabulary projection
+      of a few rows in blocks (`block_vocabulary_projection`).
+    - On CPU, the cache it makes has the layers of hf_attention.kv_cache that copy less (identical values).
     """
 
     def create_masks_for_generate(self, *, attention_mask: Tensor | None = None, **kwargs) -> Tensor | None:
         return attention_mask
 
     def generate(self, *args, **kwargs):
-        """`GenerationMixin.generate`, with q/k/v projected by one stacked product per layer and the vocabulary
-        projection of a few rows computed in blocks (identical results; see hf_attention.decoding)."""
+        """`GenerationMixin.generate`, with the decoding states of the model's modules on for the call (see the
+        class)."""
         # transformers' generate() would keep `cache` and drop `past_key_values` with a warning; forward() refuses
         # two caches, and so does generate(), before any work.
         check_one_cache(kwargs.get("cache"), kwargs.get("past_key_values"))
@@ -92,27 +96,43 @@ class GenerationOverrides(GenerationChecks):
             # Before transformers 5.24, generate() knows the cache as `past_key_values` only: it would pass a
             # `cache=` on as a model input, to the encoder of an encoder-decoder model too, which refuses it.
             kwargs["past_key_values"] = kwargs.pop("cache")
-        with faster_decoding(self):
+        with self.decoding_states():
             return super().generate(*args, **kwargs)
 
     generate.__signature__ = inspect.signature(GenerationMixin.generate)  # for tools that read generate()'s options
 
+    @contextlib.contextmanager
+    def decoding_states(self) -> Iterator[None]:
+        """Within the block, every causal self-attention module stacks its q/k/v weights and the vocabulary
+        projection runs in blocks where that pays (each module decides what it is eligible for); leaving it switches
+        them off again. Nested and concurrent blocks share one state per module (the last to leave drops it)."""
+        with contextlib.ExitStack() as states:
+            for module in self.modules():
+                if isinstance(module, MultiHeadAttention):
+                    module.stack_projections()
+                    states.callback(module.unstack_projections)
+            self.block_vocabulary_projection()
+            states.callback(self.unblock_vocabulary_projection)
+            yield
+
     def _prepare_cache_for_generation(
         self, generation_config, model_kwargs, generation_mode, batch_size: int, max_cache_length: int
     ):
-        """transformers' cache for this call, then `use_generation_layers` on it (a cache the caller passed is left as
-        it is)."""
-        result = super()._prepare_cache_for_generation(
-            generation_config, model_kwargs, generation_mode, batch_size, max_cache_length
-        )
-        use_generation_layers(
-            model_kwargs.get(CACHE_FIELD),
-            generation_config,
-            batch_size=batch_size,
-            max_cache_length=max_cache_length,
-            kv_heads=self.config.num_key_value_heads,
-            head_dim=self.config.head_dim,
-            dtype=self.dtype,
-            device=self.device,
-        )
-        return result
+        """The cache of `kv_cache.generation_cache` where its layers pay; otherwise transformers' own (a cache the
+        caller passed is left as it is)."""
+        cache = None
+        if model_kwargs.get(CACHE_FIELD) is None:
+            cache = generation_cache(
+                self.config,
+                generation_config,
+                batch_size=batch_size,
+                max_cache_length=max_cache_length,
+                dtype=self.dtype,
+                device=self.device,
+            )
+        if cache is None:
+            return super()._prepare_cache_for_generation(
+                generation_config, model_kwargs, generation_mode, batch_size, max_cache_length
+            )
+        model_kwargs[CACHE_FIELD] = cache
+        return None

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from .cache_argument import is_paged
+from .configuration_hf_attention import id_outside_vocabulary
 from .masks import check_attention_mask, check_mask_kind
 
 
@@ -64,11 +65,8 @@ def check_token_inputs(
 
 def check_token_ids(input_ids: Tensor, vocab_size: int, name: str) -> None:
     """ValueError naming `name` unless every id is in [0, vocab_size) (a device sync off the CPU)."""
-    if not input_ids.numel():
-        return
-    low, high = int(input_ids.min()), int(input_ids.max())
-    if low < 0 or high >= vocab_size:
-        bad = high if high >= vocab_size else low
+    bad = id_outside_vocabulary(input_ids, vocab_size)
+    if bad is not None:
         hint = (
             "check decoder_start_token_id (config or generate()) and that the tokenizer matches the model's vocab_size"
             if name.startswith("decoder_")

@@ -1,4 +1,5 @@
-"""Key/value cache layers that `generate()` uses in place of transformers' `DynamicLayer` on CPU.
+"""Key/value cache layers that `generate()` uses in place of transformers' `DynamicLayer` on CPU, and the cache it
+makes of them (`generation_cache`).
 
 transformers' dynamic cache stores each layer's keys and values as (B, K, L, D) tensors and grows them by
 concatenation: every new token copies all L cached positions, so a generation of N tokens copies O(N²) positions per
@@ -23,22 +24,30 @@ reorder moves a row to another sequence). Measured on CPU only; other devices ke
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import torch
 from torch import Tensor
-from transformers import GenerationConfig
-from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, EncoderDecoderCache
+from transformers import GenerationConfig, PretrainedConfig
+from transformers.cache_utils import (
+    Cache,
+    DynamicCache,
+    DynamicLayer,
+    EncoderDecoderCache,
+    get_layer_types_and_kwargs,
+)
 
 # Below this many bytes per cached tensor, appending by `torch.cat` (one op per tensor) costs less than the in-place
-# write's bookkeeping (a slice, a copy and a new view per tensor): measured on CPU, a (1, 4, L, 64) float32 cache
-# appends faster by concatenation up to L = 64 (64 KiB) and in place from L = 128 (128 KiB) on, where each grown
-# tensor is a fresh allocation large enough to be served by mmap and page-faulted in again at every step.
+# write's bookkeeping (a slice, a copy and a new view per tensor). Above it, each tensor that `torch.cat` grows is a
+# fresh allocation large enough for the allocator to take from mmap, page-faulted in again at every step, which the
+# in-place write avoids.
 IN_PLACE_MIN_BYTES = 96 * 1024
 
 # Below this many bytes per cached tensor, a beam reorder is applied at once (`index_select`, then `torch.cat` on the
-# next append, as in `DynamicLayer`): a cache that small is copied quickly (it sits in the CPU's L2 cache), and the
-# deferred reorder's extra tensor calls cost more than the copy it saves. Measured end to end on CPU with 4 beams: a
-# (4, 4, L ≤ 96, 64) float32 cache (≤ 384 KiB per tensor) generated ~1% faster without deferring, a (32, 4, L, 64)
-# one (1-3 MiB) 7-8% faster with it.
+# next append, as in `DynamicLayer`): a cache that small is copied quickly (it sits in a core's L2 cache), and the
+# deferred reorder's extra tensor calls cost more than the copy it saves; a larger one is read from memory by every
+# copy, and one copy fewer per step pays.
 DEFERRED_REORDER_MIN_BYTES = 512 * 1024
 
 
@@ -265,66 +274,91 @@ class BeamSharedCrossLayer(DynamicLayer):
         super().reorder_cache(beam_idx)
 
 
-def use_generation_layers(
-    cache: Cache | None,
+def generation_cache(
+    config: PretrainedConfig,
     generation_config: GenerationConfig,
     *,
     batch_size: int,
     max_cache_length: int,
-    kv_heads: int,
-    head_dim: int,
     dtype: torch.dtype,
     device: torch.device,
-) -> None:
-    """Give the cache `generate()` just made the layers above where they pay: on CPU, for a dynamic cache that the
-    caller did not pass, `GrowingKVLayer` for self-attention without beams; with beams, `BeamReorderedLayer` for
-    self-attention and `BeamSharedCrossLayer` for cross-attention. Any other cache is left as it is.
+) -> DynamicCache | EncoderDecoderCache | None:
+    """The cache `generate()` makes for a call that passes none, with the layers above where they pay; None where
+    transformers' own cache is the one to make (then generate() makes it).
+
+    On CPU, for a dynamic cache (no `cache_implementation`, or "dynamic"), when the call uses a cache and is not an
+    assistant's (whose cache transformers prepares for rollbacks): `GrowingKVLayer` for self-attention without
+    beams; with beams, `BeamReorderedLayer` for self-attention and `BeamSharedCrossLayer` for cross-attention.
+    Everything else about the cache is what transformers would make: a `DynamicCache` (two in an
+    `EncoderDecoderCache` for an encoder-decoder) with one layer per decoder layer of the config.
 
     Self-attention keeps `DynamicLayer` when one layer's cached keys stay below the size from which the layer above
     pays (`IN_PLACE_MIN_BYTES`, `DEFERRED_REORDER_MIN_BYTES`) even at the generation's longest: the layer would only
-    ever act as one, and its checks on every append and reorder would cost 0.5-1% of a short generation (measured end
-    to end on CPU).
+    ever act as one, and its checks on every append and reorder would be a cost without a saving.
 
     Args:
-        cache: The cache `generate()` prepared (transformers' `_prepare_cache_for_generation`), or None.
+        config: The model's config.
         generation_config: The call's generation config (its cache kind, beams, `max_length`, assistant flag).
         batch_size: Prompts in the call (each has `num_beams` rows in the cache).
         max_cache_length: Positions the cache can reach in this call.
-        kv_heads, head_dim: K and D of the cached (B·beams, K, L, D) keys.
         dtype, device: The model's.
     """
     if (
-        cache is None
-        or getattr(cache, "_is_user_defined", False)
+        generation_config.use_cache is False
         or generation_config.cache_implementation not in (None, "dynamic")
         or generation_config.is_assistant
         or device.type != "cpu"
     ):
-        return
+        return None
+    self_layer, cross_layer = _generation_layers(config, generation_config, batch_size, max_cache_length, dtype)
+    if self_layer is None and cross_layer is None:
+        return None
+    layer_types, _ = get_layer_types_and_kwargs(config.get_text_config(decoder=True))
+    if any(layer_type != "full_attention" for layer_type in layer_types):
+        return None  # transformers' layers for windowed or shared layers: ours are full-attention layers
+    self_attention = _dynamic_cache_of(self_layer or DynamicLayer, len(layer_types))
+    if not config.is_encoder_decoder:
+        return self_attention
+    return EncoderDecoderCache(self_attention, _dynamic_cache_of(cross_layer or DynamicLayer, len(layer_types)))
+
+
+def _generation_layers(
+    config: PretrainedConfig,
+    generation_config: GenerationConfig,
+    batch_size: int,
+    max_cache_length: int,
+    dtype: torch.dtype,
+) -> tuple[Callable[[], DynamicLayer] | None, Callable[[], DynamicLayer] | None]:
+    """What makes a self-attention and a cross-attention layer of this call's cache (None: transformers' layer)."""
     num_beams = generation_config.num_beams or 1
     # one layer's keys at the longest this generation can get: (batch · beams, K, max_cache_length, D)
-    largest_bytes = batch_size * num_beams * kv_heads * max_cache_length * head_dim * dtype.itemsize
-    if isinstance(cache, EncoderDecoderCache):
-        self_attention, cross_attention = cache.self_attention_cache, cache.cross_attention_cache
-    else:
-        self_attention, cross_attention = cache, None
+    largest_bytes = (
+        batch_size * num_beams * config.num_key_value_heads * max_cache_length * config.head_dim * dtype.itemsize
+    )
     if num_beams == 1:
-        if largest_bytes >= IN_PLACE_MIN_BYTES:
-            capacity_hint = generation_config.max_length or 0
-            _replace_layers(self_attention, lambda: GrowingKVLayer(capacity_hint))
-        return
-    if largest_bytes >= DEFERRED_REORDER_MIN_BYTES:
-        _replace_layers(self_attention, BeamReorderedLayer)
-    if cross_attention is not None:
-        _replace_layers(cross_attention, lambda: BeamSharedCrossLayer(num_beams))
+        if largest_bytes < IN_PLACE_MIN_BYTES:
+            return None, None
+        capacity_hint = generation_config.max_length or 0
+        return partial(GrowingKVLayer, capacity_hint), None
+    self_layer = BeamReorderedLayer if largest_bytes >= DEFERRED_REORDER_MIN_BYTES else None
+    cross_layer = partial(BeamSharedCrossLayer, num_beams) if config.is_encoder_decoder else None
+    return self_layer, cross_layer
 
 
-def _replace_layers(cache: Cache | None, make_layer) -> None:
-    """Replace the plain, empty layers of a plain DynamicCache (nothing offloaded) with `make_layer()`."""
-    if type(cache) is not DynamicCache or cache.offloading:
-        return
-    if any(type(layer) is not DynamicLayer or layer.is_initialized for layer in cache.layers):
-        return
-    cache.layers = [make_layer() for _ in cache.layers]
-    if cache.layer_class_to_replicate is DynamicLayer:
-        cache.layer_class_to_replicate = make_layer
+def _dynamic_cache_of(make_layer: Callable[[], DynamicLayer], layer_count: int) -> DynamicCache:
+    """A `DynamicCache` whose layers `make_layer` makes: `layer_count` of them, or, for a config that does not say
+    how many, one per layer index the cache is first updated at.
+
+    DynamicCache's constructor makes `DynamicLayer`s itself (from a config: one per full-attention layer; without
+    one, on demand); the constructor of its base class, `Cache`, is the one that takes the layers or what makes them.
+    DynamicCache's adds nothing else (transformers 5.x), so the cache is made by the base constructor, with
+    DynamicCache's defaults: a DynamicCache in every respect but its layers' class (tests/test_kv_cache.py compares
+    the two).
+    """
+    cache = DynamicCache.__new__(DynamicCache)
+    if layer_count:
+        layers = [make_layer() for _ in range(layer_count)]
+        Cache.__init__(cache, layers=layers, offloading=False, offload_only_non_sliding=False)
+    else:
+        Cache.__init__(cache, layer_class_to_replicate=make_layer, offloading=False, offload_only_non_sliding=False)
+    return cache

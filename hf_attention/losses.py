@@ -20,6 +20,9 @@ import torch
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
+from .configuration_hf_attention import id_outside_vocabulary
+from .linear_products import plain_linear
+
 # Rows per chunk: enough for dW += (softmax − onehot)ᵀ h, a product over the chunk's rows, to run at full matmul speed
 # (smaller chunks measured clearly slower, larger ones no faster), while the chunk's fp32 softmax buffer stays small
 # next to the logits.
@@ -73,10 +76,9 @@ def check_labels(
             f"{name} has shape {tuple(labels.shape)}, expected {tuple(shape)}: one label per {per} whose logits are "
             "computed (-100 where there is none)."
         )
-    if not torch.compiler.is_compiling() and labels.numel():
-        outside = (labels >= num_classes) | ((labels < 0) & (labels != -100))
-        if bool(outside.any()):
-            bad = int(labels[outside][0])
+    if not torch.compiler.is_compiling():
+        bad = id_outside_vocabulary(labels.masked_fill(labels == -100, 0), num_classes)  # -100: no label
+        if bad is not None:
             raise ValueError(
                 f"{name} contains {bad}, outside [0, {bound}={num_classes}); use -100 for positions without a label."
             )
@@ -307,19 +309,6 @@ class _LinearCrossEntropy(torch.autograd.Function):
         return out_hidden, out_weight, out_bias, None, None, None, None, None
 
 
-def fusable(projection: nn.Module) -> bool:
-    """Whether `projection` is a plain nn.Linear whose forward nothing intercepts (hooks, adapters such as LoRA,
-    parameter-gathering wrappers such as DeepSpeed ZeRO-3), so that reading its weight directly computes the same."""
-    return (
-        type(projection) is nn.Linear
-        and not projection._forward_hooks
-        and not projection._forward_pre_hooks
-        and "forward" not in vars(projection)
-        and not nn.modules.module._global_forward_hooks
-        and not nn.modules.module._global_forward_pre_hooks
-    )
-
-
 def linear_cross_entropy(
     hidden: Tensor,
     projection: nn.Linear,
@@ -337,7 +326,7 @@ def linear_cross_entropy(
     """
     _check_label_shape(labels, hidden.shape[:-1])  # the fused path reads labels by flat row: a mismatch is silent
     needs_grad = torch.is_grad_enabled() and (hidden.requires_grad or projection.weight.requires_grad)
-    if not needs_grad or torch.compiler.is_compiling() or not fusable(projection):
+    if not needs_grad or torch.compiler.is_compiling() or not plain_linear(projection):
         logits = projection(hidden)
         loss = token_cross_entropy(logits, labels, num_items_in_batch, label_smoothing)
         if unlikelihood_weight:

@@ -17,7 +17,9 @@ from .auto_classes import auto_map_of
 from .builders import build_norm
 from .closure import copy_closure
 from .configuration_hf_attention import HFAttentionConfigBase
+from .decoding import DecodingState
 from .layers import HeadTransform
+from .linear_products import BlockedLinear, blockable
 from .losses import linear_cross_entropy
 from .norms import NORMS
 from .positional import PositionalEncoding
@@ -136,6 +138,7 @@ class TransformerPreTrainedModel(HFAttentionPreTrainedModel):
                 norm=build_norm(config),
             )
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=config.lm_head_bias)
+        self._blocked_lm_head: DecodingState[BlockedLinear] = DecodingState()  # see block_vocabulary_projection
         self._freeze_lm_head_bias()
 
     def _freeze_lm_head_bias(self) -> None:
@@ -149,14 +152,28 @@ class TransformerPreTrainedModel(HFAttentionPreTrainedModel):
         super().tie_weights(*args, **kwargs)
         self._freeze_lm_head_bias()
 
-    # While generate() runs: the vocabulary projection computed in blocks (hf_attention.decoding), or None
-    vocabulary_projection = None
-
     def vocabulary_logits(self, hidden: Tensor) -> Tensor:
         """Last hidden states (B, T, E) → logits (B, T, V) through the configured output head."""
-        hidden = self._lm_head_input(hidden)
-        blocked = self.vocabulary_projection
+        return self.vocabulary_projection(self._lm_head_input(hidden))
+
+    def vocabulary_projection(self, hidden: Tensor) -> Tensor:
+        """`lm_head(hidden)`; while `block_vocabulary_projection` is on, a product of 4 to 11 rows is computed in
+        blocks of output features (`linear_products.BlockedLinear`: the same bits)."""
+        blocked = self._blocked_lm_head.value
         return self.lm_head(hidden) if blocked is None else blocked(hidden)
+
+    def block_vocabulary_projection(self) -> None:
+        """Decoding state, switched on by generate() for its call: the vocabulary projection of a few rows (one per
+        sequence or beam) computed in blocks of output features that fit a core's cache, so that the several passes
+        a BLAS makes over a (V, E) matrix of several MiB for 4 to 11 rows read it from the cache rather than from
+        memory. Only for a `lm_head` that is a plain, hook-free float32 nn.Linear on CPU of at least two blocks
+        (`linear_products.blockable`); what it keeps (which row counts gave the plain product's bits) is dropped by
+        the matching `unblock_vocabulary_projection` (the last one, under nested or concurrent generations)."""
+        self._blocked_lm_head.enter(lambda: BlockedLinear(self.lm_head) if blockable(self.lm_head) else None)
+
+    def unblock_vocabulary_projection(self) -> None:
+        """The end of a `block_vocabulary_projection` (the last one drops the blocked product)."""
+        self._blocked_lm_head.leave()
 
     def vocabulary_logits_and_loss(
         self,
@@ -198,6 +215,34 @@ def output_options(config: HFAttentionConfigBase, output_attentions, output_hidd
         config.output_hidden_states if output_hidden_states is None else output_hidden_states,
         config.return_dict if return_dict is None else return_dict,
     )
+
+
+class SharedEmbeddingModel:
+    """Mixin of the encoder-decoder base models (the Transformer's and the recurrent one), listed before the family's
+    base: one embedding matrix `shared`, read by source and target (Vaswani 2017 §3.4), as in BART.
+
+    Each side (`encoder`, `decoder`) has an embedding module of its own, `embed_tokens`, whose weight is tied to
+    `shared` (`_tied_weights_keys`): transformers' loading then reports a missing `shared.weight` and initialises it,
+    which it cannot do for one module object held under three names.
+    """
+
+    _tied_weights_keys = {
+        "encoder.embed_tokens.weight": "shared.weight",
+        "decoder.embed_tokens.weight": "shared.weight",
+    }
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.shared
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.shared = self.encoder.embed_tokens = self.decoder.embed_tokens = value  # as BART does
+
+    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict:
+        # Source and target always read the one shared embedding, so their entries are aliases of `shared` whatever
+        # `tie_word_embeddings` says; that flag only ties the output projection (in the LM head).
+        if all_submodels:
+            return super().get_expanded_tied_weights_keys(all_submodels=True)
+        return dict(self._tied_weights_keys)
 
 
 class OneStackModel:

@@ -32,7 +32,7 @@ from .heads import label_shape
 from .input_checks import check_token_inputs, embed_token_ids
 from .losses import check_labels, repeat_unlikelihood, shift_tokens_right, token_cross_entropy
 from .masks import check_attention_mask, check_mask_kind
-from .pretrained import HFAttentionPreTrainedModel
+from .pretrained import HFAttentionPreTrainedModel, SharedEmbeddingModel
 from .scores import make_score
 
 RECURRENT_LAYERS = {"gru": nn.GRU, "lstm": nn.LSTM}
@@ -281,20 +281,13 @@ class HFAttentionRecurrentPreTrainedModel(HFAttentionPreTrainedModel):
         return False
 
 
-class HFAttentionRecurrentModel(HFAttentionRecurrentPreTrainedModel):
-    """The encoder and decoder RNNs with one embedding matrix shared by source and target."""
-
-    _tied_weights_keys = {
-        "encoder.embed_tokens.weight": "shared.weight",
-        "decoder.embed_tokens.weight": "shared.weight",
-    }
+class HFAttentionRecurrentModel(SharedEmbeddingModel, HFAttentionRecurrentPreTrainedModel):
+    """The encoder and decoder RNNs with one embedding matrix shared by source and target (`SharedEmbeddingModel`)."""
 
     def __init__(self, config: HFAttentionRecurrentConfig):
         super().__init__(config)
         size = (config.vocab_size, config.word_embedding_size)
         self.shared = nn.Embedding(*size)
-        # Each RNN has an embedding module of its own whose weight is tied to `shared` (`_tied_weights_keys`), as in
-        # BART and the Transformer family: loading can then initialise a missing `shared.weight`.
         self.encoder = RecurrentEncoder(
             embed_tokens=nn.Embedding(*size),
             hidden_size=config.hidden_size,
@@ -313,19 +306,6 @@ class HFAttentionRecurrentModel(HFAttentionRecurrentPreTrainedModel):
             dropout=config.dropout,
         )
         self.post_init()
-
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.shared
-
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        self.shared = self.encoder.embed_tokens = self.decoder.embed_tokens = value
-
-    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict:
-        # Source and target always read the one shared embedding, whatever `tie_word_embeddings` says; that flag
-        # only ties the output projection (in the LM head).
-        if all_submodels:
-            return super().get_expanded_tied_weights_keys(all_submodels=True)
-        return dict(self._tied_weights_keys)
 
     def get_encoder(self, modality: str | None = None) -> RecurrentEncoder:
         return self.encoder

@@ -1,16 +1,24 @@
 """generate() projects q, k and v with one stacked product per layer, and computes the vocabulary projection of a few
 rows in blocks: same tokens and scores to the bit, nothing kept after it returns, and never for a projection that
-someone else must see called."""
+someone else must see called. Both are states of the modules they change (`MultiHeadAttention.stack_projections`,
+`block_vocabulary_projection`), switched on by generate(): no method is installed on an instance from outside."""
 
+import sys
 import threading
+import types
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import torch
 from conftest import build, left_pad
 from torch.utils._python_dispatch import TorchDispatchMode
+from transformers import LogitsProcessor, LogitsProcessorList
 
-from hf_attention import HFAttentionForCausalLM, HFAttentionForSeq2SeqLM, decoding
+import hf_attention
+from hf_attention import HFAttentionForCausalLM, HFAttentionForSeq2SeqLM, attention, linear_products
+from hf_attention.attention import MultiHeadAttention, StackedProjections
+from hf_attention.pretrained import TransformerPreTrainedModel
 
 GENERATIVE = [
     (HFAttentionForCausalLM, "decoder", {"position_encoding": "rotary", "hidden_act": "swiglu"}),
@@ -35,7 +43,7 @@ class _CountMatmuls(TorchDispatchMode):
 
 
 TWO_PROMPTS = [[5, 6, 7, 8, 9], [10, 11, 12]]
-# 5 rows without beams, 10 with 2 beams: both inside `decoding.BLOCKED_ROWS`
+# 5 rows without beams, 10 with 2 beams: both inside `linear_products.BLOCKED_ROWS`
 FIVE_PROMPTS = [[5 + i, 6, 7, 8, 9][: 5 - i % 3] for i in range(5)]
 
 
@@ -61,20 +69,20 @@ def _generate(model, options, dtype=torch.float32, prompts=TWO_PROMPTS):
 def test_stacked_projections_change_nothing(model_class, family, overrides, options, dtype, monkeypatch):
     model = build(model_class, family, **overrides)
     stacked = _generate(model, options, dtype)
-    monkeypatch.setattr(decoding, "MAX_STACKED_ELEMENTS", 0)  # nothing is stackable: three products per layer
+    monkeypatch.setattr(attention, "MAX_STACKED_ELEMENTS", 0)  # nothing is stackable: three products per layer
     separate = _generate(model, options, dtype)
     assert torch.equal(stacked.sequences, separate.sequences)
     assert all(torch.equal(a, b) for a, b in zip(stacked.scores, separate.scores, strict=True))
 
 
 def _count_products(model, prompt, new_tokens, *, stack: bool):
-    saved = decoding.MAX_STACKED_ELEMENTS
-    decoding.MAX_STACKED_ELEMENTS = saved if stack else 0
+    saved = attention.MAX_STACKED_ELEMENTS
+    attention.MAX_STACKED_ELEMENTS = saved if stack else 0
     try:
         with _CountMatmuls() as mode:
             model.generate(prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
     finally:
-        decoding.MAX_STACKED_ELEMENTS = saved
+        attention.MAX_STACKED_ELEMENTS = saved
     return mode.counts["mm"] + mode.counts["addmm"]
 
 
@@ -86,16 +94,15 @@ def test_one_product_instead_of_three_and_nothing_kept_afterwards(hidden_act):
     prompt, steps = torch.tensor([[5, 6, 7]]), 3  # the prompt and three one-token steps
     separate = _count_products(model, prompt, steps + 1, stack=False)
     stacked = _count_products(model, prompt, steps + 1, stack=True)
-    attention = [layer.self_attn for layer in model.model.decoder.layers]
-    assert all("project_qkv" not in m.__dict__ for m in attention)  # copies and checks dropped: the plain path again
-    assert model._decoding_speedups.depth == 0
+    modules = [layer.self_attn for layer in model.model.decoder.layers]
+    _assert_no_decoding_state(model)  # copies and checks dropped: the plain path again
     # the check runs inside the call: see what it found by stacking again for one step of one row
-    with decoding.faster_decoding(model), torch.no_grad():
+    with model.decoding_states(), torch.no_grad():
         hidden = torch.randn(1, 1, model.config.hidden_size)
         exact = []
-        for m in attention:
+        for m in modules:
             m.project_qkv(hidden, None)
-            exact.append(m.project_qkv.is_exact[1])
+            exact.append(m._stacked.value.is_exact[1])
     # first step: the check's 1 stacked + 3 separate, then the step's own product (1 if exact, else 3 again);
     # each later step: 1 stacked if exact, else 3 separate
     extra_per_layer = [(4 + 1 - 3) - (steps - 1) * 2 if ok else 1 for ok in exact]
@@ -107,13 +114,13 @@ def test_a_stacked_product_that_differs_is_never_used(monkeypatch):
     here the stacked weights are made to differ in their last bits, and the result is still the separate one."""
     model = build(HFAttentionForCausalLM, "decoder", position_encoding="rotary")
     expected = _generate(model, {"do_sample": False, "num_beams": 2})
-    exact_stack = decoding.stack_weights
+    exact_stack = attention.stack_weights
 
     def perturbed(projections):
         weight, bias = exact_stack(projections)
         return torch.nextafter(weight, torch.full_like(weight, torch.inf)), bias
 
-    monkeypatch.setattr(decoding, "stack_weights", perturbed)
+    monkeypatch.setattr(attention, "stack_weights", perturbed)
     observed = _generate(model, {"do_sample": False, "num_beams": 2})
     assert torch.equal(observed.sequences, expected.sequences)
     assert all(torch.equal(a, b) for a, b in zip(observed.scores, expected.scores, strict=True))
@@ -128,14 +135,14 @@ def test_stacking_is_exact_where_a_blas_sums_the_wider_product_differently(rows)
     ids = torch.randint(5, 90, (rows, 6))
 
     def scores(stack):
-        saved = decoding.MAX_STACKED_ELEMENTS
-        decoding.MAX_STACKED_ELEMENTS = saved if stack else 0
+        saved = attention.MAX_STACKED_ELEMENTS
+        attention.MAX_STACKED_ELEMENTS = saved if stack else 0
         try:
             return model.generate(
                 ids, max_new_tokens=5, do_sample=False, output_scores=True, return_dict_in_generate=True
             ).scores
         finally:
-            decoding.MAX_STACKED_ELEMENTS = saved
+            attention.MAX_STACKED_ELEMENTS = saved
 
     assert all(torch.equal(a, b) for a, b in zip(scores(True), scores(False), strict=True))
 
@@ -181,7 +188,7 @@ def test_concurrent_generations_match_sequential_ones():
     for thread in threads:
         thread.join()
     assert all(torch.equal(a, b) for a, b in zip(results, expected, strict=True))
-    assert model._decoding_speedups.depth == 0 and not model._decoding_speedups.undo
+    _assert_no_decoding_state(model)
 
 
 # Blocked vocabulary projection. The test models' heads (99 × 32) are far below the default block size, so the tests
@@ -191,13 +198,13 @@ SMALL_BLOCKS = 16 * 32 * 4
 
 def _spy_blocked(monkeypatch):
     calls = []
-    blocked = decoding.BlockedProjection.blocked
+    blocked = linear_products.BlockedLinear.blocked
 
     def spy(self, x):
         calls.append(x.shape[:-1].numel())
         return blocked(self, x)
 
-    monkeypatch.setattr(decoding.BlockedProjection, "blocked", spy)
+    monkeypatch.setattr(linear_products.BlockedLinear, "blocked", spy)
     return calls
 
 
@@ -209,43 +216,44 @@ def _spy_blocked(monkeypatch):
 )
 def test_blocked_vocabulary_projection_changes_nothing(model_class, family, overrides, options, monkeypatch):
     model = build(model_class, family, **overrides)
-    monkeypatch.setattr(decoding, "VOCABULARY_BLOCK_BYTES", SMALL_BLOCKS)
+    monkeypatch.setattr(linear_products, "VOCABULARY_BLOCK_BYTES", SMALL_BLOCKS)
     calls = _spy_blocked(monkeypatch)
     blocked = _generate(model, options, prompts=FIVE_PROMPTS)
-    assert calls and all(rows in decoding.BLOCKED_ROWS for rows in calls)  # the blocked product did run
-    monkeypatch.setattr(decoding, "BLOCKED_ROWS", range(0))  # no row count is blocked: one product per step
+    assert calls and all(rows in linear_products.BLOCKED_ROWS for rows in calls)  # the blocked product did run
+    monkeypatch.setattr(linear_products, "BLOCKED_ROWS", range(0))  # no row count is blocked: one product per step
     plain = _generate(model, options, prompts=FIVE_PROMPTS)
     assert torch.equal(blocked.sequences, plain.sequences)
     assert all(torch.equal(a, b) for a, b in zip(blocked.scores, plain.scores, strict=True))
-    assert "vocabulary_projection" not in model.__dict__ and model.vocabulary_projection is None  # dropped afterwards
+    _assert_no_decoding_state(model)  # dropped afterwards
 
 
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("rows", [1, 3, 4, 7, 11, 12])
 def test_a_blocked_projection_returns_the_linear_layers_bits(rows, bias, monkeypatch):
     """On every call, whatever the row count: the blocked product where it was found exact, `linear` elsewhere."""
-    monkeypatch.setattr(decoding, "VOCABULARY_BLOCK_BYTES", 5 * 24 * 4)  # blocks of 5 output features, 1 partial
+    # blocks of 5 output features, the last one partial
+    monkeypatch.setattr(linear_products, "VOCABULARY_BLOCK_BYTES", 5 * 24 * 4)
     torch.manual_seed(0)
     linear = torch.nn.Linear(24, 23, bias=bias)
-    projection = decoding.BlockedProjection(linear)
+    projection = linear_products.BlockedLinear(linear)
     x = torch.randn(rows, 1, 24)
     with torch.no_grad():
         expected = linear(x)
         assert torch.allclose(projection.blocked(x), expected, rtol=1e-6, atol=1e-6)  # the same products
         for _ in range(3):  # the checking call, then the verdict's
             assert torch.equal(projection(x), expected)
-    assert list(projection._is_exact) == ([rows] if rows in decoding.BLOCKED_ROWS else [])
+    assert list(projection.is_exact) == ([rows] if rows in linear_products.BLOCKED_ROWS else [])
 
 
 def test_a_blocked_product_that_differs_is_never_used(monkeypatch):
     """Where the blocked product does not give the plain product's bits, generate() keeps the plain product: here the
     blocked one is made to differ in its last bits, and the scores are still the plain ones."""
     model = build(HFAttentionForCausalLM, "decoder", position_encoding="rotary")
-    monkeypatch.setattr(decoding, "VOCABULARY_BLOCK_BYTES", SMALL_BLOCKS)
-    monkeypatch.setattr(decoding, "BLOCKED_ROWS", range(0))
+    monkeypatch.setattr(linear_products, "VOCABULARY_BLOCK_BYTES", SMALL_BLOCKS)
+    monkeypatch.setattr(linear_products, "BLOCKED_ROWS", range(0))
     expected = _generate(model, {"do_sample": False}, prompts=FIVE_PROMPTS)
-    monkeypatch.setattr(decoding, "BLOCKED_ROWS", range(4, 12))
-    exact = decoding.BlockedProjection.blocked
+    monkeypatch.setattr(linear_products, "BLOCKED_ROWS", range(4, 12))
+    exact = linear_products.BlockedLinear.blocked
     calls = []
 
     def perturbed(self, x):
@@ -253,7 +261,7 @@ def test_a_blocked_product_that_differs_is_never_used(monkeypatch):
         result = exact(self, x)
         return torch.nextafter(result, torch.full_like(result, torch.inf))
 
-    monkeypatch.setattr(decoding.BlockedProjection, "blocked", perturbed)
+    monkeypatch.setattr(linear_products.BlockedLinear, "blocked", perturbed)
     observed = _generate(model, {"do_sample": False}, prompts=FIVE_PROMPTS)
     assert len(calls) == 1  # computed once, for the check, and never again in that call
     assert torch.equal(observed.sequences, expected.sequences)
@@ -266,7 +274,7 @@ def test_the_vocabulary_projection_is_left_alone_when_it_must_be_seen_or_was_not
     calls = _spy_blocked(monkeypatch)
     small = build(HFAttentionForCausalLM, "decoder")
     _generate(small, {"do_sample": False}, prompts=FIVE_PROMPTS)  # default blocks: 99 × 32 float32 is far below two
-    monkeypatch.setattr(decoding, "VOCABULARY_BLOCK_BYTES", SMALL_BLOCKS)
+    monkeypatch.setattr(linear_products, "VOCABULARY_BLOCK_BYTES", SMALL_BLOCKS)
     _generate(small, {"do_sample": False}, torch.bfloat16, FIVE_PROMPTS)
     hooked = build(HFAttentionForCausalLM, "decoder")
     seen = []
@@ -276,27 +284,148 @@ def test_the_vocabulary_projection_is_left_alone_when_it_must_be_seen_or_was_not
     assert len(seen) == 6  # the prompt and five one-token steps, each through the hooked head
 
 
-def test_the_speedups_stay_until_the_outermost_block_ends_and_a_model_copies_without_them():
-    """Nested blocks (a generate() inside a generate() callback) keep the speed-ups until the outer one leaves; a model
-    copied or pickled afterwards carries no generation state (its lock is made afresh)."""
+def test_the_states_stay_until_the_outermost_block_ends_and_a_model_copies_without_them():
+    """Nested blocks (a generate() inside a generate() callback) keep the states until the outer one leaves; a model
+    copied or pickled afterwards carries no generation state (its locks are made afresh)."""
     import copy
     import pickle
 
     model = build(HFAttentionForCausalLM, "decoder")
-    attention = model.model.decoder.layers[0].self_attn
-    with decoding.faster_decoding(model):
-        installed = attention.project_qkv
-        assert isinstance(installed, decoding.StackedProjection)
-        with decoding.faster_decoding(model):
-            assert attention.project_qkv is installed  # installed once, by the first caller
-        assert attention.project_qkv is installed
-    assert "project_qkv" not in attention.__dict__
+    module = model.model.decoder.layers[0].self_attn
+    with model.decoding_states():
+        stacked = module._stacked.value
+        assert isinstance(stacked, StackedProjections)
+        with model.decoding_states():
+            assert module._stacked.value is stacked and module._stacked.users == 2  # made once, by the first
+        assert module._stacked.value is stacked
+    _assert_no_decoding_state(model)
     for copied in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
-        assert (
-            copied._decoding_speedups.depth == 0
-            and copied._decoding_speedups.lock is not model._decoding_speedups.lock
-        )
+        _assert_no_decoding_state(copied)
+        copied_module = copied.model.decoder.layers[0].self_attn
+        assert copied_module._stacked._lock is not module._stacked._lock
+        assert copied._blocked_lm_head._lock is not model._blocked_lm_head._lock
         assert torch.equal(
             copied.generate(torch.tensor([[5, 6]]), max_new_tokens=3),
             model.generate(torch.tensor([[5, 6]]), max_new_tokens=3),
         )
+
+
+def test_a_state_made_inside_a_generation_is_what_the_module_shows():
+    """While generate() runs, the stacked weights and the blocked head are states of the modules, read where the
+    modules are read: the stacked weights are the three projections' weights, one after the other."""
+    model = build(HFAttentionForCausalLM, "decoder", attention_bias=True)
+    module = model.model.decoder.layers[0].self_attn
+    assert module._stacked.value is None and model._blocked_lm_head.value is None
+    with model.decoding_states():
+        stacked = module._stacked.value
+        separate = (module.q_proj, module.k_proj, module.v_proj)
+        assert torch.equal(stacked.weight, torch.cat([p.weight for p in separate]))
+        assert torch.equal(stacked.bias, torch.cat([p.bias for p in separate]))
+        assert not stacked.weight.requires_grad
+        assert model._blocked_lm_head.users == 1  # entered; the test head is too small to block (value None)
+    _assert_no_decoding_state(model)
+
+
+def _assert_no_decoding_state(model):
+    for module in model.modules():
+        if isinstance(module, MultiHeadAttention):
+            assert module._stacked.value is None and module._stacked.users == 0
+    assert model._blocked_lm_head.value is None and model._blocked_lm_head.users == 0
+
+
+# What generate() runs is what the modules' classes say.
+
+
+def _shadowing_callables(model) -> list[str]:
+    """Every callable in a module's own `__dict__` that hides an attribute of its class (a method replaced on the
+    instance), as "path.name"."""
+    return [
+        f"{path}.{name}"
+        for path, module in model.named_modules()
+        for name, value in vars(module).items()
+        if callable(value) and hasattr(type(module), name)
+    ]
+
+
+class _CheckEveryStep(LogitsProcessor):
+    def __init__(self, model):
+        self.model, self.found, self.steps = model, [], 0
+
+    def __call__(self, input_ids, scores):
+        self.steps += 1
+        self.found += _shadowing_callables(self.model)
+        return scores
+
+
+def _package_code() -> set[types.CodeType]:
+    """The code of every function defined in hf_attention's modules: module functions, the methods (properties,
+    static and class methods, decorated ones unwrapped) of the classes they define, and what those define inside."""
+    found: set[types.CodeType] = set()
+
+    def add(code: types.CodeType) -> None:
+        found.add(code)
+        for constant in code.co_consts:
+            if isinstance(constant, types.CodeType):
+                add(constant)
+
+    def add_function(value) -> None:
+        if isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        if isinstance(value, property):
+            for accessor in (value.fget, value.fset, value.fdel):
+                if accessor is not None:
+                    add_function(accessor)
+            return
+        while hasattr(value, "__wrapped__"):
+            value = value.__wrapped__
+        if isinstance(value, types.FunctionType):
+            add(value.__code__)
+
+    for name, module in list(sys.modules.items()):
+        if name != "hf_attention" and not name.startswith("hf_attention."):
+            continue
+        for value in vars(module).values():
+            if isinstance(value, type) and value.__module__ == name:
+                for attribute in vars(value).values():
+                    add_function(attribute)
+            else:
+                add_function(value)
+    return found
+
+
+@pytest.mark.parametrize(
+    ("model_class", "family", "overrides"), GENERATIVE, ids=["rotary-swiglu", "biases", "seq2seq"]
+)
+def test_generate_runs_only_what_the_classes_define(model_class, family, overrides, monkeypatch):
+    """During generate(), no module holds a method installed on the instance from outside its class (checked at
+    every step), every function of the package that runs is defined by one of its modules or classes, and the
+    stacked and blocked states are read by the classes' own `project_qkv` and `vocabulary_projection`."""
+    model = build(model_class, family, **overrides)
+    monkeypatch.setattr(linear_products, "VOCABULARY_BLOCK_BYTES", SMALL_BLOCKS)  # the head is blocked too
+    check = _CheckEveryStep(model)
+    package = Path(hf_attention.__file__).parent
+    called: set[types.CodeType] = set()
+
+    def profile(frame, event, arg):
+        if event == "call" and Path(frame.f_code.co_filename).parent == package:
+            called.add(frame.f_code)
+
+    ids, mask = left_pad(FIVE_PROMPTS)
+    sys.setprofile(profile)
+    try:
+        model.generate(
+            ids,
+            attention_mask=mask,
+            max_new_tokens=4,
+            min_new_tokens=4,
+            do_sample=False,
+            logits_processor=LogitsProcessorList([check]),
+        )
+    finally:
+        sys.setprofile(None)
+    assert check.steps == 4 and not check.found
+    unknown = called - _package_code()
+    assert not unknown, sorted(f"{code.co_filename}:{code.co_firstlineno} {code.co_name}" for code in unknown)
+    assert MultiHeadAttention._stacked_product_applies.__code__ in called  # the stacked state, read by project_qkv
+    assert TransformerPreTrainedModel.vocabulary_projection.__code__ in called
+    assert linear_products.BlockedLinear.blocked.__code__ in called  # the blocked head ran (its first-step check)

@@ -321,3 +321,59 @@ def test_beam_layer_falls_back_to_dynamic_layer():
     recorded.reorder_cache(torch.tensor([0, 0]))
     recorded.reset()
     assert recorded.get_seq_length() == 0 and recorded._pending is None
+
+
+@pytest.mark.parametrize(
+    ("model_class", "family"), [(HFAttentionForCausalLM, "decoder"), (HFAttentionForSeq2SeqLM, "seq2seq")]
+)
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_the_cache_is_made_with_its_layers_and_is_otherwise_transformers_own(
+    model_class, family, num_beams, monkeypatch
+):
+    """generate() makes its cache with the layers that pay from the start (nothing is swapped afterwards): a
+    DynamicCache (two in an EncoderDecoderCache) with transformers' attributes and one layer per decoder layer, as
+    transformers' `DynamicCache(config=...)`."""
+    monkeypatch.setattr(kv_cache, "IN_PLACE_MIN_BYTES", 0)
+    monkeypatch.setattr(kv_cache, "DEFERRED_REORDER_MIN_BYTES", 0)
+    model = build(model_class, family)
+    generation_config = model.generation_config
+    generation_config.num_beams = num_beams
+    generation_config.max_length = 12
+    cache = kv_cache.generation_cache(
+        model.config, generation_config, batch_size=2, max_cache_length=12, dtype=model.dtype, device=model.device
+    )
+    plain = DynamicCache(config=model.config.get_text_config(decoder=True))
+    caches = [cache.self_attention_cache, cache.cross_attention_cache] if family == "seq2seq" else [cache]
+    kinds = [BeamReorderedLayer if num_beams > 1 else GrowingKVLayer]
+    if family == "seq2seq":
+        kinds.append(BeamSharedCrossLayer if num_beams > 1 else DynamicLayer)
+    for made, kind in zip(caches, kinds, strict=True):
+        assert type(made) is DynamicCache and len(made.layers) == len(plain.layers)
+        assert all(type(layer) is kind and not layer.is_initialized for layer in made.layers)
+        assert {k: v for k, v in vars(made).items() if k != "layers"} == {
+            k: v for k, v in vars(plain).items() if k != "layers"
+        }
+    assert isinstance(cache, EncoderDecoderCache) == (family == "seq2seq")
+
+
+def test_no_cache_is_made_where_transformers_own_is_the_one():
+    """Another cache kind, no cache, an assistant's cache or layers that would not pay: generate() makes
+    transformers' cache (generation_cache leaves it to it)."""
+    model = build(HFAttentionForCausalLM, "decoder")
+    base = model.generation_config
+
+    def made(**changes):
+        config = base.__class__.from_dict({**base.to_dict(), **changes})
+        return kv_cache.generation_cache(
+            model.config, config, batch_size=2, max_cache_length=4096, dtype=model.dtype, device=model.device
+        )
+
+    assert made() is not None  # a long generation: in-place appends pay
+    assert made(cache_implementation="static") is None
+    assert made(cache_implementation="offloaded") is None
+    assert made(use_cache=False) is None
+    assert made(is_assistant=True) is None
+    small = kv_cache.generation_cache(
+        model.config, base, batch_size=1, max_cache_length=4, dtype=model.dtype, device=model.device
+    )
+    assert small is None
