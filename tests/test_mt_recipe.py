@@ -17,8 +17,8 @@ from torch import nn
 from training import catalogs
 from training.args import parse_args
 from training.averaging import AVERAGE_FILE, WeightAverage
-from training.data import held_out_translation_set, translation_corpus
 from training.metrics import placeholder_accuracy, placeholders, repeat_rate, stutters, translation_scores
+from training.objectives.translation import held_out_translation_set, translation_corpus
 from training.train import run
 
 

@@ -20,11 +20,11 @@ import yaml
 from transformers import HfArgumentParser
 
 from hf_attention.to_hf import ARCHITECTURES
-from training.data import DEFAULT_LANGUAGES
+from training.corpora import DEFAULT_LANGUAGES
 from training.objective import TRAIN, Objective
 from training.objectives import OBJECTIVES, names, objective_for
 
-# How causal-LM text becomes rows (training/data.py).
+# How causal-LM text becomes rows (training/objectives/causal_lm.py).
 CAUSAL_LM_LAYOUTS = ("blocks", "padded", "packed")
 REPORT_TO = ("tensorboard", "none")
 EXPORT_TARGETS = (*ARCHITECTURES, "auto")

@@ -62,11 +62,12 @@ from training.args import (
     read_config,
     with_model_config_flag,
 )
-from training.corpus import make_tokenizer, saved_tokenizer, split_corpus
-from training.data import DEFAULT_LANGUAGES, corpus_checksum
+from training.corpora import DEFAULT_LANGUAGES
 from training.models import build_model, pretrained_model
 from training.objective import FINETUNE, Objective
 from training.objectives import OBJECTIVES, names, objective_for
+from training.splits import corpus_checksum, split_corpus
+from training.tokenizer import make_tokenizer, saved_tokenizer
 
 logger = logging.getLogger("training.finetune")
 

@@ -11,14 +11,14 @@ from typing import NamedTuple
 
 from hf_attention.to_hf import export_checkpoint, exportable_as
 from training.catalogs import package_catalogs, parse_pin
-from training.corpus import uses_sentinels
-from training.data import corpus_checksum
 from training.evaluate import GenerationSettings, evaluate_loss, score_translations
 from training.export import LOSS_PLOT, ExportFigures, RunReport, card_fields, export_model, plot_losses, push_to_hub
 from training.metrics_log import METRICS_FILE, read_metrics
 from training.models import acting_model_config
 from training.run_state import TrainingRun
 from training.sharding import plain_copy
+from training.splits import corpus_checksum
+from training.tokenizer import uses_sentinels
 
 
 class Durations(NamedTuple):

@@ -1,9 +1,10 @@
 """What an objective is: four small records (model, data, evaluation, card) under one name.
 
-Each objective is one module of training/objectives/ that fills an `Objective`; the code that reads the records
-(training/corpus.py, models.py, losses.py, evaluate.py, loop.py, finish.py, export.py, and the two entry points
-training.train and training.finetune) is written once for all objectives. This module imports nothing from training/,
-so every other module can read the type without an import cycle.
+Each objective is one module of training/objectives/ that fills an `Objective`, its corpus and featurizer beside it;
+the code that reads the records (training/splits.py, tokenizer.py, models.py, losses.py, evaluate.py, loop.py,
+finish.py, export.py, and the two entry points training.train and training.finetune) is written once for all
+objectives. This module imports nothing from training/, so every other module can read the type without an import
+cycle.
 
 The functions an objective holds take the run's `DataArguments` (training/args.py) as `data_args`; they read only
 the fields that concern them, and `Objective.options` names those of them that other objectives do not read.
@@ -53,6 +54,9 @@ class DataSpec:
     tokenizer_texts: Callable | None = None
     # (data_args) → whether the tokenizer holds the placeholder sentinels (hf_attention/placeholders.py); None: never.
     placeholder_sentinels: Callable | None = None
+    # (corpus, data_args) → {name: Dataset}: test splits beside the hash split's three, from data the corpus does not
+    # hold (translation: the out-of-domain catalogs); None: none.
+    extra_splits: Callable | None = None
 
 
 @dataclass(frozen=True)

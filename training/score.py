@@ -25,9 +25,9 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 import hf_attention  # noqa: F401  (registers our model types with the Auto classes)
 from hf_attention.placeholders import tokenizer_protects
 from training.args import parse_args
-from training.corpus import split_corpus
 from training.evaluate import GenerationSettings, score_translations
 from training.objectives import objective_for
+from training.splits import split_corpus
 from training.train import resolve_mixed_precision
 
 

@@ -1,4 +1,4 @@
-"""Train a byte-level BPE tokenizer for one of the three objectives and wrap it as a 🤗 `PreTrainedTokenizerFast`.
+"""Train a byte-level BPE tokenizer for one of three kinds of model and wrap it as a 🤗 `PreTrainedTokenizerFast`.
 
 Special tokens always get the same ids, which are also the defaults of the hf-attention configs, so a freshly trained
 tokenizer and a freshly built model agree without any wiring:
@@ -28,15 +28,28 @@ adds the sentinels `⟦ph_0⟧` ... `⟦ph_31⟧` as tokens of their own, inside
 the texts around them, and each becomes one id that is not special, so `decode(skip_special_tokens=True)` keeps it
 (the translation is restored from it). The pipeline and the evaluation protect exactly when a tokenizer holds them.
 The result saves with `save_pretrained` and loads back with `AutoTokenizer.from_pretrained` (tokenizer.json).
+
+A run's tokenizer (`make_tokenizer`) is trained on its objective's training split, with the kind, the texts and the
+length the objective declares; `saved_tokenizer` is the one a checkpoint folder holds instead.
 """
+
+from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from itertools import chain
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-from transformers import PreTrainedTokenizerFast
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from hf_attention.placeholders import SENTINELS
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+    from training.objective import Objective
 
 KINDS = ("causal", "masked", "seq2seq")
 PAD, BOS, EOS, UNK, MASK = "<pad>", "<s>", "</s>", "<unk>", "<mask>"
@@ -124,7 +137,7 @@ def train_tokenizer(
 ) -> PreTrainedTokenizerFast:
     """Train a byte-level BPE tokenizer on `texts` for the objective `kind`.
 
-    Stable API: training/data.py and the training scripts call this function; keep the signature.
+    Stable API: `make_tokenizer`, the tests and the tutorials call this function; keep the signature.
 
     Args:
         texts: Training text, one string per line or paragraph (any iterable; read once).
@@ -228,3 +241,46 @@ def _template(kind: str, tokenizer: Tokenizer) -> processors.TemplateProcessing:
 def _check_kind(kind: str) -> None:
     if kind not in KINDS:
         raise ValueError(f"kind={kind!r} is not supported; allowed values are {', '.join(map(repr, KINDS))}.")
+
+
+# ------------------------------------------------------------------------------------ an objective's tokenizer
+
+
+def make_tokenizer(
+    objective: Objective,
+    train_split: Dataset,
+    data_args,
+    *,
+    vocab_size: int,
+    min_frequency: int = 2,
+    keep_placeholders: bool = True,
+) -> PreTrainedTokenizerFast:
+    """A tokenizer trained on every text column of the training split (one shared vocabulary for pairs), or on the
+    texts the objective makes of it (`DataSpec.tokenizer_texts`: protected pairs, the sentinels as tokens)."""
+    if objective.data.tokenizer_texts is not None:
+        texts = list(objective.data.tokenizer_texts(train_split, data_args))
+    else:
+        texts = list(chain.from_iterable(train_split[column] for column in objective.data.text_columns))
+    return train_tokenizer(
+        texts,
+        vocab_size,
+        kind=objective.data.tokenizer_kind,
+        min_frequency=min_frequency,
+        keep_placeholders=keep_placeholders,
+        placeholder_sentinels=uses_sentinels(objective, data_args),
+        model_max_length=objective.data.tokenizer_max_length(data_args),
+    )
+
+
+def uses_sentinels(objective: Objective, data_args) -> bool:
+    """Whether the run's tokenizer holds the placeholder sentinels (hf_attention/placeholders.py)."""
+    return objective.data.placeholder_sentinels is not None and objective.data.placeholder_sentinels(data_args)
+
+
+def saved_tokenizer(model_name_or_path: str | None):
+    """The tokenizer saved in a checkpoint folder, or None when there is no folder or it holds no tokenizer."""
+    if model_name_or_path and any(
+        (Path(model_name_or_path) / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")
+    ):
+        return AutoTokenizer.from_pretrained(model_name_or_path)
+    return None

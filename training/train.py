@@ -40,7 +40,6 @@ from training.args import DataArguments, ModelArguments, TrainArguments, check_o
 from training.averaging import WeightAverage
 from training.batching import Loaders, make_loaders
 from training.checkpoint import Progress, load_checkpoint, resolve_checkpoint
-from training.corpus import make_tokenizer, split_corpus, uses_sentinels
 from training.finish import finish
 from training.loop import train_loop
 from training.metrics_log import METRICS_FILE, MetricsLogger
@@ -55,7 +54,8 @@ from training.objective import Objective
 from training.objectives import objective_for
 from training.run_state import RunArguments, TrainingRun
 from training.sharding import check_cpu_fsdp_settings, cpu_fsdp_requested, shard
-from training.tokenizer import check_vocab_size
+from training.splits import split_corpus
+from training.tokenizer import check_vocab_size, make_tokenizer, uses_sentinels
 
 RUN_FILES = (
     "checkpoints",
