@@ -22,7 +22,7 @@ from transformers import HfArgumentParser
 from hf_attention.to_hf import ARCHITECTURES
 from training.corpora import DEFAULT_LANGUAGES
 from training.objective import TRAIN, Objective
-from training.objectives import OBJECTIVES, names, objective_for
+from training.objectives import DEFAULTS, OBJECTIVES, names, objective_for
 
 # How causal-LM text becomes rows (training/objectives/causal_lm.py).
 CAUSAL_LM_LAYOUTS = ("blocks", "padded", "packed")
@@ -153,7 +153,7 @@ def check_fields(arguments, rules: dict) -> None:
 class ModelArguments:
     """Which objective and which architecture."""
 
-    objective: str = field(default="translation", metadata={"help": f"One of {', '.join(names(TRAIN))}."})
+    objective: str = field(default=DEFAULTS[TRAIN], metadata={"help": f"One of {', '.join(names(TRAIN))}."})
     model_type: str | None = field(
         default=None,
         metadata={

@@ -104,6 +104,8 @@ def configure(args: RunArguments) -> RunSetup:
     started = time.time()
     objective, train_args = objective_for(args.model.objective), args.train
     check_objective_options(objective, args.data, args.train)
+    if objective.data.check_arguments is not None:
+        objective.data.check_arguments(args.data)
     model_type = check_model_type(objective, args.model.model_type)
     check_model_config(model_type, args.model_config)
     check_loss_options(objective, args.model_config)

@@ -77,15 +77,28 @@ def language_id_corpus(
     return Dataset.from_dict({"text": texts, "label": labels}, features=features)
 
 
+def _codes(data_args) -> list[str]:
+    return [lang.strip() for lang in data_args.languages.split(",") if lang.strip()]
+
+
 def load_corpus(data_args):
     """A `text` column and its `label` (a ClassLabel of the language codes, in the order of `languages`)."""
     return language_id_corpus(
-        [lang.strip() for lang in data_args.languages.split(",") if lang.strip()],
+        _codes(data_args),
         min_chars=data_args.min_chars,
         max_chars=data_args.max_chars,
         max_per_language=data_args.max_per_language,
         max_catalogs=data_args.max_catalogs,
     )
+
+
+def check_arguments(data_args) -> None:
+    """At least two distinct languages: a one-class classifier is always right."""
+    if len(set(_codes(data_args))) < 2:
+        raise ValueError(
+            f"--languages={data_args.languages!r}: language identification needs at least two language "
+            "codes (a one-class classifier is always right), e.g. 'de,fr,es'."
+        )
 
 
 def featurize(split, tokenizer, data_args):
@@ -110,6 +123,20 @@ def label_fields(splits) -> dict:
     }
 
 
+def finetune_model_config(data_args) -> dict:
+    """The small encoder training.finetune builds from scratch, positions for the longest input."""
+    return {
+        "hidden_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 256,
+        "norm_position": "pre",
+        "hidden_dropout_prob": 0.1,
+        "classifier_pooling": "mean",
+        "max_position_embeddings": data_args.max_length,
+    }
+
+
 OBJECTIVE = Objective(
     name="language_id",
     entry_points=(FINETUNE,),
@@ -122,6 +149,7 @@ OBJECTIVE = Objective(
         config_from_data=label_fields,
         peft_task_type="SEQ_CLS",
         modules_to_save=("classifier",),  # the new head learns in full beside the adapter
+        finetune_config=finetune_model_config,
     ),
     data=DataSpec(
         load_corpus=load_corpus,
@@ -130,11 +158,13 @@ OBJECTIVE = Objective(
         tokenizer_max_length=lambda data_args: data_args.max_length,
         featurize=featurize,
         make_collator=make_collator,
+        check_arguments=check_arguments,
     ),
     evaluation=EvaluationSpec(
         predicts_next_token=False,
         scores_translations=False,
         trainer_metrics=lambda tokenizer: classification_metrics,
+        results_fields=lambda data_args, data_fields: {"labels": list(data_fields["id2label"].values())},
     ),
     card=CardSpec(
         default_dataset="gettext-catalogs",

@@ -29,6 +29,7 @@ from hf_attention.placeholders import protect_pair, tokenizer_protects
 from training.catalogs import package_catalogs
 from training.corpora import LOCALE_DIR, filter_pairs, read_pairs
 from training.dataset_checks import check_columns, raise_if_empty
+from training.evaluate import score_translations
 from training.markup_augmentation import augment_with_markup
 from training.metrics import translation_metrics
 from training.objective import FINETUNE, TRAIN, CardSpec, DataSpec, EvaluationSpec, ModelSpec, Objective
@@ -256,6 +257,20 @@ def set_generation_defaults(config, model, tokenizer, generation) -> None:
     config.max_length = None
 
 
+def finetune_model_config(data_args) -> dict:
+    """The small encoder-decoder training.finetune builds from scratch, positions for the longer side twice over."""
+    longest = max(data_args.max_source_length, data_args.max_target_length)
+    return {
+        "hidden_size": 128,
+        "encoder_layers": 2,
+        "decoder_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 512,
+        "hidden_dropout_prob": 0.1,
+        "max_position_embeddings": max(64, 2 * longest),
+    }
+
+
 OBJECTIVE = Objective(
     name="translation",
     entry_points=(TRAIN, FINETUNE),
@@ -266,6 +281,7 @@ OBJECTIVE = Objective(
         example_model_types=("bart", "marian"),
         encoder_decoder=True,
         peft_task_type="SEQ_2_SEQ_LM",
+        finetune_config=finetune_model_config,
     ),
     data=DataSpec(
         load_corpus=parallel_corpus,
@@ -284,6 +300,8 @@ OBJECTIVE = Objective(
         scores_translations=True,
         set_generation_defaults=set_generation_defaults,
         trainer_metrics=translation_metrics,
+        score_outputs=score_translations,
+        results_fields=lambda data_args, data_fields: {"target_lang": data_args.target_lang},
     ),
     card=CardSpec(
         default_dataset="gettext-catalogs",
