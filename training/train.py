@@ -24,7 +24,7 @@ import shutil
 import sys
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import datasets
@@ -50,9 +50,8 @@ from training.models import (
     check_model_config,
     check_model_type,
 )
-from training.objective import Objective
 from training.objectives import objective_for
-from training.run_state import RunArguments, TrainingRun
+from training.run_state import RunArguments, RunSetup, TrainingRun
 from training.sharding import check_cpu_fsdp_settings, cpu_fsdp_requested, shard
 from training.splits import split_corpus
 from training.tokenizer import check_vocab_size, make_tokenizer, uses_sentinels
@@ -68,20 +67,6 @@ RUN_FILES = (
     "run_config.json",
     "loss_curve.png",
 )
-
-
-@dataclass(frozen=True)
-class RunSetup:
-    """What `configure` settled: the checked inputs, the accelerator and the output folder."""
-
-    args: RunArguments
-    objective: Objective
-    model_type: str
-    accelerator: Accelerator
-    output_dir: Path
-    resume_path: Path | None  # the checkpoint to resume from
-    sharding: bool  # FSDP2 on CPUs (training/sharding.py)
-    started: float  # time.time() when the run began
 
 
 def run(
@@ -298,12 +283,8 @@ def set_up_training(
         tensorboard=args.train.report_to == "tensorboard",
         resume_step=progress.step if setup.resume_path is not None else None,
     )
-    training = TrainingRun(
-        args=args,
-        objective=setup.objective,
-        accelerator=accelerator,
-        output_dir=setup.output_dir,
-        started=setup.started,
+    training = TrainingRun.from_setup(
+        setup,
         splits=splits,
         tokenizer=tokenizer,
         model=model,
