@@ -378,20 +378,7 @@ class TrainArguments:
     disable_tqdm: bool = field(default=False)
 
     def __post_init__(self):
-        if self.mixed_precision not in ("no", "bf16", "fp16", "auto"):
-            raise ValueError(
-                f"mixed_precision={self.mixed_precision!r}; allowed values are 'no', 'bf16', 'fp16', 'auto'."
-            )
-        if self.export_to is not None and self.export_to not in EXPORT_TARGETS:
-            raise ValueError(
-                f"--export_to={self.export_to!r} is not supported; allowed values are "
-                f"{', '.join(map(repr, EXPORT_TARGETS))}."
-            )
-        if self.report_to not in REPORT_TO:
-            raise ValueError(
-                f"--report_to={self.report_to!r} is not supported; allowed values are "
-                f"{', '.join(map(repr, REPORT_TO))} (metrics.jsonl is always written)."
-            )
+        self._check_choices()
         check_fields(
             self,
             {
@@ -429,6 +416,23 @@ class TrainArguments:
             )
         if self.push_to_hub and not self.hub_model_id:
             raise ValueError("--push_to_hub needs --hub_model_id owner/name.")
+
+    def _check_choices(self) -> None:
+        """The arguments that take one of a few names."""
+        if self.mixed_precision not in ("no", "bf16", "fp16", "auto"):
+            raise ValueError(
+                f"mixed_precision={self.mixed_precision!r}; allowed values are 'no', 'bf16', 'fp16', 'auto'."
+            )
+        if self.export_to is not None and self.export_to not in EXPORT_TARGETS:
+            raise ValueError(
+                f"--export_to={self.export_to!r} is not supported; allowed values are "
+                f"{', '.join(map(repr, EXPORT_TARGETS))}."
+            )
+        if self.report_to not in REPORT_TO:
+            raise ValueError(
+                f"--report_to={self.report_to!r} is not supported; allowed values are "
+                f"{', '.join(map(repr, REPORT_TO))} (metrics.jsonl is always written)."
+            )
 
 
 ARGUMENT_CLASSES = (ModelArguments, DataArguments, TrainArguments)

@@ -161,8 +161,36 @@ def train_tokenizer(
             sentinels), or `placeholder_sentinels` is asked for another kind than "seq2seq".
     """
     check_vocab_size(vocab_size, kind, placeholder_sentinels=placeholder_sentinels)
-    specials = special_tokens(kind)
-    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    tokenizer = _train_bpe(
+        texts,
+        vocab_size,
+        kind=kind,
+        min_frequency=min_frequency,
+        keep_placeholders=keep_placeholders,
+        placeholder_sentinels=placeholder_sentinels,
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        pad_token=PAD,
+        bos_token=BOS,
+        eos_token=EOS,
+        unk_token=UNK,
+        mask_token=MASK if kind == "masked" else None,
+        padding_side="left" if kind == "causal" else "right",
+        model_max_length=model_max_length if model_max_length is not None else int(1e30),
+    )
+
+
+def _train_bpe(
+    texts: Iterable[str],
+    vocab_size: int,
+    *,
+    kind: str,
+    min_frequency: int,
+    keep_placeholders: bool,
+    placeholder_sentinels: bool,
+) -> Tokenizer:
+    """The `tokenizers` BPE model learnt from `texts`, with its added tokens and the special tokens of `kind`."""
     tokenizer = Tokenizer(models.BPE(unk_token=UNK))
     tokenizer.pre_tokenizer = _pre_tokenizer(keep_placeholders)
     tokenizer.decoder = decoders.ByteLevel()
@@ -174,8 +202,8 @@ def train_tokenizer(
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
-        special_tokens=specials,
-        initial_alphabet=alphabet,
+        special_tokens=special_tokens(kind),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     tokenizer.train_from_iterator(texts, trainer=trainer)
@@ -192,17 +220,7 @@ def train_tokenizer(
     tokenizer.post_processor = processors.Sequence(
         [processors.ByteLevel(trim_offsets=True), _template(kind, tokenizer)]
     )
-    wrapped = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        pad_token=PAD,
-        bos_token=BOS,
-        eos_token=EOS,
-        unk_token=UNK,
-        mask_token=MASK if kind == "masked" else None,
-        padding_side="left" if kind == "causal" else "right",
-        model_max_length=model_max_length if model_max_length is not None else int(1e30),
-    )
-    return wrapped
+    return tokenizer
 
 
 _SENTINEL_TOKENS = re.compile("|".join(map(re.escape, SENTINELS)))  # what the added tokens cut out of a text
