@@ -26,7 +26,7 @@ from training.dataset_checks import raise_if_empty
 from training.user_data import filter_texts, load_user_corpus, select_columns
 
 LOCALE_DIR = Path("/usr/share/locale")
-# Eight languages with 57-87 catalogs each on our machines; pt/pt_BR are left out because they confuse each other.
+# Eight widely translated languages, with many catalogs each; pt/pt_BR are left out because they confuse each other.
 DEFAULT_LANGUAGES = ("de", "fr", "es", "it", "nl", "sv", "pl", "ru")
 
 # The embedded corpus of both language-model objectives, as the model card names and describes it.
