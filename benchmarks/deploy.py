@@ -59,8 +59,8 @@ CAUSAL_CONFIG = Path(__file__).resolve().parents[1] / "training" / "configs" / "
 def test_split(run_dir: Path):
     """The test split of a finished training run, rebuilt from its run_config.json (hash splits are deterministic)."""
     from training.args import DataArguments
-    from training.corpus import split_corpus
     from training.objectives import objective_for
+    from training.splits import split_corpus
 
     saved = json.loads((run_dir / "run_config.json").read_text())
     objective = objective_for(saved["model"]["objective"])

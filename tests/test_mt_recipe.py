@@ -17,8 +17,8 @@ from torch import nn
 from training import catalogs
 from training.args import parse_args
 from training.averaging import AVERAGE_FILE, WeightAverage
-from training.data import held_out_translation_set, translation_corpus
 from training.metrics import placeholder_accuracy, placeholders, repeat_rate, stutters, translation_scores
+from training.objectives.translation import held_out_translation_set, translation_corpus
 from training.train import run
 
 
@@ -302,3 +302,14 @@ def test_no_shipped_config_trains_on_a_web_frameworks_catalogs():
                 assert not WEB_FRAMEWORKS.search(name), f"{path.name} {key} reads {requirement}"
                 read += 1
     assert read >= 14 * 4, "the translation configs' pinned wheels were not found"
+
+
+def test_score_refuses_an_objective_scored_by_its_loss_only(tmp_path):
+    """training.score asks the config's objective how to score its outputs; a language model has no such scoring
+    (its loss is the run's score), and the error names it and the objectives training.score scores."""
+    from training.score import main as score
+
+    config = tmp_path / "config.yaml"
+    config.write_text("objective: causal_lm\n")
+    with pytest.raises(ValueError, match=r"cannot score objective 'causal_lm'.*loss only.*scores: 'translation'"):
+        score([str(tmp_path), "--config", str(config)])

@@ -122,7 +122,7 @@ def _document_features(packed: bool, block_size: int = 48):
     import datasets
     from text_fixtures import make_tokenizer, pydoc_paragraphs
 
-    from training.data import causal_lm_document_features
+    from training.objectives.causal_lm import causal_lm_document_features
 
     texts = pydoc_paragraphs(60)
     tokenizer = make_tokenizer("decoder", texts)

@@ -373,3 +373,32 @@ def test_bad_inputs_get_the_errors_of_the_transformer_families(case, model_class
 def test_generate_refuses_bad_inputs_with_the_same_errors(inputs, message):
     with pytest.raises(ValueError, match=message):
         tiny().generate(**inputs, max_new_tokens=3)
+
+
+def test_the_training_loss_takes_its_own_loss_and_accumulation_gives_one_batch():
+    """training.losses treats the family as ours, as the Transformer families: its own loss divides by the
+    `num_items_in_batch` it is given (the window's target count), so the micro-batches of an accumulation window
+    add up to the loss and the gradients of one batch, however their target counts differ."""
+    from training.losses import count_targets, loss_takes_num_items, own_loss_is_the_training_loss, token_loss
+    from training.objectives import OBJECTIVES
+
+    objective = OBJECTIVES["translation"]
+    model = tiny().train()
+    source, mask, labels = batch()
+    labels[0, 2:] = -100  # rows with different target counts: a mean per micro-batch would weigh them wrongly
+    whole = {"input_ids": source, "attention_mask": mask, "labels": labels}
+    assert loss_takes_num_items(model) and own_loss_is_the_training_loss(objective, model)
+    count = torch.tensor(float(count_targets(objective, whole)))
+    halved = model(**whole, num_items_in_batch=2 * count).loss
+    torch.testing.assert_close(halved, model(**whole).loss / 2)
+
+    one_batch = token_loss(objective, model, whole, count)
+    one_batch.backward()
+    expected = [parameter.grad.clone() for parameter in model.parameters()]
+    model.zero_grad()
+    micro_batches = [{key: value[rows] for key, value in whole.items()} for rows in (slice(0, 1), slice(1, 3))]
+    accumulated = sum(token_loss(objective, model, micro_batch, count) for micro_batch in micro_batches)
+    accumulated.backward()
+    torch.testing.assert_close(accumulated, one_batch)
+    for parameter, gradient in zip(model.parameters(), expected, strict=True):
+        torch.testing.assert_close(parameter.grad, gradient)

@@ -14,7 +14,7 @@ from test_tutorials import FIGURES, ROOT, assert_figures, run_tutorial
 def main_job_corpus():
     """The main job's English → German pairs: the catalogs of the pinned wheels its config lists."""
     from training.args import parse_args
-    from training.corpus import parallel_corpus
+    from training.objectives.translation import parallel_corpus
 
     return parallel_corpus(parse_args(["--config", str(ROOT / "training" / "configs" / "translation_en_de.yaml")])[1])
 
@@ -25,7 +25,7 @@ def untrained_checkpoint(main_job_corpus, tmp_path_factory):
     training split): the tutorial's Transformer section runs on it in seconds, and an untrained embedding is the
     control that shows no pair structure."""
     import hf_attention
-    from training.data import split_dataset
+    from training.splits import split_dataset
     from training.tokenizer import train_tokenizer
 
     train = split_dataset(main_job_corpus, key="source")["train"]  # the main job's pinned data

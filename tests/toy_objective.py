@@ -10,9 +10,9 @@ import random
 from datasets import Dataset
 from transformers import AutoModelForCausalLM, default_data_collator
 
-from training import data as data_lib
 from training.objective import TRAIN, CardSpec, DataSpec, EvaluationSpec, ModelSpec, Objective
 from training.objectives import register
+from training.objectives.causal_lm import causal_lm_features
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
@@ -28,7 +28,7 @@ def alphabet_corpus(data_args) -> Dataset:
 
 
 def featurize(split, tokenizer, data_args):
-    return data_lib.causal_lm_features(split, tokenizer, block_size=data_args.block_size)
+    return causal_lm_features(split, tokenizer, block_size=data_args.block_size)
 
 
 def set_generation_defaults(config, model, tokenizer, generation) -> None:

@@ -20,11 +20,11 @@ import yaml
 from transformers import HfArgumentParser
 
 from hf_attention.to_hf import ARCHITECTURES
-from training.data import DEFAULT_LANGUAGES
+from training.corpora import DEFAULT_LANGUAGES
 from training.objective import TRAIN, Objective
-from training.objectives import OBJECTIVES, names, objective_for
+from training.objectives import DEFAULTS, OBJECTIVES, names, objective_for
 
-# How causal-LM text becomes rows (training/data.py).
+# How causal-LM text becomes rows (training/objectives/causal_lm.py).
 CAUSAL_LM_LAYOUTS = ("blocks", "padded", "packed")
 REPORT_TO = ("tensorboard", "none")
 EXPORT_TARGETS = (*ARCHITECTURES, "auto")
@@ -153,7 +153,7 @@ def check_fields(arguments, rules: dict) -> None:
 class ModelArguments:
     """Which objective and which architecture."""
 
-    objective: str = field(default="translation", metadata={"help": f"One of {', '.join(names(TRAIN))}."})
+    objective: str = field(default=DEFAULTS[TRAIN], metadata={"help": f"One of {', '.join(names(TRAIN))}."})
     model_type: str | None = field(
         default=None,
         metadata={
@@ -378,20 +378,7 @@ class TrainArguments:
     disable_tqdm: bool = field(default=False)
 
     def __post_init__(self):
-        if self.mixed_precision not in ("no", "bf16", "fp16", "auto"):
-            raise ValueError(
-                f"mixed_precision={self.mixed_precision!r}; allowed values are 'no', 'bf16', 'fp16', 'auto'."
-            )
-        if self.export_to is not None and self.export_to not in EXPORT_TARGETS:
-            raise ValueError(
-                f"--export_to={self.export_to!r} is not supported; allowed values are "
-                f"{', '.join(map(repr, EXPORT_TARGETS))}."
-            )
-        if self.report_to not in REPORT_TO:
-            raise ValueError(
-                f"--report_to={self.report_to!r} is not supported; allowed values are "
-                f"{', '.join(map(repr, REPORT_TO))} (metrics.jsonl is always written)."
-            )
+        self._check_choices()
         check_fields(
             self,
             {
@@ -429,6 +416,23 @@ class TrainArguments:
             )
         if self.push_to_hub and not self.hub_model_id:
             raise ValueError("--push_to_hub needs --hub_model_id owner/name.")
+
+    def _check_choices(self) -> None:
+        """The arguments that take one of a few names."""
+        if self.mixed_precision not in ("no", "bf16", "fp16", "auto"):
+            raise ValueError(
+                f"mixed_precision={self.mixed_precision!r}; allowed values are 'no', 'bf16', 'fp16', 'auto'."
+            )
+        if self.export_to is not None and self.export_to not in EXPORT_TARGETS:
+            raise ValueError(
+                f"--export_to={self.export_to!r} is not supported; allowed values are "
+                f"{', '.join(map(repr, EXPORT_TARGETS))}."
+            )
+        if self.report_to not in REPORT_TO:
+            raise ValueError(
+                f"--report_to={self.report_to!r} is not supported; allowed values are "
+                f"{', '.join(map(repr, REPORT_TO))} (metrics.jsonl is always written)."
+            )
 
 
 ARGUMENT_CLASSES = (ModelArguments, DataArguments, TrainArguments)

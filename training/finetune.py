@@ -9,7 +9,8 @@
 Tasks:
 
 Tasks are the objectives whose `entry_points` include training.finetune (training/objectives/): their modules say
-what data, model, collator and metrics each uses, for this entry point and for training.train alike.
+what data, model, collator and metrics each uses, for this entry point and for training.train alike, and the small
+model this entry point builds from scratch (`ModelSpec.finetune_config`).
 
 - `language_id` (training/objectives/language_id.py): which language a UI string from the machine's gettext
   catalogs is in, with `AutoModelForSequenceClassification`; test accuracy and macro-F1.
@@ -17,8 +18,7 @@ what data, model, collator and metrics each uses, for this entry point and for t
   `AutoModelForSeq2SeqLM` and `Seq2SeqTrainer`; test BLEU / chrF on generated translations.
 
 What this entry point adds to the objective: its arguments (`FinetuneArguments` mapped onto the shared
-`DataArguments`), a salted hash split capped after a shuffle, small default model configs, LoRA, and 🤗 Trainer as
-the loop.
+`DataArguments`), a salted hash split capped after a shuffle, LoRA, and 🤗 Trainer as the loop.
 
 The model starts from a pretrained hf_attention checkpoint folder (`--model_name_or_path DIR`, e.g. the masked-LM
 or translation export of `training.train`; its tokenizer is reused when the folder has one) or from scratch (a small
@@ -62,44 +62,24 @@ from training.args import (
     read_config,
     with_model_config_flag,
 )
-from training.corpus import make_tokenizer, saved_tokenizer, split_corpus
-from training.data import DEFAULT_LANGUAGES, corpus_checksum
+from training.corpora import DEFAULT_LANGUAGES
 from training.models import build_model, pretrained_model
 from training.objective import FINETUNE, Objective
-from training.objectives import OBJECTIVES, names, objective_for
+from training.objectives import DEFAULTS, OBJECTIVES, names, objective_for
+from training.splits import corpus_checksum, split_corpus
+from training.tokenizer import make_tokenizer, saved_tokenizer
 
 logger = logging.getLogger("training.finetune")
 
 TASKS = tuple(names(FINETUNE))
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
-# Small from-scratch models: what `model_config` entries override.
-DEFAULT_MODEL_CONFIGS = {
-    "language_id": {
-        "hidden_size": 128,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "intermediate_size": 256,
-        "norm_position": "pre",
-        "hidden_dropout_prob": 0.1,
-        "classifier_pooling": "mean",
-    },
-    "translation": {
-        "hidden_size": 128,
-        "encoder_layers": 2,
-        "decoder_layers": 2,
-        "num_attention_heads": 4,
-        "intermediate_size": 512,
-        "hidden_dropout_prob": 0.1,
-    },
-}
-
 
 @dataclass
 class FinetuneArguments:
     """The task, the starting model, the data and LoRA; everything else is a 🤗 (Seq2Seq)TrainingArguments field."""
 
-    task: str = field(default="language_id", metadata={"help": f"One of {', '.join(TASKS)}."})
+    task: str = field(default=DEFAULTS[FINETUNE], metadata={"help": f"One of {', '.join(TASKS)}."})
     model_name_or_path: str | None = field(
         default=None, metadata={"help": "An hf_attention checkpoint folder to start from; None: a new small model."}
     )
@@ -168,12 +148,6 @@ class FinetuneArguments:
     def __post_init__(self):
         if self.task not in TASKS:
             raise ValueError(f"task={self.task!r} is not supported; allowed values are {', '.join(map(repr, TASKS))}.")
-        codes = {lang.strip() for lang in self.languages.split(",") if lang.strip()}
-        if self.task == "language_id" and len(codes) < 2:
-            raise ValueError(
-                f"--languages={self.languages!r}: language identification needs at least two language "
-                "codes (a one-class classifier is always right), e.g. 'de,fr,es'."
-            )
         if self.lora:
             parse_lora(self.lora)
         if self.model_name_or_path:
@@ -195,6 +169,9 @@ class FinetuneArguments:
                 "num_threads": at_least(1, optional=True),
             },
         )
+        check_arguments = objective_for(self.task, FINETUNE).data.check_arguments
+        if check_arguments is not None:  # what the objective cannot train with (one language to identify)
+            check_arguments(self.data_arguments())
 
 
 # ------------------------------------------------------------------------------------------------ arguments
@@ -208,7 +185,7 @@ def parse_args(argv: list[str] | None = None):
     `use_cpu` defaults to True when CUDA is not available. `output_dir` defaults to runs/finetune_<task>.
     """
     config = read_config(argv)
-    task = config.values.get("task", "language_id")
+    task = config.values.get("task", DEFAULTS[FINETUNE])
     if "--task" in config.argv and config.argv.index("--task") + 1 < len(config.argv):
         task = config.argv[config.argv.index("--task") + 1]
     seq2seq = task in OBJECTIVES and OBJECTIVES[task].model.encoder_decoder
@@ -300,12 +277,8 @@ def finetune(ft_args: FinetuneArguments, training_args, model_config: dict) -> d
         training_args.generation_max_length = ft_args.max_target_length + 1
     metrics = objective.evaluation.trainer_metrics
     generates = not objective.model.encoder_decoder or training_args.predict_with_generate
-    # What results.json names besides the scores: a classifier's labels, or the target language.
-    described = (
-        {"labels": list(data_fields["id2label"].values())}
-        if "id2label" in data_fields
-        else {"target_lang": ft_args.target_lang}
-    )
+    results_fields = objective.evaluation.results_fields
+    described = results_fields(data_args, data_fields) if results_fields is not None else {}
     return _train(
         objective,
         model,
@@ -325,14 +298,12 @@ def finetune(ft_args: FinetuneArguments, training_args, model_config: dict) -> d
 
 
 def _model(objective: Objective, ft_args: FinetuneArguments, model_config: dict, tokenizer, data_fields: dict):
-    """The checkpoint folder's model, or a new small one of our family (DEFAULT_MODEL_CONFIGS under
+    """The checkpoint folder's model, or a new small one of our family (the objective's `finetune_config` under
     `model_config`)."""
     if ft_args.model_name_or_path:
         model = pretrained_model(objective, ft_args.model_name_or_path, tokenizer, data_fields)
     else:
-        longest = max(ft_args.max_source_length, ft_args.max_target_length)
-        positions = max(64, 2 * longest) if objective.model.encoder_decoder else ft_args.max_length
-        fields = {**DEFAULT_MODEL_CONFIGS[objective.name], "max_position_embeddings": positions, **model_config}
+        fields = {**objective.model.finetune_config(ft_args.data_arguments()), **model_config}
         model = build_model(objective, objective.model.our_model_type, fields, tokenizer, data_fields)
     if objective.model.encoder_decoder:
         model.generation_config.max_length = ft_args.max_target_length + 1

@@ -11,14 +11,14 @@ from typing import NamedTuple
 
 from hf_attention.to_hf import export_checkpoint, exportable_as
 from training.catalogs import package_catalogs, parse_pin
-from training.corpus import uses_sentinels
-from training.data import corpus_checksum
-from training.evaluate import GenerationSettings, evaluate_loss, score_translations
+from training.evaluate import GenerationSettings, evaluate_loss
 from training.export import LOSS_PLOT, ExportFigures, RunReport, card_fields, export_model, plot_losses, push_to_hub
 from training.metrics_log import METRICS_FILE, read_metrics
 from training.models import acting_model_config
 from training.run_state import TrainingRun
 from training.sharding import plain_copy
+from training.splits import corpus_checksum
+from training.tokenizer import uses_sentinels
 
 
 class Durations(NamedTuple):
@@ -62,15 +62,14 @@ def _final_evaluation(run: TrainingRun, model) -> tuple[dict, list[tuple[str, st
     }
     samples = []
     if run.objective.evaluation.scores_translations:
+        score_outputs = run.objective.evaluation.score_outputs
         settings = GenerationSettings.from_args(run.args.data, run.args.train)
         limit = run.args.train.bleu_samples
-        scores, triples = score_translations(
-            accelerator, model, run.tokenizer, run.splits["test"], settings, limit=limit
-        )
+        scores, triples = score_outputs(accelerator, model, run.tokenizer, run.splits["test"], settings, limit=limit)
         results.update(scores)
         samples = triples[:5]
         if "ood" in run.splits:  # catalogs of another source, never trained on
-            scores, _ = score_translations(accelerator, model, run.tokenizer, run.splits["ood"], settings)
+            scores, _ = score_outputs(accelerator, model, run.tokenizer, run.splits["ood"], settings)
             results.update({f"ood_{name}": value for name, value in scores.items()})
     run.logger.log(
         step, {f"test/{k.removeprefix('test_')}": v for k, v in results.items() if not k.startswith("validation_")}

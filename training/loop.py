@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from training import losses
 from training.checkpoint import save_checkpoint
-from training.evaluate import GenerationSettings, evaluate_loss, score_translations
+from training.evaluate import GenerationSettings, evaluate_loss
 from training.run_state import TrainingRun
 from training.sharding import plain_copy
 
@@ -211,7 +211,7 @@ def _evaluate(run: TrainingRun) -> None:
     if run.objective.evaluation.scores_translations and train_args.eval_bleu_during_training:
         # generate() runs a different number of steps per process: not with a sharded model
         generator = plain_copy(run.model, run.model_class) if run.sharded else run.model
-        scores, _ = score_translations(
+        scores, _ = run.objective.evaluation.score_outputs(
             run.accelerator,
             generator,
             run.tokenizer,

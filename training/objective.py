@@ -1,9 +1,10 @@
 """What an objective is: four small records (model, data, evaluation, card) under one name.
 
-Each objective is one module of training/objectives/ that fills an `Objective`; the code that reads the records
-(training/corpus.py, models.py, losses.py, evaluate.py, loop.py, finish.py, export.py, and the two entry points
-training.train and training.finetune) is written once for all objectives. This module imports nothing from training/,
-so every other module can read the type without an import cycle.
+Each objective is one module of training/objectives/ that fills an `Objective`: its corpus, its featurizer, its
+default fine-tuning model and its scoring live there. The code that reads the records (training/splits.py,
+tokenizer.py, models.py, losses.py, evaluate.py, loop.py, finish.py, export.py, and the entry points training.train,
+training.finetune and training.score) is written once for all objectives and names none of them. This module imports
+nothing from training/, so every other module can read the type without an import cycle.
 
 The functions an objective holds take the run's `DataArguments` (training/args.py) as `data_args`; they read only
 the fields that concern them, and `Objective.options` names those of them that other objectives do not read.
@@ -34,6 +35,9 @@ class ModelSpec:
     # PEFT's TaskType name for a LoRA adapter (training.finetune --lora), and the modules LoRA trains in full.
     peft_task_type: str | None = None
     modules_to_save: tuple[str, ...] = ()
+    # (data_args) → the config of the small model of `our_model_type` that training.finetune builds when it starts
+    # from scratch (`model_config` entries override it); required of an objective that training.finetune trains.
+    finetune_config: Callable | None = None
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,12 @@ class DataSpec:
     tokenizer_texts: Callable | None = None
     # (data_args) → whether the tokenizer holds the placeholder sentinels (hf_attention/placeholders.py); None: never.
     placeholder_sentinels: Callable | None = None
+    # (corpus, data_args) → {name: Dataset}: test splits beside the hash split's three, from data the corpus does not
+    # hold (translation: the out-of-domain catalogs); None: none.
+    extra_splits: Callable | None = None
+    # (data_args) → None, or a ValueError for arguments the objective cannot train with, raised before any data is
+    # read; None: the argument checks of training/args.py are enough.
+    check_arguments: Callable | None = None
 
 
 @dataclass(frozen=True)
@@ -66,6 +76,14 @@ class EvaluationSpec:
     set_generation_defaults: Callable | None = None
     # (tokenizer) → the `compute_metrics` of a 🤗 Trainer (training.finetune); None: loss only.
     trainer_metrics: Callable | None = None
+    # (accelerator, model, tokenizer, split, GenerationSettings, limit=) → (scores, (input, reference, output)
+    # samples): how the model's generated outputs on a split are scored, by training.train where
+    # `scores_translations` asks for it and by training.score; None: the objective is scored by its loss only, and
+    # training.score refuses it.
+    score_outputs: Callable | None = None
+    # (data_args, data_fields) → what training.finetune's results.json names beside the scores (the labels, the
+    # target language); None: nothing.
+    results_fields: Callable | None = None
 
 
 @dataclass(frozen=True)
@@ -97,6 +115,19 @@ class Objective:
     # The run arguments that act only for some objectives (training/args.py, OBJECTIVE_OPTIONS) that this one reads:
     # training.train refuses the others when they are set away from their defaults, since the run would ignore them.
     options: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        # What the shared code calls must be there: a new model for training.finetune, a scoring for training.train.
+        if FINETUNE in self.entry_points and self.model.finetune_config is None:
+            raise ValueError(
+                f"Objective {self.name!r} is trained by training.finetune but declares no ModelSpec.finetune_config "
+                "(the small model it builds from scratch)."
+            )
+        if self.evaluation.scores_translations and self.evaluation.score_outputs is None:
+            raise ValueError(
+                f"Objective {self.name!r} sets EvaluationSpec.scores_translations but declares no score_outputs (how "
+                "its generated outputs are scored)."
+            )
 
     @property
     def writes_left_to_right(self) -> bool:

@@ -1,12 +1,14 @@
 """The state of one run of `training.train`: what its set-up produced and what the loop and the end of the run read.
 
-`train.run` fills it stage by stage (configure → data → model) and hands it to `loop.train_loop` and
-`finish.finish`; only `progress` changes after that (and the weights, inside the model and optimizer).
+`train.run` fills it stage by stage: `configure` settles a `RunSetup` (the checked inputs, the accelerator, the
+output folder); `set_up_training` extends it into a `TrainingRun` (the data, the model and its optimizer), which
+`loop.train_loop` and `finish.finish` read. Only `progress` changes after that (and the weights, inside the model
+and optimizer).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -35,15 +37,24 @@ class RunArguments:
     model_config: dict
 
 
-@dataclass
-class TrainingRun:
-    """A run, set up: the arguments, the data, the model and its optimizer, and where the run is."""
+@dataclass(frozen=True)
+class RunSetup:
+    """What `configure` settled: the checked inputs, the accelerator and the output folder."""
 
     args: RunArguments
     objective: Objective
+    model_type: str
     accelerator: Accelerator
     output_dir: Path
+    resume_path: Path | None  # the checkpoint to resume from
+    sharding: bool  # FSDP2 on CPUs (training/sharding.py)
     started: float  # time.time() when the run began: the card reports the whole run's duration
+
+
+@dataclass(frozen=True)
+class TrainingRun(RunSetup):
+    """A run, set up: its `RunSetup`, and the data, the model and its optimizer, and where the run is."""
+
     splits: DatasetDict  # the texts: BLEU translates the validation and test sources
     tokenizer: PreTrainedTokenizerBase
     model: torch.nn.Module  # prepared by Accelerate, or sharded in place
@@ -56,3 +67,8 @@ class TrainingRun:
     progress: Progress
     logger: MetricsLogger
     average: WeightAverage | None = None  # the mean of the last steps' weights (--average_last_steps)
+
+    @classmethod
+    def from_setup(cls, setup: RunSetup, **set_up) -> TrainingRun:
+        """`setup` with what `set_up_training` built (the fields of this class that `RunSetup` lacks)."""
+        return cls(**{field.name: getattr(setup, field.name) for field in fields(RunSetup)}, **set_up)

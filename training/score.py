@@ -1,14 +1,17 @@
-"""Score a trained translation model on its run's test and out-of-domain splits, with any decoding settings.
+"""Score a trained model on its run's test (and extra) splits, with any decoding settings, as its objective scores
+the outputs it generates.
 
     python -m training.score outputs/translation_en_de/final --config training/configs/translation_en_de.yaml \\
         --num_beams 4 --length_penalty 1.0 [--split validation] [--weights checkpoints/step_00720/model.safetensors]
 
-The splits are rebuilt from the config exactly as the run built them (same catalogs, same hash split), so the
-figures are comparable with the run's own; BLEU / chrF, placeholder accuracy, the share of stuttering outputs and the
-copy-the-source baseline are printed as one JSON line. `--weights` scores other weights of the same model (e.g. a
-checkpoint's, before checkpoint averaging). Choosing decoding settings: compare them on `--split validation`.
-A model trained with placeholder protection decodes constrained to place each source sentinel exactly once, as the run
-and the pipeline do; `--unconstrained` shows what the model does alone (as CTranslate2 decodes).
+The config's objective says how (`EvaluationSpec.score_outputs`); one scored by its loss only is refused. The
+splits are rebuilt from the config exactly as the run built them (same corpus, same hash split), so the figures are
+comparable with the run's own, and printed as one JSON line: for translation, BLEU / chrF, placeholder accuracy, the
+share of stuttering outputs and the copy-the-source baseline of the test and out-of-domain splits. `--weights`
+scores other weights of the same model (e.g. a checkpoint's, before checkpoint averaging). Choosing decoding
+settings: compare them on `--split validation`. A model trained with placeholder protection decodes constrained to
+place each source sentinel exactly once, as the run and the pipeline do; `--unconstrained` shows what the model does
+alone (as CTranslate2 decodes).
 """
 
 from __future__ import annotations
@@ -20,24 +23,27 @@ from dataclasses import replace
 
 from accelerate import Accelerator
 from safetensors.torch import load_model
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers import AutoTokenizer
 
 import hf_attention  # noqa: F401  (registers our model types with the Auto classes)
 from hf_attention.placeholders import tokenizer_protects
 from training.args import parse_args
-from training.corpus import split_corpus
-from training.evaluate import GenerationSettings, score_translations
-from training.objectives import objective_for
+from training.evaluate import GenerationSettings
+from training.objective import Objective
+from training.objectives import OBJECTIVES, objective_for
+from training.splits import SPLITS, split_corpus
 from training.train import resolve_mixed_precision
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", help="An exported model folder (config, weights, tokenizer).")
     parser.add_argument("--config", required=True, help="The run's YAML config: its data fields rebuild the splits.")
     parser.add_argument("--num_beams", type=int, default=None, help="Default: the config's generation_num_beams.")
     parser.add_argument("--length_penalty", type=float, default=None)
-    parser.add_argument("--split", default=None, help="test, validation or ood (default: test and ood).")
+    parser.add_argument(
+        "--split", default=None, help="test, validation or an extra split such as ood (default: test and the extras)."
+    )
     parser.add_argument("--limit", type=int, default=None, help="Score the first N rows (default: the config's).")
     parser.add_argument(
         "--unconstrained",
@@ -46,12 +52,27 @@ def main(argv: list[str] | None = None) -> int:
         "to see what the model does alone; by default each output places exactly its source's sentinels.",
     )
     parser.add_argument("--weights", default=None, help="A safetensors file of other weights for the same model.")
-    options = parser.parse_args(argv)
+    return parser
 
-    _, data_args, train_args, _ = parse_args(["--config", options.config])
-    objective = objective_for("translation")
+
+def scoring_objective(name: str) -> Objective:
+    """The objective `name` when it scores generated outputs, else a ValueError naming it and those that do."""
+    objective = objective_for(name)
+    if objective.evaluation.score_outputs is None:
+        scored = [other for other, spec in OBJECTIVES.items() if spec.evaluation.score_outputs is not None]
+        raise ValueError(
+            f"training.score cannot score objective {name!r}: it is scored by its loss only, which the run reports. "
+            f"Objectives training.score scores: {', '.join(map(repr, scored)) or 'none'}."
+        )
+    return objective
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = _parser().parse_args(argv)
+    model_args, data_args, train_args, _ = parse_args(["--config", options.config])
+    objective = scoring_objective(model_args.objective)
     splits = split_corpus(objective, objective.data.load_corpus(data_args), data_args)
-    model = AutoModelForSeq2SeqLM.from_pretrained(options.model)
+    model = objective.model.auto_class.from_pretrained(options.model)
     if options.weights:
         load_model(model, options.weights)
     tokenizer = AutoTokenizer.from_pretrained(options.model)
@@ -64,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = replace(settings, constrain_placeholders=False)
     # The run's precision (mixed_precision: auto → bf16 autocast where the CPU multiplies bf16 natively).
     accelerator = Accelerator(cpu=True, mixed_precision=resolve_mixed_precision(train_args.mixed_precision, False))
-    names = [options.split] if options.split else [n for n in ("test", "ood") if n in splits]
+    extra = [name for name in splits if name not in SPLITS]  # the objective's own test splits (out-of-domain)
+    names = [options.split] if options.split else [n for n in ("test", *extra) if n in splits]
     results = {"num_beams": settings.num_beams, "length_penalty": settings.length_penalty}
     if tokenizer_protects(tokenizer):
         results["constrain_placeholders"] = settings.constrain_placeholders
@@ -72,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         if name not in splits:
             raise ValueError(f"--split {name!r}: the config gives the splits {sorted(splits)}.")
         limit = options.limit or (train_args.bleu_samples if name == "test" else None)
-        scores, _ = score_translations(accelerator, model, tokenizer, splits[name], settings, limit=limit)
+        scores, _ = objective.evaluation.score_outputs(
+            accelerator, model, tokenizer, splits[name], settings, limit=limit
+        )
         results.update({f"{name}_{key}": value for key, value in scores.items()})
         results[f"{name}_rows"] = min(limit or len(splits[name]), len(splits[name]))
     print(json.dumps(results))

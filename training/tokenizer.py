@@ -1,4 +1,4 @@
-"""Train a byte-level BPE tokenizer for one of the three objectives and wrap it as a 🤗 `PreTrainedTokenizerFast`.
+"""Train a byte-level BPE tokenizer for one of three kinds of model and wrap it as a 🤗 `PreTrainedTokenizerFast`.
 
 Special tokens always get the same ids, which are also the defaults of the hf-attention configs, so a freshly trained
 tokenizer and a freshly built model agree without any wiring:
@@ -28,15 +28,28 @@ adds the sentinels `⟦ph_0⟧` ... `⟦ph_31⟧` as tokens of their own, inside
 the texts around them, and each becomes one id that is not special, so `decode(skip_special_tokens=True)` keeps it
 (the translation is restored from it). The pipeline and the evaluation protect exactly when a tokenizer holds them.
 The result saves with `save_pretrained` and loads back with `AutoTokenizer.from_pretrained` (tokenizer.json).
+
+A run's tokenizer (`make_tokenizer`) is trained on its objective's training split, with the kind, the texts and the
+length the objective declares; `saved_tokenizer` is the one a checkpoint folder holds instead.
 """
+
+from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from itertools import chain
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-from transformers import PreTrainedTokenizerFast
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from hf_attention.placeholders import SENTINELS
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+    from training.objective import Objective
 
 KINDS = ("causal", "masked", "seq2seq")
 PAD, BOS, EOS, UNK, MASK = "<pad>", "<s>", "</s>", "<unk>", "<mask>"
@@ -124,7 +137,7 @@ def train_tokenizer(
 ) -> PreTrainedTokenizerFast:
     """Train a byte-level BPE tokenizer on `texts` for the objective `kind`.
 
-    Stable API: training/data.py and the training scripts call this function; keep the signature.
+    Stable API: `make_tokenizer`, the tests and the tutorials call this function; keep the signature.
 
     Args:
         texts: Training text, one string per line or paragraph (any iterable; read once).
@@ -148,8 +161,36 @@ def train_tokenizer(
             sentinels), or `placeholder_sentinels` is asked for another kind than "seq2seq".
     """
     check_vocab_size(vocab_size, kind, placeholder_sentinels=placeholder_sentinels)
-    specials = special_tokens(kind)
-    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    tokenizer = _train_bpe(
+        texts,
+        vocab_size,
+        kind=kind,
+        min_frequency=min_frequency,
+        keep_placeholders=keep_placeholders,
+        placeholder_sentinels=placeholder_sentinels,
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        pad_token=PAD,
+        bos_token=BOS,
+        eos_token=EOS,
+        unk_token=UNK,
+        mask_token=MASK if kind == "masked" else None,
+        padding_side="left" if kind == "causal" else "right",
+        model_max_length=model_max_length if model_max_length is not None else int(1e30),
+    )
+
+
+def _train_bpe(
+    texts: Iterable[str],
+    vocab_size: int,
+    *,
+    kind: str,
+    min_frequency: int,
+    keep_placeholders: bool,
+    placeholder_sentinels: bool,
+) -> Tokenizer:
+    """The `tokenizers` BPE model learnt from `texts`, with its added tokens and the special tokens of `kind`."""
     tokenizer = Tokenizer(models.BPE(unk_token=UNK))
     tokenizer.pre_tokenizer = _pre_tokenizer(keep_placeholders)
     tokenizer.decoder = decoders.ByteLevel()
@@ -161,8 +202,8 @@ def train_tokenizer(
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
-        special_tokens=specials,
-        initial_alphabet=alphabet,
+        special_tokens=special_tokens(kind),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     tokenizer.train_from_iterator(texts, trainer=trainer)
@@ -179,17 +220,7 @@ def train_tokenizer(
     tokenizer.post_processor = processors.Sequence(
         [processors.ByteLevel(trim_offsets=True), _template(kind, tokenizer)]
     )
-    wrapped = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        pad_token=PAD,
-        bos_token=BOS,
-        eos_token=EOS,
-        unk_token=UNK,
-        mask_token=MASK if kind == "masked" else None,
-        padding_side="left" if kind == "causal" else "right",
-        model_max_length=model_max_length if model_max_length is not None else int(1e30),
-    )
-    return wrapped
+    return tokenizer
 
 
 _SENTINEL_TOKENS = re.compile("|".join(map(re.escape, SENTINELS)))  # what the added tokens cut out of a text
@@ -228,3 +259,46 @@ def _template(kind: str, tokenizer: Tokenizer) -> processors.TemplateProcessing:
 def _check_kind(kind: str) -> None:
     if kind not in KINDS:
         raise ValueError(f"kind={kind!r} is not supported; allowed values are {', '.join(map(repr, KINDS))}.")
+
+
+# ------------------------------------------------------------------------------------ an objective's tokenizer
+
+
+def make_tokenizer(
+    objective: Objective,
+    train_split: Dataset,
+    data_args,
+    *,
+    vocab_size: int,
+    min_frequency: int = 2,
+    keep_placeholders: bool = True,
+) -> PreTrainedTokenizerFast:
+    """A tokenizer trained on every text column of the training split (one shared vocabulary for pairs), or on the
+    texts the objective makes of it (`DataSpec.tokenizer_texts`: protected pairs, the sentinels as tokens)."""
+    if objective.data.tokenizer_texts is not None:
+        texts = list(objective.data.tokenizer_texts(train_split, data_args))
+    else:
+        texts = list(chain.from_iterable(train_split[column] for column in objective.data.text_columns))
+    return train_tokenizer(
+        texts,
+        vocab_size,
+        kind=objective.data.tokenizer_kind,
+        min_frequency=min_frequency,
+        keep_placeholders=keep_placeholders,
+        placeholder_sentinels=uses_sentinels(objective, data_args),
+        model_max_length=objective.data.tokenizer_max_length(data_args),
+    )
+
+
+def uses_sentinels(objective: Objective, data_args) -> bool:
+    """Whether the run's tokenizer holds the placeholder sentinels (hf_attention/placeholders.py)."""
+    return objective.data.placeholder_sentinels is not None and objective.data.placeholder_sentinels(data_args)
+
+
+def saved_tokenizer(model_name_or_path: str | None):
+    """The tokenizer saved in a checkpoint folder, or None when there is no folder or it holds no tokenizer."""
+    if model_name_or_path and any(
+        (Path(model_name_or_path) / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")
+    ):
+        return AutoTokenizer.from_pretrained(model_name_or_path)
+    return None

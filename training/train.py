@@ -24,7 +24,7 @@ import shutil
 import sys
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import datasets
@@ -40,7 +40,6 @@ from training.args import DataArguments, ModelArguments, TrainArguments, check_o
 from training.averaging import WeightAverage
 from training.batching import Loaders, make_loaders
 from training.checkpoint import Progress, load_checkpoint, resolve_checkpoint
-from training.corpus import make_tokenizer, split_corpus, uses_sentinels
 from training.finish import finish
 from training.loop import train_loop
 from training.metrics_log import METRICS_FILE, MetricsLogger
@@ -51,11 +50,11 @@ from training.models import (
     check_model_config,
     check_model_type,
 )
-from training.objective import Objective
 from training.objectives import objective_for
-from training.run_state import RunArguments, TrainingRun
+from training.run_state import RunArguments, RunSetup, TrainingRun
 from training.sharding import check_cpu_fsdp_settings, cpu_fsdp_requested, shard
-from training.tokenizer import check_vocab_size
+from training.splits import split_corpus
+from training.tokenizer import check_vocab_size, make_tokenizer, uses_sentinels
 
 RUN_FILES = (
     "checkpoints",
@@ -68,20 +67,6 @@ RUN_FILES = (
     "run_config.json",
     "loss_curve.png",
 )
-
-
-@dataclass(frozen=True)
-class RunSetup:
-    """What `configure` settled: the checked inputs, the accelerator and the output folder."""
-
-    args: RunArguments
-    objective: Objective
-    model_type: str
-    accelerator: Accelerator
-    output_dir: Path
-    resume_path: Path | None  # the checkpoint to resume from
-    sharding: bool  # FSDP2 on CPUs (training/sharding.py)
-    started: float  # time.time() when the run began
 
 
 def run(
@@ -104,6 +89,8 @@ def configure(args: RunArguments) -> RunSetup:
     started = time.time()
     objective, train_args = objective_for(args.model.objective), args.train
     check_objective_options(objective, args.data, args.train)
+    if objective.data.check_arguments is not None:
+        objective.data.check_arguments(args.data)
     model_type = check_model_type(objective, args.model.model_type)
     check_model_config(model_type, args.model_config)
     check_loss_options(objective, args.model_config)
@@ -175,8 +162,7 @@ def resolve_mixed_precision(requested: str, use_cuda: bool) -> str:
 
 def resolve_torch_compile(requested: bool | None, use_cuda: bool) -> bool:
     """Whether to compile: as asked, or when unset, on a GPU (where the compiled step fuses the elementwise kernels
-    around the matmuls, about twice as fast as eager for a 200M model) and not on the CPU (where the eager step is at
-    least as fast in fp32: docs/performance.md)."""
+    around the matmuls) and not on the CPU (where the eager step is no slower in fp32: docs/performance.md)."""
     return use_cuda if requested is None else requested
 
 
@@ -296,12 +282,8 @@ def set_up_training(
         tensorboard=args.train.report_to == "tensorboard",
         resume_step=progress.step if setup.resume_path is not None else None,
     )
-    training = TrainingRun(
-        args=args,
-        objective=setup.objective,
-        accelerator=accelerator,
-        output_dir=setup.output_dir,
-        started=setup.started,
+    training = TrainingRun.from_setup(
+        setup,
         splits=splits,
         tokenizer=tokenizer,
         model=model,
@@ -363,7 +345,7 @@ def make_optimizer(model, train_args: TrainArguments, device_type: str = "cpu") 
     """AdamW; matrices decay, biases / norms / 1-D parameters do not. Tied weights appear once.
 
     On CPU and CUDA it is torch's fused kernel (HF Trainer's default, `adamw_torch_fused`): one pass over all
-    parameters instead of a dozen for-each passes (27 → 6 ms per step for a 5M-parameter model on this CPU).
+    parameters instead of a dozen for-each passes, which are most of the optimizer step of a small model.
     """
     decay, no_decay = [], []
     for parameter in model.parameters():

@@ -49,7 +49,8 @@ from tutorial_support import (
     table,
 )
 
-from training.data import split_dataset, translation_corpus
+from training.objectives.translation import translation_corpus
+from training.splits import split_dataset
 from training.tokenizer import train_tokenizer
 
 args = parse_args("Tokens, one-hot vectors, embeddings and word2vec on the gettext catalogs.", add_model_flags)
@@ -72,7 +73,7 @@ torch.set_num_threads(1)
 #   (`training/configs/translation_en_de.yaml`, `catalog_packages`), the same on every machine: about 14,600 pairs,
 #   whose English side has about 45,000 words;
 # * this tutorial reads the catalogs installed on the machine that runs it,
-#   `training.data.translation_corpus("de", max_chars=100, machine=True)` (in a training config,
+#   `training.objectives.translation.translation_corpus("de", max_chars=100, machine=True)` (in a training config,
 #   `system_catalogs: true` without `catalog_packages`): on a Debian 12 machine about 40,800 pairs and 190,000
 #   English words.
 #
@@ -285,7 +286,7 @@ print(f"cosines between the one-hot vectors of {words}:\n{cosines}")
 #
 # **The text.** The English side of the same catalogs (this machine's): UI strings of the kind the translation model
 # reads, a third of the main job's own English strings among them, so the comparison with its embeddings in section
-# 4 is on text of the same kind. (CPython's documentation, `training.data.python_docs_corpus`,
+# 4 is on text of the same kind. (CPython's documentation, `training.corpora.python_docs_corpus`,
 # is the project's other English corpus; its words are about Python, not about user interfaces.) Words are
 # lower-cased runs of letters; `%s`-style placeholders and tokens with digits are dropped, and words seen fewer than
 # 5 times are left out.
@@ -799,7 +800,7 @@ save_figure(
 #    sum change $h$, and does it change what the model can represent?
 # 4. Set `WINDOW = 1` and `WINDOW = 6` and rerun the pair check. Which window gives the larger gap between related
 #    and mismatched pairs, and why would a wider window favour *topical* rather than *functional* similarity?
-# 5. Train skip-gram on CPython's documentation (`training.data.python_docs_corpus()`) and look at the neighbours
+# 5. Train skip-gram on CPython's documentation (`training.corpora.python_docs_corpus()`) and look at the neighbours
 #    of `list`, `string` and `error`. How do they differ from the catalog vectors?
 # 6. Use $W + W'$ (input plus output vectors) instead of $W$ for the pair check. Does it help?
 #

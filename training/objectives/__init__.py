@@ -8,16 +8,20 @@
 | translation | gettext en→lang pairs      | seq2seq   | hf_attention_seq2seq   | both                         |
 
 A new objective is one module here plus its line in `BUILT_IN`; code outside the package (tests/toy_objective.py)
-calls `register` instead. Nothing else in training/ names an objective: the rest reads the `Objective` records.
+calls `register` instead. Nothing else in training/ names an objective: the rest reads the `Objective` records, and
+the objective an entry point trains when none is asked for is `DEFAULTS`' (tests/test_objective_names.py checks it).
 """
 
 from __future__ import annotations
 
-from training.objective import TRAIN, Objective
+from training.objective import FINETUNE, TRAIN, Objective
 from training.objectives import causal_lm, language_id, masked_lm, translation
 
 # Listed, not discovered: the order is that of the --objective / --task help and error messages.
 BUILT_IN = (causal_lm, masked_lm, language_id, translation)
+
+# The objective each entry point trains by default (--objective of training.train, --task of training.finetune).
+DEFAULTS = {TRAIN: translation.OBJECTIVE.name, FINETUNE: language_id.OBJECTIVE.name}
 
 OBJECTIVES: dict[str, Objective] = {}
 

@@ -8,22 +8,97 @@ Fine-tuned with 🤗 Trainer (training.finetune, the default task); scored by ac
 
 from __future__ import annotations
 
+import os
+from collections import Counter
+from collections.abc import Sequence
+from itertools import chain
+
+from datasets import ClassLabel, Dataset, Features, Value
 from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding
 
-from training import data as data_lib
+from training.corpora import DEFAULT_LANGUAGES, LOCALE_DIR, filter_pairs, read_pairs
+from training.dataset_checks import raise_if_empty
 from training.metrics import classification_metrics
 from training.objective import FINETUNE, CardSpec, DataSpec, EvaluationSpec, ModelSpec, Objective
+from training.splits import stable_hash
+
+
+def language_id_corpus(
+    languages: Sequence[str] = DEFAULT_LANGUAGES,
+    *,
+    min_chars: int = 10,
+    max_chars: int = 200,
+    max_per_language: int | None = None,
+    max_catalogs: int | None = None,
+    locale_dir: str | os.PathLike = LOCALE_DIR,
+) -> Dataset:
+    """Language identification of UI strings: the translations in each language's catalogs, labelled by language.
+
+    Untranslated strings (identical to the English msgid) are dropped, so English never leaks into a label.
+    Strings found in more than one language ("OK", "Status") are dropped too, because their label is ambiguous.
+
+    Args:
+        languages: Language codes; their order defines the label ids.
+        min_chars: Drop shorter strings: a word or two rarely identifies a language.
+        max_chars: Drop longer strings.
+        max_per_language: Keep at most this many strings per language (those with the smallest stable hash, an
+            unbiased and deterministic sample), which also balances the classes.
+        max_catalogs: Read only the first `max_catalogs` catalogs of each language (for quick tests).
+        locale_dir: The locale root (default /usr/share/locale).
+
+    Returns:
+        A `Dataset` with columns `text` (string) and `label` (`ClassLabel(names=languages)`), grouped by label.
+
+    Raises:
+        ValueError: If a language has no catalogs, or no string survives the filters.
+    """
+    by_language = {}
+    for lang in languages:
+        pairs, _ = filter_pairs(
+            read_pairs(lang, locale_dir=locale_dir, max_catalogs=max_catalogs), max_chars=max_chars
+        )
+        by_language[lang] = {target for _, target in pairs if len(target) >= min_chars}
+    seen_in = Counter(chain.from_iterable(by_language.values()))
+    texts, labels = [], []
+    for label, lang in enumerate(languages):
+        # A salt of its own: sampling by the split's hash would put every sampled string into the training split.
+        sample_order = lambda text: stable_hash(text, salt="language-id-sample")  # noqa: E731
+        unique = sorted((t for t in by_language[lang] if seen_in[t] == 1), key=sample_order)[:max_per_language]
+        texts += unique
+        labels += [label] * len(unique)
+    counts = {lang: len(by_language[lang]) for lang in languages}
+    raise_if_empty(
+        len(texts),
+        "language identification corpus",
+        counts,
+        f"translated, {min_chars}-{max_chars} chars, in one language only",
+    )
+    features = Features({"text": Value("string"), "label": ClassLabel(names=list(languages))})
+    return Dataset.from_dict({"text": texts, "label": labels}, features=features)
+
+
+def _codes(data_args) -> list[str]:
+    return [lang.strip() for lang in data_args.languages.split(",") if lang.strip()]
 
 
 def load_corpus(data_args):
     """A `text` column and its `label` (a ClassLabel of the language codes, in the order of `languages`)."""
-    return data_lib.language_id_corpus(
-        [lang.strip() for lang in data_args.languages.split(",") if lang.strip()],
+    return language_id_corpus(
+        _codes(data_args),
         min_chars=data_args.min_chars,
         max_chars=data_args.max_chars,
         max_per_language=data_args.max_per_language,
         max_catalogs=data_args.max_catalogs,
     )
+
+
+def check_arguments(data_args) -> None:
+    """At least two distinct languages: a one-class classifier is always right."""
+    if len(set(_codes(data_args))) < 2:
+        raise ValueError(
+            f"--languages={data_args.languages!r}: language identification needs at least two language "
+            "codes (a one-class classifier is always right), e.g. 'de,fr,es'."
+        )
 
 
 def featurize(split, tokenizer, data_args):
@@ -48,6 +123,20 @@ def label_fields(splits) -> dict:
     }
 
 
+def finetune_model_config(data_args) -> dict:
+    """The small encoder training.finetune builds from scratch, positions for the longest input."""
+    return {
+        "hidden_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 256,
+        "norm_position": "pre",
+        "hidden_dropout_prob": 0.1,
+        "classifier_pooling": "mean",
+        "max_position_embeddings": data_args.max_length,
+    }
+
+
 OBJECTIVE = Objective(
     name="language_id",
     entry_points=(FINETUNE,),
@@ -60,6 +149,7 @@ OBJECTIVE = Objective(
         config_from_data=label_fields,
         peft_task_type="SEQ_CLS",
         modules_to_save=("classifier",),  # the new head learns in full beside the adapter
+        finetune_config=finetune_model_config,
     ),
     data=DataSpec(
         load_corpus=load_corpus,
@@ -68,11 +158,13 @@ OBJECTIVE = Objective(
         tokenizer_max_length=lambda data_args: data_args.max_length,
         featurize=featurize,
         make_collator=make_collator,
+        check_arguments=check_arguments,
     ),
     evaluation=EvaluationSpec(
         predicts_next_token=False,
         scores_translations=False,
         trainer_metrics=lambda tokenizer: classification_metrics,
+        results_fields=lambda data_args, data_fields: {"labels": list(data_fields["id2label"].values())},
     ),
     card=CardSpec(
         default_dataset="gettext-catalogs",

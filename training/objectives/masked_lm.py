@@ -3,15 +3,41 @@ texts); the collator draws the masks (`--mlm_probability`) as batches are made."
 
 from __future__ import annotations
 
+from datasets import Dataset
 from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling
 
-from training import data as data_lib
-from training.corpus import PYTHON_DOCS, PYTHON_DOCS_DESCRIPTION, text_corpus
+from training.corpora import PYTHON_DOCS, PYTHON_DOCS_DESCRIPTION, text_corpus
+from training.dataset_checks import check_columns
 from training.objective import TRAIN, CardSpec, DataSpec, EvaluationSpec, ModelSpec, Objective
 
 
+def masked_lm_features(dataset: Dataset, tokenizer, *, max_length: int, text_column: str = "text") -> Dataset:
+    """Tokenise and truncate texts for masked LM; `DataCollatorForLanguageModeling` pads and masks per batch.
+
+    Masking at batch time (not here) draws new masks every epoch. `special_tokens_mask` lets the collator avoid
+    masking <s>, </s> and padding.
+
+    Args:
+        dataset: A dataset with a string column `text_column`.
+        tokenizer: Any Hugging Face tokenizer.
+        max_length: Longest sequence, special tokens included.
+        text_column: The column holding the text.
+
+    Returns:
+        A `Dataset` with `input_ids`, `attention_mask` and `special_tokens_mask` (variable length).
+    """
+    check_columns(dataset, [text_column])
+    return dataset.map(
+        lambda batch: tokenizer(
+            batch[text_column], truncation=True, max_length=max_length, return_special_tokens_mask=True
+        ),
+        batched=True,
+        remove_columns=dataset.column_names,
+    )
+
+
 def featurize(split, tokenizer, data_args):
-    return data_lib.masked_lm_features(split, tokenizer, max_length=data_args.max_length)
+    return masked_lm_features(split, tokenizer, max_length=data_args.max_length)
 
 
 def make_collator(tokenizer, model, data_args):
