@@ -162,6 +162,7 @@ def test_the_deploy_benchmark_compares_the_same_ids_greedy_and_with_beams(num_be
     texts = [*PROMPTS, *(paragraph[:50] for paragraph in pydoc_paragraphs(12))]
     settings = {"max_source_length": 24, "max_new_tokens": 10, "num_beams": num_beams, "length_penalty": 0.8}
     model.generation_config.num_beams = 3  # as a trained model's export asks for beams: greedy must still be greedy
+    model.generation_config.early_stopping = True  # as the export sets it: CTranslate2's end of beam search
     ours = generate_ids(model.eval(), tokenizer, texts, batch_size=5, **settings)
     theirs = ctranslate2_ids(translator, tokenizer, texts, batch_size=5, **settings)
     assert ours == theirs

@@ -222,6 +222,7 @@ def test_beam_settings_reach_the_export_and_the_scores(tmp_path, wheel_cache, ca
     assert re.search(r"SHA-256 of the rows of every split: `[0-9a-f]{64}`", card)
     generation = json.loads((tmp_path / "run" / "final" / "generation_config.json").read_text())
     assert generation["num_beams"] == 3 and generation["length_penalty"] == 0.6
+    assert generation["early_stopping"] is True  # the beams CTranslate2 searches: done when 3 hypotheses are
     config = tmp_path / "config.yaml"
     config.write_text(
         "objective: translation\nsystem_catalogs: true\nmax_catalogs: 5\nbleu_samples: 4\nmax_source_length: 24\n"
@@ -277,11 +278,11 @@ def test_a_length_penalty_with_greedy_decoding_does_not_break_the_export(tmp_pat
 
     set_defaults = objective_for("translation").evaluation.set_generation_defaults
     model = SimpleNamespace(config=SimpleNamespace(decoder_start_token_id=1))
-    for beams, expected in ((1, None), (4, 0.6)):  # None: generate()'s default
+    for beams, expected, stops_early in ((1, None, None), (4, 0.6, True)):  # None: generate()'s default
         config = GenerationConfig()
         set_defaults(config, model, None, GenerationSettings(num_beams=beams, length_penalty=0.6))
         config.save_pretrained(tmp_path / str(beams))
-        assert (config.num_beams, config.length_penalty) == (beams, expected)
+        assert (config.num_beams, config.length_penalty, config.early_stopping) == (beams, expected, stops_early)
 
 
 # Python web frameworks and their plugins: their catalogs are kept out of every corpus we train on, so that their

@@ -34,6 +34,10 @@ class GenerationSettings:
     batch_size: int = 64
     num_beams: int = 1  # 1: greedy
     length_penalty: float = 1.0  # beam search: summed log-probability / length**length_penalty
+    # Beam search ends once num_beams hypotheses are finished, as in fairseq (where BART and Marian come from) and
+    # CTranslate2. transformers' default instead searches on while a running beam could still overtake a finished
+    # one, so the same model served by CTranslate2 would write other translations (34 of 737 in the main job's test).
+    early_stopping: bool = True
     max_new_tokens: int = 64
     max_source_length: int | None = None  # where sources are cut
     constrain_placeholders: bool = True  # protected sources: each output places exactly its source's sentinels
@@ -131,6 +135,7 @@ def generate_texts(
             beams = {"num_beams": settings.num_beams}
             if settings.num_beams > 1:  # a beam-search setting: generate() warns about it with greedy decoding
                 beams["length_penalty"] = settings.length_penalty
+                beams["early_stopping"] = settings.early_stopping
             if constrain_placeholders:
                 eos = model.generation_config.eos_token_id
                 eos = tokenizer.eos_token_id if eos is None else eos

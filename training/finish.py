@@ -215,7 +215,7 @@ def _generation(run: TrainingRun) -> dict:
     if not run.objective.writes_left_to_right:
         return {}
     beams, penalty = run.args.train.generation_num_beams, run.args.train.generation_length_penalty
-    return {"generation": f"{beams} beams, length penalty {penalty}" if beams > 1 else "greedy"}
+    return {"generation": f"{beams} beams, length penalty {penalty}, early stopping" if beams > 1 else "greedy"}
 
 
 def _timing(run: TrainingRun, durations: Durations) -> str:

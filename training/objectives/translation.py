@@ -251,8 +251,9 @@ def make_collator(tokenizer, model, data_args):
 def set_generation_defaults(config, model, tokenizer, generation) -> None:
     config.decoder_start_token_id = model.config.decoder_start_token_id
     config.num_beams = generation.num_beams
-    if generation.num_beams > 1:  # a beam-search setting (a greedy config that holds one fails validation)
+    if generation.num_beams > 1:  # beam-search settings (a greedy config that holds one fails validation)
         config.length_penalty = generation.length_penalty
+        config.early_stopping = generation.early_stopping
     config.max_new_tokens = generation.max_new_tokens
     config.max_length = None
 
