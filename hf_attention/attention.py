@@ -27,7 +27,6 @@ from .cache_argument import is_paged
 from .flex import flex_attention_forward
 from .masks import causal_mask
 from .positional import rotate_query_and_key
-from .scores import AdditiveScore, GaussianScore, make_score  # noqa: F401 (importable from here, as before scores.py)
 
 
 def repeat_kv(x: Tensor, groups: int) -> Tensor:

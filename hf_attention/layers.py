@@ -18,7 +18,6 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from .activations import GATED_ACTIVATIONS, activation_function
 from .attention import FUSED_PROJECTION_MIN_ROWS, MultiHeadAttention, fused_linear
 from .compiled_regions import ElementwiseRegion
-from .norms import NORMS, RMSNorm, make_norm  # noqa: F401 (importable from here, as before norms.py)
 
 
 def maybe_dropout(module: nn.Dropout, x: Tensor) -> Tensor:
