@@ -98,10 +98,9 @@ def embed_token_ids(embedding: nn.Embedding, input_ids: Tensor, name: str, *, fi
 class StackInputChecks:
     """Mixin of TransformerStack: the checks of its inputs. Reads `config`, `is_decoder` and `input_prefix`."""
 
-    # What the stack itself passes to layers, attention modules and attention functions: not for a caller's kwargs.
+    # What the stack and its layers pass to attention modules and attention functions: not for a caller's kwargs.
     _SET_BY_THE_STACK = frozenset(
         {
-            "attention_function",
             "position_embeddings",
             "position_bias",
             "key_value_states",
@@ -195,7 +194,7 @@ class StackInputChecks:
 
     def _check_attention_kwargs(self, kwargs: dict, cache, encoder_hidden_states: Tensor | None) -> None:
         """Extra keyword arguments go to the attention functions; refuse those that would clash with what the stack
-        passes itself, and a paged cache where it cannot be used."""
+        passes itself or replace the configured backend, and a paged cache where it cannot be used."""
         # A loop over the dict, not `frozenset & kwargs.keys()`: Dynamo in torch 2.11 cannot trace set operations on
         # dict views, and this runs inside a compiled forward.
         clashing = sorted(name for name in kwargs if name in self._SET_BY_THE_STACK)
@@ -203,6 +202,13 @@ class StackInputChecks:
             raise TypeError(
                 f"forward() got {', '.join(clashing)}: {'these are' if len(clashing) > 1 else 'this is'} computed "
                 "by the model itself and passed to its attention layers; remove it from the call."
+            )
+        if "attention_function" in kwargs:
+            # The attention modules take it to run a function of their own instead of the configured backend.
+            raise TypeError(
+                "forward() got attention_function: the attention layers run the backend that "
+                "config._attn_implementation names; choose it with attn_implementation= in from_pretrained() or "
+                "model.set_attn_implementation(), or register a function with transformers.AttentionInterface."
             )
         if not self.is_decoder and (cache is not None or kwargs.get("past_key_values") is not None):
             # An encoder attends to its whole input in one call: there are no earlier keys to reuse, and a cache it

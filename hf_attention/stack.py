@@ -150,13 +150,22 @@ class TransformerStack(StackInputChecks, nn.Module):
         if is_paged(cache) and key_positions is not None:
             key_positions = _paged_key_positions(kwargs.get("cu_seq_lens_k"), key_length)
         hidden = self._add_positions_and_normalize(hidden, position_ids)
+        # The masks take the form of the backend that the attention modules look up by the same name.
         backend = get_attention_backend("eager" if output_attentions else self.config._attn_implementation)
         parts = self._self_attention_parts(padding, ready_mask, documents, length, key_length, past, checking)
         rotary, bias = self._position_signals(position_ids, key_positions, hidden.dtype, backend, batch)
         # Tensors that may carry gradients go to the layers positionally (see EncoderLayer.forward), the rest by name.
         layer_args = (bias, encoder_hidden_states) if self.is_decoder else (bias,)
         layer_inputs = self._layer_inputs(
-            parts, rotary, cache, backend, hidden, encoder_attention_mask, encoder_hidden_states, checking
+            parts,
+            rotary,
+            cache,
+            backend,
+            hidden,
+            encoder_attention_mask,
+            encoder_hidden_states,
+            checking,
+            output_attentions,
         )
         return self._run_layers(
             hidden,
@@ -178,15 +187,16 @@ class TransformerStack(StackInputChecks, nn.Module):
         encoder_attention_mask: Tensor | None,
         encoder_hidden_states: Tensor | None,
         checking: bool,
+        output_attentions: bool,
     ) -> dict:
-        """What every layer takes by name: the masks in the backend's form, the rotary tables, the cache and the
-        attention function."""
+        """What every layer takes by name: the masks in the backend's form, the rotary tables, the cache, and whether
+        the attention weights are wanted (the attention modules then run the eager backend, which returns them)."""
         batch, length = hidden.shape[:2]
         layer_inputs = {
             "attention_mask": _render_mask(parts, backend, batch, hidden),
             "position_embeddings": rotary,
             "cache": cache,
-            "attention_function": backend.function,
+            "output_attentions": output_attentions,
         }
         if self.is_decoder:
             layer_inputs["encoder_attention_mask"] = self._cross_attention_mask(
