@@ -73,15 +73,14 @@ class HFAttentionDecoderModel(OneStackModel, HFAttentionDecoderPreTrainedModel):
             output_hidden_states=output_hidden_states,
             **kwargs,
         )
-        output = stack
-        if not use_cache:  # a cache was used for this call only (a caller's cache with use_cache=False): not returned
-            output = with_cache(
-                BaseModelOutputWithPastAndCrossAttentions,
-                None,
-                last_hidden_state=stack.last_hidden_state,
-                hidden_states=stack.hidden_states,
-                attentions=stack.attentions,
-            )
+        output = with_cache(
+            BaseModelOutputWithPastAndCrossAttentions,
+            # A cache used for this call only (a caller's cache with use_cache=False) is not returned.
+            cache if use_cache else None,
+            last_hidden_state=stack.last_hidden_state,
+            hidden_states=stack.hidden_states,
+            attentions=stack.attentions,
+        )
         return output if return_dict else output.to_tuple()
 
 
@@ -120,7 +119,6 @@ class DecoderHead(HFAttentionDecoderPreTrainedModel):
         `cache` (or its name before transformers 5.24, `past_key_values`) as in HFAttentionDecoderModel; other
         keyword arguments reach every attention function."""
         return_dict = self.config.return_dict if return_dict is None else return_dict
-        cache = cache_from_arguments(cache, kwargs.pop("past_key_values", None))
         own = {name: kwargs.pop(name, None) for name in self.head_inputs}
         if labels is not None:
             shape = label_shape(input_ids, 2, logits_to_keep) or label_shape(inputs_embeds, 3, logits_to_keep)
