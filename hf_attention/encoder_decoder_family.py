@@ -21,9 +21,8 @@ from transformers.utils import ModelOutput
 from .cache_argument import cache_from_arguments, cache_of, with_cache
 from .configuration_hf_attention import HFAttentionSeq2SeqConfig
 from .generation_mixin import EncoderDecoderGeneration, GenerationOverrides
-from .heads import label_shape, logit_slice
-from .losses import check_labels, shift_tokens_right
-from .pretrained import TransformerPreTrainedModel, output_options
+from .losses import check_labels, label_shape, logit_slice, shift_tokens_right
+from .pretrained import TransformerPreTrainedModel
 from .stack import TransformerStack
 
 
@@ -107,9 +106,11 @@ class HFAttentionSeq2SeqModel(HFAttentionSeq2SeqPreTrainedModel):
                 "decoder_start_token_id), or labels, from which HFAttentionForSeq2SeqLM builds the decoder inputs "
                 "(the labels shifted right); generate() starts the decoder itself."
             )
-        output_attentions, output_hidden_states, return_dict = output_options(
-            self.config, output_attentions, output_hidden_states, return_dict
+        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
+        output_hidden_states = (
+            self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
         )
+        return_dict = self.config.return_dict if return_dict is None else return_dict
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids,

@@ -1,4 +1,5 @@
-"""Token cross-entropy, and the vocabulary projection fused with it for training.
+"""Token cross-entropy, the vocabulary projection fused with it for training, and the last step of the language-model
+heads that calls them (`VocabularyLoss`: last hidden states → logits and their loss).
 
 Notation: N rows (batch × length, flattened), E hidden size, V vocabulary size, C rows per chunk.
 
@@ -37,6 +38,25 @@ def shift_tokens_right(labels: Tensor, pad_token_id: int, decoder_start_token_id
     shifted[:, 1:] = labels[:, :-1].clone()
     shifted[:, 0] = decoder_start_token_id
     return shifted.masked_fill(shifted == -100, pad_token_id)
+
+
+def logit_slice(logits_to_keep: int | Tensor) -> slice | Tensor:
+    """Positions whose logits are computed: generation needs only the last one (`logits_to_keep=1`)."""
+    return slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+
+
+def label_shape(inputs: Tensor | None, rank: int, logits_to_keep: int | Tensor = 0) -> tuple[int, ...] | None:
+    """The (batch, length) a head's labels must have: one per position of `inputs` whose logits are computed.
+
+    None when `inputs` is missing or malformed (2-D ids or 3-D embeddings expected): the stack reports that itself.
+    """
+    if not isinstance(inputs, Tensor) or inputs.dim() != rank:
+        return None
+    batch, length = inputs.shape[:2]
+    kept = logit_slice(logits_to_keep)
+    if isinstance(kept, slice):
+        return (batch, len(range(length)[kept]))
+    return (batch, *kept.shape)
 
 
 def check_labels(
@@ -406,3 +426,42 @@ def linear_cross_entropy(
             float(unlikelihood_weight),
         )
     return logits.view(*hidden.shape[:-1], -1), _normalise(loss, labels, num_items_in_batch)
+
+
+class VocabularyLoss:
+    """Mixin of the Transformer models: the last step of a language-model head, from last hidden states to logits
+    and, with labels, their loss. Reads `config`, the head's `lm_head` and `lm_head_transform` (None when not
+    configured) and `vocabulary_logits`, the logits alone (the model's, which decoding may speed up)."""
+
+    def vocabulary_logits_and_loss(
+        self,
+        hidden: Tensor,
+        labels: Tensor | None,
+        num_items_in_batch: Tensor | int | None = None,
+        *,
+        generative: bool = True,
+    ) -> tuple[Tensor, Tensor | None]:
+        """`vocabulary_logits`, and with `labels` (B, T) their token cross-entropy (label-smoothed, plus the repeat
+        unlikelihood term, as the config says); while training the vocabulary projection and the loss run fused
+        (`linear_cross_entropy`). The unlikelihood term is for heads that generate left to right (`generative`): a
+        masked LM's labels are not a sequence the model writes, so it never gets the term."""
+        if labels is None:
+            return self.vocabulary_logits(hidden), None
+        return linear_cross_entropy(
+            self._lm_head_input(hidden),
+            self.lm_head,
+            labels,
+            num_items_in_batch,
+            self.config.label_smoothing,
+            # A config saved before the option existed has no such field.
+            getattr(self.config, "unlikelihood_weight", 0.0) if generative else 0.0,
+        )
+
+    def _lm_head_input(self, hidden: Tensor) -> Tensor:
+        """What the vocabulary projection reads: the last hidden states, scaled and transformed as configured."""
+        if self.config.scale_lm_head_input:
+            # T5 scales embeddings by 1 on the way in, so a tied output matrix would see √E-sized logits otherwise.
+            hidden = hidden * self.config.hidden_size**-0.5
+        if self.lm_head_transform is not None:
+            hidden = self.lm_head_transform(hidden)
+        return hidden
