@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
+from transformers import PretrainedConfig
 from transformers.cache_utils import Cache, EncoderDecoderCache
 from transformers.masking_utils import (
     ALL_MASK_ATTENTION_FUNCTIONS,
@@ -23,13 +24,11 @@ from transformers.masking_utils import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from .cache_argument import is_paged
 from .decoding import DecodingState
 from .flex import flex_attention_forward
 from .linear_products import on_cpu_as_plain_tensors, plain_linear, stack_weights
 from .masks import causal_mask
 from .positional import apply_rotary, rotate_query_and_key
-from .scores import AdditiveScore, GaussianScore, make_score  # noqa: F401 (importable from here, as before scores.py)
 
 
 def repeat_kv(x: Tensor, groups: int) -> Tensor:
@@ -335,6 +334,9 @@ class MultiHeadAttention(nn.Module):
         score: Score module for non-dot-product scores (None: dot product times `scaling`).
         scaling: Factor on q·k.
         kv_input_size: Width of `key_value_states` (default E).
+        config: The model's config, whose `_attn_implementation` names the attention backend at each call, as in
+            transformers' attention modules (so `set_attn_implementation` takes effect at once); None, for a module
+            used on its own, runs SDPA.
     """
 
     def __init__(
@@ -352,6 +354,7 @@ class MultiHeadAttention(nn.Module):
         score: nn.Module | None = None,
         scaling: float | None = None,
         kv_input_size: int | None = None,
+        config: PretrainedConfig | None = None,
     ):
         super().__init__()
         if num_heads % num_kv_heads:
@@ -365,6 +368,7 @@ class MultiHeadAttention(nn.Module):
         self.layer_idx = layer_idx
         self.scaling = head_dim**-0.5 if scaling is None else scaling
         self.score = score
+        self.config = config
         self.q_proj = nn.Linear(hidden_size, num_heads * head_dim, bias=bias)
         self.k_proj = nn.Linear(kv_input_size, num_kv_heads * head_dim, bias=bias)
         self.v_proj = nn.Linear(kv_input_size, num_kv_heads * head_dim, bias=bias)
@@ -511,7 +515,8 @@ class MultiHeadAttention(nn.Module):
         position_embeddings: tuple[Tensor, Tensor] | None = None,
         position_bias: Tensor | None = None,
         cache: Cache | None = None,
-        attention_function: Callable | None = sdpa_attention_forward,
+        attention_function: Callable | None = None,
+        output_attentions: bool = False,
         **kwargs,
     ) -> tuple[Tensor, Tensor | None]:
         """Attend from `hidden_states` (B, T, E) to itself or to `key_value_states` (B, S, E).
@@ -525,7 +530,9 @@ class MultiHeadAttention(nn.Module):
             position_bias: (B|1, H, T, S) additive score bias.
             cache: An HF Cache (self-attention), an EncoderDecoderCache (either kind of layer), or continuous
                 batching's paged cache.
-            attention_function: A backend with HF's attention-function signature.
+            attention_function: A function with HF's attention-function signature to run instead of the configured
+                backend (`backend_function`).
+            output_attentions: Run the eager backend, which returns the attention weights.
             **kwargs: Passed on to the attention function (and to a paged cache's update), as transformers' models
                 do: how serving stacks and continuous batching hand their own state to attention.
 
@@ -540,7 +547,8 @@ class MultiHeadAttention(nn.Module):
             query, key, value = self.project_qkv(hidden_states, position_embeddings)
             if cache is not None:
                 key, value = self._cached_keys_values(cache, key, value, kwargs)  # (B, K, past + T, D)
-        attention_function = attention_function or sdpa_attention_forward  # layers pass None for "default"
+        if attention_function is None:
+            attention_function = self.backend_function(output_attentions)
         output, weights = attention_function(
             self,
             query,
@@ -555,13 +563,23 @@ class MultiHeadAttention(nn.Module):
         output = output.reshape(batch, length, self.num_heads * self.head_dim)  # (B, T, H·D)
         return self.o_proj(output), weights
 
+    def backend_function(self, output_attentions: bool = False) -> Callable:
+        """The attention function this call runs, looked up by name at every call as transformers' attention modules
+        do: the one `config._attn_implementation` names (ours or one registered with `AttentionInterface`), eager
+        when the weights are asked for (only eager computes them), SDPA for a module built without a config."""
+        if output_attentions:
+            return eager_attention_forward
+        if self.config is None:
+            return sdpa_attention_forward
+        return get_attention_backend(self.config._attn_implementation).function
+
     def _cached_keys_values(self, cache, key: Tensor, value: Tensor, kwargs: dict) -> tuple[Tensor, Tensor]:
         """Append this step's keys and values to the self-attention cache; returns every cached key and value.
 
         A paged cache (continuous batching) reads the batch layout from `kwargs` (this call's own copy, which it
         updates in place with what the attention function needs), as in transformers' models."""
-        if is_paged(cache):
-            return cache.update(key, value, self.layer_idx, kwargs)
         if isinstance(cache, EncoderDecoderCache):
             cache = cache.self_attention_cache
-        return cache.update(key, value, self.layer_idx)
+        if isinstance(cache, Cache):
+            return cache.update(key, value, self.layer_idx)
+        return cache.update(key, value, self.layer_idx, kwargs)  # the paged cache, which is not a Cache

@@ -2,9 +2,11 @@
 
 Notation: E model dim.
 
-The only place besides the models that reads a config to build modules: leaves take typed keyword arguments and
-never see it. The variant registries say which class a name means (`scores.SCORES`, `positional.POSITIONAL_ENCODINGS`,
-`norms.NORMS`, `activations.py`), and a positional scheme's `from_config` picks the fields it needs.
+The only place besides the models that reads a config to build modules: leaves take typed keyword arguments, except
+the attention module, which keeps the config to look up its backend by name at each call
+(`config._attn_implementation`), as transformers' attention modules do. The variant registries say which class a name
+means (`scores.SCORES`, `positional.POSITIONAL_ENCODINGS`, `norms.NORMS`, `activations.py`), and a positional scheme's
+`from_config` picks the fields it needs.
 """
 
 from torch import nn
@@ -44,6 +46,7 @@ def build_attention(config: HFAttentionConfigBase, layer_idx: int, *, is_causal:
         layer_idx=layer_idx,
         score=score,
         scaling=scaling,
+        config=config,  # read for its attention implementation only, at each call
     )
 
 

@@ -22,9 +22,8 @@ from transformers.utils import ModelOutput
 from .cache_argument import cache_from_arguments, cache_of, with_cache
 from .configuration_hf_attention import HFAttentionDecoderConfig
 from .generation_mixin import GenerationOverrides
-from .heads import label_shape, logit_slice
-from .losses import check_labels, next_token_labels
-from .pretrained import OneStackModel, TransformerPreTrainedModel, output_options
+from .losses import check_labels, label_shape, logit_slice, next_token_labels
+from .pretrained import OneStackModel, TransformerPreTrainedModel
 
 
 class HFAttentionDecoderPreTrainedModel(TransformerPreTrainedModel):
@@ -55,9 +54,11 @@ class HFAttentionDecoderModel(OneStackModel, HFAttentionDecoderPreTrainedModel):
 
         `cache` is the KV cache, created when `use_cache` and none is given; its name before transformers 5.24,
         `past_key_values=`, is accepted too. Other keyword arguments reach every attention function."""
-        output_attentions, output_hidden_states, return_dict = output_options(
-            self.config, output_attentions, output_hidden_states, return_dict
+        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
+        output_hidden_states = (
+            self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
         )
+        return_dict = self.config.return_dict if return_dict is None else return_dict
         cache = cache_from_arguments(cache, kwargs.pop("past_key_values", None))
         if use_cache is None:
             use_cache = self.config.use_cache and not self.training
@@ -73,15 +74,14 @@ class HFAttentionDecoderModel(OneStackModel, HFAttentionDecoderPreTrainedModel):
             output_hidden_states=output_hidden_states,
             **kwargs,
         )
-        output = stack
-        if not use_cache:  # a cache was used for this call only (a caller's cache with use_cache=False): not returned
-            output = with_cache(
-                BaseModelOutputWithPastAndCrossAttentions,
-                None,
-                last_hidden_state=stack.last_hidden_state,
-                hidden_states=stack.hidden_states,
-                attentions=stack.attentions,
-            )
+        output = with_cache(
+            BaseModelOutputWithPastAndCrossAttentions,
+            # A cache used for this call only (a caller's cache with use_cache=False) is not returned.
+            cache if use_cache else None,
+            last_hidden_state=stack.last_hidden_state,
+            hidden_states=stack.hidden_states,
+            attentions=stack.attentions,
+        )
         return output if return_dict else output.to_tuple()
 
 
@@ -120,7 +120,6 @@ class DecoderHead(HFAttentionDecoderPreTrainedModel):
         `cache` (or its name before transformers 5.24, `past_key_values`) as in HFAttentionDecoderModel; other
         keyword arguments reach every attention function."""
         return_dict = self.config.return_dict if return_dict is None else return_dict
-        cache = cache_from_arguments(cache, kwargs.pop("past_key_values", None))
         own = {name: kwargs.pop(name, None) for name in self.head_inputs}
         if labels is not None:
             shape = label_shape(input_ids, 2, logits_to_keep) or label_shape(inputs_embeds, 3, logits_to_keep)
@@ -214,12 +213,12 @@ class HFAttentionForCausalLM(GenerationOverrides, DecoderHead, GenerationMixin):
         shift_labels: Tensor | None,
     ) -> CausalLMOutputWithCrossAttentions:
         """Logits (B, T, V), and with `labels` the next-token loss."""
+        hidden = outputs.last_hidden_state[:, logit_slice(logits_to_keep)]
         next_tokens = None
         if labels is not None:
             next_tokens = shift_labels
             if next_tokens is None:
                 next_tokens = next_token_labels(labels)
-        hidden = outputs.last_hidden_state[:, logit_slice(logits_to_keep)]
         logits, loss = self.vocabulary_logits_and_loss(hidden, next_tokens, num_items_in_batch)
         return with_cache(
             CausalLMOutputWithCrossAttentions,

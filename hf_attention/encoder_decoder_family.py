@@ -10,15 +10,19 @@ layers and writes `_head_output` (and `_decoder_inputs_for_labels`, to check lab
 from torch import Tensor, nn
 from transformers import GenerationMixin
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
-from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    BaseModelOutputWithPastAndCrossAttentions,
+    Seq2SeqLMOutput,
+    Seq2SeqModelOutput,
+)
 from transformers.utils import ModelOutput
 
 from .cache_argument import cache_from_arguments, cache_of, with_cache
 from .configuration_hf_attention import HFAttentionSeq2SeqConfig, id_outside_vocabulary
 from .generation_mixin import EncoderDecoderGeneration, GenerationOverrides
-from .heads import label_shape, logit_slice
-from .losses import check_labels, shift_tokens_right
-from .pretrained import SharedEmbeddingModel, TransformerPreTrainedModel, output_options
+from .losses import check_labels, label_shape, logit_slice, shift_tokens_right
+from .pretrained import SharedEmbeddingModel, TransformerPreTrainedModel
 from .stack import TransformerStack
 
 
@@ -82,9 +86,11 @@ class HFAttentionSeq2SeqModel(SharedEmbeddingModel, HFAttentionSeq2SeqPreTrained
                 "decoder_start_token_id), or labels, from which HFAttentionForSeq2SeqLM builds the decoder inputs "
                 "(the labels shifted right); generate() starts the decoder itself."
             )
-        output_attentions, output_hidden_states, return_dict = output_options(
-            self.config, output_attentions, output_hidden_states, return_dict
+        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
+        output_hidden_states = (
+            self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
         )
+        return_dict = self.config.return_dict if return_dict is None else return_dict
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids,
@@ -94,7 +100,7 @@ class HFAttentionSeq2SeqModel(SharedEmbeddingModel, HFAttentionSeq2SeqPreTrained
                 output_hidden_states=output_hidden_states,
                 **kwargs,
             )
-        elif not isinstance(encoder_outputs, ModelOutput):
+        elif not isinstance(encoder_outputs, ModelOutput):  # a tuple, as a caller may hold it from return_dict=False
             encoder_outputs = BaseModelOutput(*encoder_outputs)
         if use_cache is None:
             use_cache = self.config.use_cache and not self.training
@@ -112,17 +118,7 @@ class HFAttentionSeq2SeqModel(SharedEmbeddingModel, HFAttentionSeq2SeqPreTrained
             output_hidden_states=output_hidden_states,
             **kwargs,
         )
-        output = with_cache(
-            Seq2SeqModelOutput,
-            cache if use_cache else None,
-            last_hidden_state=decoder.last_hidden_state,
-            decoder_hidden_states=decoder.hidden_states,
-            decoder_attentions=decoder.attentions,
-            cross_attentions=decoder.cross_attentions,
-            encoder_last_hidden_state=encoder_outputs[0],
-            encoder_hidden_states=getattr(encoder_outputs, "hidden_states", None),
-            encoder_attentions=getattr(encoder_outputs, "attentions", None),
-        )
+        output = _model_output(decoder, encoder_outputs, cache if use_cache else None)
         return output if return_dict else output.to_tuple()
 
 
@@ -165,7 +161,6 @@ class Seq2SeqHead(HFAttentionSeq2SeqPreTrainedModel):
         `logits_to_keep` limits the target positions whose outputs are computed; `cache` as in
         HFAttentionSeq2SeqModel; other keyword arguments reach every attention function."""
         return_dict = self.config.return_dict if return_dict is None else return_dict
-        cache = cache_from_arguments(cache, kwargs.pop("past_key_values", None))
         if labels is not None:
             decoder_input_ids = self._decoder_inputs_for_labels(
                 labels, decoder_input_ids, decoder_inputs_embeds, logits_to_keep
@@ -285,3 +280,20 @@ class HFAttentionForSeq2SeqLM(GenerationOverrides, EncoderDecoderGeneration, Seq
             encoder_hidden_states=outputs.encoder_hidden_states,
             encoder_attentions=outputs.encoder_attentions,
         )
+
+
+def _model_output(
+    decoder: BaseModelOutputWithPastAndCrossAttentions, encoder_outputs: ModelOutput, cache: EncoderDecoderCache | None
+) -> Seq2SeqModelOutput:
+    """The decoder's output and the encoder's side by side, with the cache under this release's field name."""
+    return with_cache(
+        Seq2SeqModelOutput,
+        cache,
+        last_hidden_state=decoder.last_hidden_state,
+        decoder_hidden_states=decoder.hidden_states,
+        decoder_attentions=decoder.attentions,
+        cross_attentions=decoder.cross_attentions,
+        encoder_last_hidden_state=encoder_outputs[0],
+        encoder_hidden_states=getattr(encoder_outputs, "hidden_states", None),
+        encoder_attentions=getattr(encoder_outputs, "attentions", None),
+    )

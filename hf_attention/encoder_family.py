@@ -16,9 +16,8 @@ from transformers.modeling_outputs import (
 from transformers.utils import ModelOutput
 
 from .configuration_hf_attention import HFAttentionEncoderConfig
-from .heads import label_shape
-from .losses import check_labels, token_cross_entropy
-from .pretrained import OneStackModel, TransformerPreTrainedModel, output_options
+from .losses import check_labels, label_shape, token_cross_entropy
+from .pretrained import OneStackModel, TransformerPreTrainedModel
 
 
 class HFAttentionEncoderPreTrainedModel(TransformerPreTrainedModel):
@@ -45,9 +44,11 @@ class HFAttentionEncoderModel(OneStackModel, HFAttentionEncoderPreTrainedModel):
         **kwargs,
     ) -> BaseModelOutput | tuple:
         """(B, T) ids → last hidden state (B, T, E), optional per-layer hidden states and attention weights."""
-        output_attentions, output_hidden_states, return_dict = output_options(
-            self.config, output_attentions, output_hidden_states, return_dict
+        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
+        output_hidden_states = (
+            self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
         )
+        return_dict = self.config.return_dict if return_dict is None else return_dict
         stack = self.encoder(
             input_ids=input_ids,
             attention_mask=attention_mask,

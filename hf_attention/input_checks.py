@@ -13,7 +13,6 @@ reports `decoder_input_ids`, `decoder_attention_mask`, ... (`input_prefix`).
 import torch
 from torch import Tensor, nn
 
-from .cache_argument import is_paged
 from .configuration_hf_attention import id_outside_vocabulary
 from .masks import check_attention_mask, check_mask_kind
 
@@ -75,7 +74,7 @@ def check_token_ids(input_ids: Tensor, vocab_size: int, name: str) -> None:
         raise ValueError(f"{name} contains token id {bad}, outside the vocabulary [0, {vocab_size}); {hint}.")
 
 
-def embed_token_ids(embedding: nn.Embedding, input_ids: Tensor, name: str, *, first_call: bool = True) -> Tensor:
+def embed_token_ids(embedding: nn.Embedding, input_ids: Tensor, name: str, first_call: bool = True) -> Tensor:
     """`embedding(input_ids)`, with ids outside the vocabulary refused by a ValueError naming `name`.
 
     On CPU the lookup itself finds them for free (an IndexError, translated); elsewhere an explicit check would cost a
@@ -96,10 +95,9 @@ def embed_token_ids(embedding: nn.Embedding, input_ids: Tensor, name: str, *, fi
 class StackInputChecks:
     """Mixin of TransformerStack: the checks of its inputs. Reads `config`, `is_decoder` and `input_prefix`."""
 
-    # What the stack itself passes to layers, attention modules and attention functions: not for a caller's kwargs.
+    # What the stack and its layers pass to attention modules and attention functions: not for a caller's kwargs.
     _SET_BY_THE_STACK = frozenset(
         {
-            "attention_function",
             "position_embeddings",
             "position_bias",
             "key_value_states",
@@ -120,13 +118,19 @@ class StackInputChecks:
         encoder_hidden_states: Tensor | None,
         cache,
         kwargs: dict,
+        *,
+        paged: bool,
     ) -> tuple[int, int]:
-        """What can be checked before the cache is read: the inputs, the extra keyword arguments and the kinds of
-        the masks; returns (batch, length)."""
+        """What can be checked before the cache is read: the inputs, the extra keyword arguments, the kinds of the
+        masks and the shape of the encoder's (`paged`: the cache is continuous batching's); returns (batch, length)."""
         batch, length = self.check_inputs(input_ids, inputs_embeds, token_type_ids)
-        self._check_attention_kwargs(kwargs, cache, encoder_hidden_states)
+        self._check_attention_kwargs(kwargs, cache, encoder_hidden_states, paged)
         check_mask_kind(attention_mask, f"{self.input_prefix}attention_mask")
         check_mask_kind(encoder_attention_mask, "encoder_attention_mask")
+        if encoder_hidden_states is not None and not torch.compiler.is_compiling():
+            check_attention_mask(
+                encoder_attention_mask, batch, encoder_hidden_states.shape[1], "encoder_attention_mask"
+            )
         return batch, length
 
     def check_shapes(
@@ -134,26 +138,23 @@ class StackInputChecks:
         position_ids: Tensor | None,
         padding: Tensor | None,
         ready_mask: Tensor | None,
-        encoder_hidden_states: Tensor | None,
-        encoder_attention_mask: Tensor | None,
         *,
         batch: int,
         length: int,
-        past: int,
+        past: int | Tensor,
         key_length: int,
     ) -> None:
-        """Shapes of the given positions and masks against the inputs and the cache (free: no device sync)."""
+        """Shapes of the given positions and self-attention masks against the inputs and the cache (free: no device
+        sync; not checked under compilation)."""
+        if torch.compiler.is_compiling():
+            return
+        past = int(past)
         self._check_position_ids(position_ids, batch, length)
-        self._check_masks(
-            padding,
-            ready_mask,
-            encoder_hidden_states,
-            encoder_attention_mask,
-            batch=batch,
-            length=length,
-            past=past,
-            key_length=key_length,
-        )
+        mask_name = f"{self.input_prefix}attention_mask"
+        if padding is not None:
+            check_attention_mask(padding, batch, past + length, mask_name)
+        elif ready_mask is not None:
+            self._check_ready_mask(ready_mask, batch, length, key_length, mask_name)
 
     def check_inputs(
         self, input_ids: Tensor | None, inputs_embeds: Tensor | None, token_type_ids: Tensor | None
@@ -191,9 +192,9 @@ class StackInputChecks:
                 "type_vocab_size to use segments."
             )
 
-    def _check_attention_kwargs(self, kwargs: dict, cache, encoder_hidden_states: Tensor | None) -> None:
+    def _check_attention_kwargs(self, kwargs: dict, cache, encoder_hidden_states: Tensor | None, paged: bool) -> None:
         """Extra keyword arguments go to the attention functions; refuse those that would clash with what the stack
-        passes itself, and a paged cache where it cannot be used."""
+        passes itself or replace the configured backend, and a paged cache where it cannot be used."""
         # A loop over the dict, not `frozenset & kwargs.keys()`: Dynamo in torch 2.11 cannot trace set operations on
         # dict views, and this runs inside a compiled forward.
         clashing = sorted(name for name in kwargs if name in self._SET_BY_THE_STACK)
@@ -201,6 +202,13 @@ class StackInputChecks:
             raise TypeError(
                 f"forward() got {', '.join(clashing)}: {'these are' if len(clashing) > 1 else 'this is'} computed "
                 "by the model itself and passed to its attention layers; remove it from the call."
+            )
+        if "attention_function" in kwargs:
+            # The attention modules take it to run a function of their own instead of the configured backend.
+            raise TypeError(
+                "forward() got attention_function: the attention layers run the backend that "
+                "config._attn_implementation names; choose it with attn_implementation= in from_pretrained() or "
+                "model.set_attn_implementation(), or register a function with transformers.AttentionInterface."
             )
         if not self.is_decoder and (cache is not None or kwargs.get("past_key_values") is not None):
             # An encoder attends to its whole input in one call: there are no earlier keys to reuse, and a cache it
@@ -211,33 +219,11 @@ class StackInputChecks:
                 "takes no KV cache (it reads the whole input at once); call it without one. Continuous batching "
                 "(generate_batch) and generate() with a cache are for the decoder and encoder-decoder families."
             )
-        if is_paged(cache) and encoder_hidden_states is not None:
+        if paged and encoder_hidden_states is not None:
             raise ValueError(
                 "Continuous batching (generate_batch, transformers serve) holds decoder-only self-attention in its "
                 "paged cache; this decoder attends to an encoder (the encoder-decoder family). "
                 "Use generate() for encoder-decoder models."
-            )
-
-    def _check_masks(
-        self,
-        padding: Tensor | None,
-        ready_mask: Tensor | None,
-        encoder_hidden_states: Tensor | None,
-        encoder_attention_mask: Tensor | None,
-        *,
-        batch: int,
-        length: int,
-        past: int,
-        key_length: int,
-    ) -> None:
-        """Shapes of the 2-D padding mask, a ready 4-D mask and the encoder mask (free: no device sync)."""
-        mask_name = f"{self.input_prefix}attention_mask"
-        check_attention_mask(padding, batch, past + length, mask_name)
-        if ready_mask is not None:
-            self._check_ready_mask(ready_mask, batch, length, key_length, mask_name)
-        if encoder_hidden_states is not None:
-            check_attention_mask(
-                encoder_attention_mask, batch, encoder_hidden_states.shape[1], "encoder_attention_mask"
             )
 
     def _check_position_ids(self, position_ids: Tensor | None, batch: int, length: int) -> None:

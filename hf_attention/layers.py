@@ -9,8 +9,6 @@ Layers receive their submodules ready-made; they never see a config. Norms and a
 of norms.py and activations.py.
 """
 
-from collections.abc import Callable
-
 import torch
 from torch import Tensor, nn
 from transformers.modeling_layers import GradientCheckpointingLayer
@@ -18,7 +16,6 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from .activations import GATED_ACTIVATIONS, activation_function
 from .attention import FUSED_PROJECTION_MIN_ROWS, MultiHeadAttention, fused_linear
 from .compiled_regions import ElementwiseRegion
-from .norms import NORMS, RMSNorm, make_norm  # noqa: F401 (importable from here, as before norms.py)
 
 
 def maybe_dropout(module: nn.Dropout, x: Tensor) -> Tensor:
@@ -169,47 +166,36 @@ class EncoderLayer(GradientCheckpointingLayer):
         self.pre_norm = norm_position == "pre"
         self.dropout = nn.Dropout(dropout)
 
-    def residual(self, x: Tensor, norm: nn.Module, sublayer: Callable[[Tensor], tuple]) -> tuple[Tensor, object]:
-        """x + Sublayer(Norm(x)) for pre-norm, Norm(x + Sublayer(x)) for post-norm; passes the sublayer's extra out."""
-        output, extra = sublayer(norm(x) if self.pre_norm else x)
-        x = x + maybe_dropout(self.dropout, output)
-        return (x if self.pre_norm else norm(x)), extra
-
-    def feed_forward(self, hidden_states: Tensor) -> Tensor:
-        """The feed-forward residual block."""
-        return self.residual(hidden_states, self.mlp_norm, lambda x: (self.mlp(x), None))[0]
-
     def forward(
-        self,
-        hidden_states: Tensor,
-        position_bias: Tensor | None = None,
-        *,
-        attention_mask: Tensor | None = None,
-        position_embeddings: tuple[Tensor, Tensor] | None = None,
-        cache=None,
-        attention_function: Callable | None = None,
-        **kwargs,
+        self, hidden_states: Tensor, position_bias: Tensor | None = None, **kwargs
     ) -> tuple[Tensor, Tensor | None]:
         """(B, T, E) → (B, T, E) and the self-attention weights (eager backend) or None.
 
         The inputs that may need gradients (the hidden states, a learned relative position bias) come positionally:
         reentrant activation checkpointing (`use_reentrant=True`) recomputes the layer from its positional arguments
-        only, so a tensor with gradients passed by keyword would be backpropagated through twice.
+        only, so a tensor with gradients passed by keyword would be backpropagated through twice. Keyword arguments
+        (the mask, rotary tables, cache, ...) go to the self-attention module.
         """
-        hidden_states, weights = self.residual(
-            hidden_states,
-            self.self_attn_norm,
-            lambda x: self.self_attn(
-                x,
-                attention_mask=attention_mask,
-                position_embeddings=position_embeddings,
-                position_bias=position_bias,
-                cache=cache,
-                attention_function=attention_function,
-                **kwargs,
-            ),
-        )
+        hidden_states, weights = self.attend_to_self(hidden_states, position_bias, **kwargs)
         return self.feed_forward(hidden_states), weights
+
+    def attend_to_self(
+        self, hidden_states: Tensor, position_bias: Tensor | None = None, **kwargs
+    ) -> tuple[Tensor, Tensor | None]:
+        """The self-attention block of encoder and decoder layers: x + dropout(attn(norm(x))) with pre-norm,
+        norm(x + dropout(attn(x))) with post-norm. Returns the new states and the attention weights (or None)."""
+        if self.pre_norm:
+            output, weights = self.self_attn(self.self_attn_norm(hidden_states), position_bias=position_bias, **kwargs)
+            return hidden_states + maybe_dropout(self.dropout, output), weights
+        output, weights = self.self_attn(hidden_states, position_bias=position_bias, **kwargs)
+        return self.self_attn_norm(hidden_states + maybe_dropout(self.dropout, output)), weights
+
+    def feed_forward(self, hidden_states: Tensor) -> Tensor:
+        """The feed-forward block: x + dropout(mlp(norm(x))) with pre-norm, norm(x + dropout(mlp(x))) with
+        post-norm."""
+        if self.pre_norm:
+            return hidden_states + maybe_dropout(self.dropout, self.mlp(self.mlp_norm(hidden_states)))
+        return self.mlp_norm(hidden_states + maybe_dropout(self.dropout, self.mlp(hidden_states)))
 
 
 class DecoderLayer(EncoderLayer):
@@ -237,39 +223,36 @@ class DecoderLayer(EncoderLayer):
         attention_mask: Tensor | None = None,
         encoder_attention_mask: Tensor | None = None,
         position_embeddings: tuple[Tensor, Tensor] | None = None,
-        cache=None,
-        attention_function: Callable | None = None,
         **kwargs,
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """(B, T, E) → (B, T, E), self-attention weights and cross-attention weights (eager backend) or None.
 
         Positional inputs as in `EncoderLayer.forward`, with the encoder output (which has gradients when the encoder
-        trains) among them."""
-        hidden_states, self_weights = self.residual(
+        trains) among them. The masks and rotary tables go to the attention module they are for, the other keyword
+        arguments (the cache, ...) to both."""
+        hidden_states, self_weights = self.attend_to_self(
             hidden_states,
-            self.self_attn_norm,
-            lambda x: self.self_attn(
-                x,
-                attention_mask=attention_mask,
-                position_embeddings=position_embeddings,
-                position_bias=position_bias,
-                cache=cache,
-                attention_function=attention_function,
-                **kwargs,
-            ),
+            position_bias,
+            attention_mask=attention_mask,
+            position_embeddings=position_embeddings,
+            **kwargs,
         )
         cross_weights = None
         if self.cross_attn is not None and encoder_hidden_states is not None:
-            hidden_states, cross_weights = self.residual(
-                hidden_states,
-                self.cross_attn_norm,
-                lambda x: self.cross_attn(
-                    x,
-                    attention_mask=encoder_attention_mask,
-                    key_value_states=encoder_hidden_states,
-                    cache=cache,
-                    attention_function=attention_function,
-                    **kwargs,
-                ),
+            hidden_states, cross_weights = self.attend_to_encoder(
+                hidden_states, encoder_hidden_states, attention_mask=encoder_attention_mask, **kwargs
             )
         return self.feed_forward(hidden_states), self_weights, cross_weights
+
+    def attend_to_encoder(
+        self, hidden_states: Tensor, encoder_hidden_states: Tensor, **kwargs
+    ) -> tuple[Tensor, Tensor | None]:
+        """The cross-attention block, pre- or post-norm as `attend_to_self`: queries from the decoder, keys and values
+        from the encoder output (`attention_mask` is the mask over it)."""
+        if self.pre_norm:
+            output, weights = self.cross_attn(
+                self.cross_attn_norm(hidden_states), key_value_states=encoder_hidden_states, **kwargs
+            )
+            return hidden_states + maybe_dropout(self.dropout, output), weights
+        output, weights = self.cross_attn(hidden_states, key_value_states=encoder_hidden_states, **kwargs)
+        return self.cross_attn_norm(hidden_states + maybe_dropout(self.dropout, output)), weights

@@ -1,4 +1,5 @@
-"""Token cross-entropy, and the vocabulary projection fused with it for training.
+"""Token cross-entropy, the vocabulary projection fused with it for training, and the last step of the language-model
+heads that calls them (`VocabularyLoss`: last hidden states → logits and their loss).
 
 Notation: N rows (batch × length, flattened), E hidden size, V vocabulary size, C rows per chunk.
 
@@ -40,6 +41,25 @@ def shift_tokens_right(labels: Tensor, pad_token_id: int, decoder_start_token_id
     shifted[:, 1:] = labels[:, :-1].clone()
     shifted[:, 0] = decoder_start_token_id
     return shifted.masked_fill(shifted == -100, pad_token_id)
+
+
+def logit_slice(logits_to_keep: int | Tensor) -> slice | Tensor:
+    """Positions whose logits are computed: generation needs only the last one (`logits_to_keep=1`)."""
+    return slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+
+
+def label_shape(inputs: Tensor | None, rank: int, logits_to_keep: int | Tensor = 0) -> tuple[int, ...] | None:
+    """The (batch, length) a head's labels must have: one per position of `inputs` whose logits are computed.
+
+    None when `inputs` is missing or malformed (2-D ids or 3-D embeddings expected): the stack reports that itself.
+    """
+    if not isinstance(inputs, Tensor) or inputs.dim() != rank:
+        return None
+    batch, length = inputs.shape[:2]
+    kept = logit_slice(logits_to_keep)
+    if isinstance(kept, slice):
+        return (batch, len(range(length)[kept]))
+    return (batch, *kept.shape)
 
 
 def check_labels(
@@ -179,6 +199,97 @@ def _summed_token_loss(logits: Tensor, probabilities: Tensor, targets: Tensor, l
     return torch.where(labelled, token_loss, 0.0).sum()
 
 
+def _add_chunk_loss(
+    loss: Tensor,
+    chunk_logits: Tensor,
+    targets: Tensor,
+    keep: Tensor,
+    label_smoothing: float,
+    candidates: Tensor | None,
+    unlikelihood_weight: float,
+) -> Tensor:
+    """Add a chunk's share of the summed loss to `loss` (in place); return d loss / d logits for its rows, (C, V) in
+    fp32: softmax − onehot(y) (label-smoothed, with the unlikelihood term) on labelled rows, 0 on the others."""
+    vocab = chunk_logits.shape[-1]
+    target = targets.masked_fill(~keep, 0).unsqueeze(-1)  # (C, 1), gather-able on every row
+    x = chunk_logits.float()
+    # One fused kernel (row max, exponentials, their sum, the division) that keeps each row in cache: half the time of
+    # the same steps as separate passes over the (C, V) chunk.
+    probabilities = torch.softmax(x, -1)
+    loss += _summed_token_loss(x, probabilities, target.squeeze(-1), keep)  # Σ −log softmax(x)[y]
+    if label_smoothing:
+        # mean_v −log p[v] = logsumexp(x) − mean_v x = −log p[y] + x[y] − mean_v x, so the smoothed loss
+        # (1 − ε)(−log p[y]) + ε mean_v −log p[v] is −log p[y] + ε (x[y] − mean_v x): no log-sum-exp pass.
+        margin = x.gather(-1, target).squeeze(-1) - x.mean(-1)
+        loss += label_smoothing * torch.where(keep, margin, 0.0).sum()
+    if candidates is not None:
+        # d/dx of −log(1 − p[c]) is p[c]/(1 − p[c]) (onehot(c) − softmax): with w_c that factor times α, the term adds
+        # Σ_c w_c onehot(c) − (Σ_c w_c) softmax to the gradient, made in place before the softmax becomes the
+        # cross-entropy's gradient. Candidates exist only on labelled rows.
+        penalty, factor = _unlikelihood_terms(probabilities, candidates)
+        loss += unlikelihood_weight * penalty.sum()
+        factor = unlikelihood_weight * factor
+        probabilities.mul_(1.0 - factor.sum(-1, keepdim=True))
+        probabilities.scatter_add_(-1, candidates.clamp(min=0), factor)  # 0 where there is none
+    # d loss / d logits = softmax − onehot(y) on labelled rows, 0 on the others, made in the (C, V) buffer.
+    unlabelled = (~keep).nonzero().squeeze(1)
+    if unlabelled.numel():
+        probabilities[unlabelled] = 0.0
+    if not label_smoothing:
+        probabilities.scatter_add_(-1, target, -keep.unsqueeze(-1).float())
+    else:  # softmax − (1 − ε) onehot(y) − ε/V on labelled rows
+        labelled_rows = keep.unsqueeze(-1).float()
+        probabilities.scatter_add_(-1, target, -(1.0 - label_smoothing) * labelled_rows)
+        probabilities.sub_(labelled_rows * (label_smoothing / vocab))
+    return probabilities
+
+
+class _GradientSums:
+    """dh, dW and db of the summed loss, filled chunk by chunk: dh row by row in the compute dtype, dW and db summed
+    in fp32. Only those autograd will ask for are made (a frozen head, as under LoRA, needs no dW)."""
+
+    def __init__(self, hidden: Tensor, weight: Tensor, need_hidden: bool, need_weight: bool, need_bias: bool):
+        self.weight = weight
+        self.hidden = torch.empty_like(hidden) if need_hidden else None
+        self.need_weight, self.need_bias = need_weight, need_bias
+        self.weight_sum: Tensor | None = None
+        self.bias_sum: Tensor | None = None
+
+    def zero_rows(self, start: int, end: int) -> None:
+        """dh of rows [start, end) is 0 except where `add` writes it (rows without a label have none)."""
+        if self.hidden is not None:
+            self.hidden[start:end].zero_()
+
+    def add(self, grad_logits: Tensor, chunk_hidden: Tensor, start: int, end: int, index: Tensor | None) -> None:
+        """Add a chunk's share, from its d loss / d logits (fp32) and hidden states; `index` lists the rows of
+        [start, end) they belong to (None: all of them)."""
+        grad_logits_fp32, grad_logits = grad_logits, grad_logits.to(chunk_hidden.dtype)
+        if self.hidden is not None:
+            if index is None:
+                torch.mm(grad_logits, self.weight, out=self.hidden[start:end])
+            else:
+                self.hidden[start:end].index_copy_(0, index, torch.mm(grad_logits, self.weight))
+        if self.need_weight:
+            if self.weight_sum is None:
+                self.weight_sum = torch.mm(grad_logits.t(), chunk_hidden).float()
+            elif grad_logits.dtype == torch.float32:
+                self.weight_sum.addmm_(grad_logits.t(), chunk_hidden)  # in place: no (V, E) temporary
+            else:
+                self.weight_sum += torch.mm(grad_logits.t(), chunk_hidden)  # 16-bit products, summed in fp32
+        if self.need_bias:
+            chunk_grad_bias = grad_logits_fp32.sum(0)
+            self.bias_sum = chunk_grad_bias if self.bias_sum is None else self.bias_sum.add_(chunk_grad_bias)
+
+    def totals(self) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+        """(dh, dW, db); zeros for dW and db when no row had a label."""
+        weight = self.weight
+        if self.need_weight and self.weight_sum is None:
+            self.weight_sum = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
+        if self.need_bias and self.bias_sum is None:
+            self.bias_sum = torch.zeros(weight.shape[0], dtype=torch.float32, device=weight.device)
+        return self.hidden, self.weight_sum, self.bias_sum
+
+
 class _LinearCrossEntropy(torch.autograd.Function):
     """(h, W, b, y, C, ε, c, α) → (logits = h Wᵀ + b, Σ over labelled rows of −log softmax(logits)[y], label-smoothed
     by ε, plus α Σ −log(1 − softmax(logits)[c]) over the unlikelihood candidates c when given).
@@ -201,12 +312,9 @@ class _LinearCrossEntropy(torch.autograd.Function):
     ):
         """hidden (N, E), weight (V, E), bias (V,) or None, all in the compute dtype; labels (N,); ε in [0, 1);
         candidates (N, K) from `repeat_candidates` or None; α ≥ 0."""
-        rows, vocab = hidden.shape[0], weight.shape[0]
-        # Only the gradients autograd will ask for (a frozen head, as under LoRA, needs no dW).
-        need_hidden, need_weight, need_bias = ctx.needs_input_grad[:3]
-        logits = hidden.new_empty(rows, vocab)
-        grad_hidden = torch.empty_like(hidden) if need_hidden else None
-        grad_weight = grad_bias = None  # fp32 sums over the chunks
+        rows = hidden.shape[0]
+        logits = hidden.new_empty(rows, weight.shape[0])
+        grads = _GradientSums(hidden, weight, *ctx.needs_input_grad[:3])
         loss = torch.zeros((), dtype=torch.float32, device=hidden.device)
         labelled = labels != -100
         for start in range(0, rows, chunk_rows):
@@ -221,8 +329,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
             count = int(keep.sum())
             index = None
             if count <= keep.numel() // 2:  # few labelled rows (MLM labels ~15%): loss and gradient on those alone
-                if need_hidden:
-                    grad_hidden[start:end].zero_()
+                grads.zero_rows(start, end)
                 if count == 0:
                     continue
                 index = keep.nonzero().squeeze(1)
@@ -230,57 +337,11 @@ class _LinearCrossEntropy(torch.autograd.Function):
                     t[index] for t in (chunk_hidden, chunk_logits, chunk_labels, keep)
                 )
                 chunk_candidates = None if chunk_candidates is None else chunk_candidates[index]
-            target = chunk_labels.masked_fill(~keep, 0).unsqueeze(-1)  # (C, 1), gather-able on every row
-            x = chunk_logits.float()
-            # One fused kernel (row max, exponentials, their sum, the division) that keeps each row in cache: half the
-            # time of the same steps as separate passes over the (C, V) chunk.
-            probabilities = torch.softmax(x, -1)
-            loss += _summed_token_loss(x, probabilities, target.squeeze(-1), keep)  # Σ −log softmax(x)[y]
-            if label_smoothing:
-                # mean_v −log p[v] = logsumexp(x) − mean_v x = −log p[y] + x[y] − mean_v x, so the smoothed loss
-                # (1 − ε)(−log p[y]) + ε mean_v −log p[v] is −log p[y] + ε (x[y] − mean_v x): no log-sum-exp pass.
-                margin = x.gather(-1, target).squeeze(-1) - x.mean(-1)
-                loss += label_smoothing * torch.where(keep, margin, 0.0).sum()
-            if chunk_candidates is not None:
-                # d/dx of −log(1 − p[c]) is p[c]/(1 − p[c]) (onehot(c) − softmax): with w_c that factor times α, the
-                # term adds Σ_c w_c onehot(c) − (Σ_c w_c) softmax to the gradient, made in place before the softmax
-                # becomes the cross-entropy's gradient. Candidates exist only on labelled rows.
-                penalty, factor = _unlikelihood_terms(probabilities, chunk_candidates)
-                loss += unlikelihood_weight * penalty.sum()
-                factor = unlikelihood_weight * factor
-                probabilities.mul_(1.0 - factor.sum(-1, keepdim=True))
-                probabilities.scatter_add_(-1, chunk_candidates.clamp(min=0), factor)  # 0 where there is none
-            # d loss / d logits = softmax − onehot(y) on labelled rows, 0 on the others, made in the (C, V) buffer.
-            unlabelled = (~keep).nonzero().squeeze(1)
-            if unlabelled.numel():
-                probabilities[unlabelled] = 0.0
-            if not label_smoothing:
-                probabilities.scatter_add_(-1, target, -keep.unsqueeze(-1).float())
-            else:  # softmax − (1 − ε) onehot(y) − ε/V on labelled rows
-                labelled_rows = keep.unsqueeze(-1).float()
-                probabilities.scatter_add_(-1, target, -(1.0 - label_smoothing) * labelled_rows)
-                probabilities.sub_(labelled_rows * (label_smoothing / vocab))
-            grad_logits = probabilities.to(hidden.dtype)
-            if need_hidden:
-                if index is None:
-                    torch.mm(grad_logits, weight, out=grad_hidden[start:end])
-                else:
-                    grad_hidden[start:end].index_copy_(0, index, torch.mm(grad_logits, weight))
-            if need_weight:
-                if grad_weight is None:
-                    grad_weight = torch.mm(grad_logits.t(), chunk_hidden).float()
-                elif grad_logits.dtype == torch.float32:
-                    grad_weight.addmm_(grad_logits.t(), chunk_hidden)  # in place: no (V, E) temporary
-                else:
-                    grad_weight += torch.mm(grad_logits.t(), chunk_hidden)  # 16-bit products, summed in fp32
-            if need_bias:
-                chunk_grad_bias = probabilities.sum(0)
-                grad_bias = chunk_grad_bias if grad_bias is None else grad_bias.add_(chunk_grad_bias)
-        if need_weight and grad_weight is None:  # no labelled row at all
-            grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
-        if need_bias and grad_bias is None:
-            grad_bias = torch.zeros(vocab, dtype=torch.float32, device=weight.device)
-        ctx.save_for_backward(hidden, weight, grad_hidden, grad_weight, grad_bias)
+            grad_logits = _add_chunk_loss(
+                loss, chunk_logits, chunk_labels, keep, label_smoothing, chunk_candidates, unlikelihood_weight
+            )
+            grads.add(grad_logits, chunk_hidden, start, end, index)
+        ctx.save_for_backward(hidden, weight, *grads.totals())
         ctx.set_materialize_grads(False)
         return logits, loss
 
@@ -354,3 +415,42 @@ def linear_cross_entropy(
             float(unlikelihood_weight),
         )
     return logits.view(*hidden.shape[:-1], -1), _normalise(loss, labels, num_items_in_batch)
+
+
+class VocabularyLoss:
+    """Mixin of the Transformer models: the last step of a language-model head, from last hidden states to logits
+    and, with labels, their loss. Reads `config`, the head's `lm_head` and `lm_head_transform` (None when not
+    configured) and `vocabulary_logits`, the logits alone (the model's, which decoding may speed up)."""
+
+    def vocabulary_logits_and_loss(
+        self,
+        hidden: Tensor,
+        labels: Tensor | None,
+        num_items_in_batch: Tensor | int | None = None,
+        *,
+        generative: bool = True,
+    ) -> tuple[Tensor, Tensor | None]:
+        """`vocabulary_logits`, and with `labels` (B, T) their token cross-entropy (label-smoothed, plus the repeat
+        unlikelihood term, as the config says); while training the vocabulary projection and the loss run fused
+        (`linear_cross_entropy`). The unlikelihood term is for heads that generate left to right (`generative`): a
+        masked LM's labels are not a sequence the model writes, so it never gets the term."""
+        if labels is None:
+            return self.vocabulary_logits(hidden), None
+        return linear_cross_entropy(
+            self._lm_head_input(hidden),
+            self.lm_head,
+            labels,
+            num_items_in_batch,
+            self.config.label_smoothing,
+            # A config saved before the option existed has no such field.
+            getattr(self.config, "unlikelihood_weight", 0.0) if generative else 0.0,
+        )
+
+    def _lm_head_input(self, hidden: Tensor) -> Tensor:
+        """What the vocabulary projection reads: the last hidden states, scaled and transformed as configured."""
+        if self.config.scale_lm_head_input:
+            # T5 scales embeddings by 1 on the way in, so a tied output matrix would see √E-sized logits otherwise.
+            hidden = hidden * self.config.hidden_size**-0.5
+        if self.lm_head_transform is not None:
+            hidden = self.lm_head_transform(hidden)
+        return hidden

@@ -10,8 +10,8 @@ the files `save_pretrained` copies beside the weights. The code lives in modules
 - builders.py: config → leaf modules (positional scheme, attention, layers, norms);
 - stack.py: `TransformerStack`, embeddings → positions → masks → layers, with its input checks in input_checks.py;
 - pretrained.py: `HFAttentionPreTrainedModel`, the base of every family (initialisation, saving),
-  `TransformerPreTrainedModel` (backend checks, vocabulary head) and the base model of one stack; heads.py: what
-  every head shares;
+  `TransformerPreTrainedModel` (backend checks, vocabulary head) and the base model of one stack; losses.py: the
+  labels every head checks and shifts, the losses, and the vocabulary head's logits-and-loss step;
 - encoder_family.py (BERT-like), decoder_family.py (GPT-like), encoder_decoder_family.py (Vaswani 2017): each
   family's base model, its head base (`EncoderHead`, `DecoderHead`, `Seq2SeqHead`: a new head is one small class on
   it) and its heads; recurrent.py: the recurrent encoder-decoder;

@@ -1,7 +1,7 @@
 """The bases of the model classes: `HFAttentionPreTrainedModel`, what every hf-attention model shares (the start of
 the common weights, saving with the full `auto_map` and the package's code), `TransformerPreTrainedModel`, what the
-three Transformer families add (backend checks, norms and positions, the vocabulary head and its loss), and the base
-model of one stack.
+three Transformer families add (backend checks, norms and positions, the vocabulary head; its loss step is in
+losses.py, next to the loss), and the base model of one stack.
 
 Notation: B batch, T length, E model dim, V vocabulary.
 """
@@ -20,7 +20,7 @@ from .configuration_hf_attention import HFAttentionConfigBase
 from .decoding import DecodingState
 from .layers import HeadTransform
 from .linear_products import BlockedLinear, blockable
-from .losses import linear_cross_entropy
+from .losses import VocabularyLoss
 from .norms import NORMS
 from .positional import PositionalEncoding
 from .scores import ScoreModule
@@ -72,9 +72,10 @@ class HFAttentionPreTrainedModel(PreTrainedModel):
         return super()._upload_modified_files(working_dir, *args, **kwargs)
 
 
-class TransformerPreTrainedModel(HFAttentionPreTrainedModel):
+class TransformerPreTrainedModel(VocabularyLoss, HFAttentionPreTrainedModel):
     """The base of the Transformer families (encoder, decoder, encoder-decoder): attention backends and their
-    checks, gradient checkpointing, the start of norms and positional schemes, the vocabulary head and its loss."""
+    checks, gradient checkpointing, the start of norms and positional schemes, the vocabulary head (its loss step
+    from `losses.VocabularyLoss`)."""
 
     config_class = HFAttentionConfigBase
     supports_gradient_checkpointing = True
@@ -174,47 +175,6 @@ class TransformerPreTrainedModel(HFAttentionPreTrainedModel):
     def unblock_vocabulary_projection(self) -> None:
         """The end of a `block_vocabulary_projection` (the last one drops the blocked product)."""
         self._blocked_lm_head.leave()
-
-    def vocabulary_logits_and_loss(
-        self,
-        hidden: Tensor,
-        labels: Tensor | None,
-        num_items_in_batch: Tensor | int | None = None,
-        *,
-        generative: bool = True,
-    ) -> tuple[Tensor, Tensor | None]:
-        """`vocabulary_logits`, and with `labels` (B, T) their token cross-entropy (label-smoothed, plus the repeat
-        unlikelihood term, as the config says); while training the vocabulary projection and the loss run fused
-        (losses.linear_cross_entropy). The unlikelihood term is for heads that generate left to right
-        (`generative`): a masked LM's labels are not a sequence the model writes, so it never gets the term."""
-        if labels is None:
-            return self.vocabulary_logits(hidden), None
-        return linear_cross_entropy(
-            self._lm_head_input(hidden),
-            self.lm_head,
-            labels,
-            num_items_in_batch,
-            self.config.label_smoothing,
-            # A config saved before the option existed has no such field.
-            getattr(self.config, "unlikelihood_weight", 0.0) if generative else 0.0,
-        )
-
-    def _lm_head_input(self, hidden: Tensor) -> Tensor:
-        if self.config.scale_lm_head_input:
-            # T5 scales embeddings by 1 on the way in, so a tied output matrix would see √E-sized logits otherwise.
-            hidden = hidden * self.config.hidden_size**-0.5
-        if self.lm_head_transform is not None:
-            hidden = self.lm_head_transform(hidden)
-        return hidden
-
-
-def output_options(config: HFAttentionConfigBase, output_attentions, output_hidden_states, return_dict):
-    """Fill per-call output switches from the config, as every HF model does."""
-    return (
-        config.output_attentions if output_attentions is None else output_attentions,
-        config.output_hidden_states if output_hidden_states is None else output_hidden_states,
-        config.return_dict if return_dict is None else return_dict,
-    )
 
 
 class SharedEmbeddingModel:

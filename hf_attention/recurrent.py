@@ -28,9 +28,8 @@ from .attention import eager_attention_forward
 from .cache_argument import CACHE_FIELD, cache_of, with_cache
 from .configuration_hf_attention import HFAttentionRecurrentConfig
 from .generation_mixin import EncoderDecoderGeneration
-from .heads import label_shape
 from .input_checks import check_token_inputs, embed_token_ids
-from .losses import check_labels, repeat_unlikelihood, shift_tokens_right, token_cross_entropy
+from .losses import check_labels, label_shape, repeat_unlikelihood, shift_tokens_right, token_cross_entropy
 from .masks import check_attention_mask, check_mask_kind
 from .pretrained import HFAttentionPreTrainedModel, SharedEmbeddingModel
 from .scores import make_score

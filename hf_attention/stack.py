@@ -16,13 +16,12 @@ from torch import Tensor, nn
 from transformers.cache_utils import Cache, EncoderDecoderCache
 from transformers.modeling_outputs import BaseModelOutputWithPastAndCrossAttentions
 
-from .attention import get_attention_backend
+from .attention import AttentionBackend, get_attention_backend
 from .builders import build_layer, build_norm, build_positional
-from .cache_argument import is_paged, with_cache
+from .cache_argument import is_paged
 from .configuration_hf_attention import HFAttentionConfigBase
 from .flex import block_mask
 from .input_checks import StackInputChecks, embed_token_ids
-from .layers import maybe_dropout
 from .masks import MaskParts, fit_to_length, has_padding, packed_documents, to_additive
 
 
@@ -67,24 +66,9 @@ class TransformerStack(StackInputChecks, nn.Module):
         self.norm = build_norm(config) if config.final_norm else None
         self.gradient_checkpointing = False
 
-    def embed(
-        self,
-        input_ids: Tensor | None,
-        inputs_embeds: Tensor | None,
-        token_type_ids: Tensor | None,
-        *,
-        first_call: bool = True,
-    ) -> Tensor:
-        """Token embeddings × scale (+ token-type embeddings): (B, T) ids → (B, T, E). Inputs passed `check_inputs`.
-
-        Ids outside the vocabulary get an error that names them (`embed_token_ids`: free on CPU, elsewhere checked on
-        the first call only, with no cache yet, not at every decoding step).
-        """
-        checking = not torch.compiler.is_compiling()
-        if inputs_embeds is None:
-            name = f"{self.input_prefix}input_ids"
-            inputs_embeds = embed_token_ids(self.embed_tokens, input_ids, name, first_call=first_call)
-        if token_type_ids is not None and checking:
+    def embed(self, inputs_embeds: Tensor, token_type_ids: Tensor | None) -> Tensor:
+        """Token embeddings × scale (+ token-type embeddings): (B, T, E) → (B, T, E). Inputs passed `check_inputs`."""
+        if token_type_ids is not None and not torch.compiler.is_compiling():
             self._check_token_type_ids(token_type_ids)
         # ×1 would still be a pass over (B, T, E), forward and backward
         hidden = inputs_embeds * self.embed_scale if self.embed_scale != 1.0 else inputs_embeds
@@ -116,6 +100,9 @@ class TransformerStack(StackInputChecks, nn.Module):
         token, which keeps every positional scheme right under left padding and caching. Other keyword arguments
         reach the attention function of every layer (and a paged cache), as in transformers' models.
         """
+        # The masks take the form of the backend that the attention modules look up by the same name.
+        backend = get_attention_backend("eager" if output_attentions else self.config._attn_implementation)
+        paged = is_paged(cache)
         batch, length = self.check_call(
             input_ids,
             inputs_embeds,
@@ -125,44 +112,33 @@ class TransformerStack(StackInputChecks, nn.Module):
             encoder_hidden_states,
             cache,
             kwargs,
+            paged=paged,
         )
         ready_mask, padding = _split_mask(attention_mask)
-        past, key_length = _cache_lengths(cache, length, ready_mask)
+        past, key_length = _cache_lengths(cache, length, ready_mask, paged)
         checking = not torch.compiler.is_compiling()
-        if checking:
-            self.check_shapes(
-                position_ids,
-                padding,
-                ready_mask,
-                encoder_hidden_states,
-                encoder_attention_mask,
-                batch=batch,
-                length=length,
-                past=int(past),
-                key_length=key_length,
-            )
-        first_call = cache is None or (isinstance(past, int) and past == 0)
-        hidden = self.embed(input_ids, inputs_embeds, token_type_ids, first_call=first_call)  # (B, T, E)
-        documents = None
-        if position_ids is not None and attention_mask is None and cache is None:
-            documents = self._packed_documents(position_ids, batch, checking)
+        self.check_shapes(
+            position_ids, padding, ready_mask, batch=batch, length=length, past=past, key_length=key_length
+        )
+        if inputs_embeds is None:  # ids outside the vocabulary are refused by name, off the CPU on the first call only
+            first_call = cache is None or (isinstance(past, int) and past == 0)
+            inputs_embeds = embed_token_ids(self.embed_tokens, input_ids, self.input_prefix + "input_ids", first_call)
+        hidden = self.embed(inputs_embeds, token_type_ids)  # (B, T, E)
+        documents = self._packed_documents(position_ids, attention_mask, cache, batch, checking)
         position_ids, key_positions = self._positions(padding, position_ids, length, key_length, past)
-        if is_paged(cache) and key_positions is not None:
+        if paged and key_positions is not None:
             key_positions = _paged_key_positions(kwargs.get("cu_seq_lens_k"), key_length)
-        hidden = self._add_positions_and_normalize(hidden, position_ids)
-        backend = get_attention_backend("eager" if output_attentions else self.config._attn_implementation)
+        hidden, rotary, bias = self._apply_positions(hidden, position_ids, key_positions, backend)
         parts = self._self_attention_parts(padding, ready_mask, documents, length, key_length, past, checking)
-        rotary, bias = self._position_signals(position_ids, key_positions, hidden.dtype, backend, batch)
+        layer_inputs = self._layer_inputs(
+            parts, rotary, cache, backend, hidden, encoder_attention_mask, encoder_hidden_states, output_attentions
+        )
         # Tensors that may carry gradients go to the layers positionally (see EncoderLayer.forward), the rest by name.
         layer_args = (bias, encoder_hidden_states) if self.is_decoder else (bias,)
-        layer_inputs = self._layer_inputs(
-            parts, rotary, cache, backend, hidden, encoder_attention_mask, encoder_hidden_states, checking
-        )
         return self._run_layers(
             hidden,
             layer_args,
             {**layer_inputs, **kwargs},
-            cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
             has_cross_attention=encoder_hidden_states is not None,
@@ -173,61 +149,61 @@ class TransformerStack(StackInputChecks, nn.Module):
         parts: MaskParts,
         rotary: tuple[Tensor, Tensor] | None,
         cache: Cache | None,
-        backend,
+        backend: AttentionBackend,
         hidden: Tensor,
         encoder_attention_mask: Tensor | None,
         encoder_hidden_states: Tensor | None,
-        checking: bool,
+        output_attentions: bool,
     ) -> dict:
-        """What every layer takes by name: the masks in the backend's form, the rotary tables, the cache and the
-        attention function."""
+        """What every layer takes by name: the masks in the backend's form, the rotary tables, the cache, and whether
+        the attention weights are wanted (the attention modules then run the eager backend, which returns them)."""
         batch, length = hidden.shape[:2]
         layer_inputs = {
             "attention_mask": _render_mask(parts, backend, batch, hidden),
             "position_embeddings": rotary,
             "cache": cache,
-            "attention_function": backend.function,
+            "output_attentions": output_attentions,
         }
         if self.is_decoder:
             layer_inputs["encoder_attention_mask"] = self._cross_attention_mask(
-                encoder_attention_mask, encoder_hidden_states, length, backend, hidden, checking
+                encoder_attention_mask, encoder_hidden_states, length, backend, hidden
             )
         return layer_inputs
 
-    def _add_positions_and_normalize(self, hidden: Tensor, position_ids: Tensor) -> Tensor:
-        """Absolute position embeddings (sinusoidal, learned), the embedding norm and dropout: the layers' input."""
+    def _apply_positions(
+        self, hidden: Tensor, position_ids: Tensor, key_positions: Tensor | None, backend: AttentionBackend
+    ) -> tuple[Tensor, tuple[Tensor, Tensor] | None, Tensor | None]:
+        """The layers' input, and what the attention layers receive of the positions; the positional scheme answers
+        for itself where positions act: absolute embeddings join the token embeddings (before the embedding norm and
+        dropout), rotary (cos, sin) tables rotate queries and keys, a score bias joins the scores ((B|1, H, T, S), or
+        for FlexAttention a score modification computing it from the positions)."""
         if self.position is not None:
             hidden = self.position.add_to_embeddings(hidden, position_ids)
         if self.embedding_norm is not None:
             hidden = self.embedding_norm(hidden)
-        return maybe_dropout(self.dropout, hidden)
-
-    def _position_signals(
-        self, position_ids: Tensor, key_positions: Tensor | None, dtype: torch.dtype, backend, batch: int
-    ) -> tuple:
-        """What the attention layers receive of the positions: (rotary (cos, sin) tables or None, an additive score
-        bias or None): a (B|1, H, T, S) tensor, or for FlexAttention a score modification computing it from the
-        positions."""
+        hidden = self.dropout(hidden)
         if self.position is None:
-            return None, None
-        rotary = self.position.rotary_tables(position_ids, dtype)
+            return hidden, None, None
+        rotary = self.position.rotary_tables(position_ids, hidden.dtype)
         flex = backend.mask_format == "block"
-        bias = self.position.score_bias(position_ids, key_positions, dtype=dtype, batch=batch, flex=flex)
-        return rotary, bias
+        bias = self.position.score_bias(
+            position_ids, key_positions, dtype=hidden.dtype, batch=hidden.shape[0], flex=flex
+        )
+        return hidden, rotary, bias
 
     def _cross_attention_mask(
         self,
         encoder_attention_mask: Tensor | None,
         encoder_hidden_states: Tensor | None,
         length: int,
-        backend,
+        backend: AttentionBackend,
         hidden: Tensor,
-        checking: bool,
     ):
         """The mask over the encoder output in the backend's form ((B, 1, 1, S) for boolean masks), or None when no
-        source token is padding."""
+        source token is padding (under compilation, which cannot look, whenever a mask is given)."""
         if encoder_hidden_states is None:
             return None
+        checking = not torch.compiler.is_compiling()
         padded = encoder_attention_mask is not None and (not checking or has_padding(encoder_attention_mask))
         parts = MaskParts(
             query_length=length,
@@ -241,13 +217,13 @@ class TransformerStack(StackInputChecks, nn.Module):
         hidden: Tensor,
         layer_args: tuple,
         layer_inputs: dict,
-        cache: Cache | None,
         *,
         output_attentions: bool,
         output_hidden_states: bool,
         has_cross_attention: bool,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
-        """The layer loop and the final norm, collecting hidden states and attention weights when asked."""
+        """The layer loop and the final norm, collecting hidden states and attention weights when asked. (The cache
+        the layers wrote to is the model's to return.)"""
         all_hidden, self_weights, cross_weights = [], [], []
         for layer in self.layers:
             if output_hidden_states:
@@ -262,9 +238,7 @@ class TransformerStack(StackInputChecks, nn.Module):
             hidden = self.norm(hidden)
         if output_hidden_states:
             all_hidden.append(hidden)
-        return with_cache(
-            BaseModelOutputWithPastAndCrossAttentions,
-            cache,
+        return BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=hidden,
             hidden_states=tuple(all_hidden) if output_hidden_states else None,
             attentions=tuple(self_weights) if output_attentions else None,
@@ -272,12 +246,16 @@ class TransformerStack(StackInputChecks, nn.Module):
         )
 
     @staticmethod
-    def _packed_documents(position_ids: Tensor, batch: int, checking: bool) -> Tensor | None:
+    def _packed_documents(
+        position_ids: Tensor | None, attention_mask: Tensor | None, cache: Cache | None, batch: int, checking: bool
+    ) -> Tensor | None:
         """(B, T) document indices when the rows pack several texts (positions restart), else None.
 
         As in transformers' masking utilities, this applies to uncached calls with positions and no attention mask
         (padding-free training); under compilation the check cannot run and the document mask is always built.
         """
+        if position_ids is None or attention_mask is not None or cache is not None:
+            return None
         documents = packed_documents(position_ids.expand(batch, -1))
         if checking and not bool(documents[:, -1].any()):
             return None
@@ -342,7 +320,7 @@ class TransformerStack(StackInputChecks, nn.Module):
         )
 
 
-def _render_mask(parts: MaskParts, backend, batch: int, hidden: Tensor):
+def _render_mask(parts: MaskParts, backend: AttentionBackend, batch: int, hidden: Tensor):
     """`parts` drawn in the form `backend` takes: a boolean tensor, an additive one, a flex block mask, or None."""
     if backend.mask_format is None:
         return None
@@ -371,10 +349,10 @@ def _split_mask(attention_mask: Tensor | None) -> tuple[Tensor | None, Tensor | 
     return ready_mask, None if ready_mask is not None else attention_mask
 
 
-def _cache_lengths(cache: Cache | None, length: int, ready_mask: Tensor | None) -> tuple:
+def _cache_lengths(cache: Cache | None, length: int, ready_mask: Tensor | None, paged: bool) -> tuple:
     """(tokens already in the self-attention cache, key length of this call): (0, T) without a cache. A paged cache
     (continuous batching) holds many requests; its keys are those its ready mask covers."""
-    if is_paged(cache):
+    if paged:
         return 0, length if ready_mask is None else ready_mask.shape[-1]
     if isinstance(cache, EncoderDecoderCache):
         cache = cache.self_attention_cache

@@ -13,16 +13,14 @@ from transformers.cache_utils import DynamicCache
 
 from hf_attention import scores
 from hf_attention.attention import (
-    AdditiveScore,
-    GaussianScore,
     MultiHeadAttention,
     eager_attention_forward,
     get_attention_function,
-    make_score,
     repeat_kv,
     sdpa_attention_forward,
 )
 from hf_attention.masks import causal_mask
+from hf_attention.scores import AdditiveScore, GaussianScore, make_score
 
 BACKENDS = {"eager": eager_attention_forward, "sdpa": sdpa_attention_forward}
 SCORES = list(scores.SCORES)  # every registered score; each needs a naive reference in _REFERENCE_SCORES

@@ -14,9 +14,11 @@ from torch import nn
 from transformers.activations import ACT2FN
 
 from hf_attention import losses, norms
+from hf_attention.activations import activation_function
 from hf_attention.attention import FUSED_PROJECTION_MIN_ROWS, MultiHeadAttention, fused_linear
 from hf_attention.convert import from_hf
-from hf_attention.layers import GatedFeedForward, RMSNorm, activation_function
+from hf_attention.layers import GatedFeedForward
+from hf_attention.norms import RMSNorm
 
 ROWS = FUSED_PROJECTION_MIN_ROWS  # batch 2 × length ROWS / 2: just enough rows to take the fused path
 

@@ -8,7 +8,7 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from hf_attention import HFAttentionForCausalLM
 from hf_attention.cache_argument import cache_of, with_cache
-from hf_attention.heads import logit_slice
+from hf_attention.losses import logit_slice
 from hf_attention.modeling_hf_attention import DecoderHead
 
 

@@ -11,16 +11,9 @@ from reference import naive
 from torch import nn
 
 from hf_attention.attention import MultiHeadAttention, eager_attention_forward, sdpa_attention_forward
-from hf_attention.layers import (
-    DecoderLayer,
-    EncoderLayer,
-    FeedForward,
-    GatedFeedForward,
-    RMSNorm,
-    make_feed_forward,
-    make_norm,
-)
+from hf_attention.layers import DecoderLayer, EncoderLayer, FeedForward, GatedFeedForward, make_feed_forward
 from hf_attention.masks import causal_mask
+from hf_attention.norms import RMSNorm, make_norm
 
 E, F, H = 16, 32, 4
 

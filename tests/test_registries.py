@@ -18,10 +18,9 @@ from transformers import AutoModelForCausalLM
 from hf_attention import HFAttentionEncoderModel, HFAttentionForCausalLM, HFAttentionForSeq2SeqLM, positional, scores
 from hf_attention import configuration_hf_attention as configuration
 from hf_attention.activations import GATED_ACTIVATIONS, HIDDEN_ACTS, PLAIN_ACTIVATIONS
-from hf_attention.attention import make_score
 from hf_attention.norms import NORMS
 from hf_attention.positional import NO_POSITIONAL_ENCODING, POSITIONAL_ENCODINGS, PositionalEncoding, PositionBias
-from hf_attention.scores import SCORES, ScoreModule
+from hf_attention.scores import SCORES, ScoreModule, make_score
 
 MODELS = {"encoder": HFAttentionEncoderModel, "decoder": HFAttentionForCausalLM, "seq2seq": HFAttentionForSeq2SeqLM}
 KINDS = ("absolute", "rotary", "bias")

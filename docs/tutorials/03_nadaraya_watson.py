@@ -31,7 +31,8 @@
 import torch
 from tutorial_support import Report, parse_args, plt, save_figure, table
 
-from hf_attention.attention import MultiHeadAttention, eager_attention_forward, make_score
+from hf_attention.attention import MultiHeadAttention, eager_attention_forward
+from hf_attention.scores import make_score
 
 args = parse_args("Nadaraya–Watson kernel regression: attention pooling by hand and with hf_attention.")
 report = Report(args)

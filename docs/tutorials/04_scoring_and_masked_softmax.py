@@ -29,8 +29,9 @@ from types import SimpleNamespace
 import torch
 from tutorial_support import Report, parse_args, plt, save_figure, table
 
-from hf_attention.attention import AdditiveScore, eager_attention_forward, make_score
+from hf_attention.attention import eager_attention_forward
 from hf_attention.masks import padding_mask
+from hf_attention.scores import AdditiveScore, make_score
 
 args = parse_args("Additive vs scaled dot-product scores, masked softmax, and the 1/sqrt(d) scaling.")
 report = Report(args)

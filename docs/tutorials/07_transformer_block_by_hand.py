@@ -45,7 +45,8 @@ from torch import nn
 from tutorial_support import Report, parse_args, plt, save_figure, table
 
 from hf_attention.attention import MultiHeadAttention, eager_attention_forward, sdpa_attention_forward
-from hf_attention.layers import EncoderLayer, FeedForward, make_norm
+from hf_attention.layers import EncoderLayer, FeedForward
+from hf_attention.norms import make_norm
 from hf_attention.positional import SinusoidalPositionalEmbedding
 
 args = parse_args("A Transformer encoder layer written by hand, checked against hf-attention, and its ablations.")
@@ -571,8 +572,8 @@ print(
 # Stack 24 such layers ($D = 32$, 4 heads, random weights, random inputs of 10 tokens) and look at what reaches the
 # top, layer by layer, for five variants: post-norm and pre-norm as above, each of them without the residual
 # connections (the layer returns $\mathrm{LN}(F(x))$ or $F(\mathrm{LN}(x))$), and residuals without any norm. The
-# layers without a residual are the library's `EncoderLayer` with its `residual` step replaced by one that drops the
-# `x +`, the only change. Three measurements per layer:
+# layers without a residual are the library's `EncoderLayer` with its two blocks (`attend_to_self`, `feed_forward`)
+# replaced by ones that drop the `x +`, the only change. Three measurements per layer:
 #
 # * how alike the positions have become: the mean cosine similarity between the vectors of two different tokens of
 #   a sequence (0 for unrelated random vectors, 1 when every position holds the same vector);
@@ -584,9 +585,15 @@ print(
 class WithoutResidual(EncoderLayer):
     """The library's layer without its residual connections: Norm(F(x)) (post) or F(Norm(x)) (pre)."""
 
-    def residual(self, x, norm, sublayer):
-        output, extra = sublayer(norm(x) if self.pre_norm else x)
-        return (output if self.pre_norm else norm(output)), extra
+    def attend_to_self(self, x, position_bias=None, **kwargs):
+        output, weights = self.self_attn(
+            self.self_attn_norm(x) if self.pre_norm else x, position_bias=position_bias, **kwargs
+        )
+        return (output if self.pre_norm else self.self_attn_norm(output)), weights
+
+    def feed_forward(self, x):
+        output = self.mlp(self.mlp_norm(x) if self.pre_norm else x)
+        return output if self.pre_norm else self.mlp_norm(output)
 
 
 class WithoutFeedForward(EncoderLayer):
