@@ -19,7 +19,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils import ModelOutput
 
-from .cache_argument import cache_from_arguments, cache_of, with_cache
+from .cache_argument import CACHE_FIELD, cache_from_arguments
 from .configuration_hf_attention import HFAttentionDecoderConfig
 from .generation_mixin import GenerationOverrides
 from .losses import check_labels, label_shape, logit_slice, next_token_labels
@@ -74,13 +74,12 @@ class HFAttentionDecoderModel(OneStackModel, HFAttentionDecoderPreTrainedModel):
             output_hidden_states=output_hidden_states,
             **kwargs,
         )
-        output = with_cache(
-            BaseModelOutputWithPastAndCrossAttentions,
-            # A cache used for this call only (a caller's cache with use_cache=False) is not returned.
-            cache if use_cache else None,
+        output = BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=stack.last_hidden_state,
             hidden_states=stack.hidden_states,
             attentions=stack.attentions,
+            # A cache used for this call only (a caller's cache with use_cache=False) is not returned.
+            **{CACHE_FIELD: cache if use_cache else None},
         )
         return output if return_dict else output.to_tuple()
 
@@ -160,7 +159,7 @@ class DecoderHead(HFAttentionDecoderPreTrainedModel):
         num_items_in_batch: Tensor | int | None,
         **own,
     ) -> ModelOutput:
-        """The head's output (with the decoder's cache, `cache_of(outputs)`) from the decoder's `outputs`."""
+        """The head's output (with the decoder's cache, `outputs[CACHE_FIELD]`) from the decoder's `outputs`."""
         raise NotImplementedError
 
 
@@ -220,13 +219,12 @@ class HFAttentionForCausalLM(GenerationOverrides, DecoderHead, GenerationMixin):
             if next_tokens is None:
                 next_tokens = next_token_labels(labels)
         logits, loss = self.vocabulary_logits_and_loss(hidden, next_tokens, num_items_in_batch)
-        return with_cache(
-            CausalLMOutputWithCrossAttentions,
-            cache_of(outputs),
+        return CausalLMOutputWithCrossAttentions(
             loss=loss,
             logits=logits,
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
+            **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
         )
 
 
@@ -266,13 +264,12 @@ class HFAttentionDecoderForSequenceClassification(DecoderHead):
         loss = None
         if labels is not None:
             loss = self.sequence_classification_loss(pooled_logits, labels, num_items_in_batch)
-        return with_cache(
-            SequenceClassifierOutputWithPast,
-            cache_of(outputs),
+        return SequenceClassifierOutputWithPast(
             loss=loss,
             logits=pooled_logits,
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
+            **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
         )
 
     def _last_tokens(self, input_ids: Tensor | None) -> Tensor | int:

@@ -18,7 +18,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils import ModelOutput
 
-from .cache_argument import cache_from_arguments, cache_of, with_cache
+from .cache_argument import CACHE_FIELD, cache_from_arguments
 from .configuration_hf_attention import HFAttentionSeq2SeqConfig, id_outside_vocabulary
 from .generation_mixin import EncoderDecoderGeneration, GenerationOverrides
 from .losses import check_labels, label_shape, logit_slice, shift_tokens_right
@@ -205,7 +205,7 @@ class Seq2SeqHead(HFAttentionSeq2SeqPreTrainedModel):
         logits_to_keep: int | Tensor,
         num_items_in_batch: Tensor | int | None,
     ) -> ModelOutput:
-        """The head's output (with the model's cache, `cache_of(outputs)`) from the model's `outputs`."""
+        """The head's output (with the model's cache, `outputs[CACHE_FIELD]`) from the model's `outputs`."""
         raise NotImplementedError
 
 
@@ -268,9 +268,7 @@ class HFAttentionForSeq2SeqLM(GenerationOverrides, EncoderDecoderGeneration, Seq
         """Logits (B, T, V), and with `labels` the token cross-entropy."""
         hidden = outputs.last_hidden_state[:, logit_slice(logits_to_keep)]
         logits, loss = self.vocabulary_logits_and_loss(hidden, labels, num_items_in_batch)  # (B, T, V)
-        return with_cache(
-            Seq2SeqLMOutput,
-            cache_of(outputs),
+        return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,
             decoder_hidden_states=outputs.decoder_hidden_states,
@@ -279,6 +277,7 @@ class HFAttentionForSeq2SeqLM(GenerationOverrides, EncoderDecoderGeneration, Seq
             encoder_last_hidden_state=outputs.encoder_last_hidden_state,
             encoder_hidden_states=outputs.encoder_hidden_states,
             encoder_attentions=outputs.encoder_attentions,
+            **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
         )
 
 
@@ -286,9 +285,7 @@ def _model_output(
     decoder: BaseModelOutputWithPastAndCrossAttentions, encoder_outputs: ModelOutput, cache: EncoderDecoderCache | None
 ) -> Seq2SeqModelOutput:
     """The decoder's output and the encoder's side by side, with the cache under this release's field name."""
-    return with_cache(
-        Seq2SeqModelOutput,
-        cache,
+    return Seq2SeqModelOutput(
         last_hidden_state=decoder.last_hidden_state,
         decoder_hidden_states=decoder.hidden_states,
         decoder_attentions=decoder.attentions,
@@ -296,4 +293,5 @@ def _model_output(
         encoder_last_hidden_state=encoder_outputs[0],
         encoder_hidden_states=getattr(encoder_outputs, "hidden_states", None),
         encoder_attentions=getattr(encoder_outputs, "attentions", None),
+        **{CACHE_FIELD: cache},
     )

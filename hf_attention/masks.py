@@ -101,34 +101,6 @@ def has_padding(attention_mask: Tensor | None) -> bool:
     return attention_mask is not None and not bool(attention_mask.all())
 
 
-def check_mask_kind(attention_mask, name: str) -> None:
-    """Raise TypeError/ValueError unless a mask is None or a tensor: a 2-D 0/1 padding mask of any number type, or a
-    4-D mask that is boolean (True = attend) or floating (additive: 0 = attend). A 4-D mask of 0/1 integers would
-    read the other way round under either convention, so it is refused rather than guessed."""
-    if attention_mask is None:
-        return
-    if not isinstance(attention_mask, Tensor):
-        raise TypeError(
-            f"{name} must be a torch.Tensor, got {type(attention_mask).__name__}; tokenize with return_tensors='pt'."
-        )
-    if attention_mask.dim() == 4 and not (attention_mask.dtype == torch.bool or attention_mask.is_floating_point()):
-        raise ValueError(
-            f"{name} is a 4-D mask of {attention_mask.dtype}: a 4-D mask must be boolean (True where a query may "
-            "attend to a key) or floating point (additive: 0 where it may, a large negative number elsewhere)."
-        )
-
-
-def check_attention_mask(attention_mask: Tensor | None, batch_size: int, length: int, name: str) -> None:
-    """Raise ValueError when a 2D padding mask does not match its inputs' (batch, length)."""
-    if attention_mask is None:
-        return
-    if tuple(attention_mask.shape) != (batch_size, length):
-        raise ValueError(
-            f"{name} has shape {tuple(attention_mask.shape)}, expected (batch, length) = ({batch_size}, {length}): "
-            "one 0/1 entry per token, cached tokens included."
-        )
-
-
 class MaskParts(NamedTuple):
     """What decides which keys each query of a stack may attend to, before it is drawn in the form a backend takes:
     a boolean tensor (`boolean`), or a flex-attention block mask built from the same parts (hf_attention.flex).

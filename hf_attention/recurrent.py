@@ -25,12 +25,11 @@ from transformers import initialization as init
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 
 from .attention import eager_attention_forward
-from .cache_argument import CACHE_FIELD, cache_of, with_cache
+from .cache_argument import CACHE_FIELD
 from .configuration_hf_attention import HFAttentionRecurrentConfig
 from .generation_mixin import EncoderDecoderGeneration
-from .input_checks import check_token_inputs, embed_token_ids
+from .input_checks import check_attention_mask, check_mask_kind, check_token_inputs, embed_token_ids
 from .losses import check_labels, label_shape, repeat_unlikelihood, shift_tokens_right, token_cross_entropy
-from .masks import check_attention_mask, check_mask_kind
 from .pretrained import HFAttentionPreTrainedModel, SharedEmbeddingModel
 from .scores import make_score
 
@@ -359,13 +358,12 @@ class HFAttentionRecurrentModel(SharedEmbeddingModel, HFAttentionRecurrentPreTra
             steps = decoder_input_ids.shape[1] + (0 if state is None else state.steps)
             state = RecurrentState(new_state, steps)
         cross_attentions = (weights[:, None],) if output_attentions and weights is not None else None
-        output = with_cache(
-            Seq2SeqModelOutput,
-            state if use_cache else None,
+        output = Seq2SeqModelOutput(
             last_hidden_state=hidden,
             cross_attentions=cross_attentions,
             encoder_last_hidden_state=annotations,
             encoder_hidden_states=encoder_outputs.hidden_states,
+            **{CACHE_FIELD: state if use_cache else None},
         )
         return output if return_dict else output.to_tuple()
 
@@ -478,13 +476,12 @@ class HFAttentionRecurrentForSeq2SeqLM(EncoderDecoderGeneration, HFAttentionRecu
             unlikelihood_weight = getattr(self.config, "unlikelihood_weight", 0.0)
             if unlikelihood_weight:
                 loss = loss + unlikelihood_weight * repeat_unlikelihood(logits, labels, num_items_in_batch)
-        output = with_cache(
-            Seq2SeqLMOutput,
-            cache_of(outputs),
+        output = Seq2SeqLMOutput(
             loss=loss,
             logits=logits,
             cross_attentions=outputs.cross_attentions,
             encoder_last_hidden_state=outputs.encoder_last_hidden_state,
             encoder_hidden_states=outputs.encoder_hidden_states,
+            **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
         )
         return output if return_dict else output.to_tuple()

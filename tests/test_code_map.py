@@ -177,15 +177,6 @@ def readers(module: str) -> set[str]:
 # The checks of CLAIMS: each returns what contradicts its claim (nothing when it holds)
 
 
-def config_read_only_by(*allowed: str) -> list[str]:
-    """The modules of the closure besides `allowed` that read the config."""
-    return [
-        f"{module} reads the config"
-        for module in sorted(closure() - {f"hf_attention.{name}" for name in allowed})
-        if reads_config(module)
-    ]
-
-
 def config_never_read_by(*names: str) -> list[str]:
     return [f"hf_attention.{name} reads the config" for name in names if reads_config(f"hf_attention.{name}")]
 
@@ -287,18 +278,14 @@ CLAIMS = [
     ),
     Claim(
         ARCHITECTURE,
-        "the config read only where leaf modules are built",
-        lambda: config_read_only_by("configuration_hf_attention", "builders"),
+        "leaves (layers.py, masks.py, scores.py, norms.py …) take keyword arguments",
+        lambda: config_never_read_by("layers", "masks", "scores", "norms"),
     ),
     Claim(
         ARCHITECTURE,
-        "The only reader of the config",
-        lambda: config_read_only_by("configuration_hf_attention", "builders"),
-    ),
-    Claim(
-        ARCHITECTURE,
-        "leaves (attention.py, layers.py, masks.py …) take keyword arguments",
-        lambda: config_never_read_by("attention", "layers", "masks"),
+        "the config read by what builds or runs a whole model, while the leaves (layers, masks, scores, norms) take "
+        "keyword arguments",
+        lambda: config_never_read_by("layers", "masks", "scores", "norms"),
     ),
     Claim(
         ARCHITECTURE,
@@ -333,8 +320,9 @@ CLAIMS = [
     ),
     Claim(
         ARCHITECTURE,
-        "decoding.py the speed-ups, installed from outside for one generate() call and removed after",
-        lambda: only_imported_by("hf_attention.decoding", *hf("generation_mixin")),
+        "decoding.py DecodingState: what a module keeps while generate() runs; the speed-ups are states of the "
+        "modules they change",
+        lambda: only_imported_by("hf_attention.decoding", *hf("attention", "pretrained")),
     ),
     Claim(
         ARCHITECTURE,
@@ -343,15 +331,19 @@ CLAIMS = [
     ),
     Claim(
         ARCHITECTURE,
-        "finetune.py training.finetune: the same corpus / models / objective steps",
-        lambda: reads_all("training.finetune", "training.corpus", "training.models", "training.objectives"),
+        "finetune.py training.finetune: the same splits / models / objective steps",
+        lambda: reads_all("training.finetune", "training.splits", "training.models", "training.objectives"),
     ),
     Claim(
         README,
-        "norms.py, activations.py the tables of norms and of feed-forward activations (config, layers, converters "
-        "read them)",
+        "norms.py the norms (NORMS: read by the config, builders.py and pretrained.py)",
+        lambda: read_exactly_by(hf("norms"), set(hf("configuration_hf_attention", "builders", "pretrained"))),
+    ),
+    Claim(
+        README,
+        "activations.py feed-forward activations (read by the config, layers.py, pretrained.py, converters)",
         lambda: read_exactly_by(
-            hf("norms", "activations"), set(hf("configuration_hf_attention", "layers", "convert", "to_hf"))
+            hf("activations"), set(hf("configuration_hf_attention", "layers", "pretrained", "convert", "to_hf"))
         ),
     ),
     Claim(
@@ -371,14 +363,12 @@ CLAIMS = [
     ),
     Claim(
         README,
-        "placeholders.py placeholder protection: indexed sentinels in, the source's placeholders back out, problems "
-        "reported (shipped with the pipeline)",
+        "placeholders.py placeholders as indexed sentinels and back, problems reported (shipped with pipelines)",
         lambda: shipped_with("hf_attention.pipelines", *hf("placeholders")),
     ),
     Claim(
         README,
-        "placeholder_constraint.py constrained decoding: each output writes exactly its source's sentinels (shipped "
-        "with the pipeline)",
+        "placeholder_constraint.py constrained decoding: each output writes its source's sentinels (shipped likewise)",
         lambda: shipped_with("hf_attention.pipelines", *hf("placeholder_constraint")),
     ),
 ]

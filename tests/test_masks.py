@@ -1,11 +1,12 @@
-"""Boolean masks (True = attend): padding, offset-aware causal, fitting, combining, additive form, shape checks."""
+"""Boolean masks (True = attend): padding, offset-aware causal, fitting, combining, additive form; the masks' shape
+checks (input_checks.py)."""
 
 import pytest
 import torch
 
+from hf_attention.input_checks import check_attention_mask
 from hf_attention.masks import (
     causal_mask,
-    check_attention_mask,
     combine,
     fit_to_length,
     has_padding,
