@@ -374,6 +374,7 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(kv_input_size, num_kv_heads * head_dim, bias=bias)
         self.o_proj = nn.Linear(num_heads * head_dim, hidden_size, bias=bias)
         self._stacked: DecodingState[StackedProjections] = DecodingState()  # see stack_projections
+        self._pinned_backend: DecodingState[Callable] = DecodingState()  # see pin_backend
 
     def project_qkv(
         self, hidden_states: Tensor, position_embeddings: tuple[Tensor, Tensor] | None
@@ -418,6 +419,17 @@ class MultiHeadAttention(nn.Module):
     def unstack_projections(self) -> None:
         """The end of a `stack_projections` (the last one drops the stacked weights)."""
         self._stacked.leave()
+
+    def pin_backend(self) -> None:
+        """Decoding state, switched on by generate() for its call: the backend looked up by name once for the whole
+        call instead of at every step. Reading `config._attn_implementation` goes through transformers' config
+        attribute machinery, a few µs, which is a share of a one-token step of a small model; the name cannot
+        change while generate() runs."""
+        self._pinned_backend.enter(lambda: None if self.config is None else self.backend_function())
+
+    def unpin_backend(self) -> None:
+        """The end of a `pin_backend`: later calls look the backend up by name again."""
+        self._pinned_backend.leave()
 
     def _make_stacked_projections(self) -> StackedProjections | None:
         projections = (self.q_proj, self.k_proj, self.v_proj)
@@ -569,6 +581,9 @@ class MultiHeadAttention(nn.Module):
         when the weights are asked for (only eager computes them), SDPA for a module built without a config."""
         if output_attentions:
             return eager_attention_forward
+        pinned = self._pinned_backend.value  # while generate() runs: looked up once for the call (pin_backend)
+        if pinned is not None:
+            return pinned
         if self.config is None:
             return sdpa_attention_forward
         return get_attention_backend(self.config._attn_implementation).function

@@ -64,7 +64,7 @@ class HFAttentionDecoderModel(OneStackModel, HFAttentionDecoderPreTrainedModel):
             use_cache = self.config.use_cache and not self.training
         if use_cache and cache is None:
             cache = DynamicCache(config=self.config)
-        stack = self.decoder(
+        output = self.decoder(  # with the cache the layers wrote to
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
@@ -74,13 +74,12 @@ class HFAttentionDecoderModel(OneStackModel, HFAttentionDecoderPreTrainedModel):
             output_hidden_states=output_hidden_states,
             **kwargs,
         )
-        output = BaseModelOutputWithPastAndCrossAttentions(
-            last_hidden_state=stack.last_hidden_state,
-            hidden_states=stack.hidden_states,
-            attentions=stack.attentions,
-            # A cache used for this call only (a caller's cache with use_cache=False) is not returned.
-            **{CACHE_FIELD: cache if use_cache else None},
-        )
+        if cache is not None and not use_cache:  # a cache used for this call only (a caller's): not returned
+            output = BaseModelOutputWithPastAndCrossAttentions(
+                last_hidden_state=output.last_hidden_state,
+                hidden_states=output.hidden_states,
+                attentions=output.attentions,
+            )
         return output if return_dict else output.to_tuple()
 
 

@@ -103,14 +103,17 @@ class GenerationOverrides(GenerationChecks):
 
     @contextlib.contextmanager
     def decoding_states(self) -> Iterator[None]:
-        """Within the block, every causal self-attention module stacks its q/k/v weights and the vocabulary
-        projection runs in blocks where that pays (each module decides what it is eligible for); leaving it switches
-        them off again. Nested and concurrent blocks share one state per module (the last to leave drops it)."""
+        """Within the block, every causal self-attention module stacks its q/k/v weights, every attention module
+        looks its backend up once, and the vocabulary projection runs in blocks where that pays (each module decides
+        what it is eligible for); leaving it switches them off again. Nested and concurrent blocks share one state per
+        module (the last to leave drops it)."""
         with contextlib.ExitStack() as states:
             for module in self.modules():
                 if isinstance(module, MultiHeadAttention):
                     module.stack_projections()
                     states.callback(module.unstack_projections)
+                    module.pin_backend()
+                    states.callback(module.unpin_backend)
             self.block_vocabulary_projection()
             states.callback(self.unblock_vocabulary_projection)
             yield

@@ -18,7 +18,7 @@ from transformers.modeling_outputs import BaseModelOutputWithPastAndCrossAttenti
 
 from .attention import AttentionBackend, get_attention_backend
 from .builders import build_layer, build_norm, build_positional
-from .cache_argument import is_paged
+from .cache_argument import CACHE_FIELD, is_paged
 from .configuration_hf_attention import HFAttentionConfigBase
 from .flex import block_mask
 from .input_checks import StackInputChecks, embed_token_ids
@@ -142,6 +142,7 @@ class TransformerStack(StackInputChecks, nn.Module):
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
             has_cross_attention=encoder_hidden_states is not None,
+            cache=cache,
         )
 
     def _layer_inputs(
@@ -221,9 +222,10 @@ class TransformerStack(StackInputChecks, nn.Module):
         output_attentions: bool,
         output_hidden_states: bool,
         has_cross_attention: bool,
+        cache: Cache | None,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
-        """The layer loop and the final norm, collecting hidden states and attention weights when asked. (The cache
-        the layers wrote to is the model's to return.)"""
+        """The layer loop and the final norm, collecting hidden states and attention weights when asked; the output
+        carries the cache the layers wrote to (under this release's field name)."""
         all_hidden, self_weights, cross_weights = [], [], []
         for layer in self.layers:
             if output_hidden_states:
@@ -243,6 +245,7 @@ class TransformerStack(StackInputChecks, nn.Module):
             hidden_states=tuple(all_hidden) if output_hidden_states else None,
             attentions=tuple(self_weights) if output_attentions else None,
             cross_attentions=tuple(cross_weights) if output_attentions and cross_weights else None,
+            **{CACHE_FIELD: cache},
         )
 
     @staticmethod

@@ -326,10 +326,24 @@ def test_a_state_made_inside_a_generation_is_what_the_module_shows():
     _assert_no_decoding_state(model)
 
 
+def test_the_backend_is_looked_up_once_per_generation_and_by_name_otherwise():
+    """While generate() runs, every attention module holds the backend its config names (looked up once for the
+    call); outside it, each call looks the name up, so `set_attn_implementation` between calls takes effect."""
+    model = build(HFAttentionForCausalLM, "decoder")
+    modules = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    for name, function in (("sdpa", attention.sdpa_attention_forward), ("eager", attention.eager_attention_forward)):
+        model.set_attn_implementation(name)
+        assert all(m.backend_function() is function for m in modules)
+        with model.decoding_states():
+            assert all(m._pinned_backend.value is function for m in modules)
+        _assert_no_decoding_state(model)
+
+
 def _assert_no_decoding_state(model):
     for module in model.modules():
         if isinstance(module, MultiHeadAttention):
             assert module._stacked.value is None and module._stacked.users == 0
+            assert module._pinned_backend.value is None and module._pinned_backend.users == 0
     assert model._blocked_lm_head.value is None and model._blocked_lm_head.users == 0
 
 
