@@ -105,7 +105,7 @@ save_figure(
 # An English → German Transformer trained on user-interface strings by `training.train`, the main job of this project
 # (the gettext catalogs of pinned PyPI wheels, [training.md](../training.md#the-main-job)): 3 encoder and 3 decoder
 # layers of width 256 with 4 heads, post-norm, in BART's shape (learned positions, a LayerNorm on the embeddings),
-# 2,880 steps, test BLEU 59.4 with beam search. The committed figures come from that model; the cell below prints
+# 2,880 steps, test BLEU 59.0 with beam search. The committed figures come from that model; the cell below prints
 # which model your run loaded. If the main job's export is not on this machine, a much shorter run is trained here
 # first (a minute or two, on the same data settings but a smaller model): its translations are poor, but its
 # attention already has structure. *Post-norm* means the layer normalisation comes after each residual addition,

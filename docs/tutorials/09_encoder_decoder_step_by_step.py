@@ -383,12 +383,15 @@ print(
 # 1.0 and 1.4), not by probability; 4 beams added 1.6 BLEU to the recipe when it was measured against greedy
 # (docs/training.md, "The translation recipe").
 #
-# With the main job's model (2,880 steps), beam search changes 1 of the 12 outputs, a greedy output that lost its
-# way: "Verbindungsfehler der Server fehlgeschlagen" ("connection error the server failed") becomes
-# "Verbindungsar zum Server fehlgeschlagen" (mean log p −1.12 → −0.77). The score is higher and the middle is right
-# ("zum Server"), but "Verbindungsar" is no German word: a better score under the model is only as good as the model.
-# Beam search also leaves alone the greedy outputs that are wrong with confidence, such as "Nach Aktualisierungen
-# für Aktualisierungen" for "Check for updates".
+# With the main job's model (2,880 steps), beam search changes 2 of the 12 outputs. "Verbindungsfehler der Server
+# fehlgeschlagen" ("connection error the server failed") becomes "Verbindungsar zum Server fehlgeschlagen" (mean log p
+# −1.12 → −0.77): a higher score and a right middle ("zum Server"), but "Verbindungsar" is no German word, so a better
+# score under the model is only as good as the model. "Letzte Projekte öffnen" becomes "Letzte Projekt öffnen", with
+# a *lower* score (−1.01 → −1.18): the main job's beam search ends as soon as 4 hypotheses are finished (its
+# generation config's `early_stopping=True`, as in fairseq and CTranslate2, so that a served copy writes the same
+# translations), and here 4 had finished before the greedy output's longer path did. Beam search also leaves alone
+# the greedy outputs that are wrong with confidence, such as "Nach Aktualisierungen für Aktualisierungen" for "Check
+# for updates".
 #
 # ## Summary
 #
@@ -445,12 +448,11 @@ print(
 # 5. Yes, up to float rounding: the padding mask gives the pad keys of row 1 zero weight in the encoder and in the
 #    cross-attention, so the logits differ by about $10^{-6}$ at most, which changes no argmax unless two tokens are
 #    tied that closely.
-# 6. With the main job's model, 8 beams give the same 12 outputs as 4. With `length_penalty=0.0`, two outputs
-#    change, both to shorter ones: "Open recent project" becomes "Letzte Projekt öffnen", 4 tokens with a summed
-#    log-probability of −4.73, against −6.07 for the 6-token "Letzte Projekte öffnen" (mean −1.18 against −1.01),
-#    and "Print the current page" becomes "Drucken der aktuellen Seite", 5 tokens at −4.42 against 6 at −4.70 (mean
-#    −0.88 against −0.78). Every token adds a negative log-probability, so ranking by the sum favours short
-#    outputs; dividing by the length (1.0) removes that bias, and the main job chose 1.0 on its validation split.
+# 6. With the main job's model, 8 beams give the same 12 outputs as 4. With `length_penalty=0.0`, one output changes,
+#    to a shorter one: "Print the current page" becomes "Drucken der aktuellen Seite", 5 tokens with a summed
+#    log-probability of −4.42, against −4.70 for the 6-token "Drucke der aktuellen Seite" (mean −0.88 against
+#    −0.78). Every token adds a negative log-probability, so ranking by the sum favours short outputs; dividing by
+#    the length (1.0) removes that bias, and the main job chose 1.0 on its validation split.
 
 # %%
 own_labels = prefix[:, 1:]  # the greedy output, </s> included, as labels
