@@ -19,7 +19,7 @@ GATED_ACTIVATIONS = {"swiglu": "silu", "geglu": "gelu", "geglu_new": "gelu_new"}
 # Every `hidden_act` the config accepts, plain ones first (the first is its default).
 HIDDEN_ACTS = (*PLAIN_ACTIVATIONS, *GATED_ACTIVATIONS)
 # ACT2FN names of other libraries' configs that are another name for one of ours.
-ACTIVATION_SYNONYMS = {"swish": "silu"}
+ACTIVATION_SYNONYMS = {"swish": "silu", "gelu_pytorch_tanh": "gelu_new"}
 
 
 def activation_function(name: str) -> nn.Module:

@@ -73,6 +73,9 @@ def eager_attention_forward(
     key, value = repeat_kv(key, groups), repeat_kv(value, groups)  # (B, H, S, D)
     score = getattr(module, "score", None)
     scores = score(query, key) if score is not None else torch.matmul(query, key.transpose(-1, -2)) * scaling
+    softcap = getattr(module, "softcap", None)
+    if softcap is not None:  # Gemma 2: c·tanh(s / c) keeps every score within ±c
+        scores = torch.tanh(scores / softcap) * softcap
     if position_bias is not None:
         scores = scores + position_bias
     causal = module.is_causal if is_causal is None else is_causal
@@ -337,6 +340,11 @@ class MultiHeadAttention(nn.Module):
         config: The model's config, whose `_attn_implementation` names the attention backend at each call, as in
             transformers' attention modules (so `set_attn_implementation` takes effect at once); None, for a module
             used on its own, runs SDPA.
+        output_bias: A bias on the output projection; None: as `bias` (Qwen2 has q/k/v biases only).
+        query_norm, key_norm: Norms of the queries and keys before the rotation (QK-norm: Qwen3, Gemma 3, OLMo 2),
+            or None.
+        qk_norm: What those norms normalise: "head" (each head's D values) or "projection" (all H·D of a token).
+        softcap: c of the score cap c·tanh(s / c) (Gemma 2), or None.
     """
 
     def __init__(
@@ -355,6 +363,11 @@ class MultiHeadAttention(nn.Module):
         scaling: float | None = None,
         kv_input_size: int | None = None,
         config: PretrainedConfig | None = None,
+        output_bias: bool | None = None,
+        query_norm: nn.Module | None = None,
+        key_norm: nn.Module | None = None,
+        qk_norm: str = "head",
+        softcap: float | None = None,
     ):
         super().__init__()
         if num_heads % num_kv_heads:
@@ -372,7 +385,10 @@ class MultiHeadAttention(nn.Module):
         self.q_proj = nn.Linear(hidden_size, num_heads * head_dim, bias=bias)
         self.k_proj = nn.Linear(kv_input_size, num_kv_heads * head_dim, bias=bias)
         self.v_proj = nn.Linear(kv_input_size, num_kv_heads * head_dim, bias=bias)
-        self.o_proj = nn.Linear(num_heads * head_dim, hidden_size, bias=bias)
+        self.o_proj = nn.Linear(num_heads * head_dim, hidden_size, bias=bias if output_bias is None else output_bias)
+        self.q_norm, self.k_norm = query_norm, key_norm
+        self.norm_each_head = qk_norm == "head"
+        self.softcap = softcap
         self._stacked: DecodingState[StackedProjections] = DecodingState()  # see stack_projections
         self._pinned_backend: DecodingState[Callable] = DecodingState()  # see pin_backend
 
@@ -393,10 +409,21 @@ class MultiHeadAttention(nn.Module):
             query = self._project_heads(self.q_proj, hidden_states, self.num_heads)  # (B, H, T, D)
             key = self._project_heads(self.k_proj, hidden_states, self.num_kv_heads)  # (B, K, T, D)
             value = self._project_heads(self.v_proj, hidden_states, self.num_kv_heads)  # (B, K, T, D)
+        if self.q_norm is not None:
+            query, key = self._normalize(self.q_norm, query), self._normalize(self.k_norm, key)
         if position_embeddings is not None:
             cos, sin = position_embeddings
             query, key = rotate_query_and_key(query, key, cos, sin)
         return query, key, value
+
+    def _normalize(self, norm: nn.Module, heads: Tensor) -> Tensor:
+        """QK-norm of (B, H, T, D) queries or keys: over each head's D values, or over all H·D values of a token
+        (then the heads are put side by side again for the norm, in the projection's order)."""
+        if self.norm_each_head:
+            return norm(heads)
+        batch, count, length, dim = heads.shape
+        flat = heads.transpose(1, 2).reshape(batch, length, count * dim)  # (B, T, H·D)
+        return norm(flat).view(batch, length, count, dim).transpose(1, 2)
 
     def stack_projections(self) -> None:
         """Decoding state, switched on by generate() for its call: q, k and v of one-token steps from one product.
@@ -433,8 +460,8 @@ class MultiHeadAttention(nn.Module):
 
     def _make_stacked_projections(self) -> StackedProjections | None:
         projections = (self.q_proj, self.k_proj, self.v_proj)
-        if not self.is_causal or self.is_cross_attention:
-            return None
+        if not self.is_causal or self.is_cross_attention or self.q_norm is not None:
+            return None  # (QK-norm runs between the projection and the rotation, which the stacked path fuses)
         if not all(plain_linear(p) for p in projections) or not on_cpu_as_plain_tensors(projections):
             return None
         if len({p.weight.dtype for p in projections}) != 1 or len({p.bias is None for p in projections}) != 1:

@@ -19,9 +19,11 @@ from .positional import NO_POSITIONAL_ENCODING, POSITIONAL_ENCODINGS, Positional
 from .scores import make_score
 
 
-def build_norm(config: HFAttentionConfigBase) -> nn.Module:
-    """The configured norm (`norm_type`) over the model width."""
-    return make_norm(config.norm_type, config.hidden_size, config.layer_norm_eps)
+def build_norm(config: HFAttentionConfigBase, dim: int | None = None) -> nn.Module:
+    """The configured norm (`norm_type`, `norm_bias`) over the model width, or over `dim` values."""
+    return make_norm(
+        config.norm_type, dim or config.hidden_size, config.layer_norm_eps, bias=getattr(config, "norm_bias", True)
+    )
 
 
 def build_positional(config: HFAttentionConfigBase, *, bidirectional: bool) -> PositionalEncoding | None:
@@ -32,8 +34,15 @@ def build_positional(config: HFAttentionConfigBase, *, bidirectional: bool) -> P
 
 
 def build_attention(config: HFAttentionConfigBase, layer_idx: int, *, is_causal: bool, is_cross: bool):
-    """A MultiHeadAttention with the configured score, heads and biases."""
+    """A MultiHeadAttention with the configured score, heads, biases, QK-norm and score cap."""
     score, scaling = make_score(config.attention_score, num_heads=config.num_attention_heads, head_dim=config.head_dim)
+    if config.query_pre_attn_scalar is not None:  # Gemma: q·k / √s with s chosen apart from the head width
+        scaling = config.query_pre_attn_scalar**-0.5
+    query_norm = key_norm = None
+    if config.qk_norm != "none" and not is_cross:
+        per_head = config.qk_norm == "head"
+        query_norm = build_norm(config, config.head_dim if per_head else config.num_attention_heads * config.head_dim)
+        key_norm = build_norm(config, config.head_dim if per_head else config.num_key_value_heads * config.head_dim)
     return MultiHeadAttention(
         hidden_size=config.hidden_size,
         num_heads=config.num_attention_heads,
@@ -47,15 +56,25 @@ def build_attention(config: HFAttentionConfigBase, layer_idx: int, *, is_causal:
         score=score,
         scaling=scaling,
         config=config,  # read for its attention implementation only, at each call
+        output_bias=config.attention_output_bias,
+        query_norm=query_norm,
+        key_norm=key_norm,
+        qk_norm=config.qk_norm,
+        softcap=config.attn_logit_softcapping,
     )
 
 
 def build_layer(config: HFAttentionConfigBase, layer_idx: int, *, is_decoder: bool, has_cross_attention: bool):
     """An EncoderLayer, or a DecoderLayer (causal; with cross-attention in the encoder-decoder family)."""
 
+    sandwich = config.norm_position == "sandwich"
+    # ModernBERT: the embedding norm already normalised the first layer's input
+    first_norm = config.first_attention_norm or layer_idx > 0
     common = {
         "self_attn": build_attention(config, layer_idx, is_causal=is_decoder, is_cross=False),
-        "self_attn_norm": build_norm(config),
+        "self_attn_norm": build_norm(config) if first_norm else nn.Identity(),
+        "self_attn_output_norm": build_norm(config) if sandwich else None,
+        "mlp_output_norm": build_norm(config) if sandwich else None,
         "mlp": make_feed_forward(
             config.hidden_act,
             hidden_size=config.hidden_size,
@@ -72,4 +91,5 @@ def build_layer(config: HFAttentionConfigBase, layer_idx: int, *, is_decoder: bo
     if has_cross_attention:
         common["cross_attn"] = build_attention(config, layer_idx, is_causal=False, is_cross=True)
         common["cross_attn_norm"] = build_norm(config)
+        common["cross_attn_output_norm"] = build_norm(config) if sandwich else None
     return DecoderLayer(**common)

@@ -21,7 +21,7 @@ from transformers import PretrainedConfig
 
 from .activations import HIDDEN_ACTS
 from .norms import NORMS
-from .positional import NO_POSITIONAL_ENCODING, POSITIONAL_ENCODINGS
+from .positional import NO_POSITIONAL_ENCODING, POSITIONAL_ENCODINGS, ROPE_SCALINGS
 from .scores import SCORES, dot_product_scores
 
 
@@ -33,8 +33,12 @@ def _position_encodings() -> tuple[str, ...]:
 # read the registries themselves.
 ATTENTION_SCORES = tuple(SCORES)
 POSITION_ENCODINGS = _position_encodings()
-NORM_POSITIONS = ("post", "pre")
+NORM_POSITIONS = ("post", "pre", "sandwich", "output")
 NORM_TYPES = tuple(NORMS)
+ROPE_TYPES = tuple(ROPE_SCALINGS)
+# Per-layer attention types, named as transformers 5 names them in `layer_types` (so its caches read them too).
+LAYER_TYPES = ("full_attention", "sliding_attention")
+QK_NORMS = ("none", "head", "projection")
 SINUSOIDAL_LAYOUTS = ("interleaved", "concat")
 CLASSIFIER_POOLINGS = ("mean", "first")
 
@@ -94,6 +98,31 @@ def _check_optional_bool(field: str, value) -> None:
         )
 
 
+def _check_fraction(field: str, value) -> None:
+    if not _is_number(value) or not 0.0 < value <= 1.0:
+        raise ValueError(f"{field}={value!r} must be a number in (0, 1].")
+
+
+def _check_options(field: str, value) -> None:
+    if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
+        raise ValueError(f"{field}={value!r} must be a dict of named options (a JSON object).")
+
+
+def _check_layer_types(field: str, value) -> None:
+    if value is None:
+        return
+    if not isinstance(value, (list, tuple)) or not all(kind in LAYER_TYPES for kind in value):
+        raise ValueError(
+            f"{field}={value!r} must be None or a list with one entry per layer, each one of "
+            f"{', '.join(map(repr, LAYER_TYPES))}."
+        )
+
+
+def _check_layer_indices(field: str, value) -> None:
+    if not isinstance(value, (list, tuple)) or not all(_is_int(index) and index >= 0 for index in value):
+        raise ValueError(f"{field}={value!r} must be a list of layer indices (integers >= 0).")
+
+
 def _optional(check):
     def check_unless_none(field: str, value) -> None:
         if value is not None:
@@ -133,12 +162,18 @@ _FIELD_CHECKS = {
         _check_positive,
     ),
     "head_dim": _optional(_check_positive),
+    "sliding_window": _optional(_check_positive),
     **dict.fromkeys(("type_vocab_size", "position_offset"), _check_non_negative),
     **dict.fromkeys(
         ("hidden_dropout_prob", "activation_dropout", "attention_dropout", "label_smoothing"), _check_probability
     ),
     "classifier_dropout": _optional(_check_probability),
     **dict.fromkeys(("rope_theta", "layer_norm_eps"), _check_greater_than_zero),
+    **dict.fromkeys(
+        ("local_rope_theta", "attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar"),
+        _optional(_check_greater_than_zero),
+    ),
+    "partial_rotary_factor": lambda field, value: _check_fraction(field, value),
     **dict.fromkeys(("initializer_range", "unlikelihood_weight"), _check_at_least_zero),
     **dict.fromkeys(
         (
@@ -152,10 +187,13 @@ _FIELD_CHECKS = {
             "freeze_lm_head_bias",
             "lm_head_transform",
             "scale_lm_head_input",
+            "norm_bias",
+            "first_attention_norm",
+            "lm_head_transform_bias",
         ),
         _check_bool,
     ),
-    "final_norm": _check_optional_bool,
+    **dict.fromkeys(("final_norm", "attention_output_bias"), _check_optional_bool),
     **dict.fromkeys(("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"), _check_token_id_type),
     "attention_score": lambda field, value: _check_choice(field, value, tuple(SCORES)),
     "position_encoding": lambda field, value: _check_choice(field, value, _position_encodings()),
@@ -164,6 +202,11 @@ _FIELD_CHECKS = {
     "hidden_act": lambda field, value: _check_choice(field, value, HIDDEN_ACTS),
     "sinusoidal_layout": lambda field, value: _check_choice(field, value, SINUSOIDAL_LAYOUTS),
     "classifier_pooling": lambda field, value: _check_choice(field, value, CLASSIFIER_POOLINGS),
+    "rope_type": lambda field, value: _check_choice(field, value, tuple(ROPE_SCALINGS)),
+    "rope_scaling_options": lambda field, value: _check_options(field, value),
+    "qk_norm": lambda field, value: _check_choice(field, value, QK_NORMS),
+    "layer_types": lambda field, value: _check_layer_types(field, value),
+    "nope_layers": lambda field, value: _check_layer_indices(field, value),
 }
 TOKEN_ID_FIELDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
 
@@ -220,8 +263,11 @@ class HFAttentionConfigBase(PretrainedConfig):
             wᵀtanh(W_q q + W_k k) (Bahdanau 2015), `gaussian` kernel −‖q−k‖²/(2σ²) (Nadaraya–Watson).
         position_encoding: `sinusoidal`, `learned`, `rotary` (Su 2021), `alibi` (Press 2022), `relative` (T5
             buckets, Raffel 2020) or `none`.
-        norm_position: `post` (Add & Norm of the 2017 paper) or `pre` (GPT-2 / Llama).
-        norm_type: `layernorm` or `rmsnorm` (Zhang & Sennrich 2019).
+        norm_position: `post` (Add & Norm of the 2017 paper), `pre` (GPT-2 / Llama), `sandwich` (a norm before the
+            sublayer and one on its output, before the residual add: Gemma 2/3) or `output` (only the norm on the
+            sublayer's output, x + Norm(Sublayer(x)): OLMo 2).
+        norm_type: `layernorm`, `rmsnorm` (Zhang & Sennrich 2019) or `offset_rmsnorm` (RMSNorm with gain 1 + w,
+            w starting at 0: Gemma).
         scale_embeddings: Multiply token embeddings by √hidden_size (paper §3.4).
         attention_bias: Biases on the q/k/v/o projections.
         mlp_bias: Biases on the feed-forward projections.
@@ -231,6 +277,37 @@ class HFAttentionConfigBase(PretrainedConfig):
         position_offset: Added to position ids before the learned-table lookup (BART reserves 2 rows).
         sinusoidal_layout: `interleaved` (sin, cos, sin, … as in the paper) or `concat` ([sin…, cos…], Marian).
         rope_theta: Base of the rotary frequencies.
+        rope_type: How the rotary frequencies stretch to contexts longer than training's (`positional.ROPE_SCALINGS`):
+            `default` (none), `linear` (position interpolation, Chen et al. 2023), `dynamic` (NTK-aware, recomputed
+            once the input outgrows max_position_embeddings), `yarn` (Peng et al. 2023), `llama3` (Llama 3.1's
+            per-wavelength blend), `longrope` (Phi-3's per-frequency factors, Ding et al. 2024).
+        rope_scaling_options: That scaling's numbers, named as transformers names them (`factor`,
+            `original_max_position_embeddings`, `low_freq_factor`, `high_freq_factor`, `beta_fast`, `beta_slow`,
+            `mscale`, `mscale_all_dim`, `attention_factor`, `truncate`, `short_factor`, `long_factor`).
+        partial_rotary_factor: The share of each head's dimensions that rotate (the first int(D · factor); the rest
+            carry no position: GPT-NeoX, Phi-4-mini). Default 1.0.
+        local_rope_theta: Base of the rotary frequencies of the sliding-window layers (Gemma 3: 10 000 locally,
+            10⁶ globally; ModernBERT); None: the same rotation as the full layers.
+        nope_layers: Indices of layers whose attention gets no rotary positions at all ("NoPE", Kazemnejad et al.
+            2023; SmolLM3 every fourth layer): the causal mask alone tells them the order.
+        sliding_window: W of local attention (Beltagy et al. 2020; Mistral): a query sees only keys less than W
+            positions away (in a decoder the W most recent tokens, itself included). Which layers it applies to:
+            `layer_types`. None: no window.
+        layer_types: One entry per layer, `full_attention` or `sliding_attention` (transformers' names; Gemma 3's
+            five local layers to one global, ModernBERT's alternation); None: every layer sliding when
+            `sliding_window` is set, else every layer full.
+        qk_norm: A norm (`norm_type`) on queries and keys before the rotation: `head` normalises each head's D
+            values (Qwen3, Gemma 3), `projection` the whole H·D projection (OLMo 2); `none` by default.
+        attention_output_bias: A bias on the output projection; None: as `attention_bias` (Qwen2 has q/k/v biases
+            and none on the output).
+        attn_logit_softcapping: c in scores ← c·tanh(scores / c), after the scaling and before the mask (Gemma 2):
+            no score can grow beyond ±c. None: no cap. Fused SDPA kernels cannot apply it (eager or flex_attention).
+        final_logit_softcapping: The same cap on the vocabulary logits (Gemma 2/3). None: no cap.
+        query_pre_attn_scalar: Scale q·k by this number's -1/2 power instead of head_dim's (Gemma).
+        norm_bias: LayerNorm with a bias (False: ModernBERT's norms, which have none).
+        first_attention_norm: Whether the first layer has its attention norm; False where the embedding norm already
+            normalised its input (ModernBERT). Needs pre-norm.
+        lm_head_transform_bias: A bias on the dense layer of `lm_head_transform` (BERT has one, ModernBERT not).
         relative_attention_num_buckets, relative_attention_max_distance: T5 bucketing of relative distances. Half
             the buckets (per direction in an encoder) hold exact distances, so an encoder needs at least 4 buckets and
             a decoder 2, and max_distance must exceed the exact range (num_buckets // 4 in an encoder, // 2 in a
@@ -286,6 +363,21 @@ class HFAttentionConfigBase(PretrainedConfig):
         position_offset: int = 0,
         sinusoidal_layout: str = "interleaved",
         rope_theta: float = 10000.0,
+        rope_type: str = "default",
+        rope_scaling_options: dict | None = None,
+        partial_rotary_factor: float = 1.0,
+        local_rope_theta: float | None = None,
+        nope_layers: list[int] | None = None,
+        sliding_window: int | None = None,
+        layer_types: list[str] | None = None,
+        qk_norm: str = "none",
+        attention_output_bias: bool | None = None,
+        attn_logit_softcapping: float | None = None,
+        final_logit_softcapping: float | None = None,
+        query_pre_attn_scalar: float | None = None,
+        norm_bias: bool = True,
+        first_attention_norm: bool = True,
+        lm_head_transform_bias: bool = True,
         relative_attention_num_buckets: int = 32,
         relative_attention_max_distance: int = 128,
         layer_norm_eps: float = 1e-5,
@@ -327,6 +419,22 @@ class HFAttentionConfigBase(PretrainedConfig):
         self.position_offset = position_offset
         self.sinusoidal_layout = sinusoidal_layout
         self.rope_theta = rope_theta
+        self.rope_type = rope_type
+        self.rope_scaling_options = {} if rope_scaling_options is None else dict(rope_scaling_options)
+        self.partial_rotary_factor = partial_rotary_factor
+        self.local_rope_theta = local_rope_theta
+        self.nope_layers = [] if nope_layers is None else list(nope_layers)
+        self.sliding_window = sliding_window
+        self.layer_types = None if layer_types is None else list(layer_types)
+        self.qk_norm = qk_norm
+        # None when it is the same as attention_bias: one value per computation, so that configs compare equal
+        self.attention_output_bias = None if attention_output_bias == attention_bias else attention_output_bias
+        self.attn_logit_softcapping = attn_logit_softcapping
+        self.final_logit_softcapping = final_logit_softcapping
+        self.query_pre_attn_scalar = query_pre_attn_scalar
+        self.norm_bias = norm_bias
+        self.first_attention_norm = first_attention_norm
+        self.lm_head_transform_bias = lm_head_transform_bias
         self.relative_attention_num_buckets = relative_attention_num_buckets
         self.relative_attention_max_distance = relative_attention_max_distance
         self.layer_norm_eps = layer_norm_eps
@@ -362,7 +470,8 @@ class HFAttentionConfigBase(PretrainedConfig):
         Clients that project the last hidden state themselves (TRL's fused LM head) read this name, as for Cohere's
         models: (s·h)Wᵀ = s·(hWᵀ) holds without a bias, so they compute this model's logits.
         """
-        if self.scale_lm_head_input and not self.lm_head_bias and not self.lm_head_transform:
+        plain_head = not self.lm_head_bias and not self.lm_head_transform and self.final_logit_softcapping is None
+        if self.scale_lm_head_input and plain_head:
             return self.hidden_size**-0.5
         return None
 
@@ -378,6 +487,10 @@ class HFAttentionConfigBase(PretrainedConfig):
         cannot reproduce (named for its error message), or None."""
         if self.lm_head_transform:
             return "lm_head_transform=True (a dense → activation → norm transform before the vocabulary projection)"
+        if self.final_logit_softcapping is not None:
+            return (
+                f"final_logit_softcapping={self.final_logit_softcapping} (a tanh cap after the vocabulary projection)"
+            )
         if self.scale_lm_head_input and self.lm_head_bias:
             return (
                 "scale_lm_head_input=True with lm_head_bias=True (the scale applies before the bias, so it is not "
@@ -410,14 +523,107 @@ class HFAttentionConfigBase(PretrainedConfig):
         if scheme is not None:
             for bidirectional in self._stack_directions:
                 scheme.check_config(self, bidirectional=bidirectional)
+        self._validate_rotary_knobs()
+        self._validate_layer_knobs()
+        self._validate_attention_knobs()
         requested = getattr(self, "_attn_implementation_internal", None)
         if isinstance(requested, str):
             self.check_attention_implementation(requested)
+
+    def _validate_rotary_knobs(self) -> None:
+        """The rotary knobs act only with rotary positions; a scaling's options are checked by the scaling."""
+        rotary_knobs = {
+            "rope_type": (self.rope_type, "default"),
+            "rope_scaling_options": (self.rope_scaling_options, {}),
+            "partial_rotary_factor": (self.partial_rotary_factor, 1.0),
+            "local_rope_theta": (self.local_rope_theta, None),
+            "nope_layers": (self.nope_layers, []),
+        }
+        if self.position_encoding != "rotary":
+            for field, (value, default) in rotary_knobs.items():
+                if value != default:
+                    raise ValueError(
+                        f"{field}={value!r} needs position_encoding='rotary' (got {self.position_encoding!r})."
+                    )
+            return
+        rotary_dim = int(self.head_dim * self.partial_rotary_factor)
+        if rotary_dim < 2 or rotary_dim % 2:
+            raise ValueError(
+                f"partial_rotary_factor={self.partial_rotary_factor} rotates int(head_dim={self.head_dim} × factor) = "
+                f"{rotary_dim} dimensions of each head; rotation needs an even number >= 2."
+            )
+        ROPE_SCALINGS[self.rope_type].check_options(self.rope_scaling_options, rotary_dim=rotary_dim)
+        layers = self.layer_count()
+        outside = [index for index in self.nope_layers if layers is None or index >= layers]
+        if outside:
+            raise ValueError(
+                f"nope_layers={self.nope_layers!r} names layers that do not exist (the model has {layers} layers)."
+            )
+        if self.local_rope_theta is not None and "sliding_attention" not in self.attention_types():
+            raise ValueError(
+                f"local_rope_theta={self.local_rope_theta} rotates the sliding-window layers, and none is one: set "
+                "sliding_window (and layer_types)."
+            )
+
+    def _validate_layer_knobs(self) -> None:
+        """Per-layer attention types: one per layer, and a window for the sliding ones."""
+        if self.layer_types is not None:
+            layers = self.layer_count()
+            if layers is None:
+                raise ValueError(
+                    f"layer_types={self.layer_types!r} is for the encoder and decoder families, whose layers form one "
+                    "stack; leave it None here."
+                )
+            if len(self.layer_types) != layers:
+                raise ValueError(
+                    f"layer_types has {len(self.layer_types)} entries for {layers} layers; give one per layer."
+                )
+            if "sliding_attention" in self.layer_types and self.sliding_window is None:
+                raise ValueError("layer_types has 'sliding_attention' layers but sliding_window is None: set it.")
+        if self.sliding_window is not None and self.layer_count() is None:
+            raise ValueError(
+                f"sliding_window={self.sliding_window} is for the encoder and decoder families; the encoder-decoder "
+                "family has no windowed layers."
+            )
+        if not self.first_attention_norm and self.norm_position != "pre":
+            raise ValueError(
+                f"first_attention_norm=False needs norm_position='pre' (got {self.norm_position!r}): it drops the "
+                "norm on the first layer's input, which only pre-norm layers have."
+            )
+        if not self.norm_bias and self.norm_type != "layernorm":
+            raise ValueError(f"norm_bias=False is for norm_type='layernorm'; {self.norm_type!r} has no bias.")
+
+    def _validate_attention_knobs(self) -> None:
+        if self.query_pre_attn_scalar is not None and self.attention_score != "scaled_dot":
+            raise ValueError(
+                f"query_pre_attn_scalar={self.query_pre_attn_scalar} sets the scale of the 'scaled_dot' score; "
+                f"attention_score={self.attention_score!r} has its own."
+            )
+
+    def layer_count(self) -> int | None:
+        """Layers of the one stack of an encoder or decoder (None for the encoder-decoder family's two stacks)."""
+        return getattr(self, "num_hidden_layers", None) if not self.is_encoder_decoder else None
+
+    def attention_types(self) -> list[str]:
+        """Each layer's attention type: `layer_types`, or the same for every layer (sliding when a window is set)."""
+        if self.layer_types is not None:
+            return list(self.layer_types)
+        kind = "sliding_attention" if self.sliding_window is not None else "full_attention"
+        return [kind] * (self.layer_count() or 0)
 
     def check_attention_implementation(self, implementation: str) -> None:
         """Raise ValueError when the attention score cannot run on the backend `implementation`: fused kernels such
         as SDPA compute q·k themselves, so a score that is not a dot product needs the eager backend ("paged|eager"
         is the name continuous batching gives it)."""
+        if self.attn_logit_softcapping is not None and implementation not in (
+            "eager",
+            "paged|eager",
+            "flex_attention",
+        ):
+            raise ValueError(
+                f"attn_logit_softcapping={self.attn_logit_softcapping} needs attn_implementation='eager' or "
+                f"'flex_attention' (got {implementation!r}): fused kernels such as SDPA cannot cap the scores."
+            )
         if implementation not in ("eager", "paged|eager") and not SCORES[self.attention_score].dot_product:
             raise ValueError(
                 f"attention_score={self.attention_score!r} needs attn_implementation='eager' (got "

@@ -82,10 +82,17 @@ def block_mask(parts: MaskParts, *, batch: int, device: torch.device) -> "BlockM
         return _create(mask_mod, parts, batch, ready.shape[1] if per_head else None, device)
     rows = batch if parts.key_padding is not None or parts.documents is not None else None
     conditions = []
+    # tensors, not ints: a compiled kernel takes them as inputs instead of being rebuilt for every cache length
+    past = torch.as_tensor(parts.past, device=device)
+    offset = torch.as_tensor(parts.key_offset, device=device)  # a sliding-window cache's first key position
     if parts.causal:
-        # a tensor, not an int: a compiled kernel takes it as an input instead of being rebuilt for every cache length
-        past = torch.as_tensor(parts.past, device=device)
-        conditions.append(lambda b, h, q, kv: kv <= q + past)
+        conditions.append(lambda b, h, q, kv: kv + offset <= q + past)
+    if parts.window_restricts():
+        window = parts.window
+        if parts.causal:
+            conditions.append(lambda b, h, q, kv: q + past - (kv + offset) < window)
+        else:
+            conditions.append(lambda b, h, q, kv: (q + past - (kv + offset)).abs() < window)
     if parts.key_padding is not None:
         keys = parts.key_padding.bool().expand(batch, -1)  # (B, S)
         conditions.append(lambda b, h, q, kv: keys[b, kv])
@@ -131,6 +138,16 @@ def dense_bias_score_mod(position_bias: Tensor, batch: int) -> Callable:
     return score_mod
 
 
+def softcap_score_mod(cap: float, then: Callable | None) -> Callable:
+    """A score_mod capping the scaled score at ±cap (c·tanh(s / c), Gemma 2) before `then` (a position bias)."""
+
+    def score_mod(score, b, h, q, kv):
+        capped = torch.tanh(score / cap) * cap
+        return capped if then is None else then(capped, b, h, q, kv)
+
+    return score_mod
+
+
 def flex_attention_forward(
     module: nn.Module,
     query: Tensor,
@@ -167,6 +184,9 @@ def flex_attention_forward(
     score_mod = position_bias
     if isinstance(position_bias, Tensor):
         score_mod = dense_bias_score_mod(position_bias.to(query.dtype), query.shape[0])
+    softcap = getattr(module, "softcap", None)
+    if softcap is not None:
+        score_mod = softcap_score_mod(softcap, score_mod)
     output = _kernel(query)(
         query,
         key,

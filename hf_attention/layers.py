@@ -4,7 +4,9 @@ Notation: B batch, T target length, S source length, E model dim, F feed-forward
 
 A layer is attention and a feed-forward network, each wrapped in a residual connection with a norm. "post" puts the
 norm after the residual add, LayerNorm(x + Sublayer(x)) (Add & Norm, Vaswani 2017 §5.4); "pre" puts it before the
-sublayer, x + Sublayer(Norm(x)) (GPT-2, Llama), which trains deep stacks without warm-up tricks (Xiong et al. 2020).
+sublayer, x + Sublayer(Norm(x)) (GPT-2, Llama), which trains deep stacks without warm-up tricks (Xiong et al. 2020);
+"sandwich" adds a second norm on the sublayer's output, x + Norm'(Sublayer(Norm(x))) (Gemma 2/3); "output" keeps only
+that one, x + Norm(Sublayer(x)) (OLMo 2): the residual stream itself is never normalised, only what joins it.
 Layers receive their submodules ready-made; they never see a config. Norms and activations are named in the tables
 of norms.py and activations.py.
 """
@@ -123,11 +125,12 @@ class HeadTransform(nn.Module):
         hidden_size: E.
         activation: Name in `transformers.activations.ACT2FN`.
         norm: The norm applied last.
+        bias: A bias on the dense layer (ModernBERT's has none).
     """
 
-    def __init__(self, *, hidden_size: int, activation: str, norm: nn.Module):
+    def __init__(self, *, hidden_size: int, activation: str, norm: nn.Module, bias: bool = True):
         super().__init__()
-        self.dense = nn.Linear(hidden_size, hidden_size)
+        self.dense = nn.Linear(hidden_size, hidden_size, bias=bias)
         self.act = activation_function(activation)
         self.norm = norm
 
@@ -142,10 +145,11 @@ class EncoderLayer(GradientCheckpointingLayer):
     Args:
         self_attn: The self-attention module.
         mlp: The feed-forward module.
-        self_attn_norm: Norm of the attention block.
+        self_attn_norm: Norm of the attention block (nn.Identity where the input is normalised already).
         mlp_norm: Norm of the feed-forward block.
-        norm_position: "post" (Add & Norm) or "pre".
+        norm_position: "post" (Add & Norm), "pre", "sandwich" or "output" (see the module docstring).
         dropout: Residual dropout on each sublayer output.
+        self_attn_output_norm, mlp_output_norm: The norms on the sublayers' outputs of "sandwich" (None otherwise).
     """
 
     def __init__(
@@ -157,13 +161,18 @@ class EncoderLayer(GradientCheckpointingLayer):
         mlp_norm: nn.Module,
         norm_position: str,
         dropout: float = 0.0,
+        self_attn_output_norm: nn.Module | None = None,
+        mlp_output_norm: nn.Module | None = None,
     ):
         super().__init__()
         self.self_attn = self_attn
         self.self_attn_norm = self_attn_norm
+        self.self_attn_output_norm = self_attn_output_norm
         self.mlp = mlp
         self.mlp_norm = mlp_norm
-        self.pre_norm = norm_position == "pre"
+        self.mlp_output_norm = mlp_output_norm
+        self.norm_position = norm_position
+        self.norm_input = norm_position in ("pre", "sandwich")  # the sublayer reads Norm(x)
         self.dropout = nn.Dropout(dropout)
 
     def forward(
@@ -183,19 +192,28 @@ class EncoderLayer(GradientCheckpointingLayer):
         self, hidden_states: Tensor, position_bias: Tensor | None = None, **kwargs
     ) -> tuple[Tensor, Tensor | None]:
         """The self-attention block of encoder and decoder layers: x + dropout(attn(norm(x))) with pre-norm,
-        norm(x + dropout(attn(x))) with post-norm. Returns the new states and the attention weights (or None)."""
-        if self.pre_norm:
-            output, weights = self.self_attn(self.self_attn_norm(hidden_states), position_bias=position_bias, **kwargs)
-            return hidden_states + maybe_dropout(self.dropout, output), weights
-        output, weights = self.self_attn(hidden_states, position_bias=position_bias, **kwargs)
-        return self.self_attn_norm(hidden_states + maybe_dropout(self.dropout, output)), weights
+        norm(x + dropout(attn(x))) with post-norm (`add_residual` for the others). Returns the new states and the
+        attention weights (or None)."""
+        inputs = self.self_attn_norm(hidden_states) if self.norm_input else hidden_states
+        output, weights = self.self_attn(inputs, position_bias=position_bias, **kwargs)
+        return self.add_residual(hidden_states, output, self.self_attn_norm, self.self_attn_output_norm), weights
 
     def feed_forward(self, hidden_states: Tensor) -> Tensor:
         """The feed-forward block: x + dropout(mlp(norm(x))) with pre-norm, norm(x + dropout(mlp(x))) with
-        post-norm."""
-        if self.pre_norm:
-            return hidden_states + maybe_dropout(self.dropout, self.mlp(self.mlp_norm(hidden_states)))
-        return self.mlp_norm(hidden_states + maybe_dropout(self.dropout, self.mlp(hidden_states)))
+        post-norm (`add_residual` for the others)."""
+        inputs = self.mlp_norm(hidden_states) if self.norm_input else hidden_states
+        return self.add_residual(hidden_states, self.mlp(inputs), self.mlp_norm, self.mlp_output_norm)
+
+    def add_residual(self, residual: Tensor, output: Tensor, norm: nn.Module, output_norm: nn.Module | None) -> Tensor:
+        """A sublayer's output joins the residual stream: norm(x + dropout(out)) with post-norm; x + dropout(out)
+        with pre-norm; the output normalised first with "sandwich" (its second norm) and "output" (its only one)."""
+        if self.norm_position == "post":
+            return norm(residual + maybe_dropout(self.dropout, output))
+        if output_norm is not None:
+            output = output_norm(output)
+        elif self.norm_position == "output":
+            output = norm(output)
+        return residual + maybe_dropout(self.dropout, output)
 
 
 class DecoderLayer(EncoderLayer):
@@ -208,11 +226,17 @@ class DecoderLayer(EncoderLayer):
     """
 
     def __init__(
-        self, *, cross_attn: MultiHeadAttention | None = None, cross_attn_norm: nn.Module | None = None, **kwargs
+        self,
+        *,
+        cross_attn: MultiHeadAttention | None = None,
+        cross_attn_norm: nn.Module | None = None,
+        cross_attn_output_norm: nn.Module | None = None,
+        **kwargs,
     ):
         super().__init__(**kwargs)
         self.cross_attn = cross_attn
         self.cross_attn_norm = cross_attn_norm
+        self.cross_attn_output_norm = cross_attn_output_norm
 
     def forward(
         self,
@@ -247,12 +271,8 @@ class DecoderLayer(EncoderLayer):
     def attend_to_encoder(
         self, hidden_states: Tensor, encoder_hidden_states: Tensor, **kwargs
     ) -> tuple[Tensor, Tensor | None]:
-        """The cross-attention block, pre- or post-norm as `attend_to_self`: queries from the decoder, keys and values
-        from the encoder output (`attention_mask` is the mask over it)."""
-        if self.pre_norm:
-            output, weights = self.cross_attn(
-                self.cross_attn_norm(hidden_states), key_value_states=encoder_hidden_states, **kwargs
-            )
-            return hidden_states + maybe_dropout(self.dropout, output), weights
-        output, weights = self.cross_attn(hidden_states, key_value_states=encoder_hidden_states, **kwargs)
-        return self.cross_attn_norm(hidden_states + maybe_dropout(self.dropout, output)), weights
+        """The cross-attention block, with its norms placed as in `attend_to_self`: queries from the decoder, keys
+        and values from the encoder output (`attention_mask` is the mask over it)."""
+        inputs = self.cross_attn_norm(hidden_states) if self.norm_input else hidden_states
+        output, weights = self.cross_attn(inputs, key_value_states=encoder_hidden_states, **kwargs)
+        return self.add_residual(hidden_states, output, self.cross_attn_norm, self.cross_attn_output_norm), weights

@@ -111,6 +111,11 @@ def _check_label_shape(labels: Tensor, rows_shape: torch.Size) -> None:
         )
 
 
+def soft_cap(logits: Tensor, cap: float | None) -> Tensor:
+    """c·tanh(logits / c): logits squashed smoothly into (−c, c) (Gemma 2/3's final cap); unchanged for None."""
+    return logits if cap is None else torch.tanh(logits / cap) * cap
+
+
 def token_cross_entropy(
     logits: Tensor, labels: Tensor, num_items_in_batch: Tensor | int | None = None, label_smoothing: float = 0.0
 ) -> Tensor:
@@ -377,9 +382,11 @@ def linear_cross_entropy(
     num_items_in_batch: Tensor | int | None = None,
     label_smoothing: float = 0.0,
     unlikelihood_weight: float = 0.0,
+    softcap: float | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Logits `projection(hidden)` (…, V) and their token cross-entropy against `labels` (…), as `token_cross_entropy`
-    (with the same `label_smoothing`), plus `unlikelihood_weight` × `repeat_unlikelihood` when that is not 0.
+    (with the same `label_smoothing`), plus `unlikelihood_weight` × `repeat_unlikelihood` when that is not 0. With
+    `softcap` c the logits are c·tanh(logits / c) (Gemma's final cap), computed unfused.
 
     While training (a gradient is needed) the projection and the loss run fused, chunk by chunk (see the module
     docstring); under `torch.compile`, without gradients, or when something intercepts the projection (hooks,
@@ -387,8 +394,8 @@ def linear_cross_entropy(
     """
     _check_label_shape(labels, hidden.shape[:-1])  # the fused path reads labels by flat row: a mismatch is silent
     needs_grad = torch.is_grad_enabled() and (hidden.requires_grad or projection.weight.requires_grad)
-    if not needs_grad or torch.compiler.is_compiling() or not plain_linear(projection):
-        logits = projection(hidden)
+    if not needs_grad or torch.compiler.is_compiling() or not plain_linear(projection) or softcap is not None:
+        logits = soft_cap(projection(hidden), softcap)
         loss = token_cross_entropy(logits, labels, num_items_in_batch, label_smoothing)
         if unlikelihood_weight:
             loss = loss + unlikelihood_weight * repeat_unlikelihood(logits, labels, num_items_in_batch)
@@ -444,6 +451,7 @@ class VocabularyLoss:
             self.config.label_smoothing,
             # A config saved before the option existed has no such field.
             getattr(self.config, "unlikelihood_weight", 0.0) if generative else 0.0,
+            getattr(self.config, "final_logit_softcapping", None),
         )
 
     def _lm_head_input(self, hidden: Tensor) -> Tensor:

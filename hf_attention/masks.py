@@ -46,6 +46,38 @@ def causal_mask(query_length: int, key_length: int, past_length: int | Tensor, d
     return (key_positions[None, :] <= query_positions[:, None])[None, None]
 
 
+def window_mask(
+    query_length: int,
+    key_length: int,
+    past_length: int | Tensor,
+    window: int,
+    device: torch.device,
+    *,
+    causal: bool,
+    key_offset: int | Tensor = 0,
+) -> Tensor:
+    """Sliding-window (local) attention (Beltagy et al. 2020; Mistral): query i, at absolute position past + i, sees
+    only keys less than `window` positions away; causal, the `window` most recent tokens, itself included.
+
+    Args:
+        query_length, key_length, past_length, device: As `causal_mask`.
+        window: W.
+        causal: Also hide the keys after the query.
+        key_offset: Absolute position of the first key: a sliding-window cache keeps only the last W − 1 tokens, so
+            its key j sits at key_offset + j.
+
+    Returns:
+        (1, 1, Q, K) bool.
+    """
+    query_positions = torch.arange(query_length, device=device) + past_length
+    key_positions = torch.arange(key_length, device=device) + key_offset
+    distance = query_positions[:, None] - key_positions[None, :]  # (Q, K), > 0 for keys in the past
+    allowed = distance < window if causal else distance.abs() < window
+    if causal:
+        allowed = allowed & (distance >= 0)
+    return allowed[None, None]
+
+
 def packed_documents(position_ids: Tensor) -> Tensor:
     """Which document each token belongs to when several texts are packed into one row without padding.
 
@@ -113,6 +145,8 @@ class MaskParts(NamedTuple):
         key_padding: (B, S) 0/1 or bool, 1 = a real key; None when no key is padding.
         documents: (B, T) document index of each token of packed rows (T = S), or None.
         ready: A (B|1, 1|H, T, S) boolean mask given by the caller (causality included), used as it is.
+        window: Sliding-window width W (keys less than W positions away), or None.
+        key_offset: Absolute position of the first key (a sliding-window cache's kept tail), 0 otherwise.
     """
 
     query_length: int
@@ -122,11 +156,27 @@ class MaskParts(NamedTuple):
     key_padding: Tensor | None = None
     documents: Tensor | None = None
     ready: Tensor | None = None
+    window: int | None = None
+    key_offset: int = 0
+
+    def window_restricts(self) -> bool:
+        """Whether the window hides a key that the rest would show: some query lies W or more positions from the
+        first key (the last query, causal; any pair, bidirectional)."""
+        if self.window is None:
+            return False
+        if not isinstance(self.past, int):
+            return True
+        span = self.past + self.query_length - 1 - self.key_offset
+        if not self.causal:
+            span = max(span, self.key_length - 1 + self.key_offset - self.past)
+        return span >= self.window
 
     def restricts_only_causally(self) -> bool:
         """True when nothing but causality (if any) limits the keys, with no cache offset that a kernel's own causal
         flag would misplace: one query over the whole past, or as many queries as keys."""
         if self.ready is not None or self.key_padding is not None or self.documents is not None:
+            return False
+        if self.window_restricts():
             return False
         plain = isinstance(self.past, int) and self.key_length == self.past + self.query_length
         return plain and (self.query_length == self.key_length or self.query_length == 1)
@@ -141,6 +191,17 @@ class MaskParts(NamedTuple):
         keys = None if self.key_padding is None else padding_mask(self.key_padding)
         if self.documents is not None:
             keys = combine(keys, same_document_mask(self.documents))
+        if self.window_restricts():
+            window = window_mask(
+                self.query_length,
+                self.key_length,
+                self.past,
+                self.window,
+                device,
+                causal=self.causal,
+                key_offset=self.key_offset,
+            )
+            return combine(window, keys)
         if not self.causal:
             return keys
         return combine(causal_mask(self.query_length, self.key_length, self.past, device), keys)

@@ -84,9 +84,35 @@ class RMSNorm(nn.Module):
         return _rms_norm(x, self.weight, self.eps)
 
 
-NORMS = {"layernorm": nn.LayerNorm, "rmsnorm": RMSNorm}
+class OffsetRMSNorm(nn.Module):
+    """RMSNorm whose gain is 1 + w, w starting at 0 (Gemma): x / sqrt(mean(x²) + ε) · (1 + w).
+
+    Weight decay then pulls the gain towards 1, not 0. Everything runs in float32 and is cast back at the end, as
+    Gemma does.
+
+    Args:
+        dim: E.
+        eps: ε.
+    """
+
+    initial_gain = 0.0  # `_init_weights` starts the weight here: a gain of 1
+
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(…, E) → (…, E)."""
+        normed = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
+        return (normed * (1.0 + self.weight.float())).type_as(x)
 
 
-def make_norm(norm_type: str, dim: int, eps: float) -> nn.Module:
-    """A norm by name ("layernorm" or "rmsnorm")."""
+NORMS = {"layernorm": nn.LayerNorm, "rmsnorm": RMSNorm, "offset_rmsnorm": OffsetRMSNorm}
+
+
+def make_norm(norm_type: str, dim: int, eps: float, *, bias: bool = True) -> nn.Module:
+    """A norm by name (`NORMS`); `bias` applies to LayerNorm, the only one with a bias (ModernBERT's have none)."""
+    if norm_type == "layernorm":
+        return nn.LayerNorm(dim, eps=eps, bias=bias)
     return NORMS[norm_type](dim, eps=eps)

@@ -218,57 +218,316 @@ class LearnedPositionalEmbedding(AbsolutePositionalEncoding):
         return nn.functional.embedding(position_ids + self.offset, self.weight)
 
 
+class RopeScaling:
+    """How rotary frequencies stretch to contexts longer than training's: a `rope_type` and the options it reads.
+
+    `frequencies` gives the inverse frequencies θ_i of the rotated dimensions (float32) and the factor on cos and sin
+    ("attention factor": q·k then grows by its square). Each subclass writes one published recipe, in transformers'
+    order of float32 operations, so that a converted model rotates by the same bits. A scaling whose frequencies
+    depend on how long the input is (`length_dependent`) gets that length at every call.
+
+    Options are named as transformers names them in `rope_parameters`, so a converted config reads like its source.
+    """
+
+    required: tuple[str, ...] = ()
+    optional: tuple[str, ...] = ()
+    length_dependent = False
+
+    @classmethod
+    def check_options(cls, options: dict, *, rotary_dim: int) -> None:
+        """Raise ValueError naming the option when `options` does not fit this scaling."""
+        name = next(key for key, value in ROPE_SCALINGS.items() if value is cls)
+        allowed = (*cls.required, *cls.optional)
+        unknown = [key for key in options if key not in allowed]
+        if unknown:
+            listed = ", ".join(allowed) if allowed else "none"
+            raise ValueError(
+                f"rope_scaling_options has {', '.join(map(repr, unknown))}, which rope_type={name!r} does not read "
+                f"(it reads: {listed})."
+            )
+        missing = [key for key in cls.required if options.get(key) is None]
+        if missing:
+            raise ValueError(f"rope_type={name!r} needs rope_scaling_options {', '.join(map(repr, missing))}.")
+        for key, value in options.items():
+            if key in ("short_factor", "long_factor"):
+                if not isinstance(value, (list, tuple)) or len(value) != rotary_dim // 2:
+                    raise ValueError(
+                        f"rope_scaling_options[{key!r}] must be a list of {rotary_dim // 2} numbers (one per rotated "
+                        f"pair of dimensions), got {value!r}."
+                    )
+            elif key == "truncate":
+                if not isinstance(value, bool):
+                    raise ValueError(f"rope_scaling_options['truncate']={value!r} must be true or false.")
+            elif value is not None and (
+                not isinstance(value, (int, float))
+                or isinstance(value, bool)
+                or not math.isfinite(value)
+                or value <= 0
+            ):
+                raise ValueError(f"rope_scaling_options[{key!r}]={value!r} must be a number > 0.")
+
+    @staticmethod
+    def base_frequencies(base, dim: int, device) -> Tensor:
+        """θ_i = 1 / base^(2i/D) of the plain RoPE, float32 (D the rotated dims)."""
+        return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64, device=device).float() / dim))
+
+    @classmethod
+    def frequencies(cls, *, base: float, dim: int, options: dict, max_positions: int, device, length=None):
+        return cls.base_frequencies(base, dim, device), 1.0
+
+
+class LinearScaling(RopeScaling):
+    """Position interpolation (Chen et al. 2023): every frequency divided by `factor`, so positions up to
+    factor × the training length turn no further than the training length did."""
+
+    required = ("factor",)
+
+    @classmethod
+    def frequencies(cls, *, base, dim, options, max_positions, device, length=None):
+        return cls.base_frequencies(base, dim, device) / options["factor"], 1.0
+
+
+class DynamicScaling(RopeScaling):
+    """NTK-aware scaling computed for the input's length L (bloc97, emozilla 2023): once L exceeds
+    max_position_embeddings M, the base grows to base·(factor·L/M − (factor − 1))^(D/(D−2)), which stretches the
+    slow dimensions most and leaves the fast ones nearly as trained. `RotaryEmbedding` recomputes it as inputs grow."""
+
+    required = ("factor",)
+    length_dependent = True
+
+    @classmethod
+    def frequencies(cls, *, base, dim, options, max_positions, device, length=None):
+        factor = options["factor"]
+        if length is None:
+            length = max_positions
+        else:  # a 0-d tensor, as transformers computes it (the same float32 rounding)
+            length = torch.maximum(length, torch.tensor(max_positions, dtype=length.dtype, device=length.device))
+        base = base * ((factor * length / max_positions) - (factor - 1)) ** (dim / (dim - 2))
+        return cls.base_frequencies(base, dim, device), 1.0
+
+
+def _original_length(options: dict, max_positions: int) -> int:
+    return options.get("original_max_position_embeddings") or max_positions
+
+
+class YarnScaling(RopeScaling):
+    """YaRN (Peng et al. 2023): dimensions that turn many times within the original length keep their frequency,
+    those that turn less than once are interpolated by `factor`, a linear ramp between; cos and sin grow by
+    0.1·ln(factor) + 1 to keep the attention's entropy."""
+
+    required = ("original_max_position_embeddings",)
+    optional = ("factor", "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate")
+
+    @staticmethod
+    def _mscale(scale: float, mscale: float = 1) -> float:
+        return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+    @classmethod
+    def frequencies(cls, *, base, dim, options, max_positions, device, length=None):
+        original = _original_length(options, max_positions)
+        factor = options.get("factor") or max_positions / original
+        attention_factor = options.get("attention_factor")
+        mscale, mscale_all_dim = options.get("mscale"), options.get("mscale_all_dim")
+        if attention_factor is None:
+            if mscale and mscale_all_dim:
+                attention_factor = float(cls._mscale(factor, mscale) / cls._mscale(factor, mscale_all_dim))
+            else:
+                attention_factor = cls._mscale(factor)
+        beta_fast, beta_slow = options.get("beta_fast") or 32, options.get("beta_slow") or 1
+
+        def dimension_turning(turns: float) -> float:  # the dimension that turns `turns` times in `original`
+            return (dim * math.log(original / (turns * 2 * math.pi))) / (2 * math.log(base))
+
+        low, high = dimension_turning(beta_fast), dimension_turning(beta_slow)
+        if options.get("truncate", True):
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, dim - 1)
+        if low == high:
+            high += 0.001  # no zero-width ramp
+        ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low), 0, 1).to(device)
+        extrapolated = cls.base_frequencies(base, dim, device)
+        interpolated = 1.0 / (factor * (base ** (torch.arange(0, dim, 2).to(device=device, dtype=torch.float) / dim)))
+        keep = 1 - ramp  # 1 for the fast dimensions, which keep their frequency
+        return interpolated * (1 - keep) + extrapolated * keep, attention_factor
+
+
+class Llama3Scaling(RopeScaling):
+    """Llama 3.1's scaling: wavelengths shorter than original/high_freq_factor stay, longer than
+    original/low_freq_factor are divided by `factor`, and those between blend the two smoothly."""
+
+    required = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+
+    @classmethod
+    def frequencies(cls, *, base, dim, options, max_positions, device, length=None):
+        inverse = cls.base_frequencies(base, dim, device)
+        factor, low, high = options["factor"], options["low_freq_factor"], options["high_freq_factor"]
+        original = options["original_max_position_embeddings"]
+        low_wavelength, high_wavelength = original / low, original / high
+        wavelength = 2 * math.pi / inverse
+        scaled = torch.where(wavelength > low_wavelength, inverse / factor, inverse)
+        smooth = (original / wavelength - low) / (high - low)
+        blended = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wavelength < high_wavelength) * ~(wavelength > low_wavelength)
+        return torch.where(medium, blended, scaled), 1.0
+
+
+class LongRopeScaling(RopeScaling):
+    """LongRoPE (Ding et al. 2024; Phi-3): one searched factor per frequency, `short_factor` while the input fits
+    the original length and `long_factor` beyond it; cos and sin grow by sqrt(1 + ln s / ln original) with
+    s = max_position_embeddings / original."""
+
+    required = ("short_factor", "long_factor", "original_max_position_embeddings")
+    optional = ("factor", "attention_factor")
+    length_dependent = True
+
+    @classmethod
+    def frequencies(cls, *, base, dim, options, max_positions, device, length=None):
+        original = options["original_max_position_embeddings"]
+        factor = options.get("factor") or max_positions / original
+        attention_factor = options.get("attention_factor")
+        if attention_factor is None:
+            attention_factor = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
+        shape = torch.arange(0, dim, 2, dtype=torch.int64, device=device).float() / dim
+        short = 1.0 / (torch.tensor(options["short_factor"], dtype=torch.float32, device=device) * base**shape)
+        if length is None:
+            return short, attention_factor
+        long = 1.0 / (torch.tensor(options["long_factor"], dtype=torch.float32, device=device) * base**shape)
+        # one choice for the whole batch and call, by its longest position (no host read)
+        return torch.where(length > original, long, short), attention_factor
+
+
+# rope_type → scaling; the config accepts these names (the first is its default).
+ROPE_SCALINGS: dict[str, type[RopeScaling]] = {
+    "default": RopeScaling,
+    "linear": LinearScaling,
+    "dynamic": DynamicScaling,
+    "yarn": YarnScaling,
+    "llama3": Llama3Scaling,
+    "longrope": LongRopeScaling,
+}
+
+
 class RotaryEmbedding(PositionalEncoding):
-    """Rotary position embedding (Su et al. 2021, RoFormer): rotate each (x_i, x_{i+D/2}) pair by angle p·θ_i.
+    """Rotary position embedding (Su et al. 2021, RoFormer): rotate each (x_i, x_{i+R/2}) pair by angle p·θ_i.
 
     After rotation q·k depends only on the distance between the two positions. Uses the "rotate half" pairing of
-    GPT-NeoX / Llama.
+    GPT-NeoX / Llama. The first R = int(D · partial_rotary_factor) dimensions of each head rotate, the rest pass
+    through; `rope_type` stretches the frequencies for long contexts (`ROPE_SCALINGS`).
 
     Args:
-        head_dim: D (even).
-        base: θ_i = base^(-2i/D).
+        head_dim: D.
+        base: θ_i = base^(-2i/R).
+        rope_type: A name of `ROPE_SCALINGS`.
+        options: That scaling's options.
+        partial_rotary_factor: R / D.
+        max_position_embeddings: The training length the scalings refer to.
     """
 
     kind = "rotary"
     paired_width = "head_dim"  # rotates (x_i, x_{i+D/2}) pairs
 
-    def __init__(self, *, head_dim: int, base: float = 10000.0):
+    def __init__(
+        self,
+        *,
+        head_dim: int,
+        base: float = 10000.0,
+        rope_type: str = "default",
+        options: dict | None = None,
+        partial_rotary_factor: float = 1.0,
+        max_position_embeddings: int = 2048,
+    ):
         super().__init__()
         self.head_dim = head_dim
+        self.rotary_dim = int(head_dim * partial_rotary_factor)
         self.base = base
+        self.rope_type = rope_type
+        self.scaling = ROPE_SCALINGS[rope_type]
+        self.options = dict(options or {})
+        self.max_position_embeddings = max_position_embeddings
         # θ per device, computed on first use: a float32 table that neither a dtype cast of the model nor the
         # checkpoint may touch (so no buffer), and that a decoding step should not rebuild.
         self._inverse_frequencies: dict[torch.device, Tensor] = {}
+        self.attention_factor = self._frequencies(torch.device("cpu"))[1]
+        # The dynamic scaling's state, as transformers keeps it: the longest input seen so far (frequencies computed
+        # for it), back to the trained ones when a short input follows.
+        self._dynamic_length = max_position_embeddings
+
+    def _frequencies(self, device, length=None) -> tuple[Tensor, float]:
+        return self.scaling.frequencies(
+            base=self.base,
+            dim=self.rotary_dim,
+            options=self.options,
+            max_positions=self.max_position_embeddings,
+            device=device,
+            length=length,
+        )
 
     def inverse_frequencies(self, device: torch.device) -> Tensor:
-        """θ_i = base^(-2i/D) for i < D/2, float32, on `device`."""
+        """θ_i for i < R/2, float32, on `device` (of the trained length, for a length-dependent scaling)."""
         table = None if torch.compiler.is_compiling() else self._inverse_frequencies.get(device)
         if table is None:
-            exponents = torch.arange(0, self.head_dim, 2, dtype=torch.int64, device=device).float() / self.head_dim
-            table = 1.0 / (self.base**exponents)  # (D/2,)
+            table = self._frequencies(device)[0]  # (R/2,)
             if not (torch.compiler.is_compiling() or table.is_meta):
                 self._inverse_frequencies[device] = table
         return table
 
+    def _frequencies_for(self, position_ids: Tensor) -> Tensor:
+        """The frequencies of a call with these positions: a length-dependent scaling reads the longest one."""
+        if not self.scaling.length_dependent:
+            return self.inverse_frequencies(position_ids.device)
+        length = position_ids.max() + 1
+        if self.scaling is LongRopeScaling:
+            return self._frequencies(position_ids.device, length)[0]
+        # dynamic: recomputed when the input outgrows what was seen; the trained table again for a short input
+        if length > self._dynamic_length:
+            self._inverse_frequencies[position_ids.device] = self._frequencies(position_ids.device, length)[0]
+            self._dynamic_length = int(length)
+        elif length < self.max_position_embeddings < self._dynamic_length:
+            self._inverse_frequencies.pop(position_ids.device, None)
+            self._dynamic_length = self.max_position_embeddings
+        return self.inverse_frequencies(position_ids.device)
+
     @classmethod
     def from_config(cls, config, *, bidirectional: bool) -> "RotaryEmbedding":
-        return cls(head_dim=config.head_dim, base=config.rope_theta)
+        return cls(
+            head_dim=config.head_dim,
+            base=config.rope_theta,
+            rope_type=config.rope_type,
+            options=config.rope_scaling_options,
+            partial_rotary_factor=config.partial_rotary_factor,
+            max_position_embeddings=config.max_position_embeddings,
+        )
+
+    @classmethod
+    def local_from_config(cls, config) -> "RotaryEmbedding | None":
+        """The plain rotation of the sliding-window layers when they have a base of their own (`local_rope_theta`)."""
+        if config.local_rope_theta is None:
+            return None
+        return cls(
+            head_dim=config.head_dim,
+            base=config.local_rope_theta,
+            partial_rotary_factor=config.partial_rotary_factor,
+            max_position_embeddings=config.max_position_embeddings,
+        )
 
     def forward(self, position_ids: Tensor, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
-        """(B, T) positions → (cos, sin), each (B, T, D), computed in float32 then cast to `dtype`."""
+        """(B, T) positions → (cos, sin), each (B, T, R), computed in float32 then cast to `dtype`."""
         device = position_ids.device
-        inverse_frequencies = self.inverse_frequencies(device)
+        inverse_frequencies = self._frequencies_for(position_ids)
         # float32 angles even under autocast (entered only then: a context per call is a measurable share of a
         # one-token decoding step)
         autocast = torch.is_autocast_enabled(device.type)
         with torch.autocast(device_type=device.type, enabled=False) if autocast else contextlib.nullcontext():
-            angles = position_ids.float()[..., None] * inverse_frequencies  # (B, T, D/2)
-            angles = torch.cat((angles, angles), dim=-1)  # (B, T, D)
-            return angles.cos().to(dtype), angles.sin().to(dtype)
+            angles = position_ids.float()[..., None] * inverse_frequencies  # (B, T, R/2)
+            angles = torch.cat((angles, angles), dim=-1)  # (B, T, R)
+            cos, sin = angles.cos(), angles.sin()
+            if self.attention_factor != 1.0:  # YaRN, LongRoPE: q·k grows by its square
+                cos, sin = cos * self.attention_factor, sin * self.attention_factor
+            return cos.to(dtype), sin.to(dtype)
 
     def rotary_tables(self, position_ids: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
         cos, sin = self(position_ids, dtype)
-        return cos[:, None], sin[:, None]  # (B, 1, T, D): broadcast over heads, shared by every layer
+        return cos[:, None], sin[:, None]  # (B, 1, T, R): broadcast over heads, shared by every layer
 
 
 def rotate_half(x: Tensor) -> Tensor:
@@ -278,11 +537,15 @@ def rotate_half(x: Tensor) -> Tensor:
 
 
 def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotate (B, H, T, D) queries or keys by the (B, T, D) tables (or (B, 1, T, D), already broadcast over heads,
-    as the model passes them): x·cos + rotate_half(x)·sin."""
+    """Rotate (B, H, T, D) queries or keys by the (B, T, R) tables (or (B, 1, T, R), already broadcast over heads,
+    as the model passes them): x·cos + rotate_half(x)·sin on the first R dimensions, the rest unchanged."""
     if cos.dim() == x.dim() - 1:
-        cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, D)
-    return x * cos + rotate_half(x) * sin
+        cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, R)
+    rotary_dim = cos.shape[-1]
+    if rotary_dim == x.shape[-1]:
+        return x * cos + rotate_half(x) * sin
+    rotated, passed = x[..., :rotary_dim], x[..., rotary_dim:]  # partial rotation (GPT-NeoX, Phi)
+    return torch.cat((rotated * cos + rotate_half(rotated) * sin, passed), dim=-1)
 
 
 def _rotate_query_and_key(query: Tensor, key: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:

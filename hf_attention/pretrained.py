@@ -20,7 +20,7 @@ from .configuration_hf_attention import HFAttentionConfigBase
 from .decoding import DecodingState
 from .layers import HeadTransform
 from .linear_products import BlockedLinear, blockable
-from .losses import VocabularyLoss
+from .losses import VocabularyLoss, soft_cap
 from .norms import NORMS
 from .positional import PositionalEncoding
 from .scores import ScoreModule
@@ -105,7 +105,7 @@ class TransformerPreTrainedModel(VocabularyLoss, HFAttentionPreTrainedModel):
 
     def _init_weights(self, module: nn.Module) -> None:
         if isinstance(module, tuple(NORMS.values())):  # every registered norm starts as the identity scale
-            init.ones_(module.weight)
+            init.constant_(module.weight, getattr(module, "initial_gain", 1.0))
             if getattr(module, "bias", None) is not None:
                 init.zeros_(module.bias)
         elif isinstance(module, PositionalEncoding):  # the schemes declare their own start
@@ -137,6 +137,7 @@ class TransformerPreTrainedModel(VocabularyLoss, HFAttentionPreTrainedModel):
                 hidden_size=config.hidden_size,
                 activation=activation,
                 norm=build_norm(config),
+                bias=getattr(config, "lm_head_transform_bias", True),
             )
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=config.lm_head_bias)
         self._blocked_lm_head: DecodingState[BlockedLinear] = DecodingState()  # see block_vocabulary_projection
@@ -154,8 +155,9 @@ class TransformerPreTrainedModel(VocabularyLoss, HFAttentionPreTrainedModel):
         self._freeze_lm_head_bias()
 
     def vocabulary_logits(self, hidden: Tensor) -> Tensor:
-        """Last hidden states (B, T, E) → logits (B, T, V) through the configured output head."""
-        return self.vocabulary_projection(self._lm_head_input(hidden))
+        """Last hidden states (B, T, E) → logits (B, T, V) through the configured output head (and cap)."""
+        logits = self.vocabulary_projection(self._lm_head_input(hidden))
+        return soft_cap(logits, getattr(self.config, "final_logit_softcapping", None))
 
     def vocabulary_projection(self, hidden: Tensor) -> Tensor:
         """`lm_head(hidden)`; while `block_vocabulary_projection` is on, a product of 4 to 11 rows is computed in

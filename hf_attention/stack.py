@@ -10,6 +10,7 @@ inputs are checked first (input_checks.py); its modules come from the builders (
 """
 
 import math
+from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -23,6 +24,7 @@ from .configuration_hf_attention import HFAttentionConfigBase
 from .flex import block_mask
 from .input_checks import StackInputChecks, embed_token_ids
 from .masks import MaskParts, fit_to_length, has_padding, packed_documents, to_additive
+from .positional import RotaryEmbedding
 
 
 class TransformerStack(StackInputChecks, nn.Module):
@@ -57,6 +59,11 @@ class TransformerStack(StackInputChecks, nn.Module):
             nn.Embedding(config.type_vocab_size, config.hidden_size) if config.type_vocab_size else None
         )
         self.position = build_positional(config, bidirectional=not is_decoder)
+        # Gemma 3, ModernBERT: the sliding-window layers rotate with a base of their own
+        self.local_position = (
+            RotaryEmbedding.local_from_config(config) if config.position_encoding == "rotary" else None
+        )
+        self.layer_plan = _layer_plan(config, num_layers)
         self.embedding_norm = build_norm(config) if config.embedding_norm else None
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.layers = nn.ModuleList(
@@ -115,7 +122,7 @@ class TransformerStack(StackInputChecks, nn.Module):
             paged=paged,
         )
         ready_mask, padding = _split_mask(attention_mask)
-        past, key_length = _cache_lengths(cache, length, ready_mask, paged)
+        past, key_length = _cache_lengths(cache, length, ready_mask, paged, self.layer_plan.first_full)
         checking = not torch.compiler.is_compiling()
         self.check_shapes(
             position_ids, padding, ready_mask, batch=batch, length=length, past=past, key_length=key_length
@@ -133,6 +140,10 @@ class TransformerStack(StackInputChecks, nn.Module):
         layer_inputs = self._layer_inputs(
             parts, rotary, cache, backend, hidden, encoder_attention_mask, encoder_hidden_states, output_attentions
         )
+        if not self.layer_plan.uniform:  # per-layer masks and rotations (windows, local bases, NoPE layers)
+            layer_inputs["per_layer"] = self._per_layer_inputs(
+                layer_inputs, parts, rotary, position_ids, padding, cache, paged, backend, hidden
+            )
         # Tensors that may carry gradients go to the layers positionally (see EncoderLayer.forward), the rest by name.
         layer_args = (bias, encoder_hidden_states) if self.is_decoder else (bias,)
         return self._run_layers(
@@ -170,6 +181,55 @@ class TransformerStack(StackInputChecks, nn.Module):
                 encoder_attention_mask, encoder_hidden_states, length, backend, hidden
             )
         return layer_inputs
+
+    def _per_layer_inputs(
+        self,
+        layer_inputs: dict,
+        parts: MaskParts,
+        rotary: tuple[Tensor, Tensor] | None,
+        position_ids: Tensor,
+        padding: Tensor | None,
+        cache: Cache | None,
+        paged: bool,
+        backend: AttentionBackend,
+        hidden: Tensor,
+    ) -> list[tuple]:
+        """Each layer's (attention mask, rotary tables): its attention type's mask (a sliding layer's window, over
+        the keys a sliding cache keeps) and its rotation (the local base's, or none for a NoPE layer)."""
+        masks = {"full_attention": layer_inputs["attention_mask"]}
+        if self.layer_plan.first_sliding is not None:
+            if paged:
+                raise ValueError(
+                    "sliding_window layers cannot run in continuous batching's paged cache here; generate() without "
+                    "it, or use a model without sliding_window."
+                )
+            masks["sliding_attention"] = _render_mask(
+                self._window_parts(parts, padding, cache), backend, hidden.shape[0], hidden
+            )
+        rotations = {"global": rotary, None: None}
+        if self.local_position is not None:
+            rotations["local"] = self.local_position.rotary_tables(position_ids, hidden.dtype)
+        return [(masks[kind], rotations[rotation]) for kind, rotation in self.layer_plan.layers]
+
+    def _window_parts(self, parts: MaskParts, padding: Tensor | None, cache: Cache | None) -> MaskParts:
+        """The sliding layers' mask parts: the full layers' with the window, over the keys a sliding cache returns
+        (it keeps only the last W − 1 tokens: `get_mask_sizes` says how many keys and where they start)."""
+        if parts.ready is not None:
+            return parts  # a caller's own mask is used as it is
+        key_length, key_offset = parts.query_length + parts.past, 0
+        if isinstance(cache, EncoderDecoderCache):
+            cache = cache.self_attention_cache
+        if cache is not None:
+            key_length, key_offset = cache.get_mask_sizes(parts.query_length, self.layer_plan.first_sliding)
+        key_padding = parts.key_padding
+        if key_padding is not None:
+            key_padding = fit_to_length(padding[:, key_offset : key_offset + key_length], key_length)
+        return parts._replace(
+            key_length=key_length,
+            key_offset=key_offset,
+            key_padding=key_padding,
+            window=self.config.sliding_window,
+        )
 
     def _apply_positions(
         self, hidden: Tensor, position_ids: Tensor, key_positions: Tensor | None, backend: AttentionBackend
@@ -227,9 +287,13 @@ class TransformerStack(StackInputChecks, nn.Module):
         """The layer loop and the final norm, collecting hidden states and attention weights when asked; the output
         carries the cache the layers wrote to (under this release's field name)."""
         all_hidden, self_weights, cross_weights = [], [], []
-        for layer in self.layers:
+        per_layer = layer_inputs.pop("per_layer", None)
+        for index, layer in enumerate(self.layers):
             if output_hidden_states:
                 all_hidden.append(hidden)
+            if per_layer is not None:
+                mask, rotation = per_layer[index]
+                layer_inputs = {**layer_inputs, "attention_mask": mask, "position_embeddings": rotation}
             outputs = layer(hidden, *layer_args, **layer_inputs)
             hidden = outputs[0]
             if output_attentions:
@@ -352,13 +416,51 @@ def _split_mask(attention_mask: Tensor | None) -> tuple[Tensor | None, Tensor | 
     return ready_mask, None if ready_mask is not None else attention_mask
 
 
-def _cache_lengths(cache: Cache | None, length: int, ready_mask: Tensor | None, paged: bool) -> tuple:
-    """(tokens already in the self-attention cache, key length of this call): (0, T) without a cache. A paged cache
-    (continuous batching) holds many requests; its keys are those its ready mask covers."""
+def _cache_lengths(
+    cache: Cache | None, length: int, ready_mask: Tensor | None, paged: bool, full_layer: int | None
+) -> tuple:
+    """(tokens already in the self-attention cache, key length of this call's full-attention layers): (0, T) without
+    a cache. A paged cache (continuous batching) holds many requests; its keys are those its ready mask covers. With
+    only sliding-window layers (`full_layer` None) the length is that of a full layer: the tokens seen and new."""
     if paged:
         return 0, length if ready_mask is None else ready_mask.shape[-1]
     if isinstance(cache, EncoderDecoderCache):
         cache = cache.self_attention_cache
     if cache is None:
         return 0, length
-    return cache.get_seq_length(), cache.get_mask_sizes(length, 0)[0]
+    past = cache.get_seq_length()
+    if full_layer is None:
+        return past, past + length
+    return past, cache.get_mask_sizes(length, full_layer)[0]
+
+
+class LayerPlan(NamedTuple):
+    """What differs between the layers of a stack: each layer's (attention type, rotation), where a rotation is
+    "global" (the stack's rotary scheme), "local" (the sliding layers' own base) or None (no rotation: NoPE)."""
+
+    layers: list[tuple[str, str | None]]
+    first_full: int | None
+    first_sliding: int | None
+    uniform: bool
+
+
+def _layer_plan(config: HFAttentionConfigBase, num_layers: int) -> LayerPlan:
+    types = config.attention_types() if config.layer_count() == num_layers else []
+    types = types or ["full_attention"] * num_layers
+    rotary = config.position_encoding == "rotary"
+    local = rotary and config.local_rope_theta is not None
+    layers = []
+    for index, kind in enumerate(types):
+        rotation = "global" if rotary else None
+        if rotary and index in config.nope_layers:
+            rotation = None
+        elif local and kind == "sliding_attention":
+            rotation = "local"
+        layers.append((kind, rotation))
+    uniform = set(layers) <= {("full_attention", "global" if rotary else None)}
+    return LayerPlan(
+        layers=layers,
+        first_full=types.index("full_attention") if "full_attention" in types else None,
+        first_sliding=types.index("sliding_attention") if "sliding_attention" in types else None,
+        uniform=uniform,
+    )
