@@ -2,7 +2,8 @@
 
 The inverse of `convert.from_hf`, built from it rather than beside it. For a target architecture:
 
-1. its own config class is filled from ours (`_REFERENCE_CONFIGS`), and the reference model is built from it;
+1. its own config class is filled from ours (the `reference_config` of its module in architectures/), and the
+   reference model is built from it;
 2. `from_hf`'s converter for that class reads the reference and says which hf-attention config it is, and which of
    our parameter names each reference tensor becomes (as a view of the reference tensor);
 3. when that config equals ours on every field that changes what the network computes, our tensors are copied into
@@ -20,6 +21,9 @@ the architecture cannot hold are reported in a warning, never a refusal. Where t
 of our tensors (an untied BART's per-stack embeddings, an untied BERT head's two bias names), each copy gets its
 values.
 
+What is particular to an architecture (its classes, its config, where its positions live, what its model card says
+about padding) is its module's; this module holds the comparison, the export and the command, which read the registry.
+
 This module is outside the remote-code closure: it may import anything.
 """
 
@@ -28,36 +32,17 @@ import copy
 import logging
 import os
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from torch import Tensor
-from transformers import (
-    AutoConfig,
-    AutoTokenizer,
-    BartConfig,
-    BartForConditionalGeneration,
-    BertConfig,
-    BertForMaskedLM,
-    BertModel,
-    GPT2Config,
-    GPT2ForSequenceClassification,
-    GPT2LMHeadModel,
-    LlamaConfig,
-    LlamaForCausalLM,
-    LlamaForSequenceClassification,
-    MarianConfig,
-    MarianMTModel,
-    PretrainedConfig,
-    PreTrainedModel,
-    T5Config,
-    T5ForConditionalGeneration,
-)
+from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
 
-from .activations import GATED_ACTIVATIONS, PLAIN_ACTIVATIONS
+from .architectures import REGISTRY, by_reference_class
+from .architectures.base import Architecture
+from .architectures.weights import Weights
 from .configuration_hf_attention import _FIELD_CHECKS, TOKEN_ID_FIELDS, HFAttentionConfigBase
-from .convert import CONVERTERS, _check_weight_files, _Weights
+from .convert import CONVERTERS, _check_weight_files
 from .destinations import check_destination
 from .modeling_hf_attention import (
     HFAttentionDecoderForSequenceClassification,
@@ -70,23 +55,19 @@ from .paths import TOKENIZER_FILES, check_checkpoint
 
 logger = logging.getLogger(__name__)
 
-ARCHITECTURES = ("gpt2", "llama", "bert", "bart", "marian", "t5")
+ARCHITECTURES = tuple(REGISTRY)
 
-# Our class → the reference class of each architecture that has that head.
-_TARGET_CLASSES: dict[type, dict[str, type[PreTrainedModel]]] = {
-    HFAttentionForCausalLM: {"gpt2": GPT2LMHeadModel, "llama": LlamaForCausalLM},
-    HFAttentionDecoderForSequenceClassification: {
-        "gpt2": GPT2ForSequenceClassification,
-        "llama": LlamaForSequenceClassification,
-    },
-    HFAttentionEncoderModel: {"bert": BertModel},
-    HFAttentionForMaskedLM: {"bert": BertForMaskedLM},
-    HFAttentionForSeq2SeqLM: {
-        "bart": BartForConditionalGeneration,
-        "marian": MarianMTModel,
-        "t5": T5ForConditionalGeneration,
-    },
-}
+
+def _target_classes() -> dict[type, dict[str, type[PreTrainedModel]]]:
+    """Our class → the reference class of each architecture that has that head, in the registry's order."""
+    targets: dict[type, dict[str, type[PreTrainedModel]]] = {}
+    for architecture in REGISTRY.values():
+        for ours, theirs in architecture.classes.items():
+            targets.setdefault(ours, {})[architecture.name] = theirs
+    return targets
+
+
+_TARGET_CLASSES = _target_classes()
 
 # Fields that act only in training: carried where the architecture has them, otherwise reported, never refused.
 _TRAINING_ONLY = {
@@ -111,168 +92,8 @@ _SCHEME_FIELDS = {
 # Fields of the vocabulary head, which models without an LM head do not have.
 _LM_HEAD_FIELDS = {"tie_word_embeddings", "lm_head_bias", "lm_head_transform", "scale_lm_head_input"}
 _LAYER_COUNTS = ("num_hidden_layers", "encoder_layers", "decoder_layers")
-# Architectures whose positions are the rows of a table of max_position_embeddings (Marian computes its sinusoids once,
-# into such a table, when the model is built): an export takes no longer input, even from a model of ours whose
-# scheme computes any position.
-_POSITION_TABLES = {"gpt2", "bert", "bart", "marian"}
 # The knobs compared: every checked field of the config, the layer counts and the special tokens.
 _COMPARED = tuple(dict.fromkeys((*_FIELD_CHECKS, *_LAYER_COUNTS, *TOKEN_ID_FIELDS)))
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Our config → each architecture's config. A value the architecture cannot take is replaced by the one it has, and the
-# comparison afterwards names the difference.
-
-_PLAIN = tuple(PLAIN_ACTIVATIONS)  # the activations every reference names as we do
-
-
-def _ids(c: HFAttentionConfigBase, *, seq2seq: bool = False) -> dict:
-    ids = {"pad_token_id": c.pad_token_id, "bos_token_id": c.bos_token_id, "eos_token_id": c.eos_token_id}
-    if seq2seq:
-        ids["decoder_start_token_id"] = c.decoder_start_token_id
-    return ids
-
-
-def _labels(c: HFAttentionConfigBase) -> dict:
-    """A classifier's labels and loss kind (every config has labels; only classifiers use them)."""
-    id2label = dict(c.id2label or {})
-    label2id = dict(c.label2id or {label: index for index, label in id2label.items()})
-    return {"id2label": id2label, "label2id": label2id, "problem_type": c.problem_type}
-
-
-def _gpt2_config(c: HFAttentionConfigBase) -> PretrainedConfig:
-    return GPT2Config(
-        vocab_size=c.vocab_size,
-        n_embd=c.hidden_size,
-        n_layer=c.num_hidden_layers,
-        n_head=c.num_attention_heads,
-        n_inner=c.intermediate_size,
-        activation_function=c.hidden_act if c.hidden_act in _PLAIN else "gelu_new",
-        n_positions=c.max_position_embeddings,
-        scale_attn_weights=c.attention_score != "dot",
-        layer_norm_epsilon=c.layer_norm_eps,
-        resid_pdrop=c.hidden_dropout_prob,
-        embd_pdrop=c.hidden_dropout_prob,
-        attn_pdrop=c.attention_dropout,
-        initializer_range=c.initializer_range,
-        tie_word_embeddings=c.tie_word_embeddings,
-        **_ids(c),
-        **_labels(c),
-    )
-
-
-def _llama_config(c: HFAttentionConfigBase) -> PretrainedConfig:
-    return LlamaConfig(
-        vocab_size=c.vocab_size,
-        hidden_size=c.hidden_size,
-        num_hidden_layers=c.num_hidden_layers,
-        num_attention_heads=c.num_attention_heads,
-        num_key_value_heads=c.num_key_value_heads,
-        head_dim=c.head_dim,
-        intermediate_size=c.intermediate_size,
-        hidden_act=GATED_ACTIVATIONS.get(c.hidden_act, "silu"),
-        max_position_embeddings=c.max_position_embeddings,
-        rope_parameters={"rope_type": "default", "rope_theta": float(c.rope_theta)},
-        attention_bias=c.attention_bias,
-        mlp_bias=c.mlp_bias,
-        rms_norm_eps=c.layer_norm_eps,
-        attention_dropout=c.attention_dropout,
-        initializer_range=c.initializer_range,
-        tie_word_embeddings=c.tie_word_embeddings,
-        **_ids(c),
-        **_labels(c),
-    )
-
-
-def _bert_config(c: HFAttentionConfigBase) -> PretrainedConfig:
-    return BertConfig(
-        vocab_size=c.vocab_size,
-        hidden_size=c.hidden_size,
-        num_hidden_layers=c.num_hidden_layers,
-        num_attention_heads=c.num_attention_heads,
-        intermediate_size=c.intermediate_size,
-        hidden_act=c.hidden_act if c.hidden_act in _PLAIN else "gelu",
-        max_position_embeddings=c.max_position_embeddings,
-        type_vocab_size=max(c.type_vocab_size, 1),  # BERT always adds row 0 of its token-type table
-        layer_norm_eps=c.layer_norm_eps,
-        hidden_dropout_prob=c.hidden_dropout_prob,
-        attention_probs_dropout_prob=c.attention_dropout,
-        classifier_dropout=getattr(c, "classifier_dropout", None),
-        initializer_range=c.initializer_range,
-        tie_word_embeddings=c.tie_word_embeddings,
-        **_ids(c),
-    )
-
-
-def _bart_like(c: HFAttentionConfigBase) -> dict:
-    return {
-        "vocab_size": c.vocab_size,
-        "d_model": c.hidden_size,
-        "encoder_layers": c.encoder_layers,
-        "decoder_layers": c.decoder_layers,
-        "encoder_attention_heads": c.num_attention_heads,
-        "decoder_attention_heads": c.num_attention_heads,
-        "encoder_ffn_dim": c.intermediate_size,
-        "decoder_ffn_dim": c.intermediate_size,
-        "max_position_embeddings": c.max_position_embeddings,
-        "scale_embedding": c.scale_embeddings,
-        "dropout": c.hidden_dropout_prob,
-        "attention_dropout": c.attention_dropout,
-        "activation_dropout": c.activation_dropout,
-        "init_std": c.initializer_range,
-        "tie_word_embeddings": c.tie_word_embeddings,
-        "forced_eos_token_id": None,  # generation follows our generation config, which forces nothing
-        **_ids(c, seq2seq=True),
-    }
-
-
-def _bart_config(c: HFAttentionConfigBase) -> PretrainedConfig:
-    # transformers 5 dropped BART's mBART-style options from BartConfig; tools written for transformers 4 still read
-    # them (CTranslate2's converter fails without normalize_before), so the export says what they are.
-    return BartConfig(
-        activation_function=c.hidden_act if c.hidden_act in _PLAIN else "gelu",
-        normalize_before=False,
-        add_final_layer_norm=False,
-        **_bart_like(c),
-    )
-
-
-def _marian_config(c: HFAttentionConfigBase) -> PretrainedConfig:
-    activation = c.hidden_act if c.hidden_act in _PLAIN else "swish"
-    return MarianConfig(activation_function=activation, share_encoder_decoder_embeddings=True, **_bart_like(c))
-
-
-def _t5_config(c: HFAttentionConfigBase) -> PretrainedConfig:
-    # T5's feed_forward_proj: "act" or "gated-act"; "gated-gelu" means the tanh gelu (gelu_new), kept for old configs.
-    projection = {"swiglu": "gated-silu", "geglu_new": "gated-gelu"}.get(c.hidden_act, c.hidden_act)
-    return T5Config(
-        vocab_size=c.vocab_size,
-        d_model=c.hidden_size,
-        d_kv=c.head_dim,
-        d_ff=c.intermediate_size,
-        num_layers=c.encoder_layers,
-        num_decoder_layers=c.decoder_layers,
-        num_heads=c.num_attention_heads,
-        relative_attention_num_buckets=c.relative_attention_num_buckets,
-        relative_attention_max_distance=c.relative_attention_max_distance,
-        dropout_rate=c.hidden_dropout_prob,
-        initializer_factor=c.initializer_range,  # from_hf reads it back into initializer_range
-        layer_norm_epsilon=c.layer_norm_eps,
-        feed_forward_proj=projection if projection in (*_PLAIN, "gated-silu", "gated-gelu") else "relu",
-        # T5 always ties its head; whether the decoder output is scaled by d_model**-0.5 is read from this flag.
-        tie_word_embeddings=c.scale_lm_head_input,
-        **_ids(c, seq2seq=True),
-    )
-
-
-_REFERENCE_CONFIGS: dict[str, Callable[[HFAttentionConfigBase], PretrainedConfig]] = {
-    "gpt2": _gpt2_config,
-    "llama": _llama_config,
-    "bert": _bert_config,
-    "bart": _bart_config,
-    "marian": _marian_config,
-    "t5": _t5_config,
-}
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -321,12 +142,12 @@ class _Match:
 
     def __init__(self, model: PreTrainedModel, architecture: str, reference_class: type[PreTrainedModel]):
         self.architecture = architecture
-        reference_config = _REFERENCE_CONFIGS[architecture](model.config)
+        reference_config = REGISTRY[architecture].reference_config(model.config)
         # Built in float32 (float64 for a float64 model), whatever the model's dtype: our weights are copied into it
         # exactly, and to_hf casts the result once at the end.
         wide = torch.float64 if next(model.parameters()).dtype == torch.float64 else torch.float32
         self.reference = reference_class(reference_config).to(wide)
-        self.weights = _Weights(self.reference)
+        self.weights = Weights(self.reference)
         model_class, derived, self.dropped = CONVERTERS[reference_class](self.reference, self.weights)
         if model_class is not type(model):  # the tables above and the converters disagree: a bug, not bad input
             raise RuntimeError(f"to_hf: {reference_class.__name__} converts to {model_class.__name__}")
@@ -471,7 +292,7 @@ def to_hf(model: PreTrainedModel, to: str = "auto") -> PreTrainedModel:
 def _shorter_positions(model: PreTrainedModel, architecture: str) -> bool:
     """Whether the export of `model` as `architecture` takes fewer positions than `model` (a Marian export of
     sinusoidal positions: ours are computed for any position, Marian's are looked up in a table)."""
-    return architecture in _POSITION_TABLES and model.config.position_limit is None
+    return REGISTRY[architecture].position_table and model.config.position_limit is None
 
 
 def _copy_into(model: PreTrainedModel, match: _Match) -> None:
@@ -507,17 +328,13 @@ def _not_exported(ours: dict[str, Tensor], written: set[str]) -> list[str]:
 # ---------------------------------------------------------------------------------------------------------------------
 # Command line: hf-attention export --to ARCH SRC DST
 
-# The Auto class that loads each exported class, for the model card's example.
+# The Auto class that loads an export of each of our classes, for the model card's example.
 _AUTO_NAMES = {
-    GPT2LMHeadModel: "AutoModelForCausalLM",
-    LlamaForCausalLM: "AutoModelForCausalLM",
-    GPT2ForSequenceClassification: "AutoModelForSequenceClassification",
-    LlamaForSequenceClassification: "AutoModelForSequenceClassification",
-    BertModel: "AutoModel",
-    BertForMaskedLM: "AutoModelForMaskedLM",
-    BartForConditionalGeneration: "AutoModelForSeq2SeqLM",
-    MarianMTModel: "AutoModelForSeq2SeqLM",
-    T5ForConditionalGeneration: "AutoModelForSeq2SeqLM",
+    HFAttentionForCausalLM: "AutoModelForCausalLM",
+    HFAttentionDecoderForSequenceClassification: "AutoModelForSequenceClassification",
+    HFAttentionEncoderModel: "AutoModel",
+    HFAttentionForMaskedLM: "AutoModelForMaskedLM",
+    HFAttentionForSeq2SeqLM: "AutoModelForSeq2SeqLM",
 }
 
 
@@ -579,8 +396,11 @@ def export_checkpoint(
 
 def export_card(model: PreTrainedModel, name: str, source_card: str) -> str:
     """A model card for an exported checkpoint: how to load it, then the hf-attention card it came from."""
-    auto = _AUTO_NAMES[type(model)]
+    architecture = by_reference_class(type(model))
+    ours = next(cls for cls, theirs in architecture.classes.items() if theirs is type(model))
+    auto = _AUTO_NAMES[ours]
     model_type = model.config.model_type
+    left_padding_note = architecture.left_padding_note
     body = re.sub(r"\A---\n.*?\n---\n", "", source_card, flags=re.DOTALL).strip()
     lines = [
         "---",
@@ -592,9 +412,9 @@ def export_card(model: PreTrainedModel, name: str, source_card: str) -> str:
         "",
         f"An hf-attention model written as a standard `{model_type}` checkpoint with `hf-attention export`: it loads "
         "with transformers alone (no `trust_remote_code`, no hf_attention) and computes the same logits and tokens"
-        + (" on rows without padding on the left." if model_type in _LEFT_PADDING_NOTES else "."),
-        *_left_padding_note(model_type),
-        *_position_table_note(model),
+        + (" on rows without padding on the left." if left_padding_note else "."),
+        *(["", left_padding_note] if left_padding_note else []),
+        *_position_table_note(model, architecture),
         "",
         "```python",
         f"from transformers import AutoTokenizer, {auto}",
@@ -608,30 +428,9 @@ def export_card(model: PreTrainedModel, name: str, source_card: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-# How an architecture that counts positions from a row's first column gets ours, which count from the row's first real
-# token (the attention mask); Llama and T5 see only the distances between tokens, so padding changes nothing there.
-_FROM_THE_FIRST_COLUMN = (
-    "On a row padded on the left it numbers positions from the first column, where hf-attention numbers them from the "
-    "first real token"
-)
-_POSITION_IDS = "pass `position_ids` (the attention mask's cumulative sum minus 1) for the same logits"
-_NO_POSITION_IDS = "and takes no `position_ids`: pad on the right for the same logits and tokens"
-_LEFT_PADDING_NOTES = {
-    "gpt2": f"{_FROM_THE_FIRST_COLUMN}: {_POSITION_IDS}. `generate()` passes them itself: the same tokens.",
-    "bert": f"{_FROM_THE_FIRST_COLUMN}: {_POSITION_IDS}.",
-    "bart": f"{_FROM_THE_FIRST_COLUMN}, {_NO_POSITION_IDS}.",
-    "marian": f"{_FROM_THE_FIRST_COLUMN}, {_NO_POSITION_IDS}.",
-}
-
-
-def _left_padding_note(model_type: str) -> list[str]:
-    note = _LEFT_PADDING_NOTES.get(model_type)
-    return [] if note is None else ["", note]
-
-
-def _position_table_note(model: PreTrainedModel) -> list[str]:
+def _position_table_note(model: PreTrainedModel, architecture: Architecture) -> list[str]:
     """The longest input of an architecture whose positions are rows of a table (Marian's computed sinusoids too)."""
-    if model.config.model_type not in _POSITION_TABLES:
+    if not architecture.position_table:
         return []
     rows = model.config.max_position_embeddings
     return [

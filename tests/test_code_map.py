@@ -343,7 +343,8 @@ CLAIMS = [
         README,
         "activations.py feed-forward activations (read by the config, layers.py, pretrained.py, converters)",
         lambda: read_exactly_by(
-            hf("activations"), set(hf("configuration_hf_attention", "layers", "pretrained", "convert", "to_hf"))
+            hf("activations"),
+            set(hf("configuration_hf_attention", "layers", "pretrained", "architectures.base", "architectures.llama")),
         ),
     ),
     Claim(

@@ -1,0 +1,31 @@
+"""The standard architectures hf-attention converts from (`from_hf`) and exports to (`to_hf`): one module each.
+
+`REGISTRY` is the one list convert.py and to_hf.py read; its order is `to_hf(model, "auto")`'s preference when
+several architectures could hold a model. Adding an architecture is its module (an `ARCHITECTURE` record, see
+base.py) and one line here.
+"""
+
+from . import bart, bert, gpt2, llama, marian, t5
+from .base import Architecture
+
+REGISTRY: dict[str, Architecture] = {
+    architecture.name: architecture
+    for architecture in (
+        gpt2.ARCHITECTURE,
+        llama.ARCHITECTURE,
+        bert.ARCHITECTURE,
+        bart.ARCHITECTURE,
+        marian.ARCHITECTURE,
+        t5.ARCHITECTURE,
+    )
+}
+
+
+def by_model_type(model_type: str) -> Architecture | None:
+    """The architecture whose configs have this `model_type`, if any."""
+    return next((a for a in REGISTRY.values() if a.model_type == model_type), None)
+
+
+def by_reference_class(reference_class: type) -> Architecture | None:
+    """The architecture one of whose classes is exactly `reference_class`, if any."""
+    return next((a for a in REGISTRY.values() if reference_class in a.classes.values()), None)

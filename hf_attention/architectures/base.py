@@ -1,0 +1,119 @@
+"""What an architecture module declares (`Architecture`), and the config helpers every one of them shares.
+
+Each module of this folder describes one standard architecture in both directions: the converter that reads a
+reference model into ours (`to_ours`, used by `from_hf`) and the builder of the reference config that describes one
+of our configs (`reference_config`, used by `to_hf`, which then runs the same converter on the reference it built, so
+that import and export read one table of correspondences). The record below is all that convert.py and to_hf.py know
+of an architecture: adding one is a module that defines its record and a line in the registry (`__init__.py`).
+
+The record is frozen and its later fields have defaults, so that a new need (a check of a reference before anything
+is converted, say) is a field with a default here and a line in the modules that use it.
+"""
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from transformers import PretrainedConfig, PreTrainedModel
+
+from ..activations import ACTIVATION_SYNONYMS, PLAIN_ACTIVATIONS, hidden_act_of
+from ..configuration_hf_attention import HFAttentionConfigBase
+from ..modeling_hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM
+from .weights import Weights, unsupported
+
+# reference model, its tensors → (our model class, our config, reference tensors dropped: name prefix → why)
+Converter = Callable[[PreTrainedModel, Weights], tuple[type[PreTrainedModel], HFAttentionConfigBase, dict[str, str]]]
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """One standard architecture, as both directions of the conversion see it."""
+
+    # What `to_hf(model, to=...)` and `hf-attention export --to` call it.
+    name: str
+    # The `model_type` of its configs: how `load_reference` recognises a checkpoint and the card names an export.
+    model_type: str
+    # Our class → its class with the same head. Exact classes only: a subclass may change the forward pass in ways a
+    # weight copy cannot see.
+    classes: Mapping[type[PreTrainedModel], type[PreTrainedModel]]
+    # Its model → ours (reads the reference through `Weights`).
+    to_ours: Converter
+    # Our config → its config; a value it cannot take is replaced by the one it has, and to_hf names the difference.
+    reference_config: Callable[[HFAttentionConfigBase], PretrainedConfig]
+    # How `load_reference` picks the class for a checkpoint: the first (part of a saved class name, class) whose part
+    # is in the checkpoint's `architectures` ("" matches every checkpoint).
+    checkpoint_classes: tuple[tuple[str, type[PreTrainedModel]], ...]
+    # Whether its positions are the rows of a table of max_position_embeddings (Marian computes its sinusoids once,
+    # into such a table): an export takes no longer input, even from a model of ours that computes any position.
+    position_table: bool = False
+    # What the exported model card says about rows padded on the left (None: padding changes nothing).
+    left_padding_note: str | None = None
+
+    def checkpoint_class(self, saved_as: str) -> type[PreTrainedModel]:
+        """The class to load a checkpoint of this architecture with, from its `architectures` (joined by spaces)."""
+        return next(cls for part, cls in self.checkpoint_classes if part in saved_as)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Reading a reference config (the import)
+
+
+def activation(name: str, field: str, *, gated: bool = False) -> str:
+    """Our `hidden_act` for a reference's ACT2FN name (its gate's, for a gated network): activations.py's table."""
+    hidden_act = hidden_act_of(name, gated=gated)
+    if hidden_act is None:
+        kind = "gated activation" if gated else "activation"
+        known = (*PLAIN_ACTIVATIONS, *ACTIVATION_SYNONYMS)
+        supported = [known_name for known_name in known if hidden_act_of(known_name, gated=gated)]
+        raise unsupported(f"{field}={name!r} ({kind}; supported: {', '.join(supported)})")
+    return hidden_act
+
+
+def their_token_ids(config: PretrainedConfig, **extra) -> dict:
+    """The special-token ids of a reference config (T5 has no bos_token_id at all)."""
+    names = ("pad_token_id", "bos_token_id", "eos_token_id")
+    return {**{name: getattr(config, name, None) for name in names}, **extra}
+
+
+def their_labels(config: PretrainedConfig) -> dict:
+    """A classifier's labels and loss kind (num_labels follows from id2label)."""
+    return {"id2label": dict(config.id2label), "label2id": dict(config.label2id), "problem_type": config.problem_type}
+
+
+def decoder_head(w: Weights, config: HFAttentionConfigBase, lm_head: str, *, classifier: bool) -> type:
+    """The class and head weights of a decoder reference: an LM head (copied when untied) or a classifier `score`."""
+    if classifier:
+        w.copy("score", "score")
+        return HFAttentionDecoderForSequenceClassification
+    if not config.tie_word_embeddings:
+        w.copy("lm_head", lm_head)
+    return HFAttentionForCausalLM
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Writing a reference config (the export)
+
+PLAIN = tuple(PLAIN_ACTIVATIONS)  # the activations every reference names as we do
+
+
+def our_token_ids(c: HFAttentionConfigBase, *, seq2seq: bool = False) -> dict:
+    ids = {"pad_token_id": c.pad_token_id, "bos_token_id": c.bos_token_id, "eos_token_id": c.eos_token_id}
+    if seq2seq:
+        ids["decoder_start_token_id"] = c.decoder_start_token_id
+    return ids
+
+
+def our_labels(c: HFAttentionConfigBase) -> dict:
+    """A classifier's labels and loss kind (every config has labels; only classifiers use them)."""
+    id2label = dict(c.id2label or {})
+    label2id = dict(c.label2id or {label: index for index, label in id2label.items()})
+    return {"id2label": id2label, "label2id": label2id, "problem_type": c.problem_type}
+
+
+# How an architecture that counts positions from a row's first column gets ours, which count from the row's first real
+# token (the attention mask), in the exported card; Llama and T5 see only the distances between tokens.
+FROM_THE_FIRST_COLUMN = (
+    "On a row padded on the left it numbers positions from the first column, where hf-attention numbers them from the "
+    "first real token"
+)
+POSITION_IDS = "pass `position_ids` (the attention mask's cumulative sum minus 1) for the same logits"
+NO_POSITION_IDS = "and takes no `position_ids`: pad on the right for the same logits and tokens"

@@ -1,0 +1,45 @@
+"""Marian: BART's network (bart.py) with fixed sinusoidal positions, no embedding norm and one shared vocabulary."""
+
+import torch
+from transformers import MarianConfig, MarianMTModel, PretrainedConfig
+
+from ..configuration_hf_attention import HFAttentionConfigBase
+from ..modeling_hf_attention import HFAttentionForSeq2SeqLM
+from ..positional import SinusoidalPositionalEmbedding
+from .bart import bart_like_config, bart_like_fields, bart_like_weights
+from .base import FROM_THE_FIRST_COLUMN, NO_POSITION_IDS, PLAIN, Architecture
+from .weights import Weights, unsupported
+
+
+def to_ours(model: MarianMTModel, w: Weights):
+    c = model.config
+    if not c.share_encoder_decoder_embeddings or (c.decoder_vocab_size or c.vocab_size) != c.vocab_size:
+        raise unsupported("Marian with separate source and target vocabularies (share_encoder_decoder_embeddings)")
+    config = bart_like_config(c, w, position_encoding="sinusoidal", sinusoidal_layout="concat")
+    bart_like_weights(w, config)
+    # Marian's sinusoid tables are fixed, not learned: check they are the ones we compute instead of copying them.
+    sinusoid = SinusoidalPositionalEmbedding(embedding_dim=c.d_model, layout="concat")
+    for stack in ("encoder", "decoder"):
+        table = w.get(f"model.{stack}.embed_positions.weight")
+        expected = sinusoid(torch.arange(table.shape[0])[None])[0].to(table.dtype)
+        if not torch.allclose(table.float(), expected.float(), atol=1e-4):
+            raise unsupported(f"Marian with a {stack} position table that is not the standard sinusoid")
+    return HFAttentionForSeq2SeqLM, config, {}
+
+
+def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
+    activation = c.hidden_act if c.hidden_act in PLAIN else "swish"
+    return MarianConfig(activation_function=activation, share_encoder_decoder_embeddings=True, **bart_like_fields(c))
+
+
+ARCHITECTURE = Architecture(
+    name="marian",
+    model_type="marian",
+    classes={HFAttentionForSeq2SeqLM: MarianMTModel},
+    to_ours=to_ours,
+    reference_config=reference_config,
+    checkpoint_classes=(("", MarianMTModel),),
+    # Marian computes its sinusoids once, into a table of max_position_embeddings rows.
+    position_table=True,
+    left_padding_note=f"{FROM_THE_FIRST_COLUMN}, {NO_POSITION_IDS}.",
+)
