@@ -454,6 +454,7 @@ class HFAttentionConfigBase(PretrainedConfig):
         self.lm_head_transform = lm_head_transform
         self.scale_lm_head_input = scale_lm_head_input
         self._check_token_ids()  # before PretrainedConfig's own check, which only warns
+        self._check_layer_types_length()  # before transformers' own check, which raises no ValueError
         super().__init__(**kwargs)
         self._validate_knobs()
 
@@ -564,6 +565,11 @@ class HFAttentionConfigBase(PretrainedConfig):
                 f"local_rope_theta={self.local_rope_theta} rotates the sliding-window layers, and none is one: set "
                 "sliding_window (and layer_types)."
             )
+
+    def _check_layer_types_length(self) -> None:
+        layers = getattr(self, "num_hidden_layers", None)
+        if self.layer_types is not None and layers is not None and len(self.layer_types) != layers:
+            raise ValueError(f"layer_types has {len(self.layer_types)} entries for {layers} layers; give one per layer.")
 
     def _validate_layer_knobs(self) -> None:
         """Per-layer attention types: one per layer, and a window for the sliding ones."""

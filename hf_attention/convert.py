@@ -39,7 +39,7 @@ from safetensors import SafetensorError, safe_open
 from torch import Tensor
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
 
-from .architectures import REGISTRY, by_model_type
+from .architectures import REGISTRY, by_model_type, by_reference_class
 from .architectures.weights import Weights
 from .destinations import check_destination
 from .paths import TOKENIZER_FILES, check_checkpoint
@@ -79,6 +79,9 @@ def from_hf(model: PreTrainedModel) -> PreTrainedModel:
         raise ValueError(f"from_hf: {type(model).__name__} is not supported; supported classes are {supported}.")
     weights = Weights(model)
     model_class, config, dropped = convert(model, weights)
+    # Several architectures compute the same function (a Mistral without a window is a Llama): the converted model
+    # remembers which one it was, and `to_hf(..., to="auto")` writes that one back.
+    config.converted_from = by_reference_class(type(model)).name
     for key, reason in weights.check_all_used(dropped):
         logger.warning("from_hf: dropping %s (%s).", key, reason)
     parameter = next(model.parameters())

@@ -273,7 +273,12 @@ class RopeScaling:
 
     @classmethod
     def frequencies(cls, *, base: float, dim: int, options: dict, max_positions: int, device, length=None):
-        return cls.base_frequencies(base, dim, device), 1.0
+        return cls.base_frequencies(base, dim, device), cls.attention_factor(options, max_positions)
+
+    @classmethod
+    def attention_factor(cls, options: dict, max_positions: int) -> float:
+        """The factor on cos and sin (plain numbers: known before any tensor exists)."""
+        return 1.0
 
 
 class LinearScaling(RopeScaling):
@@ -323,9 +328,8 @@ class YarnScaling(RopeScaling):
         return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
 
     @classmethod
-    def frequencies(cls, *, base, dim, options, max_positions, device, length=None):
-        original = _original_length(options, max_positions)
-        factor = options.get("factor") or max_positions / original
+    def attention_factor(cls, options: dict, max_positions: int) -> float:
+        factor = options.get("factor") or max_positions / _original_length(options, max_positions)
         attention_factor = options.get("attention_factor")
         mscale, mscale_all_dim = options.get("mscale"), options.get("mscale_all_dim")
         if attention_factor is None:
@@ -333,6 +337,13 @@ class YarnScaling(RopeScaling):
                 attention_factor = float(cls._mscale(factor, mscale) / cls._mscale(factor, mscale_all_dim))
             else:
                 attention_factor = cls._mscale(factor)
+        return attention_factor
+
+    @classmethod
+    def frequencies(cls, *, base, dim, options, max_positions, device, length=None):
+        original = _original_length(options, max_positions)
+        factor = options.get("factor") or max_positions / original
+        attention_factor = cls.attention_factor(options, max_positions)
         beta_fast, beta_slow = options.get("beta_fast") or 32, options.get("beta_slow") or 1
 
         def dimension_turning(turns: float) -> float:  # the dimension that turns `turns` times in `original`
@@ -344,7 +355,7 @@ class YarnScaling(RopeScaling):
         low, high = max(low, 0), min(high, dim - 1)
         if low == high:
             high += 0.001  # no zero-width ramp
-        ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low), 0, 1).to(device)
+        ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float32, device=device) - low) / (high - low), 0, 1)
         extrapolated = cls.base_frequencies(base, dim, device)
         interpolated = 1.0 / (factor * (base ** (torch.arange(0, dim, 2).to(device=device, dtype=torch.float) / dim)))
         keep = 1 - ramp  # 1 for the fast dimensions, which keep their frequency
@@ -381,12 +392,18 @@ class LongRopeScaling(RopeScaling):
     length_dependent = True
 
     @classmethod
-    def frequencies(cls, *, base, dim, options, max_positions, device, length=None):
+    def attention_factor(cls, options: dict, max_positions: int) -> float:
         original = options["original_max_position_embeddings"]
         factor = options.get("factor") or max_positions / original
         attention_factor = options.get("attention_factor")
         if attention_factor is None:
             attention_factor = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
+        return attention_factor
+
+    @classmethod
+    def frequencies(cls, *, base, dim, options, max_positions, device, length=None):
+        original = options["original_max_position_embeddings"]
+        attention_factor = cls.attention_factor(options, max_positions)
         shape = torch.arange(0, dim, 2, dtype=torch.int64, device=device).float() / dim
         short = 1.0 / (torch.tensor(options["short_factor"], dtype=torch.float32, device=device) * base**shape)
         if length is None:
@@ -447,7 +464,7 @@ class RotaryEmbedding(PositionalEncoding):
         # θ per device, computed on first use: a float32 table that neither a dtype cast of the model nor the
         # checkpoint may touch (so no buffer), and that a decoding step should not rebuild.
         self._inverse_frequencies: dict[torch.device, Tensor] = {}
-        self.attention_factor = self._frequencies(torch.device("cpu"))[1]
+        self.attention_factor = self.scaling.attention_factor(self.options, max_position_embeddings)
         # The dynamic scaling's state, as transformers keeps it: the longest input seen so far (frequencies computed
         # for it), back to the trained ones when a short input follows.
         self._dynamic_length = max_position_embeddings

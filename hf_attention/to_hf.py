@@ -128,7 +128,8 @@ def _irrelevant(model: PreTrainedModel, field: str) -> bool:
     if _SCHEME_FIELDS.get(field, c.position_encoding) != c.position_encoding:
         return True  # e.g. rope_theta of a model without rotary positions
     if field == "max_position_embeddings":
-        return c.position_limit is None  # a scheme without a table takes any length (T5 has no such field)
+        # a scheme without a table takes any length (T5 has no such field), unless a RoPE scaling counts from it
+        return c.position_limit is None and getattr(c, "rope_type", "default") == "default"
     return field in _LM_HEAD_FIELDS and model.get_output_embeddings() is None
 
 
@@ -210,7 +211,10 @@ def _choose(model: PreTrainedModel, to: str) -> _Match:
                 "Nothing was written."
             )
         return match
-    matches = [_Match(model, architecture, cls) for architecture, cls in targets.items()]
+    # The architecture a converted model came from first (`from_hf` records it), then the registry's order.
+    source = getattr(model.config, "converted_from", None)
+    order = sorted(targets, key=lambda architecture: architecture != source)
+    matches = [_Match(model, architecture, targets[architecture]) for architecture in order]
     exact = [m for m in matches if not m.blocking]
     if exact:
         return exact[0]

@@ -5,7 +5,7 @@ several architectures could hold a model. Adding an architecture is its module (
 base.py) and one line here.
 """
 
-from . import bart, bert, gpt2, llama, marian, t5
+from . import bart, bert, gemma3, gpt2, llama, marian, mistral, modernbert, olmo2, phi3, qwen2, qwen3, smollm3, t5
 from .base import Architecture
 
 REGISTRY: dict[str, Architecture] = {
@@ -17,6 +17,14 @@ REGISTRY: dict[str, Architecture] = {
         bart.ARCHITECTURE,
         marian.ARCHITECTURE,
         t5.ARCHITECTURE,
+        mistral.ARCHITECTURE,
+        qwen2.ARCHITECTURE,
+        qwen3.ARCHITECTURE,
+        gemma3.ARCHITECTURE,
+        phi3.ARCHITECTURE,
+        olmo2.ARCHITECTURE,
+        smollm3.ARCHITECTURE,
+        modernbert.ARCHITECTURE,
     )
 }
 

@@ -1,81 +1,159 @@
-"""Llama: a pre-norm RMSNorm decoder with rotary positions, a gated feed-forward network, grouped-query attention."""
+"""Llama: a pre-norm RMSNorm decoder with rotary positions, a gated feed-forward network, grouped-query attention.
+
+Llama 3.x is the same network with a scaled rotation (`rope_type` "llama3", or "linear", "dynamic", "yarn",
+"longrope"). Its descendants (Mistral, Qwen2/Qwen3, SmolLM3, OLMo 2, Gemma 3) keep its weight names and change one or
+two ideas each, so the reading and writing of a Llama-shaped checkpoint live here (`rope_knobs`, `copy_layers`,
+`reference_rope`) and their modules add only what differs.
+"""
 
 from transformers import LlamaConfig, LlamaForCausalLM, LlamaForSequenceClassification, PretrainedConfig
 
 from ..activations import GATED_ACTIVATIONS
 from ..configuration_hf_attention import HFAttentionConfigBase, HFAttentionDecoderConfig
 from ..modeling_hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM
+from ..positional import ROPE_SCALINGS
 from .base import Architecture, activation, decoder_head, our_labels, our_token_ids, their_labels, their_token_ids
 from .weights import Weights, tied, unsupported
+
+# The keys of transformers' `rope_parameters` that are not a scaling's options.
+_ROPE_OWN_KEYS = ("rope_type", "rope_theta", "partial_rotary_factor")
+
+
+def rope_knobs(rope: dict, *, architecture: str, partial: bool = False) -> dict:
+    """Our rotary knobs for a reference's (standardized, flat) `rope_parameters`: the type, its base and the options
+    that type reads (transformers keeps some that its formula never reads: they change nothing and are left out).
+    `partial`: whether the architecture rotates part of each head (Phi-3); elsewhere a factor is refused by name."""
+    rope_type = rope.get("rope_type", "default")
+    if rope_type not in ROPE_SCALINGS:
+        raise unsupported(
+            f"{architecture} rope_parameters rope_type={rope_type!r} (supported: {', '.join(ROPE_SCALINGS)})"
+        )
+    factor = rope.get("partial_rotary_factor", 1.0) or 1.0
+    if factor != 1.0 and not partial:
+        raise unsupported(f"{architecture} partial_rotary_factor={factor} (its attention rotates whole heads)")
+    scaling = ROPE_SCALINGS[rope_type]
+    options = {key: value for key, value in rope.items() if key in (*scaling.required, *scaling.optional)}
+    return {
+        "rope_theta": rope.get("rope_theta", 10000.0),
+        "rope_type": rope_type,
+        "rope_scaling_options": options,
+        "partial_rotary_factor": factor,
+    }
+
+
+def reference_rope(c: HFAttentionConfigBase, *, partial: bool = False) -> dict:
+    """transformers' `rope_parameters` for our rotary knobs (the inverse of `rope_knobs`). A partial rotation where
+    the architecture has none is written as a plain one (the scaling's per-frequency options would not fit the whole
+    head), and the comparison names the difference."""
+    if not partial and c.partial_rotary_factor != 1.0:
+        return {"rope_type": "default", "rope_theta": float(c.rope_theta)}
+    rope = {"rope_type": c.rope_type, "rope_theta": float(c.rope_theta), **c.rope_scaling_options}
+    if partial:
+        rope["partial_rotary_factor"] = c.partial_rotary_factor
+    return rope
+
+
+def layer_types_of(c: PretrainedConfig) -> dict:
+    """`sliding_window` and `layer_types` of a reference that names its layers' types; None for types that are all
+    what our config derives by itself (every layer sliding with a window, every layer full without)."""
+    window = getattr(c, "sliding_window", None)
+    types = list(getattr(c, "layer_types", None) or [])
+    if "sliding_attention" not in types:
+        return {"sliding_window": None, "layer_types": None}
+    if all(kind == "sliding_attention" for kind in types):
+        return {"sliding_window": window, "layer_types": None}
+    return {"sliding_window": window, "layer_types": types}
+
+
+def decoder_config(c: PretrainedConfig, w: Weights, *, classifier: bool, **knobs) -> HFAttentionDecoderConfig:
+    """Our decoder config for a Llama-shaped reference; `knobs` are the architecture's own ideas (and overrides)."""
+    hidden_act = knobs.pop("hidden_act", None) or activation(c.hidden_act, "hidden_act", gated=True)
+    fields = {
+        "vocab_size": c.vocab_size,
+        "hidden_size": c.hidden_size,
+        "num_hidden_layers": c.num_hidden_layers,
+        "num_attention_heads": c.num_attention_heads,
+        "num_key_value_heads": c.num_key_value_heads,
+        "head_dim": getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
+        "intermediate_size": c.intermediate_size,
+        "hidden_act": hidden_act,
+        "max_position_embeddings": c.max_position_embeddings,
+        "position_encoding": "rotary",
+        "norm_position": "pre",
+        "norm_type": "rmsnorm",
+        "scale_embeddings": False,
+        "final_norm": True,
+        "attention_bias": bool(getattr(c, "attention_bias", False)),
+        "mlp_bias": bool(getattr(c, "mlp_bias", False)),
+        "layer_norm_eps": c.rms_norm_eps,
+        "hidden_dropout_prob": 0.0,
+        "attention_dropout": c.attention_dropout,
+        "initializer_range": c.initializer_range,
+        "tie_word_embeddings": tied(w, "lm_head.weight", "model.embed_tokens.weight", c.tie_word_embeddings),
+        **their_token_ids(c),
+        **(their_labels(c) if classifier else {}),
+    }
+    return HFAttentionDecoderConfig(**{**fields, **knobs})
+
+
+def copy_layers(w: Weights, num_layers: int, *, norms: dict[str, str], qk_norm: bool = False) -> None:
+    """The embedding, layers and final norm of a Llama-shaped reference: q/k/v/o and gate/up/down projections under
+    Llama's names, `norms` (our layer norm name → theirs), and q_norm/k_norm when `qk_norm`."""
+    w.copy("model.decoder.embed_tokens", "model.embed_tokens")
+    for i in range(num_layers):
+        src, dst = f"model.layers.{i}", f"model.decoder.layers.{i}"
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            w.copy(f"{dst}.self_attn.{name}", f"{src}.self_attn.{name}")
+        if qk_norm:
+            w.copy(f"{dst}.self_attn.q_norm", f"{src}.self_attn.q_norm")
+            w.copy(f"{dst}.self_attn.k_norm", f"{src}.self_attn.k_norm")
+        for name in ("gate_proj", "up_proj", "down_proj"):
+            w.copy(f"{dst}.mlp.{name}", f"{src}.mlp.{name}")
+        for ours, theirs in norms.items():
+            w.copy(f"{dst}.{ours}", f"{src}.{theirs}")
+    w.copy("model.decoder.norm", "model.norm")
+
+
+LLAMA_NORMS = {"self_attn_norm": "input_layernorm", "mlp_norm": "post_attention_layernorm"}
+
+
+def reference_fields(c: HFAttentionConfigBase) -> dict:
+    """The fields every Llama-shaped reference config takes from ours."""
+    return {
+        "vocab_size": c.vocab_size,
+        "hidden_size": c.hidden_size,
+        "num_hidden_layers": c.num_hidden_layers,
+        "num_attention_heads": c.num_attention_heads,
+        "num_key_value_heads": c.num_key_value_heads,
+        "intermediate_size": c.intermediate_size,
+        "hidden_act": GATED_ACTIVATIONS.get(c.hidden_act, "silu"),
+        "max_position_embeddings": c.max_position_embeddings,
+        "rms_norm_eps": c.layer_norm_eps,
+        "attention_dropout": c.attention_dropout,
+        "initializer_range": c.initializer_range,
+        "tie_word_embeddings": c.tie_word_embeddings,
+        **our_token_ids(c),
+        **our_labels(c),
+    }
 
 
 def to_ours(model: LlamaForCausalLM | LlamaForSequenceClassification, w: Weights):
     c = model.config
     classifier = isinstance(model, LlamaForSequenceClassification)
-    rope = dict(getattr(c, "rope_parameters", None) or {})
-    if rope.get("rope_type", "default") != "default":
-        raise unsupported(f"Llama rope_parameters rope_type={rope['rope_type']!r} (only 'default' RoPE)")
-    if rope.get("partial_rotary_factor", 1.0) != 1.0:
-        raise unsupported(f"Llama partial_rotary_factor={rope['partial_rotary_factor']}")
-    config = HFAttentionDecoderConfig(
-        vocab_size=c.vocab_size,
-        hidden_size=c.hidden_size,
-        num_hidden_layers=c.num_hidden_layers,
-        num_attention_heads=c.num_attention_heads,
-        num_key_value_heads=c.num_key_value_heads,
-        head_dim=c.head_dim,
-        intermediate_size=c.intermediate_size,
-        hidden_act=activation(c.hidden_act, "hidden_act", gated=True),
-        max_position_embeddings=c.max_position_embeddings,
-        position_encoding="rotary",
-        rope_theta=rope.get("rope_theta", getattr(c, "rope_theta", 10000.0)),
-        norm_position="pre",
-        norm_type="rmsnorm",
-        scale_embeddings=False,
-        final_norm=True,
-        attention_bias=c.attention_bias,
-        mlp_bias=c.mlp_bias,
-        layer_norm_eps=c.rms_norm_eps,
-        hidden_dropout_prob=0.0,
-        attention_dropout=c.attention_dropout,
-        initializer_range=c.initializer_range,
-        tie_word_embeddings=tied(w, "lm_head.weight", "model.embed_tokens.weight", c.tie_word_embeddings),
-        **their_token_ids(c),
-        **(their_labels(c) if classifier else {}),
+    config = decoder_config(
+        c, w, classifier=classifier, **rope_knobs(dict(c.rope_parameters or {}), architecture="Llama")
     )
-    w.copy("model.decoder.embed_tokens", "model.embed_tokens")
-    for i in range(c.num_hidden_layers):
-        src, dst = f"model.layers.{i}", f"model.decoder.layers.{i}"
-        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
-            w.copy(f"{dst}.self_attn.{name}", f"{src}.self_attn.{name}")
-        for name in ("gate_proj", "up_proj", "down_proj"):
-            w.copy(f"{dst}.mlp.{name}", f"{src}.mlp.{name}")
-        w.copy(f"{dst}.self_attn_norm", f"{src}.input_layernorm")
-        w.copy(f"{dst}.mlp_norm", f"{src}.post_attention_layernorm")
-    w.copy("model.decoder.norm", "model.norm")
+    copy_layers(w, c.num_hidden_layers, norms=LLAMA_NORMS)
     return decoder_head(w, config, "lm_head", classifier=classifier), config, {}
 
 
 def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
     return LlamaConfig(
-        vocab_size=c.vocab_size,
-        hidden_size=c.hidden_size,
-        num_hidden_layers=c.num_hidden_layers,
-        num_attention_heads=c.num_attention_heads,
-        num_key_value_heads=c.num_key_value_heads,
+        **reference_fields(c),
         head_dim=c.head_dim,
-        intermediate_size=c.intermediate_size,
-        hidden_act=GATED_ACTIVATIONS.get(c.hidden_act, "silu"),
-        max_position_embeddings=c.max_position_embeddings,
-        rope_parameters={"rope_type": "default", "rope_theta": float(c.rope_theta)},
+        rope_parameters=reference_rope(c),
         attention_bias=c.attention_bias,
         mlp_bias=c.mlp_bias,
-        rms_norm_eps=c.layer_norm_eps,
-        attention_dropout=c.attention_dropout,
-        initializer_range=c.initializer_range,
-        tie_word_embeddings=c.tie_word_embeddings,
-        **our_token_ids(c),
-        **our_labels(c),
     )
 
 

@@ -1,0 +1,143 @@
+"""ModernBERT: a pre-norm encoder with rotary positions (one base for the global layers, another for the local
+ones), local attention (a window of `local_attention` + 1 keys) on all layers but every
+`global_attn_every_n_layers`-th, a GeGLU feed-forward network, no biases, bias-free LayerNorms, a norm over the
+embeddings in place of the first layer's attention norm, and BERT's dense → GELU → norm prediction head."""
+
+from transformers import ModernBertConfig, ModernBertForMaskedLM, ModernBertModel, PretrainedConfig
+
+from ..activations import GATED_ACTIVATIONS
+from ..configuration_hf_attention import HFAttentionConfigBase, HFAttentionEncoderConfig
+from ..modeling_hf_attention import HFAttentionEncoderModel, HFAttentionForMaskedLM
+from .base import Architecture, activation, our_token_ids, their_token_ids
+from .weights import Weights, tied, unsupported
+
+
+def to_ours(model: ModernBertModel | ModernBertForMaskedLM, w: Weights):
+    c = model.config
+    masked_lm = isinstance(model, ModernBertForMaskedLM)
+    hidden_act = activation(c.hidden_activation, "hidden_activation", gated=True)
+    full, local = c.rope_parameters["full_attention"], c.rope_parameters["sliding_attention"]
+    for kind, rope in (("global", full), ("local", local)):
+        if rope.get("rope_type", "default") != "default":
+            raise unsupported(f"ModernBERT {kind} layers with rope_type={rope['rope_type']!r} (only 'default')")
+    if masked_lm and c.classifier_activation != GATED_ACTIVATIONS[hidden_act]:
+        raise unsupported(
+            f"ModernBERT classifier_activation={c.classifier_activation!r} with hidden_activation="
+            f"{c.hidden_activation!r} (the head's activation is the feed-forward gate's)"
+        )
+    types = list(c.layer_types)
+    sliding = "sliding_attention" in types
+    config = HFAttentionEncoderConfig(
+        vocab_size=c.vocab_size,
+        hidden_size=c.hidden_size,
+        num_hidden_layers=c.num_hidden_layers,
+        num_attention_heads=c.num_attention_heads,
+        intermediate_size=c.intermediate_size,
+        hidden_act=hidden_act,
+        max_position_embeddings=c.max_position_embeddings,
+        position_encoding="rotary",
+        rope_theta=full["rope_theta"],
+        local_rope_theta=local["rope_theta"] if sliding else None,
+        # |i − j| <= local_attention // 2: our window counts the keys less than W away
+        sliding_window=c.local_attention // 2 + 1 if sliding else None,
+        layer_types=types if sliding else None,
+        norm_position="pre",
+        norm_type="layernorm",
+        norm_bias=c.norm_bias,
+        layer_norm_eps=c.norm_eps,
+        scale_embeddings=False,
+        embedding_norm=True,
+        first_attention_norm=False,
+        final_norm=True,
+        attention_bias=c.attention_bias,
+        mlp_bias=c.mlp_bias,
+        hidden_dropout_prob=c.mlp_dropout,
+        attention_dropout=c.attention_dropout,
+        initializer_range=c.initializer_range,
+        lm_head_transform=masked_lm,
+        lm_head_transform_bias=c.classifier_bias,
+        lm_head_bias=masked_lm and c.decoder_bias,
+        tie_word_embeddings=masked_lm
+        and tied(w, "decoder.weight", "model.embeddings.tok_embeddings.weight", c.tie_word_embeddings),
+        **their_token_ids(c),
+    )
+    encoder = "model.encoder" if masked_lm else "encoder"
+    base = "model." if masked_lm else ""  # ModernBertModel's own names have no prefix
+    w.copy(f"{encoder}.embed_tokens", f"{base}embeddings.tok_embeddings")
+    w.copy(f"{encoder}.embedding_norm", f"{base}embeddings.norm")
+    heads, head_dim = c.num_attention_heads, config.head_dim
+    for i in range(c.num_hidden_layers):
+        src, dst = f"{base}layers.{i}", f"{encoder}.layers.{i}"
+        # Wqkv's rows are [q | k | v], each H·D; Wi's [activated input: F | gate: F] (the first half is activated,
+        # our gate_proj). Views, so that an export writes into them.
+        for name, tensor in zip(
+            ("q", "k", "v"), w.get(f"{src}.attn.Wqkv.weight").split(heads * head_dim), strict=True
+        ):
+            w.out[f"{dst}.self_attn.{name}_proj.weight"] = tensor
+        if f"{src}.attn.Wqkv.bias" in w:
+            for name, bias in zip(
+                ("q", "k", "v"), w.get(f"{src}.attn.Wqkv.bias").split(heads * head_dim), strict=True
+            ):
+                w.out[f"{dst}.self_attn.{name}_proj.bias"] = bias
+        w.copy(f"{dst}.self_attn.o_proj", f"{src}.attn.Wo")
+        gate, up = w.get(f"{src}.mlp.Wi.weight").chunk(2)
+        w.out[f"{dst}.mlp.gate_proj.weight"], w.out[f"{dst}.mlp.up_proj.weight"] = gate, up
+        if f"{src}.mlp.Wi.bias" in w:
+            w.out[f"{dst}.mlp.gate_proj.bias"], w.out[f"{dst}.mlp.up_proj.bias"] = w.get(f"{src}.mlp.Wi.bias").chunk(2)
+        w.copy(f"{dst}.mlp.down_proj", f"{src}.mlp.Wo")
+        if i > 0:  # layer 0's attention norm is the embedding norm
+            w.copy(f"{dst}.self_attn_norm", f"{src}.attn_norm")
+        w.copy(f"{dst}.mlp_norm", f"{src}.mlp_norm")
+    w.copy(f"{encoder}.norm", f"{base}final_norm")
+    if masked_lm:
+        w.copy("lm_head_transform.dense", "head.dense")
+        w.copy("lm_head_transform.norm", "head.norm")
+        w.copy("lm_head", "decoder", names=("bias",) if config.tie_word_embeddings else ("weight", "bias"))
+    return (HFAttentionForMaskedLM if masked_lm else HFAttentionEncoderModel), config, {}
+
+
+def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
+    types = c.attention_types()
+    window = c.sliding_window or 1
+    full_every = next((i for i, kind in enumerate(types) if i and kind == "full_attention"), len(types))
+    gate = GATED_ACTIVATIONS.get(c.hidden_act, "gelu")
+    return ModernBertConfig(
+        vocab_size=c.vocab_size,
+        hidden_size=c.hidden_size,
+        num_hidden_layers=c.num_hidden_layers,
+        num_attention_heads=c.num_attention_heads,
+        intermediate_size=c.intermediate_size,
+        hidden_activation=gate,
+        classifier_activation=gate,
+        max_position_embeddings=c.max_position_embeddings,
+        local_attention=2 * (window - 1),
+        global_attn_every_n_layers=full_every,
+        layer_types=types,
+        global_rope_theta=float(c.rope_theta),
+        local_rope_theta=float(c.local_rope_theta if c.local_rope_theta is not None else c.rope_theta),
+        norm_eps=c.layer_norm_eps,
+        norm_bias=c.norm_bias,
+        attention_bias=c.attention_bias,
+        mlp_bias=c.mlp_bias,
+        classifier_bias=c.lm_head_transform_bias,
+        decoder_bias=c.lm_head_bias,
+        mlp_dropout=c.hidden_dropout_prob,
+        attention_dropout=c.attention_dropout,
+        initializer_range=c.initializer_range,
+        tie_word_embeddings=c.tie_word_embeddings,
+        **our_token_ids(c),
+    )
+
+
+ARCHITECTURE = Architecture(
+    name="modernbert",
+    model_type="modernbert",
+    classes={HFAttentionEncoderModel: ModernBertModel, HFAttentionForMaskedLM: ModernBertForMaskedLM},
+    to_ours=to_ours,
+    reference_config=reference_config,
+    checkpoint_classes=(("MaskedLM", ModernBertForMaskedLM), ("", ModernBertModel)),
+    left_padding_note=(
+        "It numbers positions from a row's first column (it assumes padding on the right), where hf-attention numbers "
+        "them from the first real token: pad on the right for the same outputs"
+    ),
+)

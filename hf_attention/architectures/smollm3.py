@@ -1,0 +1,63 @@
+"""SmolLM3: Llama with "NoPE" layers, which rotate nothing (every fourth by default: `no_rope_layer_interval`), and
+optional sliding windows on those layers only."""
+
+from transformers import PretrainedConfig, SmolLM3Config, SmolLM3ForCausalLM, SmolLM3ForSequenceClassification
+
+from ..configuration_hf_attention import HFAttentionConfigBase
+from ..modeling_hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM
+from .base import Architecture, decoder_head
+from .llama import (
+    LLAMA_NORMS,
+    copy_layers,
+    decoder_config,
+    layer_types_of,
+    reference_fields,
+    reference_rope,
+    rope_knobs,
+)
+from .weights import Weights
+
+
+def to_ours(model: SmolLM3ForCausalLM | SmolLM3ForSequenceClassification, w: Weights):
+    c = model.config
+    classifier = isinstance(model, SmolLM3ForSequenceClassification)
+    # transformers' `no_rope_layers[i]` is 1 where layer i DOES rotate (the name says the opposite)
+    nope_layers = [index for index, rotates in enumerate(c.no_rope_layers) if not rotates]
+    config = decoder_config(
+        c,
+        w,
+        classifier=classifier,
+        nope_layers=nope_layers,
+        **layer_types_of(c),
+        **rope_knobs(dict(c.rope_parameters or {}), architecture="SmolLM3"),
+    )
+    copy_layers(w, c.num_hidden_layers, norms=LLAMA_NORMS)
+    return decoder_head(w, config, "lm_head", classifier=classifier), config, {}
+
+
+def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
+    types = c.attention_types()
+    sliding = "sliding_attention" in types
+    return SmolLM3Config(
+        **reference_fields(c),
+        attention_bias=c.attention_bias,
+        mlp_bias=c.mlp_bias,
+        rope_parameters=reference_rope(c),
+        no_rope_layers=[int(index not in c.nope_layers) for index in range(c.num_hidden_layers)],
+        use_sliding_window=sliding,
+        sliding_window=c.sliding_window if sliding else None,
+        layer_types=types,
+    )
+
+
+ARCHITECTURE = Architecture(
+    name="smollm3",
+    model_type="smollm3",
+    classes={
+        HFAttentionForCausalLM: SmolLM3ForCausalLM,
+        HFAttentionDecoderForSequenceClassification: SmolLM3ForSequenceClassification,
+    },
+    to_ours=to_ours,
+    reference_config=reference_config,
+    checkpoint_classes=(("ForSequenceClassification", SmolLM3ForSequenceClassification), ("", SmolLM3ForCausalLM)),
+)
