@@ -189,7 +189,8 @@ _FIELD_CHECKS = {
             "scale_lm_head_input",
             "norm_bias",
             "first_attention_norm",
-            "lm_head_transform_bias",
+            "head_transform_bias",
+            "classifier_transform",
         ),
         _check_bool,
     ),
@@ -307,7 +308,8 @@ class HFAttentionConfigBase(PretrainedConfig):
         norm_bias: LayerNorm with a bias (False: ModernBERT's norms, which have none).
         first_attention_norm: Whether the first layer has its attention norm; False where the embedding norm already
             normalised its input (ModernBERT). Needs pre-norm.
-        lm_head_transform_bias: A bias on the dense layer of `lm_head_transform` (BERT has one, ModernBERT not).
+        head_transform_bias: A bias on the dense layer of `lm_head_transform` and of the encoder's
+            `classifier_transform` (BERT has one, ModernBERT not).
         relative_attention_num_buckets, relative_attention_max_distance: T5 bucketing of relative distances. Half
             the buckets (per direction in an encoder) hold exact distances, so an encoder needs at least 4 buckets and
             a decoder 2, and max_distance must exceed the exact range (num_buckets // 4 in an encoder, // 2 in a
@@ -377,7 +379,7 @@ class HFAttentionConfigBase(PretrainedConfig):
         query_pre_attn_scalar: float | None = None,
         norm_bias: bool = True,
         first_attention_norm: bool = True,
-        lm_head_transform_bias: bool = True,
+        head_transform_bias: bool = True,
         relative_attention_num_buckets: int = 32,
         relative_attention_max_distance: int = 128,
         layer_norm_eps: float = 1e-5,
@@ -434,7 +436,7 @@ class HFAttentionConfigBase(PretrainedConfig):
         self.query_pre_attn_scalar = query_pre_attn_scalar
         self.norm_bias = norm_bias
         self.first_attention_norm = first_attention_norm
-        self.lm_head_transform_bias = lm_head_transform_bias
+        self.head_transform_bias = head_transform_bias
         self.relative_attention_num_buckets = relative_attention_num_buckets
         self.relative_attention_max_distance = relative_attention_max_distance
         self.layer_norm_eps = layer_norm_eps
@@ -569,7 +571,9 @@ class HFAttentionConfigBase(PretrainedConfig):
     def _check_layer_types_length(self) -> None:
         layers = getattr(self, "num_hidden_layers", None)
         if self.layer_types is not None and layers is not None and len(self.layer_types) != layers:
-            raise ValueError(f"layer_types has {len(self.layer_types)} entries for {layers} layers; give one per layer.")
+            raise ValueError(
+                f"layer_types has {len(self.layer_types)} entries for {layers} layers; give one per layer."
+            )
 
     def _validate_layer_knobs(self) -> None:
         """Per-layer attention types: one per layer, and a window for the sliding ones."""
@@ -649,6 +653,8 @@ class HFAttentionEncoderConfig(HFAttentionConfigBase):
         classifier_dropout: Dropout before classification heads; `None` uses hidden_dropout_prob.
         classifier_pooling: How the sequence classifier summarises a text: "mean" of the real tokens' states, or
             the "first" token's state (BERT's [CLS]).
+        classifier_transform: The classifiers map each vector through dense → activation → norm before their linear
+            layer (ModernBERT's heads). Default False.
         **kwargs: The knobs of `HFAttentionConfigBase`.
     """
 
@@ -660,11 +666,13 @@ class HFAttentionEncoderConfig(HFAttentionConfigBase):
         num_hidden_layers: int = 6,
         classifier_dropout: float | None = None,
         classifier_pooling: str = "mean",
+        classifier_transform: bool = False,
         **kwargs,
     ):
         self.num_hidden_layers = num_hidden_layers
         self.classifier_dropout = classifier_dropout
         self.classifier_pooling = classifier_pooling
+        self.classifier_transform = classifier_transform
         kwargs.setdefault("is_decoder", False)
         super().__init__(**kwargs)
 

@@ -17,7 +17,7 @@ from transformers.utils import ModelOutput
 
 from .configuration_hf_attention import HFAttentionEncoderConfig
 from .losses import check_labels, label_shape, token_cross_entropy
-from .pretrained import OneStackModel, TransformerPreTrainedModel
+from .pretrained import OneStackModel, TransformerPreTrainedModel, build_head_transform
 
 
 class HFAttentionEncoderPreTrainedModel(TransformerPreTrainedModel):
@@ -154,15 +154,23 @@ class HFAttentionForMaskedLM(EncoderHead):
 
 
 class EncoderClassifier(EncoderHead):
-    """Base of the classification heads: dropout, then a linear layer from hidden_size to num_labels."""
+    """Base of the classification heads: (a dense → activation → norm transform, ModernBERT's,) dropout, then a
+    linear layer from hidden_size to num_labels."""
 
     def __init__(self, config: HFAttentionEncoderConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
         dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.classifier_transform = build_head_transform(config) if config.classifier_transform else None
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
+
+    def classify(self, hidden: Tensor) -> Tensor:
+        """(…, E) → (…, num_labels): the transform if configured, dropout, the linear layer."""
+        if self.classifier_transform is not None:
+            hidden = self.classifier_transform(hidden)
+        return self.classifier(self.dropout(hidden))
 
 
 class HFAttentionForSequenceClassification(EncoderClassifier):
@@ -186,7 +194,7 @@ class HFAttentionForSequenceClassification(EncoderClassifier):
         num_items_in_batch: Tensor | int | None,
     ) -> SequenceClassifierOutput:
         """Logits (B, num_labels); the loss follows `config.problem_type` as in HF's classifiers."""
-        logits = self.classifier(self.dropout(self.pool(encoded.last_hidden_state, attention_mask)))
+        logits = self.classify(self.pool(encoded.last_hidden_state, attention_mask))
         loss = None if labels is None else self.sequence_classification_loss(logits, labels, num_items_in_batch)
         return SequenceClassifierOutput(
             loss=loss, logits=logits, hidden_states=encoded.hidden_states, attentions=encoded.attentions
@@ -208,7 +216,7 @@ class HFAttentionForTokenClassification(EncoderClassifier):
         num_items_in_batch: Tensor | int | None,
     ) -> TokenClassifierOutput:
         """Logits (B, T, num_labels); labels (B, T) with -100 on ignored tokens."""
-        logits = self.classifier(self.dropout(encoded.last_hidden_state))
+        logits = self.classify(encoded.last_hidden_state)
         loss = (
             None
             if labels is None

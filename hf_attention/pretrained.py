@@ -130,15 +130,7 @@ class TransformerPreTrainedModel(VocabularyLoss, HFAttentionPreTrainedModel):
 
     def _build_lm_head(self, config: HFAttentionConfigBase) -> None:
         """The vocabulary projection `lm_head` of a language-model head, with the optional bias and transform."""
-        self.lm_head_transform = None
-        if config.lm_head_transform:
-            activation = gate_activation(config.hidden_act)  # a gated FFN names its gate
-            self.lm_head_transform = HeadTransform(
-                hidden_size=config.hidden_size,
-                activation=activation,
-                norm=build_norm(config),
-                bias=getattr(config, "lm_head_transform_bias", True),
-            )
+        self.lm_head_transform = build_head_transform(config) if config.lm_head_transform else None
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=config.lm_head_bias)
         self._blocked_lm_head: DecodingState[BlockedLinear] = DecodingState()  # see block_vocabulary_projection
         self._freeze_lm_head_bias()
@@ -177,6 +169,17 @@ class TransformerPreTrainedModel(VocabularyLoss, HFAttentionPreTrainedModel):
     def unblock_vocabulary_projection(self) -> None:
         """The end of a `block_vocabulary_projection` (the last one drops the blocked product)."""
         self._blocked_lm_head.leave()
+
+
+def build_head_transform(config: HFAttentionConfigBase) -> HeadTransform:
+    """Dense → activation → norm, as BERT's and ModernBERT's heads put it before their last linear layer; the
+    activation is the feed-forward network's (its gate's, when gated)."""
+    return HeadTransform(
+        hidden_size=config.hidden_size,
+        activation=gate_activation(config.hidden_act),
+        norm=build_norm(config),
+        bias=getattr(config, "head_transform_bias", True),
+    )
 
 
 class SharedEmbeddingModel:

@@ -344,7 +344,16 @@ CLAIMS = [
         "activations.py feed-forward activations (read by the config, layers.py, pretrained.py, converters)",
         lambda: read_exactly_by(
             hf("activations"),
-            set(hf("configuration_hf_attention", "layers", "pretrained", "architectures.base", "architectures.llama")),
+            set(
+                hf(
+                    "configuration_hf_attention",
+                    "layers",
+                    "pretrained",
+                    "architectures.base",
+                    "architectures.llama",
+                    "architectures.modernbert",
+                )
+            ),
         ),
     ),
     Claim(

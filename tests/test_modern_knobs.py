@@ -11,7 +11,13 @@ from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
 from hf_attention import HFAttentionDecoderConfig, HFAttentionEncoderConfig, HFAttentionSeq2SeqConfig
 
-SMALL = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48)
+SMALL = {
+    "vocab_size": 64,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 48,
+}
 ROTARY = dict(SMALL, position_encoding="rotary", norm_position="pre", norm_type="rmsnorm", hidden_act="swiglu")
 
 
@@ -20,7 +26,10 @@ ROTARY = dict(SMALL, position_encoding="rotary", norm_position="pre", norm_type=
     [
         ({"rope_type": "ntk"}, "rope_type='ntk' is not supported"),
         ({"rope_type": "linear"}, "rope_type='linear' needs rope_scaling_options 'factor'"),
-        ({"rope_type": "linear", "rope_scaling_options": {"factor": 2, "beta": 1}}, "'beta', which rope_type='linear'"),
+        (
+            {"rope_type": "linear", "rope_scaling_options": {"factor": 2, "beta": 1}},
+            "'beta', which rope_type='linear'",
+        ),
         ({"rope_type": "linear", "rope_scaling_options": {"factor": "2"}}, "rope_scaling_options['factor']='2'"),
         (
             {
@@ -160,7 +169,7 @@ def test_an_encoder_with_local_layers_sees_only_its_window():
         embedding_norm=True,
         first_attention_norm=False,
         lm_head_transform=True,
-        lm_head_transform_bias=False,
+        head_transform_bias=False,
     )
     model = AutoModelForMaskedLM.from_config(config).eval()
     ids = torch.randint(3, 64, (1, 12))
@@ -171,3 +180,43 @@ def test_an_encoder_with_local_layers_sees_only_its_window():
     # one layer: position 11 reaches back |i - j| < 3, to positions 9 and 10 only
     assert torch.equal(before[0, :9], after[0, :9])
     assert not torch.equal(before[0, 9:], after[0, 9:])
+
+
+@pytest.mark.parametrize("softcap", [None, 20.0], ids=["plain", "score-cap"])
+def test_flex_attention_applies_windows_local_bases_and_caps_as_eager(softcap):
+    """FlexAttention draws the sliding window into its block mask and the score cap into its score_mod: the same
+    logits and greedy tokens as the eager backend on a left-padded batch longer than the window."""
+    torch.manual_seed(0)
+    config = HFAttentionDecoderConfig(**GEMMA_LIKE, attn_logit_softcapping=softcap)
+    eager = AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    flex = AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    flex.load_state_dict(eager.state_dict())
+    flex.set_attn_implementation("flex_attention")
+    ids = torch.randint(3, 64, (2, 12))
+    mask = torch.ones_like(ids)
+    mask[1, :3] = 0
+    with torch.no_grad():
+        expected, actual = eager(ids, attention_mask=mask).logits, flex(ids, attention_mask=mask).logits
+    real = mask.bool()
+    torch.testing.assert_close(actual[real], expected[real], rtol=1e-5, atol=1e-5)
+    settings = {"attention_mask": mask, "max_new_tokens": 8, "do_sample": False}
+    assert torch.equal(flex.generate(ids, **settings), eager.generate(ids, **settings))
+
+
+def test_a_saved_qwen3_folder_converts_from_the_command_line_function(tmp_path):
+    """`hf-attention convert` of a saved Qwen3 folder: the checkpoint loads with the Auto class and computes the
+    reference's logits, and remembers the architecture it came from."""
+    from modern_references import forward_inputs, reference
+
+    from hf_attention.convert import convert_checkpoint
+
+    theirs = reference("qwen3")
+    theirs.save_pretrained(tmp_path / "qwen3")
+    convert_checkpoint(str(tmp_path / "qwen3"), tmp_path / "ours")
+    ours = AutoModelForCausalLM.from_pretrained(tmp_path / "ours").eval()
+    assert ours.config.converted_from == "qwen3"
+    inputs = forward_inputs("qwen3")
+    with torch.no_grad():
+        expected, actual = theirs(**inputs).logits, ours(**inputs).logits
+    real = inputs["attention_mask"].bool()
+    torch.testing.assert_close(actual[real], expected[real], rtol=1e-5, atol=1e-5)

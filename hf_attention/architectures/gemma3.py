@@ -24,7 +24,10 @@ def to_ours(model: Gemma3ForCausalLM | Gemma3TextForSequenceClassification, w: W
     classifier = isinstance(model, Gemma3TextForSequenceClassification)
     if c.use_bidirectional_attention:
         raise unsupported("Gemma 3 use_bidirectional_attention=True (EmbeddingGemma's bidirectional layers)")
-    full, local = c.rope_parameters["full_attention"], c.rope_parameters["sliding_attention"]
+    full, local = dict(c.rope_parameters["full_attention"]), c.rope_parameters["sliding_attention"]
+    # transformers reads YaRN's `truncate` from the top level of rope_parameters, which a per-layer-type dict never
+    # has there: Gemma 3 always truncates, whatever its full-attention entry says
+    full.pop("truncate", None)
     if local.get("rope_type", "default") != "default":
         raise unsupported(f"Gemma 3 sliding layers with rope_type={local['rope_type']!r} (only 'default' there)")
     layers = layer_types_of(c)
@@ -43,7 +46,7 @@ def to_ours(model: Gemma3ForCausalLM | Gemma3TextForSequenceClassification, w: W
         final_logit_softcapping=c.final_logit_softcapping,
         local_rope_theta=local["rope_theta"] if sliding else None,
         **layers,
-        **rope_knobs(dict(full), architecture="Gemma 3"),
+        **rope_knobs(full, architecture="Gemma 3"),
     )
     copy_layers(w, c.num_hidden_layers, norms=GEMMA3_NORMS, qk_norm=True)
     return decoder_head(w, config, "lm_head", classifier=classifier), config, {}

@@ -3,24 +3,45 @@ ones), local attention (a window of `local_attention` + 1 keys) on all layers bu
 `global_attn_every_n_layers`-th, a GeGLU feed-forward network, no biases, bias-free LayerNorms, a norm over the
 embeddings in place of the first layer's attention norm, and BERT's dense → GELU → norm prediction head."""
 
-from transformers import ModernBertConfig, ModernBertForMaskedLM, ModernBertModel, PretrainedConfig
+from transformers import (
+    ModernBertConfig,
+    ModernBertForMaskedLM,
+    ModernBertForSequenceClassification,
+    ModernBertForTokenClassification,
+    ModernBertModel,
+    PretrainedConfig,
+)
 
 from ..activations import GATED_ACTIVATIONS
 from ..configuration_hf_attention import HFAttentionConfigBase, HFAttentionEncoderConfig
-from ..modeling_hf_attention import HFAttentionEncoderModel, HFAttentionForMaskedLM
-from .base import Architecture, activation, our_token_ids, their_token_ids
+from ..modeling_hf_attention import (
+    HFAttentionEncoderModel,
+    HFAttentionForMaskedLM,
+    HFAttentionForSequenceClassification,
+    HFAttentionForTokenClassification,
+)
+from .base import Architecture, activation, our_labels, our_token_ids, their_labels, their_token_ids
 from .weights import Weights, tied, unsupported
 
+# Their classes with a head (dense → GELU → norm, then a linear layer) → ours.
+_HEADS = {
+    ModernBertForMaskedLM: HFAttentionForMaskedLM,
+    ModernBertForSequenceClassification: HFAttentionForSequenceClassification,
+    ModernBertForTokenClassification: HFAttentionForTokenClassification,
+}
 
-def to_ours(model: ModernBertModel | ModernBertForMaskedLM, w: Weights):
+
+def to_ours(model: ModernBertModel, w: Weights):
     c = model.config
+    head = type(model) in _HEADS
     masked_lm = isinstance(model, ModernBertForMaskedLM)
+    classifier = head and not masked_lm
     hidden_act = activation(c.hidden_activation, "hidden_activation", gated=True)
     full, local = c.rope_parameters["full_attention"], c.rope_parameters["sliding_attention"]
     for kind, rope in (("global", full), ("local", local)):
         if rope.get("rope_type", "default") != "default":
             raise unsupported(f"ModernBERT {kind} layers with rope_type={rope['rope_type']!r} (only 'default')")
-    if masked_lm and c.classifier_activation != GATED_ACTIVATIONS[hidden_act]:
+    if head and c.classifier_activation != GATED_ACTIVATIONS[hidden_act]:
         raise unsupported(
             f"ModernBERT classifier_activation={c.classifier_activation!r} with hidden_activation="
             f"{c.hidden_activation!r} (the head's activation is the feed-forward gate's)"
@@ -55,14 +76,18 @@ def to_ours(model: ModernBertModel | ModernBertForMaskedLM, w: Weights):
         attention_dropout=c.attention_dropout,
         initializer_range=c.initializer_range,
         lm_head_transform=masked_lm,
-        lm_head_transform_bias=c.classifier_bias,
+        classifier_transform=classifier,
+        classifier_pooling={"cls": "first", "mean": "mean"}[c.classifier_pooling],
+        classifier_dropout=c.classifier_dropout,
+        head_transform_bias=c.classifier_bias,
         lm_head_bias=masked_lm and c.decoder_bias,
         tie_word_embeddings=masked_lm
         and tied(w, "decoder.weight", "model.embeddings.tok_embeddings.weight", c.tie_word_embeddings),
         **their_token_ids(c),
+        **(their_labels(c) if classifier else {}),
     )
-    encoder = "model.encoder" if masked_lm else "encoder"
-    base = "model." if masked_lm else ""  # ModernBertModel's own names have no prefix
+    encoder = "model.encoder" if head else "encoder"
+    base = "model." if head else ""  # ModernBertModel's own names have no prefix
     w.copy(f"{encoder}.embed_tokens", f"{base}embeddings.tok_embeddings")
     w.copy(f"{encoder}.embedding_norm", f"{base}embeddings.norm")
     heads, head_dim = c.num_attention_heads, config.head_dim
@@ -93,7 +118,11 @@ def to_ours(model: ModernBertModel | ModernBertForMaskedLM, w: Weights):
         w.copy("lm_head_transform.dense", "head.dense")
         w.copy("lm_head_transform.norm", "head.norm")
         w.copy("lm_head", "decoder", names=("bias",) if config.tie_word_embeddings else ("weight", "bias"))
-    return (HFAttentionForMaskedLM if masked_lm else HFAttentionEncoderModel), config, {}
+    elif classifier:
+        w.copy("classifier_transform.dense", "head.dense")
+        w.copy("classifier_transform.norm", "head.norm")
+        w.copy("classifier", "classifier")
+    return (_HEADS[type(model)] if head else HFAttentionEncoderModel), config, {}
 
 
 def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
@@ -119,23 +148,34 @@ def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
         norm_bias=c.norm_bias,
         attention_bias=c.attention_bias,
         mlp_bias=c.mlp_bias,
-        classifier_bias=c.lm_head_transform_bias,
+        classifier_bias=c.head_transform_bias,
+        classifier_pooling={"first": "cls", "mean": "mean"}[getattr(c, "classifier_pooling", "first")],
+        classifier_dropout=getattr(c, "classifier_dropout", None) or 0.0,
         decoder_bias=c.lm_head_bias,
         mlp_dropout=c.hidden_dropout_prob,
         attention_dropout=c.attention_dropout,
         initializer_range=c.initializer_range,
         tie_word_embeddings=c.tie_word_embeddings,
         **our_token_ids(c),
+        **our_labels(c),
     )
 
 
 ARCHITECTURE = Architecture(
     name="modernbert",
     model_type="modernbert",
-    classes={HFAttentionEncoderModel: ModernBertModel, HFAttentionForMaskedLM: ModernBertForMaskedLM},
+    classes={
+        HFAttentionEncoderModel: ModernBertModel,
+        **{ours: theirs for theirs, ours in _HEADS.items()},
+    },
     to_ours=to_ours,
     reference_config=reference_config,
-    checkpoint_classes=(("MaskedLM", ModernBertForMaskedLM), ("", ModernBertModel)),
+    checkpoint_classes=(
+        ("MaskedLM", ModernBertForMaskedLM),
+        ("ForSequenceClassification", ModernBertForSequenceClassification),
+        ("ForTokenClassification", ModernBertForTokenClassification),
+        ("", ModernBertModel),
+    ),
     left_padding_note=(
         "It numbers positions from a row's first column (it assumes padding on the right), where hf-attention numbers "
         "them from the first real token: pad on the right for the same outputs"
