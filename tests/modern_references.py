@@ -31,6 +31,7 @@ from transformers import (
     ModernBertConfig,
     ModernBertForMaskedLM,
     ModernBertForSequenceClassification,
+    ModernBertForTokenClassification,
     ModernBertModel,
     Olmo2Config,
     Olmo2ForCausalLM,
@@ -216,6 +217,12 @@ CASES: dict[str, tuple[type[PreTrainedModel], Callable[[], PretrainedConfig]]] =
     "olmo2_classifier": (Olmo2ForSequenceClassification, _classifier(_olmo2)),
     "smollm3_classifier": (SmolLM3ForSequenceClassification, _classifier(_smollm3)),
     "modernbert_classifier": (ModernBertForSequenceClassification, _classifier(_modernbert)),
+    # mean pooling (the classifier above reads the first token) and the per-token classifier
+    "modernbert_mean_classifier": (
+        ModernBertForSequenceClassification,
+        lambda: _modernbert(num_labels=NUM_LABELS, classifier_pooling="mean"),
+    ),
+    "modernbert_token_classifier": (ModernBertForTokenClassification, _classifier(_modernbert)),
 }
 
 # The architecture name `to_hf` writes each case as.
