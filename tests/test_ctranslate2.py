@@ -1,7 +1,10 @@
 """CTranslate2, an inference engine that knows only standard architectures, runs what `hf-attention export` writes.
 
 Its own `TransformersConverter` reads the exported folder (the Llama and GPT-2 shapes of our decoder, the BART shape of
-our encoder-decoder) and its float32 greedy tokens must be those of our `generate()`.
+our encoder-decoder) and its float32 greedy tokens must be those of our `generate()`. Of today's architectures that
+`from_hf` imports, CTranslate2 4.8.5 converts and runs Mistral, Qwen2, Qwen3 and Gemma 3 (the shapes in TODAY); its
+Phi-3 loader fails on transformers 5's config, and it has no OLMo 2 or SmolLM3 loader
+(docs/deploy.md#todays-decoders-in-ctranslate2).
 """
 
 import os
@@ -10,9 +13,21 @@ import ctranslate2
 import pytest
 import torch
 from ctranslate2.converters import TransformersConverter
+from modern_references import DECODER, perturb
 from test_to_hf import SHAPES, build
 from text_fixtures import make_tokenizer, pydoc_paragraphs
+from transformers import (
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
+    MistralConfig,
+    MistralForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+)
 
+from hf_attention.convert import from_hf
 from hf_attention.placeholders import SENTINELS, protect, protect_batch, protect_pair, restore, translate_protected
 from hf_attention.to_hf import export_checkpoint
 from training.tokenizer import train_tokenizer
@@ -31,13 +46,62 @@ def tokenizers():
     return {family: make_tokenizer(family, texts) for family in ("decoder", "seq2seq")}
 
 
+# Today's architectures that CTranslate2 converts: name → the Hugging Face class, and its config from the tiny
+# decoder's fields and a sliding window. The window is the longest prompt's length minus one: CTranslate2 4.8.5 gives
+# other logits from the first new token on once a prompt is longer than window + 1 tokens (it decodes past the window
+# exactly), and the two longest prompts' continuations cross it. Each shape is a released model's: Mistral with a
+# window on every layer; Qwen2 with its q/k/v biases and no window (CTranslate2 ignores `use_sliding_window`, which no
+# Qwen2 release sets); Qwen3 with q/k norms and a head_dim (24) that is not hidden / heads; Gemma 3 1B's two kinds of
+# layer (sliding, then global), GELU-tanh, scaled embeddings, (1 + w) sandwich norms, its rotary bases (1e4 local,
+# 1e6 global), query_pre_attn_scalar = head_dim, no soft-capping, no RoPE scaling: CTranslate2 reads no other base,
+# scalar, soft-capping or scaling. Gemma 3 is untied here only so that the random model does not repeat its input.
+TODAY = {
+    "mistral": (MistralForCausalLM, lambda fields, window: MistralConfig(**fields, sliding_window=window)),
+    "qwen2": (Qwen2ForCausalLM, lambda fields, window: Qwen2Config(**fields)),
+    "qwen3": (Qwen3ForCausalLM, lambda fields, window: Qwen3Config(**fields, head_dim=24)),
+    "gemma3": (
+        Gemma3ForCausalLM,
+        lambda fields, window: Gemma3TextConfig(
+            **fields,
+            head_dim=16,
+            query_pre_attn_scalar=16,
+            sliding_window=window,
+            layer_types=["sliding_attention", "full_attention"],
+            tie_word_embeddings=False,
+        ),
+    ),
+}
+
+
+def _imported(name, tokenizer, initializer_range):
+    """Our model imported by `from_hf` from a tiny Hugging Face model of architecture `name` with random weights."""
+    model_class, make_config = TODAY[name]
+    longest = max(len(tokenizer(prompt)["input_ids"]) for prompt in PROMPTS)
+    fields = {
+        **DECODER,
+        "vocab_size": len(tokenizer),
+        "initializer_range": initializer_range,
+        "pad_token_id": tokenizer.pad_token_id,
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+    }
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        reference = model_class._from_config(make_config(fields, longest - 1), attn_implementation="eager")
+    return from_hf(perturb(reference.float().eval(), seed=0)).eval()
+
+
 def _converted(name, tokenizer, tmp_path, initializer_range):
     """Our model of shape `name` (weights drawn wide enough that greedy tokens vary), exported, then converted."""
-    model = build(name, vocab_size=len(tokenizer), initializer_range=initializer_range)
+    if name in TODAY:
+        model, architecture = _imported(name, tokenizer, initializer_range), name
+    else:
+        model = build(name, vocab_size=len(tokenizer), initializer_range=initializer_range)
+        architecture = SHAPES[name][3]
     source, standard = tmp_path / "ours", tmp_path / "standard"
     model.save_pretrained(source)
     tokenizer.save_pretrained(source)
-    export_checkpoint(str(source), standard, to=SHAPES[name][3])
+    export_checkpoint(str(source), standard, to=architecture)
     TransformersConverter(str(standard)).convert(str(tmp_path / "ct2"), force=True)
     return model, str(tmp_path / "ct2")
 
@@ -56,7 +120,7 @@ def assert_same_log_probs(model, translator, tokenizer, source, target: list[int
     torch.testing.assert_close(torch.tensor(scored.log_probs), expected, rtol=3e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("name", ["llama", "gpt2"])
+@pytest.mark.parametrize("name", ["llama", "gpt2", *TODAY])
 def test_ctranslate2_generates_our_greedy_tokens_from_the_exported_decoder(name, tokenizers, tmp_path):
     tokenizer = tokenizers["decoder"]
     model, converted = _converted(name, tokenizer, tmp_path, initializer_range=0.3)
