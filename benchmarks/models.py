@@ -1,8 +1,8 @@
 """The contenders: a Hugging Face reference model of each family and our twin converted from it, plus their inputs.
 
-Every pair is the reference model (GPT-2, Llama, BERT, BART, T5; random weights, the plan's dimensions) and our model
-converted from it with `hf_attention.convert.from_hf`, so weights and maths are identical; `assert_parity` checks the
-logits before anything is timed.
+Every pair is the reference model (GPT-2, Llama, BERT, BART, T5, Qwen3, Gemma 3, and the window_cache section's
+Mistral; random weights, the plan's dimensions) and our model converted from it with `hf_attention.convert.from_hf`,
+so weights and maths are identical; `assert_parity` checks the logits before anything is timed.
 """
 
 import torch
@@ -12,10 +12,16 @@ from transformers import (
     BartForConditionalGeneration,
     BertConfig,
     BertForMaskedLM,
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
     GPT2Config,
     GPT2LMHeadModel,
     LlamaConfig,
     LlamaForCausalLM,
+    MistralConfig,
+    MistralForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
     T5Config,
     T5ForConditionalGeneration,
 )
@@ -25,7 +31,21 @@ from hf_attention.convert import from_hf
 from .plan import Plan
 
 PARITY_TOLERANCE = 1e-4
-FAMILY_KIND = {"gpt2": "decoder", "llama": "decoder", "bert": "encoder", "bart": "seq2seq", "t5": "seq2seq"}
+FAMILY_KIND = {
+    "gpt2": "decoder",
+    "llama": "decoder",
+    "bert": "encoder",
+    "bart": "seq2seq",
+    "t5": "seq2seq",
+    "qwen3": "decoder",
+    "gemma3": "decoder",
+    "mistral": "decoder",
+}
+# Gemma 3's two knobs that no other family here has, at values that make them matter (`_modern_decoder`): q·k scaled
+# by (d_model / heads)^(-1/2) rather than head_dim^(-1/2) (as Gemma 3 27B does: 168 = 5376 / 32, with heads of 128),
+# and the final logits capped by tanh at Gemma 2's 30 (Gemma 3's checkpoints leave it unset, but the cap is part of
+# the architecture the conversion covers, and it changes how our training step computes its loss).
+GEMMA3_FINAL_LOGIT_SOFTCAPPING = 30.0
 MLM_PROBABILITY = 0.15  # BERT's recipe, and `DataCollatorForLanguageModeling`'s default (our masked_lm config's too)
 MASK_ID = 3  # a special id of the reference configs' range, never drawn by `random_ids`
 
@@ -117,9 +137,40 @@ def reference_model(family: str, plan: Plan, max_positions: int | None = None) -
                 eos_token_id=1,
             ),
         )
+    elif family in ("qwen3", "gemma3", "mistral"):
+        model_class, config = _modern_decoder(family, p, max_positions)
     else:
         raise ValueError(f"unknown family {family!r}; known: {', '.join(FAMILY_KIND)}")
     return model_class._from_config(config, attn_implementation="sdpa")
+
+
+def _modern_decoder(family: str, p: Plan, max_positions: int) -> tuple[type[nn.Module], object]:
+    """Qwen3, Gemma 3 or Mistral with the plan's dimensions, `head_dim` and `sliding_window`, the Llama row's
+    special ids and untied embeddings except where the architecture ties them by default (Gemma 3)."""
+    common = {
+        "vocab_size": p.vocab,
+        "hidden_size": p.hidden,
+        "intermediate_size": p.ffn,
+        "num_hidden_layers": p.layers,
+        "num_attention_heads": p.heads,
+        "num_key_value_heads": p.kv_heads or p.heads,
+        "head_dim": p.head_dim or p.hidden // p.heads,
+        "max_position_embeddings": max_positions,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "pad_token_id": 0,
+    }
+    if family == "qwen3":
+        return Qwen3ForCausalLM, Qwen3Config(**common)
+    if family == "mistral":  # every layer sliding when a window is given, none when it is None
+        return MistralForCausalLM, MistralConfig(**common, sliding_window=p.sliding_window)
+    # Gemma 3's own layer pattern (`sliding_window_pattern`, 6: layers 5, 11, … global), not an explicit list.
+    return Gemma3ForCausalLM, Gemma3TextConfig(
+        **common,
+        sliding_window=p.sliding_window,
+        query_pre_attn_scalar=p.hidden // p.heads,
+        final_logit_softcapping=GEMMA3_FINAL_LOGIT_SOFTCAPPING,
+    )
 
 
 def make_pair(family: str, plan: Plan, device: str, max_positions: int | None = None) -> tuple[nn.Module, nn.Module]:
@@ -130,9 +181,11 @@ def make_pair(family: str, plan: Plan, device: str, max_positions: int | None = 
     return reference, ours
 
 
-def make_generation_pair(family: str, plan: Plan, device: str) -> tuple[nn.Module, nn.Module]:
+def make_generation_pair(
+    family: str, plan: Plan, device: str, max_positions: int | None = None
+) -> tuple[nn.Module, nn.Module]:
     """`make_pair`, with no forced tokens or n-gram rules on either side: the decoding strategy alone decides."""
-    pair = make_pair(family, plan, device)
+    pair = make_pair(family, plan, device, max_positions)
     for model in pair:
         config = model.generation_config
         config.forced_bos_token_id = config.forced_eos_token_id = None

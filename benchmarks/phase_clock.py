@@ -20,6 +20,8 @@ REFERENCE_PARTS = {
     "llama": ("model", ("embed_tokens",), "layers", "norm"),
     "bart": ("model.decoder", ("embed_tokens", "embed_positions", "layernorm_embedding"), "layers", "layer_norm"),
     "t5": ("decoder", ("embed_tokens",), "block", "final_layer_norm"),
+    "qwen3": ("model", ("embed_tokens",), "layers", "norm"),
+    "gemma3": ("model", ("embed_tokens",), "layers", "norm"),  # embed_tokens scales by √d_model itself
 }
 
 

@@ -3,6 +3,19 @@ CPU-sized twin `gpu-tiny`)."""
 
 import dataclasses
 
+# Qwen3 and Gemma 3 at the Llama row's width (d_model 256, 4 heads, ffn 1024), each with what sets its architecture
+# apart at the shapes its checkpoints use. Qwen3: grouped key/value heads and a head_dim of its own, wider than
+# d_model / heads (Qwen3-0.6B: 16 heads of 128 on a d_model of 1024), so the projections are not square and the
+# per-head QK-norm runs on 128-wide heads. Gemma 3: six layers, so that its pattern of five sliding layers to one
+# global shows once; one key/value head (Gemma 3 1B); a head_dim of its own again; a sliding window of 64, below
+# the training length (128) and the decoded length (32 + 64), so that sliding masks and the window-bounded cache
+# are exercised. `query_pre_attn_scalar` and `final_logit_softcapping` are set where the reference is built
+# (`benchmarks.models`).
+MODERN_SHAPES = {
+    "qwen3": {"kv_heads": 2, "head_dim": 128},
+    "gemma3": {"layers": 6, "kv_heads": 1, "head_dim": 128, "sliding_window": 64},
+}
+
 SECTIONS = (
     "ceiling",
     "train",
@@ -14,6 +27,7 @@ SECTIONS = (
     "long_attention",
     "flex_train",
     "memory",
+    "window_cache",
 )
 
 
@@ -23,8 +37,10 @@ class Plan:
 
     Model dimensions (`vocab` … `ffn`, `kv_heads`: Llama's key/value heads, None = `heads`) and the training batch
     (`batch` × `seq`) are shared by every section, except where `family_shapes` gives a family its own dimensions
-    (`for_family`); the other fields belong to the section named by their prefix. `gen_rounds`: see
-    `benchmarks.generate` for why the full run takes 24.
+    (`for_family`); `head_dim` (None = `hidden` / `heads`) and `sliding_window` (the window of Gemma 3's sliding
+    layers, and of every layer of the window_cache section's Mistral) are read only by the architectures that have
+    them, which is why they are None here and set in `family_shapes`. The other fields belong to the section named
+    by their prefix. `gen_rounds`: see `benchmarks.generate` for why the full run takes 24.
     """
 
     name: str = "full"
@@ -34,18 +50,20 @@ class Plan:
     heads: int = 4
     ffn: int = 1024
     kv_heads: int | None = None
-    family_shapes: dict = dataclasses.field(default_factory=dict)  # family -> {"vocab": ..., "hidden": ..., ...}
+    head_dim: int | None = None
+    sliding_window: int | None = None
+    family_shapes: dict = dataclasses.field(default_factory=lambda: {f: dict(s) for f, s in MODERN_SHAPES.items()})
     batch: int = 8
     seq: int = 128
     warmup: int = 2
-    train_families: tuple = ("gpt2", "llama", "bert", "bart", "t5")
+    train_families: tuple = ("gpt2", "llama", "bert", "bart", "t5", "qwen3", "gemma3")
     train_dtypes: tuple = ("fp32", "bf16")
     train_rounds: int = 24
     train_compiled: tuple = ()  # families whose training step is also timed through torch.compile (ours and HF's)
     train_liger: bool = False  # also HF with liger-kernel's Triton kernels (CUDA, where liger-kernel is installed)
     forward_batches: tuple = (1, 8)
     forward_rounds: int = 10
-    gen_families: tuple = ("gpt2", "llama", "bart", "t5")
+    gen_families: tuple = ("gpt2", "llama", "bart", "t5", "qwen3", "gemma3")
     gen_batches: tuple = (1, 8)
     gen_modes: tuple = ("greedy", "beam4", "sample")
     gen_prompt: int = 32
@@ -75,10 +93,13 @@ class Plan:
     flex_lengths: tuple = (1024, 896, 1152)  # each a new total length: FlexAttention must not compile again
     flex_layers: int = 2
     flex_rounds: int = 5
-    memory_families: tuple = ("gpt2", "llama")
+    memory_families: tuple = ("gpt2", "llama", "qwen3", "gemma3")
     memory_vocabs: tuple = (8000, 32000, 128000)
     ceiling_size: int = 2048
     ceiling_rounds: int = 8
+    window_size: int = 256  # window_cache: a Mistral-shaped decoder with this window on every layer ...
+    window_prompt: int = 16  # ... prompted with this many tokens (batch 1) ...
+    window_new: int = 4096  # ... decodes this many greedily, windowed and with the window removed
     sections: tuple = tuple(s for s in SECTIONS if s not in ("generate_batch", "flex_train"))
 
     def for_family(self, family: str) -> "Plan":
@@ -117,6 +138,7 @@ PRESETS = {
         memory_vocabs=(8000, 32000),
         ceiling_size=1024,
         ceiling_rounds=4,
+        window_new=1024,
     ),
     "tiny": Plan(
         name="tiny",
@@ -132,6 +154,7 @@ PRESETS = {
         train_rounds=1,
         forward_batches=(1,),
         forward_rounds=1,
+        gen_families=("gpt2", "llama", "bart", "t5"),
         gen_batches=(1, 2),
         gen_prompt=4,
         gen_new=3,
@@ -151,6 +174,15 @@ PRESETS = {
         memory_vocabs=(400,),
         ceiling_size=128,
         ceiling_rounds=1,
+        # Qwen3 and Gemma 3 at this size, kept out of the sections above (the tests run them on their own); Gemma 3's
+        # window of 4 is below the decoded length (4 + 3) as in the full run.
+        family_shapes={
+            "qwen3": {"kv_heads": 2, "head_dim": 12},
+            "gemma3": {"layers": 6, "kv_heads": 1, "head_dim": 12, "sliding_window": 4},
+        },
+        window_size=8,
+        window_prompt=4,
+        window_new=24,
     ),
     # GPT-2 124M and a Llama-shaped decoder of about 200M (grouped-query attention, 4 key/value heads) at 1024 tokens,
     # bf16 autocast: eager and compiled training steps (and HF with liger-kernel), decoding at batch 1 and 32 (dynamic

@@ -3,9 +3,10 @@
     python -m benchmarks.run [--preset full|quick|tiny|gpu|gpu-tiny] [--device cpu|cuda] [--sections ...]
                              [--families ...] [--out DIR] [--docs PATH]
 
-Every pair is the reference model (GPT-2, Llama, BERT, BART, T5; random weights, same dimensions) and our model
-converted from it with `hf_attention.convert.from_hf`, so weights and maths are identical; logit parity (and, when
-generating, identical tokens) is ASSERTED before anything is timed. Sections, one module each:
+Every pair is the reference model (GPT-2, Llama, BERT, BART, T5, Qwen3, Gemma 3; random weights, the same dimensions
+but where `benchmarks.plan` gives Qwen3 and Gemma 3 their own) and our model converted from it with
+`hf_attention.convert.from_hf`, so weights and maths are identical; logit parity (and, when generating, identical
+tokens) is ASSERTED before anything is timed. Sections, one module each:
 
 - ceiling:        large fp32 and bf16 matmuls measured in the same run, the denominator of every MFU figure;
 - train:          forward + backward + AdamW step, tokens/s, fp32 and bf16 autocast (autocast on both sides);
@@ -17,6 +18,8 @@ generating, identical tokens) is ASSERTED before anything is timed. Sections, on
 - length:         forward + backward time and peak memory per token at 128 … 4096 tokens per sequence;
 - long_attention: inference at 4k-16k tokens, SDPA against FlexAttention (causal, packed documents, ALiBi);
 - memory:         peak memory of a causal-LM training step, ours vs HF, at vocabularies of 8k, 32k and 128k;
+- window_cache:   the key/value cache a tiny Mistral with a 256-token window holds while decoding 4096 tokens, ours
+                  vs HF, and the same model's unbounded cache without the window (sizes, not timings; ~1 minute);
 - generate_batch: continuous batching (`generate_batch`), requests of many prompt lengths (gpu preset);
 - flex_train:     a training step on packed documents, SDPA against FlexAttention, as the packed length changes,
                   with the first call's (compiling) time and the graphs compiled (gpu preset).
@@ -56,6 +59,7 @@ from . import (
     long_attention,
     memory,
     train,
+    window_cache,
 )
 from .harness import Session
 from .machine import machine_info, native_bf16
@@ -77,6 +81,7 @@ MEASURE = {
     "long_attention": long_attention.measure,
     "flex_train": flex_train.measure,
     "memory": memory.measure,
+    "window_cache": window_cache.measure,
 }
 NEEDS_CEILING = ("decode_profile",)  # its FLOP floor divides by the fp32 ceiling of the same run
 

@@ -5,9 +5,26 @@ Results files written before a section or a column existed render with "–" in 
 """
 
 from .flops import model_flops
-from .models import MLM_PROBABILITY
+from .models import GEMMA3_FINAL_LOGIT_SOFTCAPPING, MLM_PROBABILITY
 
 DASH = "–"
+# Fields of a family's own shape (`Plan.family_shapes`) other than width, heads, ffn and vocabulary, as the training
+# table's heading names them.
+SHAPE_EXTRAS = {
+    "layers": "{} layers",
+    "kv_heads": "key/value heads {}",
+    "head_dim": "head_dim {}",
+    "sliding_window": "sliding window {}",
+}
+# What sets an architecture apart beyond its shape, said under the training table when the family has a row there.
+ARCHITECTURE_NOTES = {
+    "qwen3": "Qwen3: RMSNorm on each head's queries and keys before the rotation (QK-norm), untied embeddings.",
+    "gemma3": "Gemma 3: its own layer pattern, five sliding-window layers to one global (a rotary base of 10⁴ on "
+    "the sliding layers, 10⁶ on the global one); q·k scaled by query_pre_attn_scalar^(-1/2) with "
+    "query_pre_attn_scalar = d_model / heads, not head_dim; final logits capped by {cap:g}·tanh(x / {cap:g}); a norm "
+    "before and after each sublayer (1 + w gains), QK-norm, embeddings × √d_model, a tanh-GELU gate, tied "
+    "embeddings.",
+}
 MODE_NAMES = {
     "greedy": "greedy",
     "beam4": "4-beam search (no early stopping)",
@@ -121,19 +138,43 @@ def train_lines(results: dict) -> list[str]:
         )
     if not rows:
         return []
+    trained = {r["family"] for r in results["train"]}
     shapes = "".join(
         f"; {family}: d_model {shape.get('hidden', plan['hidden'])}, {shape.get('heads', plan['heads'])} heads, "
-        f"ffn {shape.get('ffn', plan['ffn'])}, vocab {shape.get('vocab', plan['vocab'])}"
+        f"ffn {shape.get('ffn', plan['ffn'])}, vocab {shape.get('vocab', plan['vocab'])}{_shape_extras(shape)}"
         for family, shape in plan.get("family_shapes", {}).items()
+        if family in trained
     )
     kv = f" ({plan['kv_heads']} key/value heads)" if plan.get("kv_heads") else ""
-    return [
-        f"**Training step** (forward + backward + AdamW), batch {plan['batch']} × {plan['seq']} tokens, "
-        f"d_model {plan['hidden']}, {plan['layers']} layers, {plan['heads']} heads{kv}, ffn {plan['ffn']}, "
-        f"vocab {plan['vocab']}{shapes}; labels: next token (decoders), teacher forcing (seq2seq), BERT's "
-        f"{MLM_PROBABILITY:.0%} masked positions (encoder); tokens/s:",
-        "",
-    ] + _table(["family", "dtype", "HF tokens/s", "ours tokens/s", "speed-up", "MFU HF", "MFU ours", "extra"], rows)
+    return (
+        [
+            f"**Training step** (forward + backward + AdamW), batch {plan['batch']} × {plan['seq']} tokens, "
+            f"d_model {plan['hidden']}, {plan['layers']} layers, {plan['heads']} heads{kv}, ffn {plan['ffn']}, "
+            f"vocab {plan['vocab']}{shapes}; labels: next token (decoders), teacher forcing (seq2seq), BERT's "
+            f"{MLM_PROBABILITY:.0%} masked positions (encoder); tokens/s:",
+            "",
+        ]
+        + _table(["family", "dtype", "HF tokens/s", "ours tokens/s", "speed-up", "MFU HF", "MFU ours", "extra"], rows)
+        + (architecture_notes(dict.fromkeys(r["family"] for r in results["train"])))
+    )
+
+
+def architecture_notes(families) -> list[str]:
+    """A line on each of `families` that `ARCHITECTURE_NOTES` describes (none for the families of older files)."""
+    notes = [
+        ARCHITECTURE_NOTES[family].format(cap=GEMMA3_FINAL_LOGIT_SOFTCAPPING)
+        for family in families
+        if family in ARCHITECTURE_NOTES
+    ]
+    return [" ".join(notes), ""] if notes else []
+
+
+def _shape_extras(shape: dict) -> str:
+    """What a family's own shape sets beyond width, heads, ffn and vocabulary, where it sets it (the shapes of older
+    results files set none of these, or None, and render as they did)."""
+    return "".join(
+        f", {template.format(shape[key])}" for key, template in SHAPE_EXTRAS.items() if shape.get(key) is not None
+    )
 
 
 def forward_lines(results: dict) -> list[str]:
@@ -519,12 +560,20 @@ def memory_lines(results: dict) -> list[str]:
     if not rows:
         return []
     first = results["memory"][0]
+    # Gemma 3's final logit cap: ours computes the whole logits then (older results files have no such row).
+    capped = (
+        ", except under Gemma 3's final logit cap, which ours applies to whole logits as HF does"
+        if any(r["family"] == "gemma3" for r in results["memory"])
+        else ""
+    )
     return (
         [
             f"**Training memory by vocabulary** (peak of one fp32 training step: forward + backward + AdamW; "
             f"d_model {first['hidden']}, batch {first['batch']} × {first['seq']} tokens). HF computes the (N, V) "
             "logits, their softmax and gradient; our models fuse the vocabulary projection with the loss "
-            "(`hf_attention.losses.linear_cross_entropy`) and never build the (N, V) logits while training:",
+            "(`hf_attention.losses.linear_cross_entropy`) and never build the (N, V) logits while training"
+            + capped
+            + ":",
             "",
         ]
         + _table(["family", "vocab", "HF peak MiB", "ours peak MiB", "HF / ours"], rows)
@@ -534,3 +583,59 @@ def memory_lines(results: dict) -> list[str]:
 
 def flops_lines() -> list[str]:
     return ["FLOPs: " + model_flops.__doc__.split("Formula: ", 1)[1].replace("\n    ", " ").strip(), ""]
+
+
+def window_cache_lines(results: dict) -> list[str]:
+    """The cache of sliding-window decoding, each side's against the unbounded cache of the same model."""
+    found = results.get("window_cache", [])
+    if not found:
+        return []
+    unbounded = {r["side"]: r["held_end_bytes"] for r in found if r["window"] is None}
+
+    def kib(value: int) -> str:
+        return f"{value / 2**10:.1f}"
+
+    rows = [
+        [
+            r["side"],
+            DASH if r["window"] is None else str(r["window"]),
+            str(r["positions_end"]),
+            kib(r["held_end_bytes"]),
+            kib(r["held_max_bytes"]),
+            kib(r["expected_held_bytes"]),
+            kib(r["storage_end_bytes"]),
+            kib(r["storage_max_bytes"]),
+            f"**{unbounded[r['side']] / r['held_end_bytes']:.1f}×**"
+            if r["window"] is not None and r["side"] in unbounded
+            else DASH,
+            "yes" if r["same_tokens_as_hf"] else "no",
+        ]
+        for r in found
+    ]
+    first = found[0]
+    shape = first["shape"]
+    return [
+        f"**Sliding-window decoding: the key/value cache** (a Mistral-shaped decoder, d_model {shape['hidden']}, "
+        f"{shape['layers']} layers, {shape['heads']} heads of {shape['head_dim']}, {shape['kv_heads']} key/value "
+        f"heads, vocab {shape['vocab']}, fp32; greedy, batch 1, prompt {first['prompt']}, {first['new_tokens']} new "
+        "tokens; the window on every layer, then removed). Held: the bytes of the cached keys and values as shaped, "
+        "read after every step, at the end and at the most; expected: W − 1 positions per layer with a window W, "
+        "every position but the last token's without; storage: the bytes of the tensors they are views of, i.e. the "
+        "memory the cache keeps alive. Unbounded / windowed: the same side's held bytes at the end without and with "
+        "the window. KiB:",
+        "",
+    ] + _table(
+        [
+            "side",
+            "window",
+            "positions cached",
+            "held",
+            "held, most",
+            "expected",
+            "storage",
+            "storage, most",
+            "unbounded / windowed",
+            "same tokens as HF",
+        ],
+        rows,
+    )

@@ -272,3 +272,53 @@ def test_memory_section_gives_no_ratio_for_a_peak_too_small_to_see(monkeypatch):
     monkeypatch.setattr(memory, "isolated_peak_memory", lambda step, args, device: 0 if args[2] == "ours" else 4096)
     rows = memory.measure(plan, Session(device="cpu", log=lambda message: None, results={}))
     assert rows and all(r["ours_peak_bytes"] == 0 and r["ratio_hf_to_ours"] is None for r in rows)
+
+
+def test_qwen3_and_gemma3_rows_and_the_sliding_window_cache(tiny_run):
+    """Qwen3 and Gemma 3 through every section a decoder has, at the tiny size: each reference has what sets its
+    architecture apart (Qwen3's own head_dim; Gemma 3's five sliding layers to one global with a window shorter than
+    the decoded length, query_pre_attn_scalar ≠ head_dim, a final logit cap), parity and HF's tokens hold, and the
+    training table names their shapes. Then the tiny run's window_cache section: both sides hold the window's W − 1
+    positions, less than the unbounded cache, with HF's tokens."""
+    import dataclasses
+
+    from benchmarks import tables
+    from benchmarks.harness import Session
+    from benchmarks.models import reference_model
+
+    families = ("qwen3", "gemma3")
+    plan = dataclasses.replace(
+        PRESETS["tiny"],
+        train_families=families,
+        train_dtypes=("fp32",),
+        gen_families=families,
+        gen_batches=(1,),
+        gen_modes=("greedy",),
+    )
+    qwen3, gemma3 = (reference_model(family, plan).config for family in families)
+    assert qwen3.head_dim != qwen3.hidden_size // qwen3.num_attention_heads
+    assert gemma3.layer_types == ["sliding_attention"] * 5 + ["full_attention"]
+    assert gemma3.sliding_window < plan.gen_prompt + plan.gen_new and gemma3.sliding_window < plan.seq
+    assert gemma3.query_pre_attn_scalar != gemma3.head_dim and gemma3.final_logit_softcapping is not None
+    results = {"plan": dataclasses.asdict(plan)}
+    session = Session(device="cpu", log=lambda message: None, results=results)
+    for section in ("train", "forward", "generate", "decode_profile"):
+        results[section] = run.MEASURE[section](plan, session)
+    assert [(r["family"], r["dtype"]) for r in results["train"]] == [(f, "fp32") for f in families]
+    assert all(r["parity_max_logit_diff"] <= PARITY_TOLERANCE for r in results["train"])
+    assert [r["family"] for r in results["forward"]] == list(families)
+    assert all(all(r["same_tokens_as_hf"].values()) and "speedup_cache" in r for r in results["generate"])
+    assert all(r["same_tokens_as_hf"] and "ours" in r for r in results["decode_profile"])
+    heading = tables.train_lines(results)[0]
+    assert "qwen3: d_model 32, 4 heads, ffn 64, vocab 99, key/value heads 2, head_dim 12" in heading
+    assert "gemma3: d_model 32, 4 heads, ffn 64, vocab 99, 6 layers, key/value heads 1, head_dim 12" in heading
+
+    rows, out = tiny_run[0]["window_cache"], tiny_run[1]
+    assert [(r["side"], r["window"]) for r in rows] == [
+        (s, w) for w in (PRESETS["tiny"].window_size, None) for s in ("hf", "ours")
+    ]
+    assert all(r["same_tokens_as_hf"] and r["held_end_bytes"] == r["expected_held_bytes"] for r in rows)
+    windowed, unbounded = rows[:2], rows[2:]
+    assert all(r["positions_max"] == PRESETS["tiny"].window_size - 1 for r in windowed)
+    assert all(w["held_max_bytes"] < u["held_end_bytes"] for w, u in zip(windowed, unbounded, strict=True))
+    assert "Sliding-window decoding: the key/value cache" in (out / "tiny.md").read_text()
