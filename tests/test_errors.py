@@ -20,7 +20,7 @@ from hf_attention.cache_argument import cache_of
         ),
         ({"attention_score": "cosine"}, r"attention_score='cosine' is not supported; allowed values are 'scaled_dot'"),
         ({"position_encoding": "xpos"}, r"position_encoding='xpos' is not supported"),
-        ({"norm_position": "sandwich"}, r"norm_position='sandwich'"),
+        ({"norm_position": "middle"}, r"norm_position='middle'"),
         ({"norm_type": "batchnorm"}, r"norm_type='batchnorm'"),
         ({"hidden_act": "tanh"}, r"hidden_act='tanh'.*'swiglu'"),
         ({"sinusoidal_layout": "random"}, r"sinusoidal_layout='random'"),
