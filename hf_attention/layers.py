@@ -172,6 +172,7 @@ class EncoderLayer(GradientCheckpointingLayer):
         self.mlp_norm = mlp_norm
         self.mlp_output_norm = mlp_output_norm
         self.norm_position = norm_position
+        self.pre_norm = norm_position == "pre"  # the two placements of the 2017 paper and GPT-2 (tutorial 07)
         self.norm_input = norm_position in ("pre", "sandwich")  # the sublayer reads Norm(x)
         self.dropout = nn.Dropout(dropout)
 

@@ -376,9 +376,11 @@ def test_unsupported_model_class_is_refused():
                 intermediate_size=37,
                 num_hidden_layers=1,
                 num_attention_heads=4,
-                rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0},
+                # Llama's attention rotates whole heads: a partial factor in its rope_parameters is not read the
+                # way Phi-3 reads it, and is refused by name
+                rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
             ),
-            "rope_type='linear'",
+            "Llama partial_rotary_factor=0.5",
         ),
         (
             T5ForConditionalGeneration,

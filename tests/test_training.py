@@ -764,7 +764,11 @@ def test_export_to_writes_an_untied_masked_lm_as_bert(tmp_path):
             {"position_encoding": "alibi"},
             r"position_encoding='alibi' \(llama needs 'rotary'\)",
         ),
-        (["--export_to", "auto"], {"attention_score": "additive"}, "No standard architecture among gpt2/llama has"),
+        (
+            ["--export_to", "auto"],
+            {"attention_score": "additive"},
+            "No standard architecture among gpt2/llama/mistral/qwen2/qwen3/gemma3/phi3/olmo2/smollm3 has",
+        ),
         (["--export_to", "gpt3"], {}, r"--export_to='gpt3' is not supported"),
         (
             ["--export_to", "gpt2", "--model_type", "gpt2", "--model_config", '{"n_embd": 32, "n_layer": 1}'],
