@@ -191,6 +191,7 @@ _FIELD_CHECKS = {
             "first_attention_norm",
             "head_transform_bias",
             "classifier_transform",
+            "longrope_recompute_cache",
         ),
         _check_bool,
     ),
@@ -285,6 +286,9 @@ class HFAttentionConfigBase(PretrainedConfig):
         rope_scaling_options: That scaling's numbers, named as transformers names them (`factor`,
             `original_max_position_embeddings`, `low_freq_factor`, `high_freq_factor`, `beta_fast`, `beta_slow`,
             `mscale`, `mscale_all_dim`, `attention_factor`, `truncate`, `short_factor`, `long_factor`).
+        longrope_recompute_cache: With `longrope`, generate() runs the step at which the sequence first grows past
+            the original length without its cache, so that the cached keys, rotated with the short factors, are
+            rotated again with the long ones (Phi-3's generate()). Default False: cached keys keep their rotation.
         partial_rotary_factor: The share of each head's dimensions that rotate (the first int(D · factor); the rest
             carry no position: GPT-NeoX, Phi-4-mini). Default 1.0.
         local_rope_theta: Base of the rotary frequencies of the sliding-window layers (Gemma 3: 10 000 locally,
@@ -367,6 +371,7 @@ class HFAttentionConfigBase(PretrainedConfig):
         rope_theta: float = 10000.0,
         rope_type: str = "default",
         rope_scaling_options: dict | None = None,
+        longrope_recompute_cache: bool = False,
         partial_rotary_factor: float = 1.0,
         local_rope_theta: float | None = None,
         nope_layers: list[int] | None = None,
@@ -423,6 +428,7 @@ class HFAttentionConfigBase(PretrainedConfig):
         self.rope_theta = rope_theta
         self.rope_type = rope_type
         self.rope_scaling_options = {} if rope_scaling_options is None else dict(rope_scaling_options)
+        self.longrope_recompute_cache = longrope_recompute_cache
         self.partial_rotary_factor = partial_rotary_factor
         self.local_rope_theta = local_rope_theta
         self.nope_layers = [] if nope_layers is None else list(nope_layers)
@@ -538,6 +544,7 @@ class HFAttentionConfigBase(PretrainedConfig):
         rotary_knobs = {
             "rope_type": (self.rope_type, "default"),
             "rope_scaling_options": (self.rope_scaling_options, {}),
+            "longrope_recompute_cache": (self.longrope_recompute_cache, False),
             "partial_rotary_factor": (self.partial_rotary_factor, 1.0),
             "local_rope_theta": (self.local_rope_theta, None),
             "nope_layers": (self.nope_layers, []),
@@ -556,6 +563,11 @@ class HFAttentionConfigBase(PretrainedConfig):
                 f"{rotary_dim} dimensions of each head; rotation needs an even number >= 2."
             )
         ROPE_SCALINGS[self.rope_type].check_options(self.rope_scaling_options, rotary_dim=rotary_dim)
+        if self.longrope_recompute_cache and self.rope_type != "longrope":
+            raise ValueError(
+                f"longrope_recompute_cache=True needs rope_type='longrope' (got {self.rope_type!r}): it rotates the "
+                "cached keys again when LongRoPE switches to its long factors."
+            )
         layers = self.layer_count()
         outside = [index for index in self.nope_layers if layers is None or index >= layers]
         if outside:

@@ -86,6 +86,21 @@ class GenerationOverrides(GenerationChecks):
     def create_masks_for_generate(self, *, attention_mask: Tensor | None = None, **kwargs) -> Tensor | None:
         return attention_mask
 
+    def prepare_inputs_for_generation(self, input_ids: Tensor, *args, **kwargs):
+        """transformers' preparation, with Phi-3's LongRoPE rule (`longrope_recompute_cache`): the step at which the
+        sequence first grows past the original length runs without the cache, so that every key is rotated again
+        with the long factors (the cached ones were rotated with the short ones), as Phi-3's generate() does."""
+        config = self.config
+        if getattr(config, "longrope_recompute_cache", False):
+            original = config.rope_scaling_options["original_max_position_embeddings"]
+            name = "cache" if kwargs.get("cache") is not None else "past_key_values"
+            cache = kwargs.get(name)
+            if cache is not None and input_ids.shape[1] > original and cache.get_seq_length() <= original:
+                kwargs[name] = None
+                if "next_sequence_length" in kwargs:
+                    kwargs["next_sequence_length"] = None
+        return super().prepare_inputs_for_generation(input_ids, *args, **kwargs)
+
     def generate(self, *args, **kwargs):
         """`GenerationMixin.generate`, with the decoding states of the model's modules on for the call (see the
         class)."""

@@ -43,6 +43,7 @@ from modern_references import (
     main_output,
     max_difference_at_real,
     padded_batch,
+    real_positions,
     reference,
 )
 from test_save_load import REMOTE_SCRIPT
@@ -91,7 +92,10 @@ def test_forward_parity(name, attn):
     assert max_difference_at_real(main_output(theirs), main_output(mine), mask) <= TOLERANCE
     assert len(theirs.hidden_states) == len(mine.hidden_states) == ref.config.num_hidden_layers + 1
     for layer, (a, b) in enumerate(zip(theirs.hidden_states, mine.hidden_states, strict=True)):
-        assert max_difference_at_real(a, b, mask) <= TOLERANCE, f"hidden state {layer}"
+        # the residual stream grows to a few units: relative to its size (transformers 5.23's Llama differed by
+        # 1.3e-5 on values near 2 once, float rounding of another order of operations)
+        scale = max(1.0, real_positions(a, mask).abs().max().item())
+        assert max_difference_at_real(a, b, mask) <= TOLERANCE * scale, f"hidden state {layer}"
     if attn == "eager":  # (B, H, T, S): a padding query's row is not defined
         assert len(theirs.attentions) == len(mine.attentions) == ref.config.num_hidden_layers
         for layer, (a, b) in enumerate(zip(theirs.attentions, mine.attentions, strict=True)):

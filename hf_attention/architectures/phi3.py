@@ -26,6 +26,8 @@ def to_ours(model: Phi3ForCausalLM | Phi3ForSequenceClassification, w: Weights):
         classifier=classifier,
         hidden_dropout_prob=c.resid_pdrop,
         sliding_window=c.sliding_window,
+        # Phi-3's generate() re-encodes the sequence when it first passes the original length
+        longrope_recompute_cache=rope.get("rope_type") == "longrope",
         **rope_knobs(rope, architecture="Phi-3", partial=True),
     )
     heads, kv_heads, head_dim = c.num_attention_heads, c.num_key_value_heads, config.head_dim
