@@ -7,14 +7,11 @@ crosses every sliding window and original RoPE length, with eager and with sdpa;
 bit-exact; and `to_hf` writes the reference's class back with its weights and logits. Every causal LM generates the
 reference's greedy tokens from a prompt of 12 tokens, 12 new tokens past the original RoPE length of 16.
 
-The checks that cost more run on the subset where a mistake is most likely to show:
+Beam search (3 beams) and sampling (a seed set before each call) run on every causal LM too: beams reorder the
+cache between steps (sliding-window layers, RoPE that changes during decoding), sampling reads the whole distribution
+(softcapped logits, YaRN's attention factor); sampling draws from the whole vocabulary (top_k 0) except for Qwen3
+(top_k 20, the filter's path). The check that costs more runs on a subset:
 
-- Beam search (BEAM_SEARCH) reorders the cache between steps. It matters where the cache is not a plain growing
-  tensor or the keys in it were rotated under other frequencies: sliding-window layers (Mistral on every layer,
-  Gemma 3 mixed with a global one) and RoPE that changes during decoding (dynamic recomputes its frequencies as the
-  sequence grows past 16, longrope switches from short to long factors there).
-- Sampling (SAMPLING) reads the whole distribution, not its argmax: Gemma 3's softcapped logits, Qwen3, and YaRN,
-  whose attention factor scales every attention logit.
 - Loading as remote code in a fresh interpreter without hf_attention (REMOTE_CODE) ships the same files whatever the
   case: one decoder with per-head q/k norms and a head_dim of its own (Qwen3), the mixed sliding/global decoder with
   (1 + w) norms (Gemma 3), and the encoder with local attention (ModernBERT).
@@ -57,9 +54,9 @@ from hf_attention.to_hf import ARCHITECTURES, exportable_as, to_hf
 TOLERANCE = 1e-5
 PROMPT_LENGTH = 12  # shorter than the original RoPE length (16): decoding crosses it, the prefill crosses the window
 NEW_TOKENS = {"max_new_tokens": 12, "min_new_tokens": 12}  # every row keeps generating to the end
-BEAM_SEARCH = ["mistral", "gemma3", "llama3_dynamic", "phi3_longrope"]
+BEAM_SEARCH = CAUSAL_LMS
 # (case, top_k): 0 samples from the whole vocabulary, 20 from the 20 most likely tokens
-SAMPLING = [("gemma3", 0), ("qwen3", 20), ("llama3_yarn", 0)]
+SAMPLING = [(name, 20 if name == "qwen3" else 0) for name in CAUSAL_LMS]
 REMOTE_CODE = ["qwen3", "gemma3", "modernbert"]
 CLASSIFIERS = [name for name in CASES if name.endswith("_classifier")]
 
