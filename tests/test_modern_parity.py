@@ -20,7 +20,6 @@ Outputs at padding positions are not compared: HF's own eager and sdpa backends 
 """
 
 import json
-import os
 import subprocess
 import sys
 
@@ -43,7 +42,7 @@ from modern_references import (
     real_positions,
     reference,
 )
-from test_save_load import REMOTE_SCRIPT
+from test_save_load import REMOTE_SCRIPT, remote_code_env
 from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
 from hf_attention import convert as convert_module  # importing hf_attention registers our Auto classes
@@ -193,12 +192,7 @@ def test_remote_code_load_in_fresh_process(name, tmp_path):
     inputs = forward_inputs(name)
     torch.save(inputs, tmp_path / "inputs.pt")
     (tmp_path / "remote.py").write_text(REMOTE_SCRIPT)
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": str(tmp_path),
-        "HF_HUB_OFFLINE": "1",
-        "HF_MODULES_CACHE": str(tmp_path / "modules"),
-    }
+    env = remote_code_env(tmp_path)
     auto = _auto_class(ours).__name__
     done = subprocess.run(
         [sys.executable, "remote.py", str(checkpoint), auto, "inputs.pt", "logits.pt"],

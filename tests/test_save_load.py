@@ -128,6 +128,17 @@ REMOTE_SCRIPT = textwrap.dedent("""
 """)
 
 
+def remote_code_env(folder) -> dict:
+    """The environment of a fresh interpreter that loads a checkpoint's own code: offline, with a dynamic-module
+    cache and a home of its own in `folder` (no copy of hf_attention's modules from an earlier run)."""
+    return {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(folder),
+        "HF_HUB_OFFLINE": "1",
+        "HF_MODULES_CACHE": str(folder / "modules"),
+    }
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("family", "cls", "auto", "overrides"), CASES)
 def test_remote_code_load_in_fresh_process(tmp_path, family, cls, auto, overrides):
@@ -139,12 +150,7 @@ def test_remote_code_load_in_fresh_process(tmp_path, family, cls, auto, override
     inputs = model_inputs(family)
     torch.save(inputs, tmp_path / "inputs.pt")
     (tmp_path / "remote.py").write_text(REMOTE_SCRIPT)
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": str(tmp_path),
-        "HF_HUB_OFFLINE": "1",
-        "HF_MODULES_CACHE": str(tmp_path / "modules"),
-    }
+    env = remote_code_env(tmp_path)
     result = subprocess.run(
         [sys.executable, "remote.py", str(checkpoint), auto.__name__, "inputs.pt", "logits.pt"],
         cwd=tmp_path,
