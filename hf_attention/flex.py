@@ -138,11 +138,18 @@ def dense_bias_score_mod(position_bias: Tensor, batch: int) -> Callable:
     return score_mod
 
 
-def softcap_score_mod(cap: float, then: Callable | None) -> Callable:
-    """A score_mod capping the scaled score at ±cap (c·tanh(s / c), Gemma 2) before `then` (a position bias)."""
+def softcap_score_mod(cap: float, then: Callable | None, device: torch.device) -> Callable:
+    """A score_mod capping the scaled score at ±cap (c·tanh(s / c), Gemma 2) before `then` (a position bias).
+
+    The cap is captured as a 0-dim float32 tensor, not a Python float: torch.compile (which FlexAttention runs
+    through even when called plainly) turns a captured float whose value changed since the last call into a symbolic
+    float, and FlexAttention's operator accepts only tensors and integers as captured values. A float32 0-dim tensor
+    computes as the float would (it does not promote the scores' dtype).
+    """
+    cap_tensor = torch.tensor(cap, dtype=torch.float32, device=device)
 
     def score_mod(score, b, h, q, kv):
-        capped = torch.tanh(score / cap) * cap
+        capped = torch.tanh(score / cap_tensor) * cap_tensor
         return capped if then is None else then(capped, b, h, q, kv)
 
     return score_mod
@@ -186,7 +193,7 @@ def flex_attention_forward(
         score_mod = dense_bias_score_mod(position_bias.to(query.dtype), query.shape[0])
     softcap = getattr(module, "softcap", None)
     if softcap is not None:
-        score_mod = softcap_score_mod(softcap, score_mod)
+        score_mod = softcap_score_mod(softcap, score_mod, query.device)
     output = _kernel(query)(
         query,
         key,

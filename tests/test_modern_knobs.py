@@ -203,6 +203,22 @@ def test_flex_attention_applies_windows_local_bases_and_caps_as_eager(softcap):
     assert torch.equal(flex.generate(ids, **settings), eager.generate(ids, **settings))
 
 
+def test_flex_attention_takes_models_with_different_score_caps_in_one_process():
+    """A second model whose score cap differs from the first one's runs FlexAttention too. torch.compile (which
+    FlexAttention runs through even uncompiled) makes a captured float that changed value symbolic, which
+    FlexAttention's operator rejects; a suite that met one cap before another failed this way."""
+    ids = torch.randint(3, 64, (2, 12))
+    for cap in (30.0, 20.0, 25.0):
+        torch.manual_seed(0)
+        config = HFAttentionDecoderConfig(**GEMMA_LIKE, attn_logit_softcapping=cap)
+        eager = AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+        flex = AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+        flex.load_state_dict(eager.state_dict())
+        flex.set_attn_implementation("flex_attention")
+        with torch.no_grad():
+            torch.testing.assert_close(flex(ids).logits, eager(ids).logits, rtol=1e-5, atol=1e-5)
+
+
 def test_a_saved_qwen3_folder_converts_from_the_command_line_function(tmp_path):
     """`hf-attention convert` of a saved Qwen3 folder: the checkpoint loads with the Auto class and computes the
     reference's logits, and remembers the architecture it came from."""
