@@ -102,6 +102,7 @@ class HFAttentionSeq2SeqModel(SharedEmbeddingModel, HFAttentionSeq2SeqPreTrained
             )
         elif not isinstance(encoder_outputs, ModelOutput):  # a tuple, as a caller may hold it from return_dict=False
             encoder_outputs = BaseModelOutput(*encoder_outputs)
+        check_one_target_row_per_source_row(encoder_outputs[0], decoder_input_ids, decoder_inputs_embeds)
         if use_cache is None:
             use_cache = self.config.use_cache and not self.training
         if use_cache and cache is None:
@@ -278,6 +279,28 @@ class HFAttentionForSeq2SeqLM(GenerationOverrides, EncoderDecoderGeneration, Seq
             encoder_hidden_states=outputs.encoder_hidden_states,
             encoder_attentions=outputs.encoder_attentions,
             **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
+        )
+
+
+def check_one_target_row_per_source_row(
+    encoder_hidden_states: Tensor, decoder_input_ids: Tensor | None, decoder_inputs_embeds: Tensor | None
+) -> None:
+    """ValueError unless the decoder inputs have as many rows as the encoder output (the recurrent family's check).
+
+    Cross-attention would otherwise broadcast a one-row source over every target row (or the reverse) without a
+    word. generate() expands the encoder output itself for beams and returned sequences, so its rows always match.
+    Decoder inputs of the wrong kind or number of dimensions are left to the decoder's own checks, which name them.
+    """
+    ids = decoder_input_ids is not None
+    decoder_inputs, dimensions = (decoder_input_ids, 2) if ids else (decoder_inputs_embeds, 3)
+    if not isinstance(decoder_inputs, Tensor) or decoder_inputs.dim() != dimensions:
+        return
+    batch = encoder_hidden_states.shape[0]
+    if decoder_inputs.shape[0] != batch:
+        name, rest = ("decoder_input_ids", "") if ids else ("decoder_inputs_embeds", ", E")
+        raise ValueError(
+            f"{name} has shape {tuple(decoder_inputs.shape)}, expected ({batch}, length{rest}): one target row per "
+            "source row."
         )
 
 

@@ -256,6 +256,25 @@ class RecurrentDecoder(nn.Module):
         return torch.tanh(self.output(self.dropout(torch.cat([outputs, context], dim=-1))))
 
 
+# PyTorch's CPU allocator starts every tensor on a 64-byte boundary (the width of an AVX-512 register).
+CPU_ALIGNMENT = 64
+
+
+def realign_parameters(model: nn.Module) -> None:
+    """Move every CPU parameter and buffer that does not start on a 64-byte boundary into fresh memory, which does.
+
+    Loaded weights are views into the memory-mapped safetensors file, at offsets set by the length of its header (8
+    or 32 bytes past a boundary, say), while a freshly built model's weights start on one. Values, shapes and strides
+    are the same, but a CPU kernel may choose its code path, and so its order of summation, by the address of its
+    operands: PyTorch runs an unpacked LSTM (the decoder's) through oneDNN and hands it the weights by address, and
+    on an AMD Zen 4 a loaded LSTM's logits were 8e-9 off those of the model that saved it. Tied weights stay tied:
+    a tied Parameter is one object, listed once, whose data is replaced in place for every module.
+    """
+    for tensor in [*model.parameters(), *model.buffers()]:
+        if tensor.device.type == "cpu" and tensor.data_ptr() % CPU_ALIGNMENT != 0:
+            tensor.data = tensor.data.clone()  # a new allocation: aligned, same shape and strides
+
+
 class HFAttentionRecurrentPreTrainedModel(HFAttentionPreTrainedModel):
     """The base of the recurrent family: what every hf-attention model shares (saving with the full `auto_map` and
     the package's code among it), and the start of the recurrent weights. No attention backend to choose: its one
@@ -277,6 +296,14 @@ class HFAttentionRecurrentPreTrainedModel(HFAttentionPreTrainedModel):
     def _supports_default_dynamic_cache(cls) -> bool:
         # generate() must not hand this model a KV cache: the decoder makes its own RecurrentState on the first step.
         return False
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        """Load as PreTrainedModel does, then give every parameter the memory alignment a freshly built model has
+        (`realign_parameters`), so that a loaded model computes bit for bit what the saved one did."""
+        loaded = super().from_pretrained(*args, **kwargs)
+        realign_parameters(loaded[0] if isinstance(loaded, tuple) else loaded)  # (model, info) with loading info
+        return loaded
 
 
 class HFAttentionRecurrentModel(SharedEmbeddingModel, HFAttentionRecurrentPreTrainedModel):
@@ -415,7 +442,8 @@ class HFAttentionRecurrentForSeq2SeqLM(EncoderDecoderGeneration, HFAttentionRecu
         use_cache: bool | None = None,
         **kwargs,
     ) -> dict:
-        """The next step's inputs: with a state, only the tokens it has not consumed (one per step)."""
+        """The next step's inputs: with a state, only the tokens it has not consumed (one per step). The output
+        switches generate() sets (`output_attentions=True` for the per-step cross-attention maps) pass through."""
         state = _recurrent_state(cache, past_key_values)
         if state is not None:
             decoder_input_ids = decoder_input_ids[:, state.steps :]
@@ -424,6 +452,8 @@ class HFAttentionRecurrentForSeq2SeqLM(EncoderDecoderGeneration, HFAttentionRecu
             "attention_mask": attention_mask,
             "encoder_outputs": encoder_outputs,
             "use_cache": use_cache,
+            "output_attentions": kwargs.get("output_attentions"),
+            "output_hidden_states": kwargs.get("output_hidden_states"),
             CACHE_FIELD: state,
         }
 

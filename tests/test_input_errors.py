@@ -13,6 +13,7 @@ from hf_attention import (
     HFAttentionForMaskedLM,
     HFAttentionForSeq2SeqLM,
     HFAttentionForTokenClassification,
+    HFAttentionRecurrentForSeq2SeqLM,
     HFAttentionSeq2SeqModel,
 )
 from hf_attention.losses import linear_cross_entropy, token_cross_entropy
@@ -257,6 +258,48 @@ def test_seq2seq_called_with_only_input_ids_asks_for_decoder_inputs(model_class)
         r".*or labels",
     ):
         model(torch.randint(3, 99, (2, 6)))
+
+
+ENCODER_DECODERS = [(HFAttentionForSeq2SeqLM, "seq2seq"), (HFAttentionRecurrentForSeq2SeqLM, "recurrent")]
+
+
+@pytest.mark.parametrize(("source_rows", "target_rows"), [(1, 2), (2, 1)])
+@pytest.mark.parametrize("given", ["input_ids", "encoder_outputs"])
+@pytest.mark.parametrize(("model_class", "family"), ENCODER_DECODERS)
+def test_encoder_decoders_refuse_a_source_broadcast_over_target_rows(
+    model_class, family, given, source_rows, target_rows
+):
+    """Every encoder-decoder refuses, with one message naming both row counts, a source of one row and targets of
+    two (or the reverse), which cross-attention would otherwise broadcast without a word."""
+    model = build(model_class, family)
+    source = torch.randint(3, 99, (source_rows, 5))
+    inputs = {"encoder_outputs": model.get_encoder()(source)} if given == "encoder_outputs" else {"input_ids": source}
+    message = (
+        rf"decoder_input_ids has shape \({target_rows}, 3\), expected \({source_rows}, length\): one target row per "
+        r"source row"
+    )
+    with pytest.raises(ValueError, match=message):
+        model(**inputs, decoder_input_ids=torch.randint(3, 99, (target_rows, 3)))
+
+
+def test_transformer_decoder_inputs_embeds_must_match_the_source_rows():
+    model = build(HFAttentionForSeq2SeqLM, "seq2seq")
+    with pytest.raises(ValueError, match=r"decoder_inputs_embeds has shape \(2, 3, 32\), expected \(1, length, E\)"):
+        model(torch.randint(3, 99, (1, 5)), decoder_inputs_embeds=torch.randn(2, 3, 32))
+
+
+@pytest.mark.parametrize(("model_class", "family"), ENCODER_DECODERS)
+def test_generate_expands_the_source_itself_for_beams_and_returned_sequences(model_class, family):
+    """The row check leaves generate() alone: it repeats each source row for its beams and returned sequences."""
+    model = build(model_class, family)
+    source = torch.randint(3, 99, (2, 5))
+    for options in (
+        {"num_beams": 3},
+        {"num_beams": 2, "num_return_sequences": 2},
+        {"do_sample": True, "num_return_sequences": 3},
+    ):
+        rows = 2 * options.get("num_return_sequences", 1)
+        assert model.generate(source, max_new_tokens=3, **options).shape[0] == rows, options
 
 
 @pytest.mark.parametrize("where", ["argument", "generation_config"])

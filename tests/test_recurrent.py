@@ -10,7 +10,13 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
-from hf_attention import HFAttentionRecurrentConfig, HFAttentionRecurrentForSeq2SeqLM, HFAttentionRecurrentModel
+from hf_attention import (
+    HFAttentionForSeq2SeqLM,
+    HFAttentionRecurrentConfig,
+    HFAttentionRecurrentForSeq2SeqLM,
+    HFAttentionRecurrentModel,
+    HFAttentionSeq2SeqConfig,
+)
 from hf_attention.recurrent import RecurrentState, SourceAttention
 from hf_attention.scores import AdditiveScore
 
@@ -140,6 +146,35 @@ def test_without_attention_there_are_no_weights_and_no_memory_of_positions():
     )
     assert output.cross_attentions is None and model.model.decoder.attention is None
     assert model.config.attention_kinds == ()
+
+
+def step_shapes(generated) -> list[list[tuple]]:
+    """The shape of each layer's cross-attention map at each generated step."""
+    return [[tuple(layer.shape) for layer in step] for step in generated.cross_attentions]
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_generate_returns_each_steps_cross_attention_as_the_transformer_does(use_cache):
+    """generate(output_attentions=True, return_dict_in_generate=True) gives one tuple per generated token, holding
+    one (B, heads, new tokens, S) map per layer, as the Transformer encoder-decoder does (the recurrent decoder has
+    one attention, one head wide); each step's map is the one forward() computes for that token."""
+    source, mask, _ = batch()
+    options = {"max_new_tokens": 4, "min_new_tokens": 4, "output_attentions": True, "return_dict_in_generate": True}
+    config = HFAttentionSeq2SeqConfig(
+        vocab_size=VOCAB, hidden_size=16, num_attention_heads=2, encoder_layers=2, decoder_layers=2
+    )
+    transformer = HFAttentionForSeq2SeqLM(config).eval()
+    model = tiny()
+    generated = model.generate(input_ids=source, attention_mask=mask, use_cache=use_cache, **options)
+    reference = transformer.generate(input_ids=source, attention_mask=mask, use_cache=use_cache, **options)
+    new_tokens = [1] * 4 if use_cache else [1, 2, 3, 4]  # without a cache each step re-reads the whole target
+    assert step_shapes(reference) == [[(3, 2, t, 7)] * 2 for t in new_tokens]
+    assert step_shapes(generated) == [[(3, 1, t, 7)] for t in new_tokens]
+    (weights,) = model(
+        input_ids=source, attention_mask=mask, decoder_input_ids=generated.sequences[:, :-1], output_attentions=True
+    ).cross_attentions  # (B, 1, 4, S)
+    for step, (step_weights,) in enumerate(generated.cross_attentions):
+        torch.testing.assert_close(step_weights[:, :, -1], weights[:, :, step], rtol=0, atol=1e-6)
 
 
 def test_save_load_bit_exact_and_remote_code_without_hf_attention(tmp_path):

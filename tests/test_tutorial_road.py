@@ -51,15 +51,27 @@ def test_01_road_to_attention(quick_run):
 def test_01_exploding_gradients_and_clipping(quick_run):
     """Section 6 (the same sizes in the full run and with --quick, so these are the numbers the text quotes) and the
     measured answers of exercises 5 and 7."""
-    numbers, _, _ = quick_run
+    numbers, figures, _ = quick_run
     reach = numbers["elman_first_over_last"]  # |∂L/∂x_1| / |∂L/∂x_48| for W_h = g × orthogonal
     assert reach["0.5"] < 1e-15 and reach["1.0"] < 1e-6  # vanishing, even at g = 1 (tanh's slope < 1)
     assert reach["2.0"] > 10 and reach["3.0"] > 1e5  # exploding
+    # The unclipped run at learning rate 1.5 is chaotic: the CPU's last bits decide when it spikes and how high.
+    # Starting it from weights moved by one unit in the last place put its first spike anywhere from step 190 to 490,
+    # its largest norm from 20 to 1,000 and its loss over steps 100-199 from 0.4 to 1.3 (1.53 on an AMD Zen 4). What
+    # held in every such run, and is what the text claims, is asserted: not the numbers it quotes from one run.
     clipped, unclipped = (numbers["clipping_loss_by_100_steps"][k] for k in ("clipped", "unclipped"))
     assert clipped[-1] < 0.05 and unclipped[-1] > math.log(10)  # clipped learns; unclipped ends worse than chance
-    assert unclipped[1] < 1.0  # ... after it had been learning
-    assert numbers["clipping_largest_norm"]["unclipped"] > 30 > 10 > numbers["clipping_largest_norm"]["clipped"]
-    assert 150 < numbers["clipping_first_spike"] < 300
+    largest = numbers["clipping_largest_norm"]
+    assert largest["unclipped"] > 10 > largest["clipped"]  # with clipping the gradient never spikes
+    run = np.load(figures / "01_exploding.npz")
+    norms, losses = run["unclipped_norm"], run["unclipped_loss"]
+    assert norms.max() > 5 * np.median(norms)  # a spike: many times the usual gradient
+    # ... after it had been learning: some 20 steps before the first spike (a norm above 10) average well below
+    # chance.
+    first_spike = numbers["clipping_first_spike"]
+    assert first_spike == int(np.argmax(norms > 10)) and first_spike >= 20
+    before_spike = np.convolve(losses[:first_spike], np.ones(20) / 20, mode="valid")
+    assert before_spike.min() < 1.0, before_spike.min()
     # Exercise 7: at learning rate 0.5 the unclipped run trains, and its gradient never spikes.
     slow = numbers["unclipped_lr_0.5"]
     assert slow["last_100_loss"] < 0.05 and slow["largest_norm"] < 10
