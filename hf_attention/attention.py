@@ -331,12 +331,22 @@ MAX_STACKED_ELEMENTS = 3 * 2048 * 2048
 
 class StackedProjections(NamedTuple):
     """The q, k and v weights of one attention module stacked into one (3·H·D, E) matrix (H + 2K heads with grouped
-    heads), made when generation starts (`MultiHeadAttention.stack_projections`), and per row count whether the
-    stacked product gave the three separate products' bits on its first use."""
+    heads), made when a generation starts (`MultiHeadAttention.stack_projections`), and per row count whether the
+    stacked product gave the three separate products' bits on its first use.
+
+    `sources` are the weights and biases it copied and `versions` their version counters then: autograd bumps a
+    tensor's counter at every in-place change it sees (an optimizer step, `load_state_dict`, `copy_` under no_grad),
+    so comparing a few integers tells whether the copy is still theirs, at a step's cost of a few attribute reads."""
 
     weight: Tensor
     bias: Tensor | None
     is_exact: dict[int, bool]
+    sources: tuple[Tensor, ...]
+    versions: list[int]
+
+    def is_current(self) -> bool:
+        """Whether no weight it copied was changed in place since."""
+        return [source._version for source in self.sources] == self.versions
 
 
 class MultiHeadAttention(nn.Module):
@@ -442,8 +452,10 @@ class MultiHeadAttention(nn.Module):
         A decoding step projects one token per sequence: each of the three (E → H·D) products is a small
         matrix-vector product, and on CPU the fixed cost of a call (dispatch, output allocation) is a large share of
         it. With the weights stacked into one (3·H·D, E) matrix, one call does the work of three. The stacked copy is
-        made here and dropped by the matching `unstack_projections` (the last one, under nested or concurrent
-        generations): weights may change between generations, and no copy outlives one.
+        made here for this generate() call alone, read only by it (in its thread: a forward() in another thread, or
+        a generation that starts meanwhile, never reads it) and dropped by the matching `unstack_projections`:
+        weights may change between and during generations, and no copy outlives its call. Within the call it is
+        used only while the weights it copied are unchanged (`StackedProjections.is_current`).
 
         Only causal self-attention is stacked (it runs once per new token; an encoder's runs once per generation,
         and cross-attention projects its keys and values once per generation), and only where the stacked product
@@ -455,18 +467,19 @@ class MultiHeadAttention(nn.Module):
         self._stacked.enter(self._make_stacked_projections)
 
     def unstack_projections(self) -> None:
-        """The end of a `stack_projections` (the last one drops the stacked weights)."""
+        """The end of a `stack_projections`: the call's stacked weights are dropped."""
         self._stacked.leave()
 
     def pin_backend(self) -> None:
         """Decoding state, switched on by generate() for its call: the backend looked up by name once for the whole
         call instead of at every step. Reading `config._attn_implementation` goes through transformers' config
-        attribute machinery, a few µs, which is a share of a one-token step of a small model; the name cannot
-        change while generate() runs."""
+        attribute machinery, a few µs, which is a share of a one-token step of a small model. The backend is the
+        call's own (see `DecodingState`): `set_attn_implementation` during the call is seen by every call that
+        starts after it and by forward() calls outside generate(), not by the rest of this call."""
         self._pinned_backend.enter(lambda: None if self.config is None else self.backend_function())
 
     def unpin_backend(self) -> None:
-        """The end of a `pin_backend`: later calls look the backend up by name again."""
+        """The end of a `pin_backend`: the call's backend is dropped."""
         self._pinned_backend.leave()
 
     def _make_stacked_projections(self) -> StackedProjections | None:
@@ -479,20 +492,28 @@ class MultiHeadAttention(nn.Module):
             return None
         if sum(p.weight.numel() for p in projections) > MAX_STACKED_ELEMENTS:
             return None
+        sources = tuple(t for p in projections for t in (p.weight, p.bias) if t is not None)
+        if any(source.is_inference() for source in sources):
+            return None  # made under torch.inference_mode: no version counter to tell a stale copy by
+        versions = [source._version for source in sources]  # read first: an update made while copying marks it stale
         with torch.no_grad():
-            return StackedProjections(*stack_weights(projections), is_exact={})
+            return StackedProjections(*stack_weights(projections), is_exact={}, sources=sources, versions=versions)
 
     def _stacked_product_applies(self, stacked: StackedProjections, hidden_states: Tensor) -> bool:
         """A one-token step without gradients, with a row count whose stacked product gives the separate products'
         bits. A BLAS picks its kernel and blocking by matrix shape, and for some shapes the wider product sums over E
         in another order (seen with MKL in float32: E = 128 with 4 rows; E = 384 with grouped heads and 4 rows), so
-        the first step with a given row count computes both ways and compares them. A compiled step (torch.compile)
-        takes the stacked product unchecked: inductor chooses its own kernels there."""
+        the first step with a given row count computes both ways and compares them. Weights changed in place since
+        the copy was made (during this call) leave the copy unused for the rest of the call. A compiled step
+        (torch.compile) takes the stacked product unchecked: inductor chooses its own kernels there, and a graph
+        does not read version counters."""
         batch, length, _ = hidden_states.shape
         if length != 1 or torch.is_grad_enabled():
             return False
         if torch.compiler.is_compiling():
             return True
+        if not stacked.is_current():
+            return False
         exact = stacked.is_exact.get(batch)
         if exact is None:
             together = nn.functional.linear(hidden_states, stacked.weight, stacked.bias)
@@ -640,7 +661,7 @@ class MultiHeadAttention(nn.Module):
         when the weights are asked for (only eager computes them), SDPA for a module built without a config."""
         if output_attentions:
             return eager_attention_forward
-        pinned = self._pinned_backend.value  # while generate() runs: looked up once for the call (pin_backend)
+        pinned = self._pinned_backend.value  # inside a generate() of this thread: looked up once for it (pin_backend)
         if pinned is not None:
             return pinned
         if self.config is None:

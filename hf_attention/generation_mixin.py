@@ -120,8 +120,9 @@ class GenerationOverrides(GenerationChecks):
     def decoding_states(self) -> Iterator[None]:
         """Within the block, every causal self-attention module stacks its q/k/v weights, every attention module
         looks its backend up once, and the vocabulary projection runs in blocks where that pays (each module decides
-        what it is eligible for); leaving it switches them off again. Nested and concurrent blocks share one state per
-        module (the last to leave drops it)."""
+        what it is eligible for); leaving it switches them off again. Each block has states of its own, read only
+        in its thread and only until it ends (decoding.py): a block that starts while another is open (in another
+        thread, or nested) makes them from the weights and backend of that moment."""
         with contextlib.ExitStack() as states:
             for module in self.modules():
                 if isinstance(module, MultiHeadAttention):

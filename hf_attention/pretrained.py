@@ -162,12 +162,13 @@ class TransformerPreTrainedModel(VocabularyLoss, HFAttentionPreTrainedModel):
         sequence or beam) computed in blocks of output features that fit a core's cache, so that the several passes
         a BLAS makes over a (V, E) matrix of several MiB for 4 to 11 rows read it from the cache rather than from
         memory. Only for a `lm_head` that is a plain, hook-free float32 nn.Linear on CPU of at least two blocks
-        (`linear_products.blockable`); what it keeps (which row counts gave the plain product's bits) is dropped by
-        the matching `unblock_vocabulary_projection` (the last one, under nested or concurrent generations)."""
+        (`linear_products.blockable`); what it keeps (which row counts gave the plain product's bits) is the call's
+        own and is dropped by the matching `unblock_vocabulary_projection` (decoding.py). It reads `lm_head`'s
+        weights at every product, so an update is seen at once."""
         self._blocked_lm_head.enter(lambda: BlockedLinear(self.lm_head) if blockable(self.lm_head) else None)
 
     def unblock_vocabulary_projection(self) -> None:
-        """The end of a `block_vocabulary_projection` (the last one drops the blocked product)."""
+        """The end of a `block_vocabulary_projection`: the call's blocked product is dropped."""
         self._blocked_lm_head.leave()
 
 

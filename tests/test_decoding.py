@@ -284,9 +284,10 @@ def test_the_vocabulary_projection_is_left_alone_when_it_must_be_seen_or_was_not
     assert len(seen) == 6  # the prompt and five one-token steps, each through the hooked head
 
 
-def test_the_states_stay_until_the_outermost_block_ends_and_a_model_copies_without_them():
-    """Nested blocks (a generate() inside a generate() callback) keep the states until the outer one leaves; a model
-    copied or pickled afterwards carries no generation state (its locks are made afresh)."""
+def test_a_nested_block_has_states_of_its_own_and_a_model_copies_without_them():
+    """A nested block (a generate() inside a generate() callback) makes its own states from the weights of that
+    moment and the outer block's come back when it leaves; a model copied or pickled afterwards carries no generation
+    state (its locks are made afresh)."""
     import copy
     import pickle
 
@@ -295,9 +296,15 @@ def test_the_states_stay_until_the_outermost_block_ends_and_a_model_copies_witho
     with model.decoding_states():
         stacked = module._stacked.value
         assert isinstance(stacked, StackedProjections)
+        with torch.no_grad():
+            module.v_proj.weight.mul_(3.0)
+        assert not stacked.is_current()  # the outer copy no longer applies: the call's later steps go unstacked
         with model.decoding_states():
-            assert module._stacked.value is stacked and module._stacked.users == 2  # made once, by the first
-        assert module._stacked.value is stacked
+            inner = module._stacked.value
+            assert inner is not stacked and inner.is_current() and module._stacked.users == 2
+            separate = (module.q_proj, module.k_proj, module.v_proj)
+            assert torch.equal(inner.weight, torch.cat([p.weight for p in separate]))
+        assert module._stacked.value is stacked and module._stacked.users == 1
     _assert_no_decoding_state(model)
     for copied in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
         _assert_no_decoding_state(copied)
