@@ -18,12 +18,14 @@ This module is outside the remote-code closure; it imports neither front end.
 
 import argparse
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from .paths import check_checkpoint
+from .placeholder_constraint import sentinel_constraint
+from .placeholders import SENTINELS, protect_pair, tokenizer_protects
 
 KINDS = ("self", "decoder", "cross")
 # Tokens per axis: the default cap (heatmap labels stay legible, drawing one panel takes < 1 GB) and the largest cap
@@ -159,11 +161,37 @@ class Tokens:
     source: list[int]  # the text's
     sequence: list[int] | None  # encoder-decoder models: the start token, then the target (given or generated)
     inputs: dict  # for the forward pass; decoder_input_ids are `decoder_inputs`
+    protection: "Protection" = field(default_factory=lambda: Protection(None, None, []))
+
+    @property
+    def placeholders(self) -> list[tuple[str, str]]:
+        """(sentinel, the placeholder it stands for) of a protected text, in order; empty without protection."""
+        return list(zip(SENTINELS, self.protection.originals, strict=False))
 
     @property
     def decoder_inputs(self) -> list[int]:
         """The decoder rows: the sequence without its last token, which no row needs as input."""
         return self.sequence[:-1] if len(self.sequence) > 1 else self.sequence
+
+
+@dataclass(frozen=True)
+class Protection:
+    """What a model trained with placeholder protection reads (hf_attention/placeholders.py): the text and the
+    given target with their placeholders as sentinels, and the placeholders (`originals[i]` is sentinel i). Both
+    texts None: the tokenizer holds no sentinels, the model reads the text as it is."""
+
+    text: str | None
+    target: str | None
+    originals: list[str]
+
+
+def protection(tokenizer, text: str, target: str | None) -> Protection:
+    """The text (and target) as the model reads them: protected when the tokenizer holds the sentinels, as the
+    translation pipeline protects its sources; a heatmap of the raw text would show tokens the model never sees."""
+    if not tokenizer_protects(tokenizer):
+        return Protection(None, None, [])
+    masked, masked_target, originals = protect_pair(text, target)
+    return Protection(masked, masked_target, originals)
 
 
 @torch.no_grad()
@@ -181,7 +209,12 @@ def tokenize(
     """The text's tokens and, for an encoder-decoder model, the target's (given, or generated greedily with
     `max_new_tokens`), each checked against `max_tokens` (None: no cap) and the model's positions as soon as it is
     known; `truncate` keeps the first tokens that fit instead. `target_on_axis` False (a heatmap of the encoder's
-    self-attention) leaves the target out of the `max_tokens` checks: no axis shows it."""
+    self-attention) leaves the target out of the `max_tokens` checks: no axis shows it. A tokenizer that holds the
+    placeholder sentinels gets the protected text and target (`protection`), and a generated target is decoded
+    under the sentinel constraint, as the translation pipeline does."""
+    protected = protection(tokenizer, text, target)
+    text = protected.text if protected.text is not None else text
+    target = protected.target if protected.target is not None else target
     config = model.config
     is_seq2seq = bool(getattr(config, "is_encoder_decoder", False))
     capped = max_tokens if target_on_axis else None
@@ -209,13 +242,13 @@ def tokenize(
     check_positions("text", len(source), positions)
     inputs = {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
     if not is_seq2seq:
-        return Tokens(source, None, inputs)
+        return Tokens(source, None, inputs, protected)
     sequence = target_sequence(model, tokenizer, inputs, target, max_new_tokens, truncation)
-    tokens = Tokens(source, sequence[0].tolist(), inputs)
+    tokens = Tokens(source, sequence[0].tolist(), inputs, protected)
     check_length("target", len(tokens.decoder_inputs), capped)
     check_positions("target", len(tokens.decoder_inputs), positions)
     decoder_ids = torch.tensor([tokens.decoder_inputs], device=device)
-    return Tokens(tokens.source, tokens.sequence, {**inputs, "decoder_input_ids": decoder_ids})
+    return Tokens(tokens.source, tokens.sequence, {**inputs, "decoder_input_ids": decoder_ids}, protected)
 
 
 def target_sequence(
@@ -233,7 +266,14 @@ def target_sequence(
         return torch.cat([labels.new_full((1, 1), start), labels], dim=1)
     if not hasattr(model, "generate") or not model.can_generate():
         raise ValueError(f"{type(model).__name__} cannot generate a target: pass target=... or use a ...ForSeq2SeqLM.")
-    return model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1)
+    eos = model.generation_config.eos_token_id
+    eos = tokenizer.eos_token_id if eos is None else eos
+    constraint = sentinel_constraint(
+        tokenizer, inputs["input_ids"], eos, max_new_tokens, generation_config=model.generation_config
+    )  # None without sentinels
+    return model.generate(
+        **inputs, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1, logits_processor=constraint
+    )
 
 
 def check_length(what: str, length: int, max_tokens: int | None) -> None:

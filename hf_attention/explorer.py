@@ -266,14 +266,25 @@ def _write_page(model, tokenizer, request: _Request) -> AttentionPage:
     _check_page_size(model.config, request, tokens)
     weights = _collect_weights(attention_layers(model, tokens, request.kinds), request)
     layer_index, head_index = _initial_view(weights, request)
+    request = _as_the_model_reads_it(request, tokens)
     labels = _labels(tokenizer, request, tokens)
-    page = _render(request, weights, labels, layer=layer_index, head=head_index)
+    page = _render(request, weights, labels, layer=layer_index, head=head_index, placeholders=tokens.placeholders)
     if request.path is not None:
         request.path.parent.mkdir(parents=True, exist_ok=True)
         request.path.write_text(page, encoding="utf-8")
     return AttentionPage(
         page, request.path, weights, labels.queries, labels.keys, request.kind, layer_index, head_index
     )
+
+
+def _as_the_model_reads_it(request: _Request, tokens: Tokens) -> _Request:
+    """The request with the text (and given target) the model read: protected, for a model trained with placeholder
+    protection, so that the page's text lines match the token rows and columns below them."""
+    protected = tokens.protection
+    if protected.text is None:
+        return request
+    target = protected.target if request.target is not None else None
+    return replace(request, text=protected.text, target=target)
 
 
 def _check_page_size(config, request: _Request, tokens: Tokens) -> None:
@@ -341,13 +352,22 @@ def _labels(tokenizer, request: _Request, tokens: Tokens) -> _Labels:
 # The page
 
 
-def _render(request: _Request, weights: dict[str, np.ndarray], labels: _Labels, *, layer: int, head: int | str) -> str:
+def _render(
+    request: _Request,
+    weights: dict[str, np.ndarray],
+    labels: _Labels,
+    *,
+    layer: int,
+    head: int | str,
+    placeholders: list[tuple[str, str]] = (),
+) -> str:
     is_seq2seq = request.is_seq2seq
     order = [k for k in ("cross", "decoder", "self") if k in weights] if is_seq2seq else ["self"]
     data = {
         "title": request.title,
         "text": request.text,
         "target": labels.target,
+        "placeholders": [list(pair) for pair in placeholders],  # (sentinel, placeholder) of a protected text
         "generated": is_seq2seq and request.target is None,
         "unknown_ids": labels.unknown_ids,
         "order": order,

@@ -29,6 +29,7 @@ it, and cannot end while one is unplaced, so only a too small max_new_tokens los
 decodes unconstrained (as CTranslate2 does). A tokenizer without the sentinels: none of this.
 """
 
+import copy
 import logging
 import shutil
 from pathlib import Path
@@ -100,9 +101,22 @@ class Seq2SeqGenerationPipeline(Pipeline):
                 f"{', '.join(options)} and generate() parameters "
                 "(num_beams, max_new_tokens, do_sample, ...)."
             )
+        self._check_protection_options(kwargs)
         preprocess = {key: kwargs.pop(key) for key in _PREPROCESS_OPTIONS if key in kwargs}
         postprocess = {key: kwargs.pop(key) for key in _POSTPROCESS_OPTIONS if key in kwargs}
         return preprocess, kwargs, postprocess
+
+    def _check_protection_options(self, kwargs: dict[str, Any]) -> None:
+        """Refuse strict_placeholders=True and constrain_placeholders=True on a model without placeholder protection:
+        its sources are not protected, so neither option can act, and passing them silently would promise a check
+        that never happens."""
+        asked = [key for key in ("strict_placeholders", "constrain_placeholders") if kwargs.get(key) is True]
+        if asked and not self.protects_placeholders:
+            raise ValueError(
+                f"{'=True and '.join(asked)}=True needs placeholder protection, but this model's tokenizer does not "
+                "hold the placeholder sentinels (it was trained without protect_placeholders), so its sources are "
+                "translated as plain text and there are no sentinels to check or constrain; leave the option out."
+            )
 
     @property
     def protects_placeholders(self) -> bool:
@@ -157,17 +171,22 @@ class Seq2SeqGenerationPipeline(Pipeline):
             generate_kwargs = prepare(generate_kwargs)
         if protection and constrain_placeholders:
             # Protected sources: each hypothesis places exactly its source's sentinels (placeholder_constraint.py).
-            config = generate_kwargs.get("generation_config") or self.model.generation_config
-            eos = generate_kwargs.get("eos_token_id")
-            if eos is None:
-                eos = config.eos_token_id if config.eos_token_id is not None else self.tokenizer.eos_token_id
-            limit = generate_kwargs.get("max_new_tokens", config.max_new_tokens)  # None: max_length bounds it
+            config = self._generation_config(generate_kwargs)
+            eos = config.eos_token_id if config.eos_token_id is not None else self.tokenizer.eos_token_id
             generate_kwargs["logits_processor"] = sentinel_constraint(
-                self.tokenizer, model_inputs["input_ids"], eos, limit
+                self.tokenizer, model_inputs["input_ids"], eos, config.max_new_tokens, generation_config=config
             )
         output = self.model.generate(**model_inputs, **generate_kwargs)
         sequences = output if isinstance(output, torch.Tensor) else output.sequences
         return {"output_ids": sequences.reshape(batch, -1, sequences.shape[-1]), **protection}  # (B, n, L)
+
+    def _generation_config(self, generate_kwargs: dict[str, Any]) -> GenerationConfig:
+        """The generation config generate() will run with: the call's (or the model's), with the call's options
+        over it, so that the constraint sees every processor they switch on (a forced end of sequence, ...)."""
+        config = copy.deepcopy(generate_kwargs.get("generation_config") or self.model.generation_config)
+        options = {key: value for key, value in generate_kwargs.items() if key != "generation_config"}
+        config.update(**{key: value for key, value in options.items() if hasattr(config, key)})
+        return config
 
     def postprocess(
         self,
@@ -190,7 +209,7 @@ class Seq2SeqGenerationPipeline(Pipeline):
                     ids, skip_special_tokens=True, clean_up_tokenization_spaces=clean_up_tokenization_spaces
                 )
                 if "originals" in model_outputs:
-                    text, problems = restore(text, model_outputs["originals"])
+                    text, problems = restore(text, model_outputs["originals"], source=model_outputs["source"])
                     _report(model_outputs["source"], text, problems, strict_placeholders)
                     record["placeholder_problems"] = [problem._asdict() for problem in problems]
                 record[f"{name}_text"] = text

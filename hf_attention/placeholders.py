@@ -10,17 +10,18 @@ twice (duplicated), each reported by `restore`.
 
 - `QA_PLACEHOLDER`: what translators' QA checks keep (printf, named printf, Qt, str.format, HTML tags, character
   entities), one named syntax per alternative (`SYNTAXES`, `syntax_of`).
-- `protect(source)` → (masked source, originals); `restore(output, originals)` → (text, problems).
+- `protect(source)` → (masked source, originals); `restore(output, originals, source=...)` → (text, problems).
 - `protect_pair(source, target)`: the training pair, each target placeholder given the sentinel of its source
-  occurrence, so the model learns to copy and reorder sentinels.
+  occurrence, so the model learns to copy and reorder sentinels; a target with a sentinel string its source lacks
+  (`stray_sentinels`) is refused, as it would teach the model to invent sentinels.
 - `protect_batch`, `restore_batch` and `translate_protected(texts, translate_fn)`: for any engine that maps source
   strings to output strings with the same tokenizer (CTranslate2 reads the same token ids).
 - `tokenizer_protects(tokenizer)`: protection is on exactly when the tokenizer holds the sentinels as tokens, so a
   model trained without it translates the text unprotected.
 
 More placeholders than sentinels (`SENTINEL_COUNT`): the first ones get sentinels and the rest stay as text (the
-model must copy those itself), except that a sentinel string written in the source always gets one, so that
-protect → restore gives every source back unchanged.
+model must copy those itself, and `restore` given the source reports one it lost), except that a sentinel string
+written in the source always gets one, so that protect → restore gives every source back unchanged.
 
 This file is shipped beside the weights with the translation pipeline (pipelines.py imports it): it imports only the
 standard library.
@@ -54,8 +55,9 @@ SYNTAX_PATTERNS = {
     "qt": r"%\d+",
     # str.format fields: {} {0} {name} {0:.2f} {name!r}
     "format": r"\{[A-Za-z0-9_.]*(?:![rsa])?(?::[^{}]*)?\}",
-    # HTML tags, with attributes, closing and self-closing: <a href="x"> </b> <br/>
-    "tag": rf"</?(?i:{_HTML_TAGS})(?:\s[^<>]*)?\s*/?>",
+    # HTML tags, with attributes, closing and self-closing: <a href="x"> </b> <br/>; a quoted attribute value may
+    # hold "<" or ">" (<a href="x>y">), so quotes are skipped whole rather than cut at the first ">".
+    "tag": rf"""</?(?i:{_HTML_TAGS})(?:\s(?:[^<>"']|"[^"]*"|'[^']*')*)?\s*/?>""",
     # character entities: &amp; &#39; &#x27;
     "entity": r"&(?:[A-Za-z]+|#\d+|#x[0-9A-Fa-f]+);",
 }
@@ -160,40 +162,82 @@ def protect_pair(source: str, target: str | None) -> tuple[str, str | None, list
     sentinel of the k-th occurrence of the same string in the source, wherever it stands (translations reorder named
     placeholders: "%(a)s … %(b)s" → "%(b)s … %(a)s" gives "⟦ph_1⟧ … ⟦ph_0⟧"); a target placeholder that the
     source does not have (or has fewer times, or left as text) stays as text.
+
+    Raises:
+        ValueError: If the target holds a sentinel string that the source does not (`stray_sentinels`): trained on
+            it, the model would learn to write sentinels its source never had.
     """
     _check_text("source", source)
+    masked, originals, slots = _protected_source(source)
+    if target is None:
+        return masked, None, originals
+    in_target, replacements = _target_sentinels(slots, target)
+    stray = _stray(in_target, replacements)
+    if stray:
+        raise ValueError(
+            f"The target holds the sentinel string(s) {', '.join(stray)}, which its source does not: a model trained "
+            f"on the pair learns to invent sentinels. Drop the pair (training drops such pairs) or fix the target: "
+            f"source={source[:80]!r}, target={target[:80]!r}"
+        )
+    return masked, _masked(target, in_target, replacements), originals
+
+
+def _protected_source(source: str) -> tuple[str, list[str], dict[str, list[str | None]]]:
+    """(masked source, originals, placeholder string → the sentinel (None: left as text) of each occurrence)."""
     occurrences = _occurrences(source)
     originals, replacements = [], []
-    slots = defaultdict(list)  # placeholder string → the sentinel (None: left as text) of each source occurrence
+    slots = defaultdict(list)
     for match, protected in occurrences:
         replacements.append(sentinel(len(originals)) if protected else None)
         originals += [match.group()] if protected else []
         slots[match.group()].append(replacements[-1])
-    masked = _masked(source, [match for match, _ in occurrences], replacements)
-    if target is None:
-        return masked, None, originals
+    return _masked(source, [match for match, _ in occurrences], replacements), originals, slots
+
+
+def _target_sentinels(slots: dict, target: str) -> tuple[list[re.Match], list[str | None]]:
+    """Each placeholder occurrence of `target` and its sentinel: the k-th of a string takes the k-th source slot."""
     _check_text("target", target)
     in_target = list(_PROTECTED.finditer(target))
     seen: Counter = Counter()
-    target_replacements = []
+    replacements = []
     for match in in_target:
         text = match.group()
         found = slots.get(text, [])
-        target_replacements.append(found[seen[text]] if seen[text] < len(found) else None)
+        replacements.append(found[seen[text]] if seen[text] < len(found) else None)
         seen[text] += 1
-    return masked, _masked(target, in_target, target_replacements), originals
+    return in_target, replacements
+
+
+def _stray(in_target: list[re.Match], replacements: list[str | None]) -> list[str]:
+    """The target occurrences holding a sentinel string that got no sentinel of the source: left as they are, they
+    would stay sentinel strings in the masked target."""
+    return [
+        match.group()
+        for match, replacement in zip(in_target, replacements, strict=True)
+        if replacement is None and SENTINEL_PATTERN.search(match.group())
+    ]
+
+
+def stray_sentinels(source: str, target: str) -> list[str]:
+    """The placeholders of `target` that hold a sentinel string (`⟦ph_3⟧` written as text) its source does not
+    account for: such a pair would teach a protected model to write a sentinel its source never had, so training
+    drops it (`protect_pair` refuses it)."""
+    _check_text("source", source)
+    _, _, slots = _protected_source(source)
+    return _stray(*_target_sentinels(slots, target))
 
 
 class Problem(NamedTuple):
     """A sentinel the output did not carry exactly once.
 
     kind: "lost" (in the source, absent from the output), "invented" (the source has no such sentinel) or
-    "duplicated" (written more than once); sentinel: its string; placeholder: what it stands for (None when
+    "duplicated" (written more than once); sentinel: its string (None for a placeholder the source left as text,
+    past the sentinels, that the output lost: `restore(..., source=...)`); placeholder: what it stands for (None when
     invented); count: how often the output holds it.
     """
 
     kind: str
-    sentinel: str
+    sentinel: str | None
     placeholder: str | None
     count: int
 
@@ -201,7 +245,10 @@ class Problem(NamedTuple):
         """The problem in a few words: "lost %(name)s", "invented ⟦ph_5⟧", "duplicated %s (2 times)"."""
         if self.kind == "invented":
             return f"invented {self.sentinel}"
-        return f"{self.kind} {self.placeholder}" + (f" ({self.count} times)" if self.kind == "duplicated" else "")
+        as_text = " (left as text)" if self.sentinel is None else ""
+        return f"{self.kind} {self.placeholder}{as_text}" + (
+            f" ({self.count} times)" if self.kind == "duplicated" else ""
+        )
 
 
 PROBLEM_KINDS = ("lost", "invented", "duplicated")
@@ -214,11 +261,14 @@ class Restored(NamedTuple):
     problems: list[Problem]
 
 
-def restore(output: str, originals: Sequence[str]) -> Restored:
+def restore(output: str, originals: Sequence[str], *, source: str | None = None) -> Restored:
     """`output` with every sentinel replaced by the placeholder it stands for, and its problems (`Problem`), in
     sentinel order.
 
-    A duplicated sentinel is restored at each place; an invented one stays as it is, so the output shows it.
+    A duplicated sentinel is restored at each place; an invented one stays as it is, so the output shows it. With
+    the `source`, the placeholders it holds beyond the sentinels (`SENTINEL_COUNT`), left as text for the model to
+    copy, are checked too: each one the output holds fewer times than the source is reported as lost (with
+    `sentinel=None`), after the sentinels' problems.
 
     >>> restore("⟦ph_1⟧ nicht löschen", ["%(name)s", "%d"]).text
     '%d nicht löschen'
@@ -226,6 +276,7 @@ def restore(output: str, originals: Sequence[str]) -> Restored:
     [Problem(kind='lost', sentinel='⟦ph_0⟧', placeholder='%(name)s', count=0)]
     """
     _check_text("output", output)
+    _check_originals(originals)
     counts = Counter(int(match.group(1)) for match in SENTINEL_PATTERN.finditer(output))
     problems = []
     for index in sorted(set(range(len(originals))) | set(counts)):
@@ -238,7 +289,34 @@ def restore(output: str, originals: Sequence[str]) -> Restored:
         index = int(match.group(1))
         return originals[index] if index < len(originals) else match.group()
 
+    if source is not None:
+        problems += _text_placeholders_lost(output, source)
     return Restored(SENTINEL_PATTERN.sub(replace, output), problems)
+
+
+def _text_placeholders_lost(output: str, source: str) -> list[Problem]:
+    """The placeholders `source` left as text (no sentinel left for them) that `output` holds fewer times: the
+    model had to copy them itself, so they are the ones it may have mangled."""
+    _check_text("source", source)
+    wanted = Counter(match.group() for match, protected in _occurrences(source) if not protected)
+    written = Counter(QA_PLACEHOLDER.findall(output))
+    return [Problem("lost", None, text, written[text]) for text, count in wanted.items() if written[text] < count]
+
+
+def _check_originals(originals) -> None:
+    """`originals` is what `protect` returns: a list of placeholder strings, one per sentinel. A bare string would
+    be read character by character (sentinel 0 restored as its first character), so it is refused."""
+    if isinstance(originals, str) or not isinstance(originals, Sequence):
+        raise TypeError(
+            f"originals must be a list of placeholder strings, one per sentinel (what protect returns); got "
+            f"{type(originals).__name__} ({originals!r:.60}). For a single placeholder pass [{originals!r:.60}]."
+        )
+    for index, original in enumerate(originals):
+        if not isinstance(original, str):
+            raise TypeError(
+                f"originals[{index}] must be a str (the placeholder that sentinel {index} stands for); got "
+                f"{type(original).__name__} ({original!r:.60})."
+            )
 
 
 def _check_text(name: str, value) -> None:
@@ -255,11 +333,19 @@ def protect_batch(texts: Sequence[str]) -> tuple[list[str], list[list[str]]]:
     return [masked for masked, _ in protected], [originals for _, originals in protected]
 
 
-def restore_batch(outputs: Sequence[str], originals: Sequence[Sequence[str]]) -> list[Restored]:
-    """`restore` of each output with the originals of its source."""
+def restore_batch(
+    outputs: Sequence[str], originals: Sequence[Sequence[str]], sources: Sequence[str] | None = None
+) -> list[Restored]:
+    """`restore` of each output with the originals of its source (and the source itself, when `sources` are given,
+    so that the placeholders it left as text are checked too)."""
     if len(outputs) != len(originals):
         raise ValueError(f"{len(outputs)} outputs for {len(originals)} protected sources: give one output per source.")
-    return [restore(output, mine) for output, mine in zip(outputs, originals, strict=True)]
+    if sources is not None and len(sources) != len(outputs):
+        raise ValueError(f"{len(sources)} sources for {len(outputs)} outputs: give one source per output, or none.")
+    sources = [None] * len(outputs) if sources is None else sources
+    return [
+        restore(output, mine, source=source) for output, mine, source in zip(outputs, originals, sources, strict=True)
+    ]
 
 
 def translate_protected(texts: Sequence[str], translate_fn: Callable[[list[str]], Sequence[str]]) -> list[Restored]:
@@ -277,4 +363,4 @@ def translate_protected(texts: Sequence[str], translate_fn: Callable[[list[str]]
             f"translate_fn returned {len(outputs)} outputs for {len(masked)} texts; it must return one string per "
             "text, in order."
         )
-    return restore_batch(outputs, originals)
+    return restore_batch(outputs, originals, texts)

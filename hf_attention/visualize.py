@@ -62,12 +62,14 @@ from .attention_maps import (
     load_model_and_tokenizer,
     num_heads,
     positive_int_argument,
+    protection,
     token_labels,
     tokenize,
     unknown_id_label,
     unknown_ids,
 )
 from .paths import check_checkpoint, check_text_argument, output_file
+from .placeholders import SENTINELS
 
 # The public names: the heatmap's own, and the names of attention_maps its callers need beside them (the limits, the
 # error a refused input raises, the token labels, loading a checkpoint folder).
@@ -416,4 +418,8 @@ def _run_attention_map(args: argparse.Namespace) -> int:
     except HeatmapTooLarge as error:
         raise ValueError(error.cli_message) from None
     print(f"wrote {result.path}: layer {result.layer}, {len(result.query_tokens)} × {len(result.key_tokens)} tokens")
+    protected = protection(tokenizer, args.text, None)
+    if protected.originals:  # the figure's labels are sentinels: say what each one stands for
+        mapping = ", ".join(f"{SENTINELS[index]} = {original}" for index, original in enumerate(protected.originals))
+        print(f"protected text (as the model reads it): {protected.text}; placeholders: {mapping}")
     return 0

@@ -259,7 +259,13 @@ def test_without_sentinels_in_the_tokenizer_nothing_changes(translation_folder):
     assert not translate.protects_placeholders
     plain = translate(SOURCE, max_new_tokens=5)
     assert set(plain[0]) == {"generated_text"}
-    assert translate(SOURCE, max_new_tokens=5, strict_placeholders=True) == plain  # nothing to be strict about
+    # The placeholder options cannot act without sentinels: refused, rather than promising a check that never runs.
+    for option in ("strict_placeholders", "constrain_placeholders"):
+        with pytest.raises(ValueError, match=rf"{option}=True needs placeholder protection, .* leave the option out"):
+            translate(SOURCE, max_new_tokens=5, **{option: True})
+        with pytest.raises(ValueError, match=rf"{option}=True needs placeholder protection"):
+            pipeline(TASK, model=str(translation_folder), **{option: True})
+    assert translate(SOURCE, max_new_tokens=5, strict_placeholders=False, constrain_placeholders=False) == plain
     ids = translate.model.generate(**translate.tokenizer(SOURCE, return_tensors="pt"), max_new_tokens=5)[0]
     assert plain[0]["generated_text"] == translate.tokenizer.decode(ids, skip_special_tokens=True)
 

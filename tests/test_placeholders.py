@@ -27,6 +27,7 @@ from hf_attention.placeholders import (
     protect_pair,
     restore,
     restore_batch,
+    stray_sentinels,
     syntax_of,
     tokenizer_protects,
     translate_protected,
@@ -50,6 +51,8 @@ EXAMPLES = [
     ("</b>", "tag"),
     ("<br/>", "tag"),
     ("<br />", "tag"),
+    ('<a href="x>y">', "tag"),  # a quoted attribute value may hold ">" (and "<")
+    ("<a title='a<b' href=\"/\">", "tag"),
     ("&amp;", "entity"),
     ("&#39;", "entity"),
 ]
@@ -160,11 +163,43 @@ def test_placeholders_beyond_the_sentinels_stay_text_but_sentinel_strings_never_
         protect(" ".join(SENTINELS) + " ⟦ph_0⟧")
 
 
+def test_a_placeholder_left_as_text_past_the_sentinels_is_reported_when_lost():
+    """Past the 32 sentinels the model copies the placeholders itself: one it mangles is reported, given the source,
+    as lost with no sentinel (before, only sentinels were checked, and the mangled one passed silently)."""
+    source = " ".join(f"%(v{i})s" for i in range(SENTINEL_COUNT + 2))
+    masked, originals = protect(source)
+    mangled = masked.replace(f"%(v{SENTINEL_COUNT + 1})s", f"%(w{SENTINEL_COUNT + 1})s")
+    restored = restore(mangled, originals, source=source)
+    assert restored.problems == [Problem("lost", None, f"%(v{SENTINEL_COUNT + 1})s", 0)]
+    assert restored.problems[0].describe() == f"lost %(v{SENTINEL_COUNT + 1})s (left as text)"
+    assert restore(masked, originals, source=source) == Restored(source, [])
+    assert restore(mangled, originals).problems == []  # without the source, only the sentinels can be checked
+    assert translate_protected([source], lambda texts: [mangled])[0].problems == restored.problems
+    assert restore_batch([mangled], [originals], [source])[0].problems == restored.problems
+
+
+def test_a_target_sentinel_string_its_source_lacks_is_refused():
+    """A target that writes ⟦ph_3⟧ as text where the source has no such sentinel would teach the model to invent
+    sentinels: protect_pair refuses the pair, and `stray_sentinels` names what training drops it for."""
+    assert stray_sentinels("Open %s", "⟦ph_3⟧ %s öffnen") == ["⟦ph_3⟧"]
+    assert stray_sentinels("Open ⟦ph_3⟧", "⟦ph_3⟧ öffnen") == []  # the source's own: it gets a sentinel
+    assert stray_sentinels("Open ⟦ph_3⟧", "⟦ph_3⟧ ⟦ph_3⟧ öffnen") == ["⟦ph_3⟧"]  # once more than the source
+    with pytest.raises(ValueError, match=r"target holds the sentinel string\(s\) ⟦ph_3⟧, which its source does not"):
+        protect_pair("Open %s", "⟦ph_3⟧ %s öffnen")
+
+
 def test_arguments_are_checked():
     with pytest.raises(TypeError, match="source must be a str; got int"):
         protect(3)
     with pytest.raises(TypeError, match="output must be a str; got NoneType"):
         restore(None, [])
+    # a string as originals would be read character by character (⟦ph_0⟧ restored as "%")
+    with pytest.raises(TypeError, match=r"originals must be a list of placeholder strings, .* got str \('%s'\)"):
+        restore("⟦ph_0⟧ öffnen", "%s")
+    with pytest.raises(TypeError, match=r"originals must be a list .* got NoneType \(None\)"):
+        restore("⟦ph_0⟧ öffnen", None)
+    with pytest.raises(TypeError, match=r"originals\[1\] must be a str .* got int \(5\)"):
+        restore("⟦ph_0⟧ öffnen", ["%s", 5])
     with pytest.raises(ValueError, match="2 outputs for 1 protected sources"):
         restore_batch(["a", "b"], [[]])
 
@@ -203,11 +238,16 @@ def test_protect_then_restore_is_the_identity(source_pieces, target_pieces):
     source, target = "".join(source_pieces), "".join(target_pieces)
     masked, originals = protect(source)
     assert restore(masked, originals) == Restored(source, [])
+    assert restore(masked, originals, source=source) == Restored(source, [])  # the text ones are all there
     sentinels = [match.group() for match in SENTINEL_PATTERN.finditer(masked)]
     assert sentinels == list(SENTINELS[: len(originals)])  # each once, in order
+    if stray_sentinels(source, target):  # a sentinel string that only the target has: the pair is refused
+        with pytest.raises(ValueError, match="which its source does not: a model trained on the pair learns"):
+            protect_pair(source, target)
+        return
     masked_source, masked_target, pair_originals = protect_pair(source, target)
     assert (masked_source, pair_originals) == (masked, originals)
-    if not SENTINEL_PATTERN.search(target):  # (a sentinel string that only the target has stays as text)
+    if not SENTINEL_PATTERN.search(target):
         assert restore(masked_target, originals).text == target
 
 

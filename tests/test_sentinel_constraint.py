@@ -5,6 +5,7 @@ tokenizer nothing changes."""
 
 from collections import Counter
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -227,3 +228,89 @@ def test_without_sentinels_nothing_is_constrained(trained_tokenizer):
     plain = generate_texts(accelerator, seq2seq, tokenizer, texts, settings)
     assert generate_texts(accelerator, seq2seq, tokenizer, texts, settings, constrain_placeholders=True) == plain
     assert [translation.text for translation in translate(accelerator, seq2seq, tokenizer, texts, settings)] == plain
+
+
+def test_the_trainer_metrics_score_the_restored_translations(protected, tmp_path, monkeypatch):
+    """training.finetune's BLEU / chrF on a protected model: the predictions and labels are restored from their
+    sources before scoring, as training.evaluate scores (before, BLEU was scored on the sentinel text)."""
+    from datasets import Dataset, DatasetDict
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, Seq2SeqTrainer, Seq2SeqTrainingArguments
+
+    from training.finetune import trainer_metrics
+    from training.metrics import corpus_bleu_chrf
+    from training.objectives import objective_for
+    from training.objectives.translation import featurize
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(protected).eval()
+    tokenizer = AutoTokenizer.from_pretrained(protected)
+    split = Dataset.from_dict(
+        {
+            "source": ["Delete %(name)s in the file", "Open %s and <b>%d</b>", "Open the page", "Delete {0}"],
+            "target": ["%(name)s im Datei löschen", "%s und <b>%d</b> öffnen", "Seite öffnen", "{0} löschen"],
+        }
+    )
+    splits = {"train": split, "test": split}
+    data_args = SimpleNamespace(max_source_length=32, max_target_length=32)
+    features = DatasetDict({name: featurize(rows, tokenizer, data_args) for name, rows in splits.items()})
+    # What the model "writes": sentinel text, one placeholder moved, one word wrong.
+    written = ["⟦ph_0⟧ im Ordner löschen", "⟦ph_0⟧ und ⟦ph_2⟧⟦ph_1⟧⟦ph_3⟧ öffnen", "Seite öffnen", "⟦ph_0⟧ löschen"]
+    answer = torch.tensor(tokenizer(text_target=written, padding=True)["input_ids"])
+    monkeypatch.setattr(model, "generate", lambda **kwargs: answer)
+    args = Seq2SeqTrainingArguments(
+        output_dir=str(tmp_path),
+        predict_with_generate=True,
+        use_cpu=True,
+        report_to="none",
+        per_device_eval_batch_size=4,
+    )
+    objective = objective_for("translation")
+    trainer = Seq2SeqTrainer(
+        model=model,
+        args=args,
+        processing_class=tokenizer,
+        data_collator=objective.data.make_collator(tokenizer, model, data_args),
+        compute_metrics=trainer_metrics(objective, tokenizer, splits, features, args),
+    )
+    scores = trainer.evaluate(features["test"], metric_key_prefix="test")
+    originals = [protect(source)[1] for source in split["source"]]
+    restored = [restore(text, mine).text for text, mine in zip(written, originals, strict=True)]
+    bleu, chrf = corpus_bleu_chrf(restored, split["target"])
+    assert scores["test_bleu"] == pytest.approx(bleu) and scores["test_chrf"] == pytest.approx(chrf)
+    masked_targets = [protect_pair(*pair)[1] for pair in zip(split["source"], split["target"], strict=True)]
+    assert corpus_bleu_chrf(written, masked_targets) != (bleu, chrf)  # what was scored before: another number
+
+
+def test_explore_and_the_attention_maps_show_what_a_protected_model_reads(protected, tmp_path, capsys):
+    """The explorer page and the heatmaps of a model trained with placeholder protection show the protected text
+    (its sentinels as tokens, the tokens the model actually read) with the mapping back to the placeholders, and a
+    generated target decoded under the sentinel constraint; before, they tokenised the raw text."""
+    from test_explorer import embedded_data
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from hf_attention.attention_maps import token_labels
+    from hf_attention.cli import main
+    from hf_attention.explorer import explore
+    from hf_attention.visualize import attention_weights
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(protected).eval()
+    tokenizer = AutoTokenizer.from_pretrained(protected)
+    text = "Delete %(name)s in the <b>file</b>"
+    masked, originals = protect(text)
+    page = explore(model, tokenizer, text, max_new_tokens=6, path=tmp_path / "page.html")
+    data = embedded_data(page.html)
+    assert data["text"] == masked and data["placeholders"] == [[SENTINELS[i], p] for i, p in enumerate(originals)]
+    assert page.key_tokens["cross"] == token_labels(tokenizer, tokenizer(masked)["input_ids"], mathtext=False)
+    assert [token for token in page.key_tokens["cross"] if token in SENTINELS] == list(SENTINELS[:3])
+    assert sorted(token for token in data["kinds"]["cross"]["writes"] if token in SENTINELS) == list(SENTINELS[:3])
+    target = "%(name)s in der <b>Datei</b> löschen"
+    page = explore(model, tokenizer, text, target=target)
+    assert embedded_data(page.html)["target"] == protect_pair(text, target)[1]
+    _, queries, keys = attention_weights(model, tokenizer, text, kind="cross", target=target)
+    assert [token for token in keys if token in SENTINELS] == list(SENTINELS[:3])
+    assert [token for token in queries if token in SENTINELS] == list(SENTINELS[:3])
+    assert "Text (protected, as the model reads it): " in page.html and 'id="meta-placeholders"' in page.html
+    args = ["attention-map", "--model", str(protected), "--text", text, "--kind", "self", "--out", str(tmp_path / "m")]
+    assert main(args) == 0
+    assert f"protected text (as the model reads it): {masked}; placeholders: ⟦ph_0⟧ = %(name)s, ⟦ph_1⟧ = <b>, " in (
+        capsys.readouterr().out
+    )

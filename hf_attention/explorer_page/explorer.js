@@ -139,7 +139,14 @@
 
   $("page-title").textContent = `Attention explorer: ${DATA.title}`;
   const textLine = document.createElement("span"); textLine.textContent = DATA.text;
-  $("meta-text").append("Text: ", textLine);
+  // A model trained with placeholder protection reads sentinels: the text is shown as it reads it, then the mapping.
+  const protectedText = DATA.placeholders.length > 0;
+  $("meta-text").append(protectedText ? "Text (protected, as the model reads it): " : "Text: ", textLine);
+  if (protectedText) {
+    $("meta-placeholders").hidden = false;
+    $("meta-placeholders").textContent = "Placeholders: " +
+      DATA.placeholders.map(([sentinel, original]) => `${sentinel} = ${original}`).join(", ") + ".";
+  }
   if (DATA.target !== null) {
     const targetLine = document.createElement("span"); targetLine.textContent = DATA.target;
     $("meta-target").append(DATA.generated ? "Target (generated greedily): " : "Target: ", targetLine);
