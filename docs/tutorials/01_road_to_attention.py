@@ -28,7 +28,8 @@
 # 1. the plain encoder-decoder falls off on long inputs and the attention one does not (the shape of Bahdanau et
 #    al.'s figure 2);
 # 2. the attention weights are an alignment between output and input tokens;
-# 3. the gradient that reaches early source positions vanishes without attention;
+# 3. at initialisation, the gradient that reaches early source positions vanishes without attention (training
+#    teaches the plain model's gated cell to carry it, but not to fit a long source into one vector);
 # 4. an RNN's gradient can also explode, and clipping its norm is the cure for that (not for vanishing);
 # 5. a recurrent layer needs $n$ steps one after another for $n$ tokens, a Transformer layer a fixed number;
 #
@@ -545,11 +546,19 @@ save_figure(
 )
 
 # %% [markdown]
-# Without clipping the RNN learns for about 200 steps (a loss of 0.41 over steps 100–199, against the clipped run's
-# 0.23), then its gradient norm spikes, up to 67, about 30 times its usual size. A spike is a step of length
-# $1.5 \lVert g \rVert$, and after a few of them the loss climbs above chance ($\ln 10 \approx 2.30$) and stays
-# there: 4.03 over the last 100 steps. With clipping, on exactly the same batches, no step is longer than 1.5 and
-# the loss keeps falling, to 0.02. (These runs are small enough to be the same in the full run and with `--quick`.)
+# In the run the figure draws, the RNN without clipping learns for some 230 steps (a loss of 0.41 over steps
+# 100–199, against the clipped run's 0.23), then its gradient norm spikes (above 10 for the first time at step 235),
+# up to 67, about 30 times its usual size. A spike is a step of length $1.5 \lVert g \rVert$, and after a few of them
+# the loss climbs above chance ($\ln 10 \approx 2.30$) and stays there: 4.03 over the last 100 steps. With clipping,
+# on exactly the same batches, no step is longer than 1.5 and the loss keeps falling, to 0.02.
+#
+# Those numbers are this run's. The trajectory of a diverging run depends on the last bits of the arithmetic (the
+# CPU, the library version, the order of the additions), so another machine draws another figure: runs started
+# from weights moved by one unit in the last place put the first spike anywhere from step 190 to step 490, the loss
+# over steps 100–199 anywhere from 0.37 to 1.26, and the largest gradient norm anywhere from about 15 to about
+# 1,100. What held in every one of them is the story above: the unclipped run learns, spikes and ends above chance;
+# the clipped run, on the same batches, never takes a step longer than 1.5 and ends below 0.05. (The runs have the
+# same sizes in the full run and with `--quick`.)
 #
 # The models of section 2 were trained with AdamW, which divides each parameter's step by a running average of its
 # gradient's size and so is less exposed to a single spike; their gradients were clipped at 1 all the same, and the
@@ -695,7 +704,8 @@ save_figure(
 #
 # The next tutorials take it apart: embeddings (02), attention as kernel regression (03), the score functions
 # (04), positions (05), multi-head self- and cross-attention (06), the block assembled by hand (07), the cost of
-# attention (08), and the encoder-decoder step by step (09).
+# attention (08), the encoder-decoder step by step (09), and a decoder-only language model built up from a bigram
+# table (10).
 #
 # **Next:** [02 · embeddings and word2vec](02_embeddings_word2vec.py).
 #

@@ -436,7 +436,8 @@ print(
     f"kernel {report['kernel_weight_beyond_1']:.4f}"
 )
 
-# %% [markdown] The free scores drive the training loss towards zero, with no query ever seeing its own target: they
+# %% [markdown]
+# The free scores drive the training loss towards zero, with no query ever seeing its own target: they
 # memorise which combination of *other* noisy targets reproduces each target, and close to half of that weight sits on
 # points farther than 1 away, which have nothing to say about $f$ there. Borrowed by a new query, a row therefore
 # returns the noisy target of the nearest training point (the blue staircase in the figure): nearest-neighbour

@@ -421,8 +421,9 @@ save_figure(
 # the third one back, not with one layer (Press et al. designed it for language models, where the most recent tokens
 # matter most). Past the training length, in the full run:
 #
-# * **sinusoidal**: 0.12 from the very first new position on, barely above chance (0.06). The table goes on for ever,
-#   but the model has never seen its rows past 15; the next section shows what happens to its scores there.
+# * **sinusoidal**: at chance (0.06) from the very first new position on (0.05-0.08 over positions 16-22), and 0.12
+#   on average over positions 16-63, barely above it. The table goes on for ever, but the model has never seen its
+#   rows past 15; the next section shows what happens to its scores there.
 # * **learned**: chance (0.08): rows 16-63 are the random vectors they were initialised with. Without the larger
 #   `max_position_embeddings`, the library refuses those positions outright (the error printed above).
 # * **rotary**: still right up to position 21, then 0.3, then chance (0.09 over the last 16 positions). A rotary score
@@ -591,7 +592,8 @@ save_figure(
 # as a relative score on the rows of $P$ it saw, and nothing made it do so on rows it never saw, although the rotation
 # property would allow it (exercise 7: a $W$ that commutes with the rotations gives a function of the offset at every
 # position). That is the failure of the previous section, seen inside the score: the first new row already has its
-# peak in the wrong place (the figure, right of row 15 of the position–position panel).
+# peak in the wrong place (the figure, below row 15 of the position–position panel: rows 16-23 all peak at key 12
+# instead of three places back).
 #
 # **Next:** [06 · multi-head, self- and cross-attention, masks](06_multihead_self_cross_masks.py).
 #

@@ -172,12 +172,12 @@ report["translation_equals_reference"] = translation == target
 # The last printed line compares the greedy output with the reference used for teacher forcing above; a model can
 # produce a correct translation that differs from the reference, and a wrong one, so read both. The main job's model
 # (2,880 steps, BART's shape; the one the committed figure shows) writes the reference itself, every token with a
-# probability of 0.87 or more. Its argmax column shows the reordering in the last two layers: "Datei", written first,
+# probability above 0.86. Its argmax column shows the reordering in the last two layers: "Datei", written first,
 # looks at "file", the last English word; "konnte" at "Could"; "nicht" and "geöffnet" at "open"; `</s>` at `</s>`.
-# Layer 0 does something else: it looks at "file" for most steps, whatever the token written. A model of the
-# project's earlier recipe (720 steps) wrote "Konnte Datei nicht öffnen" instead: not the reference, but a correct
-# translation in the other usual wording of German interfaces, which is why the reference alone does not judge a
-# translation.
+# Layer 0 does something else: it looks at "Could" for the first two steps and at "file" for the next three (3 of
+# the 6), whatever the token written, and at `</s>` for the last. A model of the project's earlier recipe (720
+# steps) wrote "Konnte Datei nicht öffnen" instead: not the reference, but a correct translation in the other usual
+# wording of German interfaces, which is why the reference alone does not judge a translation.
 #
 # **Check 1: this loop is what `generate()` does.** Greedy search in 🤗 `generate()` (with the KV cache) must
 # produce the same tokens.

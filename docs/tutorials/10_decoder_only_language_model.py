@@ -55,9 +55,11 @@ torch.manual_seed(0)
 #
 # The first half is a free choice (8 names, 6 colours, 6 things: 288 sentences, equally likely); the second half is
 # fixed by the first. A model that only looks at the last character or two can learn the spelling and the fixed
-# words, but not which thing, name and colour come back: those were written 15 to 30 characters earlier. That is the
-# job attention was made for. The characters are the tokens (27 of them), and since the generator is known, so is the
-# best loss any model can reach: the 5.66 nats of the choice ($\ln 288$), spread over the characters of a sentence.
+# words, but not which thing, name and colour come back: those were written earlier in the sentence, the thing 9-10
+# characters back, the colour 26-31 and the name 29-34 (counted from the first letter of each word's first mention
+# to its second, in the 200 held-out sentences). That is the job attention was made for. The characters are the
+# tokens (27 of them), and since the generator is known, so is the best loss any model can reach: the 5.66 nats of
+# the choice ($\ln 288$), spread over the characters of a sentence.
 # A second set of 200 sentences, from another seed, is held out for validation.
 
 # %%
@@ -627,9 +629,12 @@ print(table([(name, str(shape)) for name, shape in shapes], ("tensor", "shape"))
 report["trace"] = [[name, list(shape)] for name, shape in shapes]
 
 # %% [markdown]
-# Every tensor keeps the batch and position axes (1, 43) in front; attention is the one place where positions meet
-# positions, in the (1, 4, 43, 43) scores and weights (a T × T table per head: the cost that grows with the square of
-# the length, tutorial 08). Everything else acts on each position alone, so it is the same computation for any T.
+# Every tensor has an axis of the 43 positions. The ids, the token embeddings, the residual stream, the FFN's inside
+# and the logits are (1, 43) or (1, 43, ·), batch and positions in front; the position embeddings are (43, 32), with
+# no batch axis (the same vectors are added to every sentence of a batch); inside attention the head axis sits
+# between them, (1, 4, 43, 8) for q, k, v and each head's output. Attention is the one place where positions meet
+# positions, in the (1, 4, 43, 43) scores and weights (a T × T table per head: the cost that grows with the square
+# of the length, tutorial 08). Everything else acts on each position alone, so it is the same computation for any T.
 #
 # ## The same model in hf-attention's decoder family
 #
@@ -784,7 +789,7 @@ encoder_decoder = hf_attention.HFAttentionForSeq2SeqLM(
 source, target = encode("ada has a red box."), encode("\nthe box of ada")  # 18 source, 15 target tokens
 changed_source, changed_target = source.clone(), target.clone()
 changed_source[-2] = stoi["m"]  # "box" → "bom" at the end of the source
-changed_target[7] = stoi["i"]  # "of" → "if" in the middle of the target
+changed_target[7] = stoi["i"]  # "box" → "boi" in the middle of the target
 
 
 def moved(before: torch.Tensor, after: torch.Tensor) -> list[int]:
