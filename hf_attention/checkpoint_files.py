@@ -109,8 +109,9 @@ def code_files(folder: Path, config: dict, where: str) -> set[str]:
     return import_closure(folder, entries)
 
 
-def not_only_a_checkpoint(folder: Path) -> str | None:
-    """What in `folder` shows it is not (only) a saved model, in a few words; None when it is one."""
+def not_only_a_checkpoint(folder: Path, also: tuple[str, ...] = ()) -> str | None:
+    """What in `folder` shows it is not (only) a saved model, in a few words; None when it is one. `also`: the names
+    of other files the writer puts beside the model (a training run's figures)."""
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -125,7 +126,8 @@ def not_only_a_checkpoint(folder: Path) -> str | None:
         return str(error).rstrip(".")
     names = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir())
     weights = weight_files(folder)
-    others = [name for name in names if name not in CHECKPOINT_FILES and name not in code and name not in weights]
+    known = {*CHECKPOINT_FILES, *also, *code, *weights}
+    others = [name for name in names if name not in known]
     if others:
         return f"it also holds {listing(others)}"
     if not weights:

@@ -7,8 +7,10 @@ cache argument from `past_key_values` to `cache`), a checkpoint saved earlier st
 loading it with hf_attention installed uses the installed classes. `refresh_shipped_code` writes the installed
 closure (and the translation pipeline with the siblings it imports, when the checkpoint ships one) into the folder
 and updates `auto_map`; the weights, tokenizer and every other file stay as they are. A folder that is not a saved
-hf-attention model (no weights, a config.json that is not one) is refused before anything is written, and each file
-is replaced the way destinations.py replaces files: written beside, renamed over, keeping its permissions.
+hf-attention model (no weights, a config.json that is not one) is refused before anything is written, and so is a
+file the installed code would replace that the checkpoint does not ship as code (a user's file whose name the package
+has since given a module). The folder is updated the way destinations.py replaces files: a copy beside it (hard links
+to its files) receives the new ones and is swapped in at once, each replaced file keeping its permissions.
 
 This module is outside the remote-code closure.
 """
@@ -17,7 +19,7 @@ import json
 import os
 from pathlib import Path
 
-from .checkpoint_files import WEIGHTS_DESCRIPTION, remote_code_fields, weight_files
+from .checkpoint_files import WEIGHTS_DESCRIPTION, code_files, remote_code_fields, weight_files
 from .closure import PACKAGE, closure_files, import_closure
 from .destinations import replace_files
 from .modeling_hf_attention import AUTO_CLASSES, auto_map_of
@@ -63,7 +65,13 @@ def refresh_shipped_code(folder: str | os.PathLike) -> list[str]:
     transformers reads, and model weights (all checked before anything is written). The closure files and, if the
     config names it in `custom_pipelines`, the translation pipeline are replaced; `auto_map` in config.json is set to
     what `save_pretrained` writes today. Each replaced file keeps its permissions. Weights and every other file are
-    left untouched.
+    left untouched (the folder is swapped for an updated copy that holds hard links to them).
+
+    Raises:
+        ValueError: Before anything is written, for a folder that is not an hf-attention checkpoint, a malformed
+            config field, a file the installed code would replace that the checkpoint does not ship as code (naming
+            it), and the checks of `destinations.replace_files` (the current folder; a folder, or the one holding
+            it, that is not writable).
     """
     check_text_argument("checkpoint", os.fspath(folder), what="folder name")
     folder = Path(folder)
@@ -74,11 +82,27 @@ def refresh_shipped_code(folder: str | os.PathLike) -> list[str]:
     if any(task.get("impl", "").startswith(f"{Path(PIPELINE_FILE).stem}.") for task in pipelines.values()):
         # the pipeline and the siblings it imports (placeholders.py), as save_translation_pipeline writes them
         names += [name for name in sorted(import_closure(PACKAGE, [PIPELINE_FILE])) if name not in names]
+    _check_only_ours_replaced(folder, names, code_files(folder, config, str(folder / "config.json")))
     contents = {name: (PACKAGE / name).read_bytes() for name in names}
     config["auto_map"] = {**auto_map, **auto_map_of(config["model_type"])}
     contents["config.json"] = (json.dumps(config, indent=2, sort_keys=True) + "\n").encode()
-    replace_files(folder, contents)
+    replace_files(folder, contents, argument="checkpoint", name=os.fspath(folder))
     return list(contents)
+
+
+def _check_only_ours_replaced(folder: Path, names: list[str], shipped: set[str]) -> None:
+    """Refuse a file that the installed code would replace but the checkpoint does not ship as code: a user's own
+    closure.py beside a checkpoint saved before the package had a module of that name is the user's, not ours."""
+    theirs = [name for name in names if (folder / name).is_file() and name not in shipped]
+    if theirs:
+        one = len(theirs) == 1
+        raise ValueError(
+            f"checkpoint {str(folder)!r} holds {', '.join(theirs)}, which the model code it ships does not include "
+            "(the modules its config.json's auto_map and custom_pipelines name, and the files they import): "
+            f"{'it is not' if one else 'they are not'} hf-attention's to replace, but the installed code has a module "
+            f"of {'that name' if one else 'each of those names'}. Move or rename {'it' if one else 'them'}, then run "
+            "refresh-code again. Nothing was written."
+        )
 
 
 def add_refresh_code_command(subparsers) -> None:
@@ -88,8 +112,10 @@ def add_refresh_code_command(subparsers) -> None:
         help="replace the model code shipped in a checkpoint folder with the installed hf-attention's",
         description=(
             "Write the installed hf-attention model code (what trust_remote_code=True runs where hf-attention is "
-            "not installed) into CHECKPOINT, and update auto_map in its config.json; each replaced file keeps its "
-            "permissions. Weights, tokenizer and other files are not touched. Use it after upgrading hf-attention, "
+            "not installed) into CHECKPOINT, and update auto_map in its config.json, in one swap of the folder; each "
+            "replaced file keeps its permissions. Only the code the checkpoint ships is replaced: a file of yours "
+            "named as an installed module is refused. Weights, tokenizer and other files are not touched. Run it "
+            "from outside CHECKPOINT. Use it after upgrading hf-attention, "
             "e.g. for the transformers 5.24 cache rename, before sharing or uploading a checkpoint saved by an older "
             "version."
         ),

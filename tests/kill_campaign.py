@@ -165,14 +165,23 @@ def install_kill_point(point: str, nth: int) -> None:
 
         os.replace = replace
     elif point == "export_swap":
+        from hf_attention import destinations
 
-        def replace(source, target, *args, **kwargs):
-            result = real_replace(source, target, *args, **kwargs)
-            if Path(target).name == "final.previous":
-                strike()  # the old export moved aside, the new one not yet in place
+        real_rename, real_exchange = os.rename, destinations._exchange
+
+        def exchange(first, second):
+            done = real_exchange(first, second)
+            if done and Path(second).name == "final":
+                strike()  # the new export in place, the old one under the hidden name, not yet removed
+            return done
+
+        def rename(source, target, *args, **kwargs):
+            result = real_rename(source, target, *args, **kwargs)
+            if Path(target).name.startswith(".final.") and Path(target).name.endswith(".previous"):
+                strike()  # (no exchange on this system) the old export moved aside, the new one not yet in place
             return result
 
-        os.replace = replace
+        destinations._exchange, os.rename = exchange, rename
     else:
         raise ValueError(f"unknown kill point {point!r}")
 
@@ -240,7 +249,8 @@ def check_invariants(output_dir: Path, *, had_checkpoint: bool, had_export: bool
         path = resolve_checkpoint(LATEST, output_dir)
         assert is_checkpoint(path), f"latest names an incomplete checkpoint: {path}"
     if had_export:
-        exports = [output_dir / name for name in ("final", "final.previous") if (output_dir / name).is_dir()]
+        exports = [output_dir / "final"] if (output_dir / "final").is_dir() else []
+        exports += sorted(output_dir.glob(".final.*.previous"))  # (between the two renames of a swap, then put back)
         assert exports, "the previous export is gone"
         AutoModelForCausalLM.from_pretrained(exports[0])
         AutoTokenizer.from_pretrained(exports[0])

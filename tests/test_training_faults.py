@@ -12,6 +12,7 @@ import safetensors.torch
 import torch
 from test_training import _fails_before_training, _FakeAccelerator, _FakeScheduler, argv, train_losses
 
+from hf_attention import destinations
 from training import export as export_lib
 from training import losses, objectives
 from training.args import parse_args
@@ -357,7 +358,8 @@ class _Crash(BaseException):
 
 
 def _crash_at_operation(monkeypatch, number: int) -> dict:
-    """Make the `number`-th rename or folder removal (counted from 1) die before it happens."""
+    """Make the `number`-th rename, exchange of two folders' names or folder removal (counted from 1) die before it
+    happens."""
     calls = {"n": 0}
 
     def dying(real):
@@ -370,6 +372,8 @@ def _crash_at_operation(monkeypatch, number: int) -> dict:
         return operation
 
     monkeypatch.setattr(os, "replace", dying(os.replace))
+    monkeypatch.setattr(os, "rename", dying(os.rename))
+    monkeypatch.setattr(destinations, "_exchange", dying(destinations._exchange))
     monkeypatch.setattr(shutil, "rmtree", dying(shutil.rmtree))
     return calls
 
@@ -460,15 +464,15 @@ def test_a_torn_metrics_line_is_dropped_on_resume_and_other_damage_is_named(tmp_
 
 
 def test_the_export_is_never_lost_whatever_instant_it_dies(tmp_path, monkeypatch):
-    """The previous export stays whole until the new one is complete (it used to be deleted first)."""
+    """The previous export stays whole until the new one is complete (it used to be deleted first), and the next
+    export removes what a crash left beside it."""
 
     def write_version(version):
         def write(model, tokenizer, directory, **kwargs):
-            directory.mkdir(parents=True)
             (directory / "model.safetensors").write_text("half")
             if version == "dies-while-writing":
                 raise _Crash
-            (directory / "version").write_text(version)
+            (directory / "config.json").write_text(json.dumps({"model_type": "hf_attention_decoder", "v": version}))
 
         return write
 
@@ -479,14 +483,16 @@ def test_the_export_is_never_lost_whatever_instant_it_dies(tmp_path, monkeypatch
         )
 
     def complete_export(root):
-        for name in ("final", "final.previous"):
-            if (root / name / "version").is_file():
-                return (root / name / "version").read_text()
+        """The version of the export at final/, or in the hidden folder of the old one during a swap."""
+        for folder in [root / "final", *root.glob(".final.*.previous")]:
+            if (folder / "config.json").is_file():
+                return json.loads((folder / "config.json").read_text())["v"]
         return None
 
     root = tmp_path / "probe"
     export(root, "1")
     total = _operations_of(lambda: export(root, "2"))
+    assert total >= 2
     for number in range(1, total + 1):
         root = tmp_path / f"crash_{number}"
         export(root, "1")
@@ -496,13 +502,14 @@ def test_the_export_is_never_lost_whatever_instant_it_dies(tmp_path, monkeypatch
                 export(root, "2")
         assert complete_export(root) in ("1", "2"), number
         export(root, "3")  # the next export finds its way back to one tidy folder
-        assert (root / "final" / "version").read_text() == "3"
-        assert sorted(p.name for p in root.iterdir()) == ["final"]
+        assert json.loads((root / "final" / "config.json").read_text())["v"] == "3"
+        assert sorted(p.name for p in root.iterdir()) == ["final"], number
     root = tmp_path / "while_writing"
     export(root, "1")
     with pytest.raises(_Crash):
         export(root, "dies-while-writing")
-    assert (root / "final" / "version").read_text() == "1"
+    assert json.loads((root / "final" / "config.json").read_text())["v"] == "1"
+    assert sorted(p.name for p in root.iterdir()) == ["final"]
 
 
 # ------------------------------------------------------------------------------------------- opaque errors

@@ -9,7 +9,6 @@ page (every layer and head of one test translation, one self-contained HTML file
 
 from __future__ import annotations
 
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import yaml  # noqa: E402
 from huggingface_hub import HfApi  # noqa: E402
 
-from hf_attention.destinations import give_usual_permissions  # noqa: E402
+from hf_attention.checkpoint_files import not_only_a_checkpoint  # noqa: E402
+from hf_attention.destinations import Output, check_destination  # noqa: E402
 from hf_attention.pipelines import save_translation_pipeline  # noqa: E402
 from hf_attention.placeholders import PROBLEM_KINDS, SYNTAXES, protect, tokenizer_protects  # noqa: E402
 from hf_attention.to_hf import exportable_as  # noqa: E402
@@ -33,6 +33,15 @@ TEMPLATE = Path(__file__).resolve().parents[1] / "model_cards" / "TEMPLATE.md"
 LOSS_PLOT = "loss_curve.png"
 HEATMAP = "cross_attention.png"
 EXPLORER = "attention.html"
+# What the export folder holds, for the rule of the writing commands (hf_attention/destinations.py): the run replaces a
+# folder that holds an export and nothing else; a file of the user's there is refused, named.
+TRAINING_EXPORT = Output(
+    "a training run's export",
+    f"a model checkpoint, its model card and the figures of the run ({LOSS_PLOT}, {HEATMAP}, {EXPLORER})",
+    lambda folder: not_only_a_checkpoint(folder, also=(LOSS_PLOT, HEATMAP, EXPLORER)),
+)
+# How the refusals name what allows the run to replace an export.
+REPLACED_BY = "A training run (resumed, or with --overwrite_output_dir)"
 
 
 # ---------------------------------------------------------------------------------------------------- plots
@@ -75,28 +84,22 @@ def export_model(
 ) -> Path:
     """Save the trained model as a self-contained Hugging Face folder with its model card (main process only).
 
-    The folder is written beside `directory` (`<name>.partial`) and swapped in only when complete, so a crash at
-    any moment leaves the previous export in place (as `directory`, or as `<name>.previous` for the instant
-    between the two renames, which the next export puts back).
+    It follows the rule of the writing commands (hf_attention/destinations.py): the folder is written beside
+    `directory` (hidden) and swapped in only when complete, so a crash at any moment leaves the previous export in
+    place; it replaces a folder that holds an export and nothing else, and refuses one holding a file of the user's
+    (ValueError naming it; `check_export_folder` makes the same check before training).
     """
-    final = Path(directory)
-    partial, previous = _export_siblings(final)
-    if previous.exists() and not final.exists():  # a crash between the two renames of the swap below
-        os.replace(previous, final)
-    shutil.rmtree(partial, ignore_errors=True)
-    _write_export(model, tokenizer, partial, objective=objective, card=card, figures=figures or ExportFigures())
-    give_usual_permissions(partial)  # (safetensors writes its weights 0600: the group could not read the model)
-    shutil.rmtree(previous, ignore_errors=True)
-    if final.exists():
-        os.replace(final, previous)
-    os.replace(partial, final)
-    shutil.rmtree(previous, ignore_errors=True)
-    return final
+    destination = export_destination(directory)
+    figures = figures or ExportFigures()
+    destination.write(
+        lambda folder: _write_export(model, tokenizer, folder, objective=objective, card=card, figures=figures)
+    )
+    return Path(directory)
 
 
-def _export_siblings(final: Path) -> tuple[Path, Path]:
-    """Where an export is written before it is complete, and where the export it replaces waits during the swap."""
-    return final.with_name(final.name + ".partial"), final.with_name(final.name + ".previous")
+def export_destination(directory: str | Path, output: Output = TRAINING_EXPORT):
+    """`directory` checked as the destination of an export of the run (`output`: what is written there)."""
+    return check_destination(directory, argument="export folder", output=output, overwrite=True, flag=REPLACED_BY)
 
 
 def _write_export(

@@ -107,15 +107,17 @@ def _is_finite(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def check_export_target(objective: Objective, model_type: str, model_config: dict, export_to: str | None) -> None:
+def check_export_target(
+    objective: Objective, model_type: str, model_config: dict, export_to: str | None
+) -> str | None:
     """Raise the ValueError of `hf-attention export` now, before data is read, when `--export_to` cannot be done
     for this model (a reference architecture already is standard; a configuration may have no standard equivalent).
 
     `exportable_as` is the check `to_hf` makes at the end of the run, the place of every tensor included; the model
     here differs from the trained one only in its vocabulary size and special-token ids, which every architecture
-    takes as they are."""
+    takes as they are. Returns the architecture written (what "auto" stands for), None without --export_to."""
     if export_to is None:
-        return
+        return None
     if model_type != objective.model.our_model_type:
         raise ValueError(
             f"--export_to writes an hf-attention model as a standard one; model_type={model_type!r} already is one "
@@ -124,7 +126,7 @@ def check_export_target(objective: Objective, model_type: str, model_config: dic
     from hf_attention.to_hf import exportable_as
 
     model = objective.model.auto_class.from_config(AutoConfig.for_model(model_type, **model_config))
-    exportable_as(model, export_to)
+    return exportable_as(model, export_to)
 
 
 def build_model(objective: Objective, model_type: str, model_config: dict, tokenizer, data_fields: dict | None = None):
