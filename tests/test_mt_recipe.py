@@ -314,3 +314,32 @@ def test_score_refuses_an_objective_scored_by_its_loss_only(tmp_path):
     config.write_text("objective: causal_lm\n")
     with pytest.raises(ValueError, match=r"cannot score objective 'causal_lm'.*loss only.*scores: 'translation'"):
         score([str(tmp_path), "--config", str(config)])
+
+
+def test_pairs_whose_target_invents_a_sentinel_are_dropped_from_the_corpus(caplog, monkeypatch):
+    """A target that writes a sentinel string its source lacks (a protected model's output leaked into the corpus)
+    would teach the model to invent sentinels: the corpus drops it with a warning; the rest is kept in order."""
+    from types import SimpleNamespace
+
+    from datasets import Dataset
+
+    from training.objectives import translation
+    from training.objectives.translation import without_stray_sentinels
+
+    corpus = Dataset.from_dict(
+        {
+            "source": ["Open %s", "Open ⟦ph_0⟧", "Delete %s", "Save"],
+            "target": ["%s öffnen", "⟦ph_0⟧ öffnen", "⟦ph_1⟧ %s löschen", "Speichern"],
+        }
+    )
+    with caplog.at_level("WARNING", logger="training.objectives.translation"):
+        kept = without_stray_sentinels(corpus)
+    assert kept["source"] == ["Open %s", "Open ⟦ph_0⟧", "Save"]
+    assert "Dropped 1 pair(s) whose target holds a placeholder sentinel string its source does not" in caplog.text
+    assert "'⟦ph_1⟧ %s löschen'" in caplog.text
+    assert without_stray_sentinels(kept) is kept  # nothing to drop: the same dataset
+    # the corpus that both entry points load drops them, before any split
+    monkeypatch.setattr(translation, "translation_corpus", lambda *args, **kwargs: corpus)
+    options = {"target_lang": "de", "max_chars": 100, "max_catalogs": None, "catalog_packages": ["x==1"]}
+    loaded = translation.parallel_corpus(SimpleNamespace(dataset=None, system_catalogs=False, **options))
+    assert loaded["source"] == kept["source"]

@@ -75,7 +75,7 @@ def argv(objective: str, output_dir, *extra, model: dict | None = None) -> list[
         objective,
         "--output_dir",
         str(output_dir),
-        *TINY[objective],
+        *tiny_corpus_flags(objective, extra),
         "--max_train_samples",
         "256",
         "--max_eval_samples",
@@ -104,6 +104,19 @@ def argv(objective: str, output_dir, *extra, model: dict | None = None) -> list[
         json.dumps(model_config),
         *extra,
     ]
+
+
+def tiny_corpus_flags(objective: str, extra) -> list[str]:
+    """TINY's flags of `objective`, less those that choose its built-in corpus when the run reads a --dataset (which
+    replaces that corpus, so training.train refuses them beside it)."""
+    from training.objectives import OBJECTIVES
+
+    flags = TINY[objective]
+    if "--dataset" not in extra:
+        return flags
+    corpus_options = OBJECTIVES[objective].corpus_options
+    pairs = zip(flags[::2], flags[1::2], strict=True)
+    return [item for flag, value in pairs if flag[2:] not in corpus_options for item in (flag, value)]
 
 
 def train_losses(output_dir) -> list[float]:

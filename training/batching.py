@@ -75,12 +75,7 @@ class Loaders:
 
 def make_loaders(features, collator, train_args) -> Loaders:
     """Loaders over the tokenised splits; the training one batches by `LengthBatchSampler`."""
-    sampler = LengthBatchSampler(
-        row_lengths(features["train"]),
-        batch_size=train_args.per_device_train_batch_size,
-        max_tokens=train_args.max_tokens_per_batch,
-        seed=train_args.seed,
-    )
+    sampler = train_sampler(features["train"], train_args)
     # A generator of its own: starting an iterator draws a seed from it, and a draw from the global RNG would shift
     # the dropout stream of a resumed run (which starts an iterator right after restoring the RNG).
     train = DataLoader(
@@ -94,6 +89,16 @@ def make_loaders(features, collator, train_args) -> Loaders:
         for name in ("validation", "test")
     )
     return Loaders(train=train, sampler=sampler, eval=evaluation, test=test)
+
+
+def train_sampler(train_features: Dataset, train_args) -> LengthBatchSampler:
+    """The sampler that cuts the training split into batches (training.train also counts them before it writes)."""
+    return LengthBatchSampler(
+        row_lengths(train_features),
+        batch_size=train_args.per_device_train_batch_size,
+        max_tokens=train_args.max_tokens_per_batch,
+        seed=train_args.seed,
+    )
 
 
 def row_lengths(features: Dataset) -> list[int]:

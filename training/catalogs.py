@@ -25,6 +25,9 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
 _PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([A-Za-z0-9.+!_-]+)\s*$")
 
 
@@ -52,7 +55,14 @@ def parse_pin(requirement: str) -> tuple[str, str]:
             f"Catalog package {requirement!r} must be pinned as 'name==version' (e.g. 'gramps==6.0.8'), so that every "
             "run reads the same strings."
         )
-    return match.group(1), match.group(2)
+    name, version = match.group(1), match.group(2)
+    try:
+        Version(version)
+    except InvalidVersion as error:
+        raise ValueError(
+            f"Catalog package {requirement!r}: {version!r} is not a version (PEP 440, e.g. '6.0.8' or '4.5.post3')."
+        ) from error
+    return name, version
 
 
 def fetch_wheel(requirement: str, *, directory: Path | None = None) -> Path:
@@ -86,14 +96,26 @@ def fetch_wheel(requirement: str, *, directory: Path | None = None) -> Path:
 
 
 def _cached_wheel(directory: Path, name: str, version: str) -> Path | None:
+    """The cached wheel of `name` at `version`, compared as PEP 440 names and versions: a pin "4.17" or "4.17.0.0"
+    is the wheel "4.17.0" (pip would fetch that same file), so an equivalent spelling still finds it offline."""
     if not directory.is_dir():
         return None
-    stem = re.sub(r"[-_.]+", "_", name).lower()
+    wanted = (canonicalize_name(name), Version(version))
     for path in sorted(directory.glob("*.whl")):
-        parts = path.name.split("-")
-        if len(parts) >= 2 and re.sub(r"[-_.]+", "_", parts[0]).lower() == stem and parts[1] == version:
+        if _wheel_name_and_version(path) == wanted:
             return path
     return None
+
+
+def _wheel_name_and_version(path: Path) -> tuple[str, Version] | None:
+    """(canonical name, version) of a wheel file name "name-version-...whl"; None for a name that is not one."""
+    parts = path.name.split("-")
+    if len(parts) < 2:
+        return None
+    try:
+        return canonicalize_name(parts[0]), Version(parts[1])
+    except InvalidVersion:
+        return None
 
 
 def catalog_members(names: list[str], lang: str) -> list[str]:

@@ -174,7 +174,7 @@ def text_corpus(data_args) -> Dataset:
     """One `text` column: the Python documentation, or the user's dataset."""
     if data_args.dataset is None:
         return python_docs_corpus(max_topics=data_args.max_topics)
-    dataset = select_columns(load_user_corpus(data_args), {data_args.text_column: "text"})
+    dataset = select_columns(load_user_corpus(data_args, [data_args.text_column]), {data_args.text_column: "text"})
     return filter_texts(dataset, column="text", min_chars=data_args.min_chars)
 
 

@@ -106,7 +106,7 @@ def translate(accelerator, model, tokenizer, sources: list[str], settings: Gener
     outputs = generate_texts(
         accelerator, model, tokenizer, masked, settings, constrain_placeholders=settings.constrain_placeholders
     )
-    return restore_batch(outputs, originals)
+    return restore_batch(outputs, originals, sources)  # the sources: their placeholders left as text are checked too
 
 
 @torch.no_grad()
@@ -139,8 +139,12 @@ def generate_texts(
             if constrain_placeholders:
                 eos = model.generation_config.eos_token_id
                 eos = tokenizer.eos_token_id if eos is None else eos
-                beams["logits_processor"] = sentinel_constraint(
-                    tokenizer, inputs["input_ids"], eos, settings.max_new_tokens
+                beams["logits_processor"] = sentinel_constraint(  # the config: its forced end of sequence (BART)
+                    tokenizer,
+                    inputs["input_ids"],
+                    eos,
+                    settings.max_new_tokens,
+                    generation_config=model.generation_config,
                 )
             output = model.generate(**inputs, **beams, max_new_tokens=settings.max_new_tokens, do_sample=False)
         texts = tokenizer.batch_decode(output, skip_special_tokens=True)

@@ -12,8 +12,8 @@ Tasks are the objectives whose `entry_points` include training.finetune (trainin
 what data, model, collator and metrics each uses, for this entry point and for training.train alike, and the small
 model this entry point builds from scratch (`ModelSpec.finetune_config`).
 
-- `language_id` (training/objectives/language_id.py): which language a UI string from the machine's gettext
-  catalogs is in, with `AutoModelForSequenceClassification`; test accuracy and macro-F1.
+- `language_id` (training/objectives/language_id.py): which language a UI string from the gettext catalogs of
+  pinned PyPI wheels is in, with `AutoModelForSequenceClassification`; test accuracy and macro-F1.
 - `translation` (training/objectives/translation.py): English → `target_lang` UI strings with
   `AutoModelForSeq2SeqLM` and `Seq2SeqTrainer`; test BLEU / chrF on generated translations.
 
@@ -42,6 +42,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 from datasets import DatasetDict
 from transformers import (
@@ -53,6 +54,7 @@ from transformers import (
 )
 
 import hf_attention  # noqa: F401  (registers the hf_attention model types with the Auto classes)
+from hf_attention.placeholders import protect, tokenizer_protects
 from training.args import (
     DataArguments,
     at_least,
@@ -98,14 +100,22 @@ class FinetuneArguments:
     max_per_language: int | None = field(default=3000, metadata={"help": "language_id: strings per language."})
     min_chars: int = field(default=10, metadata={"help": "language_id: shortest string kept."})
     max_chars: int = field(default=200, metadata={"help": "Longest string (or source/target) kept, in characters."})
-    max_catalogs: int | None = field(default=None, metadata={"help": "Read only this many catalogs per language."})
+    max_catalogs: int | None = field(
+        default=None,
+        metadata={
+            "help": "Read only this many catalogs (language_id: of the pinned packages; translation: per language)."
+        },
+    )
     system_catalogs: bool = field(
         default=False,
         metadata={"help": "translation: read this machine's gettext catalogs (they differ between machines)."},
     )
     catalog_packages: list[str] = field(
         default_factory=list,
-        metadata={"help": "translation: pinned PyPI wheels (name==version) whose gettext catalogs are the pairs."},
+        metadata={
+            "help": "Pinned PyPI wheels (name==version) whose gettext catalogs are read: translation's pairs, or "
+            "language_id's strings (default: the wheels training/objectives/language_id.py pins)."
+        },
     )
     max_length: int = field(default=64, metadata={"help": "language_id: longest input in tokens."})
     target_lang: str = field(default="de", metadata={"help": "translation: target language (English source)."})
@@ -275,7 +285,6 @@ def finetune(ft_args: FinetuneArguments, training_args, model_config: dict) -> d
     )
     if isinstance(training_args, Seq2SeqTrainingArguments) and training_args.generation_max_length is None:
         training_args.generation_max_length = ft_args.max_target_length + 1
-    metrics = objective.evaluation.trainer_metrics
     generates = not objective.model.encoder_decoder or training_args.predict_with_generate
     results_fields = objective.evaluation.results_fields
     described = results_fields(data_args, data_fields) if results_fields is not None else {}
@@ -287,7 +296,7 @@ def finetune(ft_args: FinetuneArguments, training_args, model_config: dict) -> d
         ft_args=ft_args,
         training_args=training_args,
         collator=objective.data.make_collator(tokenizer, model, data_args),
-        compute_metrics=metrics(tokenizer) if metrics is not None and generates else None,
+        compute_metrics=trainer_metrics(objective, tokenizer, splits, features, training_args) if generates else None,
         extra={
             **described,
             "rows": {name: len(split) for name, split in splits.items()},
@@ -295,6 +304,52 @@ def finetune(ft_args: FinetuneArguments, training_args, model_config: dict) -> d
             "corpus_sha256": corpus_checksum(splits, objective.data.text_columns),
         },
     )
+
+
+def trainer_metrics(objective: Objective, tokenizer, splits, features: DatasetDict, training_args):
+    """The objective's compute_metrics for Trainer (None if it has none). A translation model with placeholder
+    protection writes sentinel text: its BLEU / chrF are scored on the translations restored from their sources,
+    which the metrics find from the evaluation's input ids (so `training_args` gets include_for_metrics=["inputs"])."""
+    metrics = objective.evaluation.trainer_metrics
+    if metrics is None:
+        return None
+    if not (objective.evaluation.scores_translations and tokenizer_protects(tokenizer)):
+        return metrics(tokenizer)
+    if "inputs" not in training_args.include_for_metrics:
+        training_args.include_for_metrics = [*training_args.include_for_metrics, "inputs"]
+    evaluated = {name: split for name, split in splits.items() if name != "train"}
+    return metrics(tokenizer, originals_of=SplitOriginals(evaluated, features, tokenizer.pad_token_id))
+
+
+class SplitOriginals:
+    """The placeholders of each source of the evaluation splits, found again from the input ids of an evaluation.
+
+    Trainer hands compute_metrics the predictions, the labels and (with include_for_metrics=["inputs"]) the input
+    ids, in the order of the split it evaluated, but not the split's name: the split is the one whose protected
+    sources, as tokenised features, are exactly these inputs (padding aside), row by row."""
+
+    def __init__(self, splits: dict, features: DatasetDict, pad_token_id: int):
+        self.pad_token_id = pad_token_id
+        self.by_inputs = {
+            tuple(map(tuple, features[name]["input_ids"])): [protect(source)[1] for source in split["source"]]
+            for name, split in splits.items()
+        }
+
+    def __call__(self, inputs) -> list[list[str]]:
+        if inputs is None:
+            raise ValueError(
+                "compute_metrics got no input ids: a model with placeholder protection needs "
+                "include_for_metrics=['inputs'] to restore its translations before scoring them."
+            )
+        rows = tuple(tuple(int(t) for t in row if t >= 0 and t != self.pad_token_id) for row in np.asarray(inputs))
+        found = self.by_inputs.get(rows)
+        if found is None:
+            raise ValueError(
+                f"The {len(rows)} evaluated sources are not one of the splits this run evaluates "
+                f"({', '.join(str(len(key)) + ' rows' for key in self.by_inputs)}): their placeholders cannot be "
+                "restored before scoring."
+            )
+        return found
 
 
 def _model(objective: Objective, ft_args: FinetuneArguments, model_config: dict, tokenizer, data_fields: dict):

@@ -11,7 +11,7 @@ from collections import Counter
 import numpy as np
 import sacrebleu
 
-from hf_attention.placeholders import PROBLEM_KINDS, QA_PLACEHOLDER, SYNTAXES, Problem, syntax_of
+from hf_attention.placeholders import PROBLEM_KINDS, QA_PLACEHOLDER, SYNTAXES, Problem, restore, syntax_of
 
 
 def corpus_bleu_chrf(hypotheses: list[str], references: list[str]) -> tuple[float, float]:
@@ -81,8 +81,12 @@ def placeholder_counts(sources: list[str], outputs: list[str]) -> dict[str, dict
 
 
 def sentinel_problem_counts(problems: list[list[Problem]]) -> dict[str, int]:
-    """How many outputs lost, invented and duplicated at least one sentinel (`sentinels_lost`, ...)."""
-    return {f"sentinels_{kind}": sum(any(p.kind == kind for p in mine) for mine in problems) for kind in PROBLEM_KINDS}
+    """How many outputs lost, invented and duplicated at least one sentinel (`sentinels_lost`, ...). A placeholder
+    left as text past the sentinels (a problem with no sentinel) is not counted: `placeholders` scores those."""
+    return {
+        f"sentinels_{kind}": sum(any(p.kind == kind and p.sentinel is not None for p in mine) for mine in problems)
+        for kind in PROBLEM_KINDS
+    }
 
 
 def stutters(text: str) -> bool:
@@ -118,17 +122,30 @@ def classification_metrics(eval_pred) -> dict:
     return {"accuracy": float(np.mean(predictions == labels)), "macro_f1": float(np.mean(f1s))}
 
 
-def translation_metrics(tokenizer):
-    """compute_metrics for Seq2SeqTrainer(predict_with_generate=True): corpus BLEU and chrF, unrounded."""
+def translation_metrics(tokenizer, originals_of=None):
+    """compute_metrics for Seq2SeqTrainer(predict_with_generate=True): corpus BLEU and chrF, unrounded.
+
+    With placeholder protection the predictions and labels are sentinel text: `originals_of(inputs)` (the input ids
+    of the evaluation, `include_for_metrics=["inputs"]`) gives the placeholders of each row's source, and both sides
+    are restored before scoring, as training.evaluate scores restored translations against raw references. Scored
+    on sentinel text, BLEU would count each ⟦ph_k⟧ as a word, a different number from the same model's other scores.
+    """
 
     def compute(eval_pred) -> dict:
-        predictions, labels = eval_pred
+        predictions, labels = eval_pred[0], eval_pred[1]  # an EvalPrediction (or a plain pair)
         predictions = predictions[0] if isinstance(predictions, tuple) else predictions
-        predictions = np.where(np.asarray(predictions) < 0, tokenizer.pad_token_id, predictions)
-        labels = np.where(np.asarray(labels) < 0, tokenizer.pad_token_id, labels)
-        hypotheses = [t.strip() for t in tokenizer.batch_decode(predictions, skip_special_tokens=True)]
-        references = [t.strip() for t in tokenizer.batch_decode(labels, skip_special_tokens=True)]
+        hypotheses, references = _decoded(tokenizer, predictions), _decoded(tokenizer, labels)
+        if originals_of is not None:
+            originals = originals_of(getattr(eval_pred, "inputs", None))
+            hypotheses = [restore(text, mine).text for text, mine in zip(hypotheses, originals, strict=True)]
+            references = [restore(text, mine).text for text, mine in zip(references, originals, strict=True)]
         bleu, chrf = corpus_bleu_chrf(hypotheses, references)
         return {"bleu": bleu, "chrf": chrf}
 
     return compute
+
+
+def _decoded(tokenizer, ids) -> list[str]:
+    """The texts of padded id rows (-100 marks padding, as gathered predictions and labels hold it)."""
+    ids = np.where(np.asarray(ids) < 0, tokenizer.pad_token_id, ids)
+    return [text.strip() for text in tokenizer.batch_decode(ids, skip_special_tokens=True)]

@@ -115,6 +115,9 @@ class Objective:
     # The run arguments that act only for some objectives (training/args.py, OBJECTIVE_OPTIONS) that this one reads:
     # training.train refuses the others when they are set away from their defaults, since the run would ignore them.
     options: tuple[str, ...] = ()
+    # Those of `options` that only choose or cut the objective's own corpus (which catalogs, how many topics): a
+    # user's `dataset` replaces that corpus, so training.train refuses them beside it.
+    corpus_options: tuple[str, ...] = ()
 
     def __post_init__(self):
         # What the shared code calls must be there: a new model for training.finetune, a scoring for training.train.

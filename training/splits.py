@@ -111,7 +111,7 @@ def split_corpus(
     }
     for name, cap in caps.items():
         if require_every_split and (name not in splits or len(splits[name]) == 0):
-            raise ValueError(f"The {name} split is empty ({len(corpus)} rows in the corpus); use more data.")
+            raise ValueError(empty_split_message(name, corpus, key))
         if name in splits and cap is not None:
             if shuffle_before_cap:
                 splits[name] = splits[name].shuffle(seed=0)
@@ -122,3 +122,16 @@ def split_corpus(
         held_out = {text for name, split in splits.items() if name != "train" for text in split[key]}
         splits["train"] = objective.data.augment_train(splits["train"], held_out, data_args)
     return splits
+
+
+def empty_split_message(name: str, corpus: Dataset, key: str) -> str:
+    """Why split `name` came out empty. Rows with the same `key` always land in the same split, so a corpus of
+    copies is split as its few distinct rows: say so, rather than ask for more of the same rows."""
+    distinct = len(set(corpus[key]))
+    if distinct < len(corpus):
+        return (
+            f"The {name} split is empty: the corpus has {len(corpus)} rows but only {distinct} distinct {key!r} "
+            f"value(s) ({len(corpus) - distinct} duplicates), and rows with the same {key!r} always land in the same "
+            "split; use more distinct data."
+        )
+    return f"The {name} split is empty ({len(corpus)} rows in the corpus); use more data."

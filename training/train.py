@@ -9,10 +9,10 @@ Objectives: causal LM (decoder), masked LM (encoder), translation (encoder-decod
 training/args.py for every argument and training/objectives/ for what each objective does.
 
 A run has five stages, each reading what the previous ones set up: `configure` checks every input and makes the
-accelerator and the output folder; `load_data` reads and splits the corpus, trains the tokenizer and tokenises;
-`set_up_training` builds the model, the loaders, the optimizer and the schedule, and restores a checkpoint to resume
-from; `loop.train_loop` takes the optimizer steps (training/loop.py describes one); `finish.finish` evaluates and
-exports.
+accelerator and the output folder; `load_data` reads and splits the corpus, trains the tokenizer, tokenises and
+checks what the token ids decide, and only then writes to the output folder; `set_up_training` builds the model,
+the loaders, the optimizer and the schedule, and restores a checkpoint to resume from; `loop.train_loop` takes the
+optimizer steps (training/loop.py describes one); `finish.finish` evaluates and exports.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import math
 import os
 import shutil
 import sys
+import tempfile
 import time
 import warnings
 from dataclasses import asdict
@@ -31,15 +32,18 @@ import datasets
 import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState, GradientState
-from accelerate.utils import GradientAccumulationPlugin, TorchDynamoPlugin, set_seed
+from accelerate.utils import GradientAccumulationPlugin, TorchDynamoPlugin, broadcast_object_list, set_seed
 from datasets import Dataset, DatasetDict
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, get_cosine_schedule_with_warmup
 
+from hf_attention.destinations import CHECKPOINT, Output
 from hf_attention.hardware import cpu_has_fast_bf16
+from hf_attention.to_hf import ARCHITECTURES
 from training.args import DataArguments, ModelArguments, TrainArguments, check_objective_options, parse_args
 from training.averaging import WeightAverage
-from training.batching import Loaders, make_loaders
+from training.batching import Loaders, make_loaders, train_sampler
 from training.checkpoint import Progress, load_checkpoint, resolve_checkpoint
+from training.export import TRAINING_EXPORT, export_destination
 from training.finish import finish
 from training.loop import train_loop
 from training.metrics_log import METRICS_FILE, MetricsLogger
@@ -58,9 +62,6 @@ from training.tokenizer import check_vocab_size, make_tokenizer, uses_sentinels
 
 RUN_FILES = (
     "checkpoints",
-    "final",
-    "final.partial",
-    "final.previous",
     "tokenizer",
     "tensorboard",
     METRICS_FILE,
@@ -94,7 +95,7 @@ def configure(args: RunArguments) -> RunSetup:
     model_type = check_model_type(objective, args.model.model_type)
     check_model_config(model_type, args.model_config)
     check_loss_options(objective, args.model_config)
-    check_export_target(objective, model_type, args.model_config, train_args.export_to)
+    export_architecture = check_export_target(objective, model_type, args.model_config, train_args.export_to)
     check_vocab_size(
         args.model.vocab_size,
         objective.data.tokenizer_kind,
@@ -110,6 +111,7 @@ def configure(args: RunArguments) -> RunSetup:
         else None
     )
     output_dir = prepare_output_dir(train_args, resuming=resume_path is not None)
+    check_export_folders(train_args, resuming=resume_path is not None, architecture=export_architecture)
     accelerator = make_accelerator(train_args)
     if train_args.disable_tqdm:
         datasets.disable_progress_bars()
@@ -142,6 +144,48 @@ def prepare_output_dir(train_args: TrainArguments, resuming: bool) -> Path:
             "that run, --resume_from_checkpoint latest to continue it, or choose another --output_dir."
         )
     return output_dir
+
+
+def export_folders(output_dir: Path) -> dict[Path, Output]:
+    """The folders a run exports to, with what each holds: final/, final-<architecture>/ (--export_to), and the
+    final.partial/ and final.previous/ that an older release's export left when it was killed."""
+    folders = {output_dir / name: TRAINING_EXPORT for name in ("final", "final.partial", "final.previous")}
+    return folders | {output_dir / f"final-{architecture}": CHECKPOINT for architecture in ARCHITECTURES}
+
+
+def check_export_folders(train_args: TrainArguments, resuming: bool, architecture: str | None) -> None:
+    """Before training, what the export would refuse after it: a file of the user's in an export folder that the run
+    replaces (final/, and final-<architecture>/ with --export_to) or, with --overwrite_output_dir, removes (every
+    export of the replaced run); and a folder where the export cannot be written."""
+    output_dir = Path(train_args.output_dir)
+    written = {output_dir / "final": TRAINING_EXPORT}
+    if architecture is not None:
+        written[output_dir / f"final-{architecture}"] = CHECKPOINT
+    removed = export_folders(output_dir) if train_args.overwrite_output_dir and not resuming else {}
+    for path, output in {**removed, **written}.items():
+        foreign = _not_an_export(path, output)
+        if foreign:
+            action = (
+                f"The run replaces {path.name}/ with its export"
+                if path in written
+                else f"--overwrite_output_dir removes {path.name}/ of the run it replaces"
+            )
+            raise ValueError(
+                f"--output_dir {output_dir}: {path} is not only {output.name}: {foreign}. {action}, and only when it "
+                f"holds nothing else: your files are never deleted. Move them out of {path}, or choose another "
+                "--output_dir. Nothing was written."
+            )
+    for path, output in written.items():
+        export_destination(path, output)  # a folder that cannot be written, named
+
+
+def _not_an_export(path: Path, output: Output) -> str | None:
+    """What at `path` is not an export of ours, in words; None for nothing there, an empty folder or an export."""
+    if not os.path.lexists(path):
+        return None
+    if path.is_symlink() or not path.is_dir():
+        return "it is not a folder"
+    return output.foreign(path) if any(path.iterdir()) else None
 
 
 def resolve_mixed_precision(requested: str, use_cuda: bool) -> str:
@@ -192,16 +236,55 @@ def make_accelerator(train_args: TrainArguments) -> Accelerator:
 
 
 def load_data(setup: RunSetup) -> tuple[DatasetDict, PreTrainedTokenizerBase, dict[str, Dataset]]:
-    """The corpus split into train / validation / test, the tokenizer, and the token ids of every split."""
-    objective, args, accelerator = setup.objective, setup.args, setup.accelerator
+    """The corpus split into train / validation / test, the tokenizer, and the token ids of every split; nothing is
+    written to output_dir before the data passed every check, those only the token ids answer included."""
+    objective, args = setup.objective, setup.args
     # A missing dataset or column, or a corpus emptied by the filters, fails here, before anything is written.
     splits = split_corpus(objective, objective.data.load_corpus(args.data), args.data)
-    if accelerator.is_main_process:
-        start_output_dir(setup)
     set_seed(args.train.seed)
-    tokenizer = load_tokenizer(setup, splits["train"])
-    features = {name: objective.data.featurize(split, tokenizer, args.data) for name, split in splits.items()}
+    features = tokenize_and_check(setup, splits)
+    tokenizer = AutoTokenizer.from_pretrained(setup.output_dir / "tokenizer")
+    if features is None:  # a process other than the main: the token ids of the tokenizer the main wrote
+        features = featurize_splits(setup, splits, tokenizer)
     return splits, tokenizer, features
+
+
+def tokenize_and_check(setup: RunSetup, splits: DatasetDict) -> dict[str, Dataset] | None:
+    """The main process's token ids of every split, checked before anything is written; None on the other processes.
+
+    The main process trains the tokenizer into a scratch folder, tokenises every split and checks what only the token
+    ids tell (`check_batches`); only then does it start output_dir and put the tokenizer there. The others wait for
+    its verdict, so every process raises the same error, and a run refused here leaves output_dir as it was (the
+    files of a run that --overwrite_output_dir would replace included).
+    """
+    features, problem = None, None
+    if setup.accelerator.is_main_process:
+        with tempfile.TemporaryDirectory() as scratch:
+            try:
+                tokenizer_dir = tokenizer_folder(setup, splits["train"], Path(scratch))
+                features = featurize_splits(setup, splits, AutoTokenizer.from_pretrained(tokenizer_dir))
+                check_batches(setup, features["train"])
+            except Exception as error:  # shared below, so the other processes do not wait for a main that stopped
+                problem = error
+            else:
+                start_output_dir(setup)
+                if tokenizer_dir != setup.output_dir / "tokenizer":
+                    shutil.copytree(tokenizer_dir, setup.output_dir / "tokenizer", dirs_exist_ok=True)
+    (problem,) = broadcast_object_list([problem])  # also the barrier: the others read the tokenizer after it
+    if problem is not None:
+        raise problem
+    return features
+
+
+def featurize_splits(setup: RunSetup, splits: DatasetDict, tokenizer: PreTrainedTokenizerBase) -> dict[str, Dataset]:
+    return {name: setup.objective.data.featurize(split, tokenizer, setup.args.data) for name, split in splits.items()}
+
+
+def check_batches(setup: RunSetup, train_features: Dataset) -> None:
+    """What the tokenised training split decides: an epoch of each process must hold a whole accumulation window
+    (`count_steps`), its batches counted as the loader cuts them and Accelerate shards them (ceil over processes)."""
+    batches = len(train_sampler(train_features, setup.args.train))
+    count_steps(setup.args.train, math.ceil(batches / setup.accelerator.num_processes))
 
 
 def start_output_dir(setup: RunSetup) -> None:
@@ -224,30 +307,35 @@ def start_output_dir(setup: RunSetup) -> None:
 
 
 def clear_previous_run(output_dir: Path) -> None:
+    """Remove the files of the run that --overwrite_output_dir replaces; of its exports, only those that hold nothing
+    but an export (`check_export_folders` refused any other before the run started)."""
     for name in RUN_FILES:
         path = output_dir / name
         if path.is_dir():
             shutil.rmtree(path)
         elif path.exists():
             path.unlink()
+    for path, output in export_folders(output_dir).items():
+        if path.is_dir() and not path.is_symlink() and _not_an_export(path, output) is None:
+            shutil.rmtree(path)
 
 
-def load_tokenizer(setup: RunSetup, train_split: Dataset) -> PreTrainedTokenizerBase:
-    """The tokenizer, trained on the training split by the main process (or reloaded when resuming)."""
-    tokenizer_dir = setup.output_dir / "tokenizer"
-    accelerator = setup.accelerator
-    if accelerator.is_main_process and not (setup.resume_path is not None and tokenizer_dir.is_dir()):
-        model_args = setup.args.model
-        make_tokenizer(
-            setup.objective,
-            train_split,
-            setup.args.data,
-            vocab_size=model_args.vocab_size,
-            min_frequency=model_args.tokenizer_min_frequency,
-            keep_placeholders=model_args.tokenizer_keep_placeholders,
-        ).save_pretrained(tokenizer_dir)
-    accelerator.wait_for_everyone()
-    return AutoTokenizer.from_pretrained(tokenizer_dir)
+def tokenizer_folder(setup: RunSetup, train_split: Dataset, scratch: Path) -> Path:
+    """The folder of the run's tokenizer: output_dir's when resuming a run that has one, else `scratch`, into which a
+    new one trained on the training split is saved."""
+    saved = setup.output_dir / "tokenizer"
+    if setup.resume_path is not None and saved.is_dir():
+        return saved
+    model_args = setup.args.model
+    make_tokenizer(
+        setup.objective,
+        train_split,
+        setup.args.data,
+        vocab_size=model_args.vocab_size,
+        min_frequency=model_args.tokenizer_min_frequency,
+        keep_placeholders=model_args.tokenizer_keep_placeholders,
+    ).save_pretrained(scratch)
+    return scratch
 
 
 # ----------------------------------------------------------------------------------------------- 3. model

@@ -172,4 +172,5 @@ OBJECTIVE = Objective(
         "research / teaching model, not a general-purpose assistant.",
     ),
     options=("text_column", "max_topics", "block_size", "causal_lm_layout"),
+    corpus_options=("max_topics",),
 )

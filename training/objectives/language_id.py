@@ -1,14 +1,16 @@
-"""Language identification: which language a UI string of the machine's gettext catalogs is in, learnt by an
-encoder with a classification head (`AutoModelForSequenceClassification`, our
-`HFAttentionForSequenceClassification`). The saved folder loads with `pipeline("text-classification", model=DIR)`
-and answers with language codes (id2label / label2id come from the corpus's `ClassLabel` names).
+"""Language identification: which language a UI string of gettext catalogs is in, learnt by an encoder with a
+classification head (`AutoModelForSequenceClassification`, our `HFAttentionForSequenceClassification`). The saved
+folder loads with `pipeline("text-classification", model=DIR)` and answers with language codes (id2label / label2id
+come from the corpus's `ClassLabel` names).
 
-Fine-tuned with 🤗 Trainer (training.finetune, the default task); scored by accuracy and macro-F1.
+The catalogs are those inside pinned PyPI wheels (training/catalogs.py: fetched once into a cache, then read
+offline), as the translation corpus's are, so the corpus is the same on every machine; the machine's own catalogs,
+which differ between machines, are never read. Fine-tuned with 🤗 Trainer (training.finetune, the default task);
+scored by accuracy and macro-F1.
 """
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Sequence
 from itertools import chain
@@ -16,11 +18,23 @@ from itertools import chain
 from datasets import ClassLabel, Dataset, Features, Value
 from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding
 
-from training.corpora import DEFAULT_LANGUAGES, LOCALE_DIR, filter_pairs, read_pairs
+from training.catalogs import package_catalogs, parse_pin
+from training.corpora import DEFAULT_LANGUAGES, filter_pairs
 from training.dataset_checks import raise_if_empty
 from training.metrics import classification_metrics
 from training.objective import FINETUNE, CardSpec, DataSpec, EvaluationSpec, ModelSpec, Objective
 from training.splits import stable_hash
+
+# The pinned wheels read when `catalog_packages` names none: each ships catalogs for every one of DEFAULT_LANGUAGES
+# (gramps alone about 5,700 strings of 10 characters or more per language).
+PACKAGES = (
+    "gramps==6.0.8",
+    "deluge==2.2.0",
+    "gourmand==1.2.0",
+    "solaar==1.1.20",
+    "safeeyes==3.5.1",
+    "sphinx==9.0.4",
+)
 
 
 def language_id_corpus(
@@ -30,7 +44,7 @@ def language_id_corpus(
     max_chars: int = 200,
     max_per_language: int | None = None,
     max_catalogs: int | None = None,
-    locale_dir: str | os.PathLike = LOCALE_DIR,
+    packages: Sequence[str] = PACKAGES,
 ) -> Dataset:
     """Language identification of UI strings: the translations in each language's catalogs, labelled by language.
 
@@ -43,20 +57,23 @@ def language_id_corpus(
         max_chars: Drop longer strings.
         max_per_language: Keep at most this many strings per language (those with the smallest stable hash, an
             unbiased and deterministic sample), which also balances the classes.
-        max_catalogs: Read only the first `max_catalogs` catalogs of each language (for quick tests).
-        locale_dir: The locale root (default /usr/share/locale).
+        max_catalogs: Read only the first `max_catalogs` of `packages` (for quick tests).
+        packages: Pinned PyPI packages ("name==version") whose wheels' catalogs are read, in this order; a package
+            without a catalog for a language adds nothing to it.
 
     Returns:
         A `Dataset` with columns `text` (string) and `label` (`ClassLabel(names=languages)`), grouped by label.
 
     Raises:
-        ValueError: If a language has no catalogs, or no string survives the filters.
+        ValueError: If a package is not pinned, a language is in none of the packages' catalogs, or no string
+            survives the filters.
     """
+    packages = list(packages)[:max_catalogs]
+    for requirement in packages:
+        parse_pin(requirement)  # a ValueError for an unpinned one, before any wheel is fetched
     by_language = {}
     for lang in languages:
-        pairs, _ = filter_pairs(
-            read_pairs(lang, locale_dir=locale_dir, max_catalogs=max_catalogs), max_chars=max_chars
-        )
+        pairs, _ = filter_pairs(_package_pairs(packages, lang), max_chars=max_chars)
         by_language[lang] = {target for _, target in pairs if len(target) >= min_chars}
     seen_in = Counter(chain.from_iterable(by_language.values()))
     texts, labels = [], []
@@ -77,6 +94,27 @@ def language_id_corpus(
     return Dataset.from_dict({"text": texts, "label": labels}, features=features)
 
 
+def _package_pairs(packages: Sequence[str], lang: str) -> list[tuple[str, str]]:
+    """The raw (msgid, msgstr) pairs of `lang` in the wheels of `packages` (pinned already) that have catalogs for it.
+
+    Raises:
+        ValueError: If none of them has, naming the language and the packages.
+    """
+    pairs, found = [], False
+    for requirement in packages:
+        try:
+            pairs += package_catalogs(requirement, lang).pairs
+            found = True
+        except ValueError:  # this wheel has no `lang` catalog (the pin was checked): the others may
+            continue
+    if not found:
+        raise ValueError(
+            f"No gettext catalog for language {lang!r} in the pinned packages {list(packages)}: remove {lang!r} from "
+            "--languages, or name packages whose wheels ship it with --catalog_packages."
+        )
+    return pairs
+
+
 def _codes(data_args) -> list[str]:
     return [lang.strip() for lang in data_args.languages.split(",") if lang.strip()]
 
@@ -89,6 +127,7 @@ def load_corpus(data_args):
         max_chars=data_args.max_chars,
         max_per_language=data_args.max_per_language,
         max_catalogs=data_args.max_catalogs,
+        packages=data_args.catalog_packages or PACKAGES,
     )
 
 
@@ -168,13 +207,13 @@ OBJECTIVE = Objective(
     ),
     card=CardSpec(
         default_dataset="gettext-catalogs",
-        default_corpus_description="UI strings of the gettext catalogs installed on the training machine in the "
-        "languages {languages}, labelled by language",
+        default_corpus_description="UI strings in the languages {languages} from the gettext catalogs inside pinned "
+        "PyPI wheels (the same on every machine), labelled by language",
         pipeline_task="text-classification",
         task_name="Text classification",
         custom_pipeline=False,
         example="Datei konnte nicht geöffnet werden",
         intended_use="Telling which language a short user-interface string is in; research / teaching.",
     ),
-    options=("languages", "max_per_language", "max_catalogs", "max_chars", "max_length"),
+    options=("languages", "max_per_language", "max_catalogs", "catalog_packages", "max_chars", "max_length"),
 )

@@ -74,4 +74,5 @@ OBJECTIVE = Objective(
         "(e.g. with `AutoModelForSequenceClassification`); research / teaching.",
     ),
     options=("text_column", "max_topics", "max_length", "mlm_probability"),
+    corpus_options=("max_topics",),
 )

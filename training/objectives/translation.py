@@ -19,13 +19,14 @@ augmentation runs before, on the raw pairs, so its tags and placeholders become 
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable, Sequence
 
 from datasets import Dataset
 from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq
 
-from hf_attention.placeholders import protect_pair, tokenizer_protects
+from hf_attention.placeholders import protect_pair, stray_sentinels, tokenizer_protects
 from training.catalogs import package_catalogs
 from training.corpora import LOCALE_DIR, filter_pairs, read_pairs
 from training.dataset_checks import check_columns, raise_if_empty
@@ -35,6 +36,8 @@ from training.metrics import translation_metrics
 from training.objective import FINETUNE, TRAIN, CardSpec, DataSpec, EvaluationSpec, ModelSpec, Objective
 from training.splits import stable_hash
 from training.user_data import filter_texts, load_user_corpus, select_columns
+
+logger = logging.getLogger(__name__)
 
 # ------------------------------------------------------------------------------------------------ corpus
 
@@ -135,24 +138,49 @@ def flatten_translation(
 
 def parallel_corpus(data_args) -> Dataset:
     """`source` / `target` pairs: the gettext catalogs (of the pinned wheels, and the machine's when asked), or the
-    user's dataset (flat columns or a nested `translation` column)."""
+    user's dataset (flat columns or a nested `translation` column); either without the pairs whose target invents
+    a sentinel string (`without_stray_sentinels`)."""
     if data_args.dataset is None:
-        return translation_corpus(
+        catalogs = translation_corpus(
             data_args.target_lang,
             max_chars=data_args.max_chars,
             max_catalogs=data_args.max_catalogs,
             packages=data_args.catalog_packages,
             machine=data_args.system_catalogs,
         )
+        return without_stray_sentinels(catalogs)
     columns = {data_args.source_column: "source", data_args.target_column: "target"}
-    dataset = load_user_corpus(data_args)
+    dataset = load_user_corpus(data_args, [data_args.source_column, data_args.target_column])
     if "translation" in dataset.column_names and data_args.source_column not in dataset.column_names:
         dataset = flatten_translation(dataset, data_args.source_lang, data_args.target_lang)
         columns = {"source": "source", "target": "target"}
     dataset = select_columns(dataset, columns)
     for column in ("source", "target"):
         dataset = filter_texts(dataset, column=column, min_chars=data_args.min_chars, max_chars=data_args.max_chars)
-    return dataset
+    return without_stray_sentinels(dataset)
+
+
+def without_stray_sentinels(dataset: Dataset) -> Dataset:
+    """`dataset` without the pairs whose target writes a sentinel string (`⟦ph_3⟧`) that its source does not hold
+    (`hf_attention.placeholders.stray_sentinels`), with a warning that counts them and shows the first.
+
+    Such a target is not a translation of its source (usually the output of a protected model leaked into the
+    corpus): trained on, it teaches the model to invent sentinels, which every protected translation then reports.
+    It is dropped, as the corpus filters drop untranslated pairs, rather than refused: one leaked row should not stop
+    a run, and no rewrite of it (escaping the sentinel) is what the source says. Dropped before the split, for every
+    split and both entry points, with or without protection, so that the scores of an evaluation match its rows."""
+    stray = [bool(stray_sentinels(s, t)) for s, t in zip(dataset["source"], dataset["target"], strict=True)]
+    if not any(stray):
+        return dataset
+    first = stray.index(True)
+    logger.warning(
+        "Dropped %d pair(s) whose target holds a placeholder sentinel string its source does not (a model trained "
+        "on them learns to invent sentinels), e.g. source=%r, target=%r.",
+        sum(stray),
+        dataset[first]["source"],
+        dataset[first]["target"],
+    )
+    return dataset.select([index for index, bad in enumerate(stray) if not bad])
 
 
 def out_of_domain_split(corpus: Dataset, data_args) -> dict[str, Dataset]:
@@ -160,15 +188,14 @@ def out_of_domain_split(corpus: Dataset, data_args) -> dict[str, Dataset]:
     on, none of their strings in the corpus."""
     if not data_args.heldout_catalog_packages:
         return {}
-    return {
-        "ood": held_out_translation_set(
-            data_args.target_lang,
-            data_args.heldout_catalog_packages,
-            seen=corpus["source"],
-            max_chars=data_args.max_chars,
-            max_rows=data_args.max_ood_samples,
-        )
-    }
+    held_out = held_out_translation_set(
+        data_args.target_lang,
+        data_args.heldout_catalog_packages,
+        seen=corpus["source"],
+        max_chars=data_args.max_chars,
+        max_rows=data_args.max_ood_samples,
+    )
+    return {"ood": without_stray_sentinels(held_out)}
 
 
 # ---------------------------------------------------------------------------------------------- features
@@ -340,4 +367,5 @@ OBJECTIVE = Objective(
         "bleu_samples",
         "eval_bleu_during_training",
     ),
+    corpus_options=("max_catalogs", "system_catalogs", "catalog_packages"),
 )
