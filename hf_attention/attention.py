@@ -431,7 +431,7 @@ class MultiHeadAttention(nn.Module):
 
         While generate() runs (`stack_projections`), a one-token step projects them with one stacked product.
         """
-        stacked = self._stacked.value
+        stacked = self._stacked.value if self._stacked.users else None  # (no call while no generate() runs)
         if stacked is not None and self._stacked_product_applies(stacked, hidden_states):
             return self._project_stacked(stacked, hidden_states, position_embeddings)
         norms = (self.q_norm, self.k_norm, None)  # QK-norm (None, None, None without it)
@@ -661,7 +661,8 @@ class MultiHeadAttention(nn.Module):
         when the weights are asked for (only eager computes them), SDPA for a module built without a config."""
         if output_attentions:
             return eager_attention_forward
-        pinned = self._pinned_backend.value  # inside a generate() of this thread: looked up once for it (pin_backend)
+        # inside a generate() of this thread: looked up once for it (pin_backend); `users` first, a plain attribute
+        pinned = self._pinned_backend.value if self._pinned_backend.users else None
         if pinned is not None:
             return pinned
         if self.config is None:

@@ -36,9 +36,11 @@ class DecodingState(Generic[T]):
 
     A thread-local holds the values (torch.compile reads it as a plain attribute and guards on it). `users` counts
     the calls in progress in every thread, under a lock of this state's own (another module's generations never
-    wait for it): it is what checks that every call left. `value` is None also inside a call when `make` found
-    nothing to make (the module is not eligible). A copied or pickled owner gets a fresh, empty state: a copy carries
-    no generation in progress (and no lock or thread-local, which cannot be pickled).
+    wait for it): it is what checks that every call left, and what a module reads first (a plain attribute, where
+    `value` is a call) so that a forward() while no generation runs anywhere costs nothing more. `value` is None
+    also inside a call when `make` found nothing to make (the module is not eligible). A copied or pickled owner
+    gets a fresh, empty state: a copy carries no generation in progress (and no lock or thread-local, which cannot
+    be pickled).
     """
 
     def __init__(self):

@@ -154,7 +154,7 @@ class TransformerPreTrainedModel(VocabularyLoss, HFAttentionPreTrainedModel):
     def vocabulary_projection(self, hidden: Tensor) -> Tensor:
         """`lm_head(hidden)`; while `block_vocabulary_projection` is on, a product of 4 to 11 rows is computed in
         blocks of output features (`linear_products.BlockedLinear`: the same bits)."""
-        blocked = self._blocked_lm_head.value
+        blocked = self._blocked_lm_head.value if self._blocked_lm_head.users else None  # (no call outside generate)
         return self.lm_head(hidden) if blocked is None else blocked(hidden)
 
     def block_vocabulary_projection(self) -> None:

@@ -1,8 +1,8 @@
 """Tutorial 01 (the road to attention) runs in its quick mode and measures what its text says: the plain recurrent
 encoder-decoder falls off with source length and the attention one does not, the attention weights align, the
-gradient reaching the first source token vanishes without attention, an RNN's gradient explodes with a large
-recurrent weight and clipping stops the damage, a recurrent layer takes one sequential step per token, and the
-profiler's view of an LSTM is what the exercise's answer says. The committed full-run figures show the same."""
+gradient reaching the first source token vanishes without attention at initialisation, an RNN's gradient explodes
+with a large recurrent weight and clipping stops the damage, a recurrent layer takes one sequential step per token,
+and the profiler's view of an LSTM is what the exercise's answer says. The committed full-run figures show the same."""
 
 import math
 

@@ -35,9 +35,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "release_0_1_0"
 
 
 def can_write_read_only_folders(tmp_path: Path) -> bool:
-    """Whether this process writes into a folder of mode 0o500 anyway (root does): a permission test means nothing
-    then. (As root, run them without the override: `setpriv --bounding-set=-dac_override,-dac_read_search
-    --inh-caps=-dac_override,-dac_read_search python -m pytest ...`.)"""
+    """Whether this process writes into a folder of mode 0o500 anyway (root does, by CAP_DAC_OVERRIDE)."""
     probe = tmp_path / "read-only-probe"
     probe.mkdir()
     probe.chmod(0o500)
@@ -51,10 +49,35 @@ def can_write_read_only_folders(tmp_path: Path) -> bool:
         shutil.rmtree(probe)
 
 
+# setpriv (util-linux) takes the capabilities that override file permissions out of the child it starts
+WITHOUT_OVERRIDE = [
+    "setpriv",
+    "--bounding-set=-dac_override,-dac_read_search",
+    "--inh-caps=-dac_override,-dac_read_search",
+]
+CHILD = "HF_ATTENTION_TEST_WITHOUT_PERMISSION_OVERRIDE"
+
+
 @pytest.fixture
-def read_only_is_enforced(tmp_path):
-    if can_write_read_only_folders(tmp_path):
-        pytest.skip("this process writes into read-only folders (root): permissions cannot be tested")
+def read_only_is_enforced(request, tmp_path) -> bool:
+    """True where the test's body can check permissions in this process. As root (which writes into read-only
+    folders anyway) the test runs instead in a child pytest started without that capability, this fixture asserts
+    that the child passed, and returns False: the body then has nothing left to check here."""
+    if not can_write_read_only_folders(tmp_path):
+        return True
+    if os.environ.get(CHILD):
+        pytest.fail("setpriv left this process able to write into read-only folders")
+    if shutil.which("setpriv") is None or subprocess.run([*WITHOUT_OVERRIDE, "true"]).returncode != 0:
+        pytest.skip("root writes into read-only folders and setpriv cannot drop that here: permissions not tested")
+    child = subprocess.run(
+        [*WITHOUT_OVERRIDE, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", request.node.nodeid],
+        cwd=request.config.rootpath,
+        env={**os.environ, CHILD: "1"},
+        capture_output=True,
+        text=True,
+    )
+    assert child.returncode == 0 and " passed" in child.stdout, child.stdout[-3000:] + child.stderr[-3000:]
+    return False
 
 
 def old_checkpoint(tmp_path: Path, family: str = "decoder") -> Path:
@@ -114,6 +137,9 @@ def test_refresh_code_refuses_the_current_folder(tmp_path, capsys, monkeypatch):
 def test_an_empty_destination_in_a_read_only_folder_is_refused_before_any_work(
     tmp_path, capsys, monkeypatch, read_only_is_enforced
 ):
+    if not read_only_is_enforced:
+        return  # checked by the child run without the permission override
+
     def no_work(*args, **kwargs):
         raise AssertionError("the model was loaded before the destination was checked")
 
@@ -130,6 +156,8 @@ def test_an_empty_destination_in_a_read_only_folder_is_refused_before_any_work(
 
 def test_a_read_only_empty_destination_in_a_writable_folder_is_written(tmp_path, capsys, read_only_is_enforced):
     """The new checkpoint is written beside it and renamed over it: only the folder holding it is written."""
+    if not read_only_is_enforced:
+        return  # checked by the child run without the permission override
     from test_parity_hf import build_reference
 
     build_reference("gpt2").save_pretrained(tmp_path / "src")
@@ -143,6 +171,8 @@ def test_a_read_only_empty_destination_in_a_writable_folder_is_written(tmp_path,
 
 @pytest.mark.parametrize("read_only", ["checkpoint", "parent"])
 def test_refresh_code_on_a_read_only_checkpoint_names_the_folder(tmp_path, capsys, read_only, read_only_is_enforced):
+    if not read_only_is_enforced:
+        return  # checked by the child run without the permission override
     folder = old_checkpoint(tmp_path / "parent")
     locked = folder if read_only == "checkpoint" else folder.parent
     locked.chmod(0o500)
