@@ -101,6 +101,10 @@ class GenerationOverrides(GenerationChecks):
                     kwargs["next_sequence_length"] = None
         return super().prepare_inputs_for_generation(input_ids, *args, **kwargs)
 
+    # transformers checks generate()'s arguments against this method's parameters (a cache passed as
+    # `past_key_values` among them): the override declares those of the method it extends.
+    prepare_inputs_for_generation.__signature__ = inspect.signature(GenerationMixin.prepare_inputs_for_generation)
+
     def generate(self, *args, **kwargs):
         """`GenerationMixin.generate`, with the decoding states of the model's modules on for the call (see the
         class)."""

@@ -276,8 +276,12 @@ def test_weights_made_under_inference_mode_are_not_copied():
     with model.decoding_states():
         assert module._stacked.value is None
     with torch.inference_mode():
-        observed = _generate(model, _inputs("decoder"))
-    _assert_same(observed, _generate(plain, _inputs("decoder")))
+        observed, expected = _generate(model, _inputs("decoder")), _generate(plain, _inputs("decoder"))
+    # Inference tensors may take other kernels than plain ones (torch 2.11's differ in the last bit at the first
+    # step, before any stacked product): the same scores to rounding, not bit for bit.
+    assert len(observed) == len(expected)
+    for a, b in zip(observed, expected, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
 def _assert_no_decoding_state(model):
