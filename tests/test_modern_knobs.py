@@ -182,16 +182,22 @@ def test_an_encoder_with_local_layers_sees_only_its_window():
     assert not torch.equal(before[0, 9:], after[0, 9:])
 
 
+def eager_and_flex(config):
+    """Two models of `config` with the same weights: one on the eager backend, one on FlexAttention."""
+    eager = AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    flex = AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    flex.load_state_dict(eager.state_dict())
+    flex.set_attn_implementation("flex_attention")
+    return eager, flex
+
+
 @pytest.mark.parametrize("softcap", [None, 20.0], ids=["plain", "score-cap"])
 def test_flex_attention_applies_windows_local_bases_and_caps_as_eager(softcap):
     """FlexAttention draws the sliding window into its block mask and the score cap into its score_mod: the same
     logits and greedy tokens as the eager backend on a left-padded batch longer than the window."""
     torch.manual_seed(0)
     config = HFAttentionDecoderConfig(**GEMMA_LIKE, attn_logit_softcapping=softcap)
-    eager = AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
-    flex = AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
-    flex.load_state_dict(eager.state_dict())
-    flex.set_attn_implementation("flex_attention")
+    eager, flex = eager_and_flex(config)
     ids = torch.randint(3, 64, (2, 12))
     mask = torch.ones_like(ids)
     mask[1, :3] = 0
@@ -211,10 +217,7 @@ def test_flex_attention_takes_models_with_different_score_caps_in_one_process():
     for cap in (30.0, 20.0, 25.0):
         torch.manual_seed(0)
         config = HFAttentionDecoderConfig(**GEMMA_LIKE, attn_logit_softcapping=cap)
-        eager = AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
-        flex = AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
-        flex.load_state_dict(eager.state_dict())
-        flex.set_attn_implementation("flex_attention")
+        eager, flex = eager_and_flex(config)
         with torch.no_grad():
             torch.testing.assert_close(flex(ids).logits, eager(ids).logits, rtol=1e-5, atol=1e-5)
 

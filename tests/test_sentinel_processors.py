@@ -10,6 +10,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_sentinel_constraint import SENTINEL_IDS, VOCAB, biased, sentinel_counts
 from transformers import (
     BartConfig,
     BartForConditionalGeneration,
@@ -21,9 +22,7 @@ from transformers import (
 
 from hf_attention.placeholder_constraint import constraint_for_config
 
-VOCAB = 99
 BOS, PAD, EOS = 0, 1, 2
-SENTINEL_IDS = list(range(60, 92))  # raw ids standing for ⟦ph_0⟧ … ⟦ph_31⟧
 WORDS = list(range(3, 60))
 TINY = {"d_model": 16, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2}
 TINY |= {"decoder_attention_heads": 2, "encoder_ffn_dim": 32, "decoder_ffn_dim": 32, "max_position_embeddings": 64}
@@ -41,23 +40,6 @@ def hf_models() -> dict:
 
 
 MODELS = hf_models()
-
-
-def biased(model, token_bias: dict[int, float]):
-    """A forward hook adding `token_bias` to the logits at every step; returns its handle."""
-    bias = torch.zeros(VOCAB)
-    for token, value in token_bias.items():
-        bias[token] = value
-
-    def hook(module, args, output):
-        output.logits += bias.to(output.logits.dtype)
-        return output
-
-    return model.register_forward_hook(hook)
-
-
-def sentinel_counts(row) -> Counter:
-    return Counter(token for token in row.tolist() if token in SENTINEL_IDS)
 
 
 def generate(model, sources: list[list[int]], **options):
