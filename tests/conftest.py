@@ -108,3 +108,16 @@ def saved_checkpoint(trained_tokenizer, tmp_path_factory):
         return cache[key]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def sources(tmp_path_factory) -> dict:
+    """Saved models the writing commands read (never written): a tiny GPT-2 (a `convert` source) and a tiny
+    hf-attention decoder that exports as Llama (an `export` source)."""
+    from test_parity_hf import build_reference
+    from test_to_hf import LLAMA
+
+    root = tmp_path_factory.mktemp("sources")
+    build_reference("gpt2").save_pretrained(root / "gpt2")
+    build(hf_attention.HFAttentionForCausalLM, "decoder", **LLAMA).eval().save_pretrained(root / "ours")
+    return {"convert": root / "gpt2", "export": root / "ours"}

@@ -9,12 +9,8 @@ import stat
 from pathlib import Path
 
 import pytest
-from conftest import tiny_config
 from test_cli_errors import assert_error, run
-from test_parity_hf import build_reference
-from test_to_hf import LLAMA  # a decoder that `export` writes as Llama
 
-from hf_attention import HFAttentionForCausalLM
 from hf_attention.convert import convert_checkpoint
 from hf_attention.demo import FAMILIES
 
@@ -32,15 +28,6 @@ def state(folder: Path) -> dict[str, tuple]:
             content = ("file", path.read_bytes())
         found[str(path.relative_to(folder))] = (*content, stat.S_IMODE(info.st_mode))
     return found
-
-
-@pytest.fixture(scope="module")
-def sources(tmp_path_factory) -> dict[str, Path]:
-    """A tiny GPT-2 (a `convert` source) and a tiny hf-attention decoder that exports as Llama (an `export` source)."""
-    root = tmp_path_factory.mktemp("sources")
-    build_reference("gpt2").save_pretrained(root / "gpt2")
-    HFAttentionForCausalLM(tiny_config("decoder", **LLAMA)).eval().save_pretrained(root / "ours")
-    return {"convert": root / "gpt2", "export": root / "ours"}
 
 
 @pytest.fixture

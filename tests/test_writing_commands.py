@@ -409,20 +409,6 @@ USER_FILES = ["closure.py", "linear_products.py", "notes.txt", "sub/data.txt", "
 WRITING_PATHS = ["convert", "export", "demo", "refresh-code", "training export", "overwrite_output_dir"]
 
 
-@pytest.fixture(scope="module")
-def checkpoint_sources(tmp_path_factory) -> dict[str, Path]:
-    from conftest import tiny_config
-    from test_parity_hf import build_reference
-    from test_to_hf import LLAMA
-
-    from hf_attention import HFAttentionForCausalLM
-
-    root = tmp_path_factory.mktemp("sources")
-    build_reference("gpt2").save_pretrained(root / "gpt2")
-    HFAttentionForCausalLM(tiny_config("decoder", **LLAMA)).eval().save_pretrained(root / "ours")
-    return {"convert": root / "gpt2", "ours": root / "ours"}
-
-
 def _write_by(path: str, destination: Path, sources: dict[str, Path], overwrite: bool, monkeypatch) -> None:
     """Run writing path `path` against `destination`; a refusal (ValueError) is one of the allowed outcomes."""
     if path == "training export":
@@ -436,7 +422,7 @@ def _write_by(path: str, destination: Path, sources: dict[str, Path], overwrite:
     else:
         from hf_attention.cli import build_parser
 
-        line = {"convert": [path, str(sources["convert"])], "export": [path, str(sources["ours"])]}.get(path, [path])
+        line = {"convert": [path, str(sources["convert"])], "export": [path, str(sources["export"])]}.get(path, [path])
         line += ["--output-dir", str(destination)] if path == "demo" else [str(destination)]
         args = build_parser().parse_args(line + (["--overwrite"] if overwrite else []))
         args.run(args)
@@ -450,7 +436,7 @@ def _write_by(path: str, destination: Path, sources: dict[str, Path], overwrite:
     overwrite=st.booleans(),
 )
 def test_no_writing_path_deletes_or_replaces_a_users_file(
-    tmp_path_factory, checkpoint_sources, path, user_file, beside, overwrite
+    tmp_path_factory, sources, path, user_file, beside, overwrite
 ):
     """A checkpoint at the destination (final/ for training), with a file of the user's in it, or in a
     hidden folder beside it named as our temporaries are: the command refuses or succeeds, and the file is as it
@@ -467,5 +453,5 @@ def test_no_writing_path_deletes_or_replaces_a_users_file(
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(root)
         with contextlib.suppress(ValueError):  # a refusal is an allowed outcome
-            _write_by(path, destination, checkpoint_sources, overwrite, patch)
+            _write_by(path, destination, sources, overwrite, patch)
     assert mine.read_text() == "the user's", (path, user_file, beside)
