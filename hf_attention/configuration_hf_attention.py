@@ -733,6 +733,26 @@ class HFAttentionSeq2SeqConfig(HFAttentionConfigBase):
 
 RECURRENT_CELLS = ("gru", "lstm")
 NO_ATTENTION = "none"
+ATTENTION_STYLES = ("bahdanau", "luong")
+
+
+def check_attention_style(attention_style: str, input_feeding: bool, *, has_attention: bool) -> None:
+    """ValueError unless the recurrent decoder's attention style and input feeding go together and with its
+    attention: Luong's style needs attention (it is when the decoder attends), input feeding needs Luong's style
+    (Bahdanau's decoder already feeds its context c_t to the RNN)."""
+    _check_choice("attention_style", attention_style, ATTENTION_STYLES)
+    _check_bool("input_feeding", input_feeding)
+    if attention_style == "luong" and not has_attention:
+        raise ValueError(
+            f"attention_style='luong' needs attention over the source, but attention_score={NO_ATTENTION!r}: choose "
+            "a score (e.g. 'additive' or 'dot') or leave attention_style='bahdanau'."
+        )
+    if input_feeding and attention_style != "luong":
+        raise ValueError(
+            "input_feeding=True feeds Luong's attentional state h̃_{t−1} to the next step and needs "
+            "attention_style='luong' (Bahdanau's decoder already feeds its context c_t to the RNN)."
+        )
+
 
 _RECURRENT_FIELD_CHECKS = {
     **_FIELD_CHECKS,
@@ -741,6 +761,8 @@ _RECURRENT_FIELD_CHECKS = {
     "bidirectional_encoder": _check_bool,
     "cell": lambda field, value: _check_choice(field, value, RECURRENT_CELLS),
     "attention_score": lambda field, value: _check_choice(field, value, (*SCORES, NO_ATTENTION)),
+    "attention_style": lambda field, value: _check_choice(field, value, ATTENTION_STYLES),
+    "input_feeding": _check_bool,
 }
 
 
@@ -761,6 +783,13 @@ class HFAttentionRecurrentConfig(PretrainedConfig):
             the encoder's final states (the fixed-size bottleneck of Cho et al. 2014). `additive`: Bahdanau's
             wᵀtanh(W_q s + W_k h) over every source annotation; the dot-product and Gaussian scores of
             `scores.SCORES` work too (Luong et al. 2015's "dot").
+        attention_style: When the decoder attends. `bahdanau` (default): before its RNN step, with the previous
+            state s_{t−1} as the query, and the context c_t joins the RNN's input (Bahdanau et al. 2015). `luong`:
+            after it, with the new state s_t as the query (Luong et al. 2015); the RNN's input is the token alone.
+            Needs attention (`attention_score` not `none`).
+        input_feeding: Luong's input feeding: the previous attentional state h̃_{t−1} = tanh(W_c[s_{t−1}; c_{t−1}])
+            joins the token at the RNN's input, so the decoder knows what it attended to before. Needs
+            `attention_style="luong"`; default False.
         dropout: Dropout on embeddings, between stacked recurrent layers and before the output layer.
         initializer_range: Std of the normal initialisation of embeddings and linear layers (the recurrent weights
             keep PyTorch's uniform ±1/√H). 0.1 as OpenNMT's recurrent models (uniform ±0.1): at the Transformer's
@@ -790,6 +819,8 @@ class HFAttentionRecurrentConfig(PretrainedConfig):
         cell: str = "gru",
         bidirectional_encoder: bool = True,
         attention_score: str = "additive",
+        attention_style: str = "bahdanau",
+        input_feeding: bool = False,
         dropout: float = 0.1,
         initializer_range: float = 0.1,
         label_smoothing: float = 0.0,
@@ -808,6 +839,9 @@ class HFAttentionRecurrentConfig(PretrainedConfig):
         self.cell = cell
         self.bidirectional_encoder = bidirectional_encoder
         self.attention_score = attention_score
+        self.attention_style = attention_style
+        self.input_feeding = input_feeding
+        check_attention_style(attention_style, input_feeding, has_attention=self.has_attention)
         self.dropout = dropout
         self.initializer_range = initializer_range
         self.label_smoothing = label_smoothing

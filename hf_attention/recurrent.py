@@ -10,9 +10,15 @@ Transformer's layers call, so heatmaps and the explorer see these weights as the
 
 Notation: B batch, S source length, T target length, H hidden size, E embedding size, L stacked layers.
 
-The decoder is sequential by construction: the query of step t is the state that step t−1 produced, so the T steps
-of a target run one after another even in training (a Transformer decoder runs them all at once). `generate()`
-carries the decoder's state between tokens in a `RecurrentState`, which beam search reorders like a KV cache.
+Luong et al. (2015) moved the look to after the step (`attention_style="luong"`): the RNN first writes s_t, and s_t
+is the query; the output is their attentional state h̃_t = tanh(W_c[s_t; c_t]). Without "input feeding" the RNN then
+never sees a context, and can run over the whole target in one call; with it (`input_feeding=True`) h̃_{t−1} joins
+the next step's input, so that the decoder knows where it looked before.
+
+Bahdanau's decoder (and Luong's with input feeding) is sequential by construction: the query of step t depends on
+what step t−1 produced, so the T steps of a target run one after another even in training (a Transformer decoder
+runs them all at once). `generate()` carries the decoder's state between tokens in a `RecurrentState`, which beam
+search reorders like a KV cache.
 
 This file is part of the remote-code closure: it imports only torch, transformers and its siblings.
 """
@@ -26,7 +32,7 @@ from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2
 
 from .attention import eager_attention_forward
 from .cache_argument import CACHE_FIELD
-from .configuration_hf_attention import HFAttentionRecurrentConfig
+from .configuration_hf_attention import HFAttentionRecurrentConfig, check_attention_style
 from .generation_mixin import EncoderDecoderGeneration
 from .input_checks import check_attention_mask, check_mask_kind, check_token_inputs, embed_token_ids
 from .losses import check_labels, label_shape, repeat_unlikelihood, shift_tokens_right, token_cross_entropy
@@ -46,9 +52,10 @@ class RecurrentState:
 
     is_compileable = False
 
-    def __init__(self, hidden: Tensor | tuple[Tensor, Tensor], steps: int):
+    def __init__(self, hidden: Tensor | tuple[Tensor, Tensor], steps: int, attentional: Tensor | None = None):
         self.hidden = hidden  # (L, B, H), or (h, c) for an LSTM
         self.steps = steps  # target tokens consumed so far
+        self.attentional = attentional  # (B, E): the last h̃, fed to the next step (Luong's input feeding), or None
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self.steps
@@ -59,6 +66,8 @@ class RecurrentState:
             self.hidden = tuple(part.index_select(1, beam_idx.to(part.device)) for part in self.hidden)
         else:
             self.hidden = self.hidden.index_select(1, beam_idx.to(self.hidden.device))
+        if self.attentional is not None:
+            self.attentional = self.attentional.index_select(0, beam_idx.to(self.attentional.device))
 
 
 def source_lengths(attention_mask: Tensor | None, batch: int, length: int, device) -> Tensor:
@@ -173,18 +182,23 @@ class SourceAttention(nn.Module):
         self.score, self.scaling = make_score(score, num_heads=1, head_dim=hidden_size)
 
     def forward(self, query: Tensor, memory: Tensor, source_mask: Tensor) -> tuple[Tensor, Tensor]:
-        """query (B, H), memory (B, S, H), source_mask (B, 1, 1, S) bool → context (B, H), weights (B, S)."""
+        """query (B, T, H) (T steps' queries, each on its own), memory (B, S, H), source_mask (B, 1, 1, S) bool →
+        contexts (B, T, H), weights (B, T, S)."""
         context, weights = eager_attention_forward(
-            self, query[:, None, None], memory[:, None], memory[:, None], source_mask, scaling=self.scaling
+            self, query[:, None], memory[:, None], memory[:, None], source_mask, scaling=self.scaling
         )
-        return context[:, 0, 0], weights[:, 0, 0]
+        return context[:, :, 0], weights[:, 0]
 
 
 class RecurrentDecoder(nn.Module):
-    """A stacked RNN that writes the target one token at a time, fed at every step with the previous token and a
-    context vector: attention's c_t over the source, or the encoder's fixed summary when there is no attention
-    (Cho et al. 2014, whose decoder also sees its one c at every step). The output layer reads the RNN's state and
-    the context (Luong et al. 2015's attentional state tanh(W[s_t; c_t]))."""
+    """A stacked RNN that writes the target one token at a time. The output layer reads the RNN's state and a context
+    vector: Luong et al. 2015's attentional state h̃_t = tanh(W_c[s_t; c_t]).
+
+    `attention_style="bahdanau"`: the RNN is fed at every step with the previous token and the context, attention's
+    c_t over the source queried with s_{t−1}, or the encoder's fixed summary when there is no attention (Cho et al.
+    2014, whose decoder also sees its one c at every step). `"luong"`: the RNN steps on the previous token alone (and
+    h̃_{t−1} with `input_feeding`), then its new state s_t queries the source.
+    """
 
     def __init__(
         self,
@@ -196,8 +210,12 @@ class RecurrentDecoder(nn.Module):
         encoder_size: int,
         attention_score: str | None,
         dropout: float,
+        attention_style: str = "bahdanau",
+        input_feeding: bool = False,
     ):
         super().__init__()
+        check_attention_style(attention_style, input_feeding, has_attention=attention_score is not None)
+        self.luong, self.input_feeding = attention_style == "luong", input_feeding
         self.embed_tokens = embed_tokens
         self.num_layers, self.hidden_size, self.cell = num_layers, hidden_size, cell
         self.dropout = nn.Dropout(dropout)
@@ -207,8 +225,10 @@ class RecurrentDecoder(nn.Module):
         # context (no attention)
         self.memory = nn.Linear(encoder_size, hidden_size, bias=False)
         self.attention = SourceAttention(score=attention_score, hidden_size=hidden_size) if attention_score else None
+        # What joins the token at the RNN's input: Bahdanau's context c_t (H), Luong's h̃_{t−1} (E) or nothing.
+        fed = embed_tokens.embedding_dim if input_feeding else 0 if self.luong else hidden_size
         self.rnn = RECURRENT_LAYERS[cell](
-            embed_tokens.embedding_dim + hidden_size,
+            embed_tokens.embedding_dim + fed,
             hidden_size,
             num_layers=num_layers,
             batch_first=True,
@@ -229,9 +249,11 @@ class RecurrentDecoder(nn.Module):
         summary: Tensor,
         source_mask: Tensor,
         state: Tensor | tuple | None,
+        attentional: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | tuple, Tensor | None]:
         """Decoder inputs (B, T) → attentional states (B, T, E), the state after the last step, and the attention
-        weights (B, T, S) (None without attention). `state` None starts from the encoder's summary."""
+        weights (B, T, S) (None without attention). `state` None starts from the encoder's summary; `attentional`
+        is the h̃ of the step before the first (input feeding; None: zeros, as before the first target token)."""
         embedded = embed_token_ids(self.embed_tokens, input_ids, "decoder_input_ids", first_call=state is None)
         embedded = self.dropout(embedded)  # (B, T, E)
         state = self.initial_state(summary) if state is None else state
@@ -241,10 +263,27 @@ class RecurrentDecoder(nn.Module):
             outputs, state = self.rnn(torch.cat([embedded, context], dim=-1), state)
             return self._attentional(outputs, context), state, None
         memory = self.memory(annotations)  # (B, S, H), once for all steps
+        if self.luong and not self.input_feeding:
+            # The RNN never sees a context: it runs over the whole target in one call, then every s_t attends.
+            outputs, state = self.rnn(embedded, state)  # (B, T, H)
+            contexts, weights = self.attention(outputs, memory, source_mask)
+            return self._attentional(outputs, contexts), state, weights
+        if self.luong:  # input feeding: step on [token; h̃_{t−1}], then the new state s_t queries the source
+            if attentional is None:  # before the first target token: h̃_0 = 0
+                attentional = embedded.new_zeros(embedded.shape[0], embedded.shape[2])  # (B, E)
+            outputs, weights = [], []
+            for step in range(embedded.shape[1]):  # sequential: step t's input is what step t−1 wrote
+                output, state = self.rnn(torch.cat([embedded[:, step], attentional], dim=-1)[:, None], state)
+                context, step_weights = self.attention(output, memory, source_mask)
+                attentional = self._attentional(output, context)[:, 0]  # h̃_t, (B, E)
+                outputs.append(attentional[:, None])
+                weights.append(step_weights)
+            return torch.cat(outputs, dim=1), state, torch.cat(weights, dim=1)
         outputs, contexts, weights = [], [], []
         for step in range(embedded.shape[1]):  # sequential: step t's query is the state step t−1 wrote
             query = (state[0] if isinstance(state, tuple) else state)[-1]  # top layer's s_{t−1}, (B, H)
-            context, step_weights = self.attention(query, memory, source_mask)
+            context, step_weights = self.attention(query[:, None], memory, source_mask)
+            context, step_weights = context[:, 0], step_weights[:, 0]
             output, state = self.rnn(torch.cat([embedded[:, step], context], dim=-1)[:, None], state)
             outputs.append(output)
             contexts.append(context[:, None])
@@ -329,6 +368,9 @@ class HFAttentionRecurrentModel(SharedEmbeddingModel, HFAttentionRecurrentPreTra
             encoder_size=self.encoder.output_size,
             attention_score=config.attention_score if config.has_attention else None,
             dropout=config.dropout,
+            # A config saved before these options existed has no such fields: Bahdanau's decoder, as it then was.
+            attention_style=getattr(config, "attention_style", "bahdanau"),
+            input_feeding=getattr(config, "input_feeding", False),
         )
         self.post_init()
 
@@ -379,11 +421,17 @@ class HFAttentionRecurrentModel(SharedEmbeddingModel, HFAttentionRecurrentPreTra
         source_mask = (torch.arange(length, device=annotations.device)[None, :] < lengths[:, None])[:, None, None]
         summary = self.encoder.summary(annotations, lengths)
         hidden, new_state, weights = self.decoder(
-            decoder_input_ids, annotations, summary, source_mask, None if state is None else state.hidden
+            decoder_input_ids,
+            annotations,
+            summary,
+            source_mask,
+            None if state is None else state.hidden,
+            None if state is None else state.attentional,
         )
         if use_cache:
             steps = decoder_input_ids.shape[1] + (0 if state is None else state.steps)
-            state = RecurrentState(new_state, steps)
+            fed = hidden[:, -1] if self.decoder.input_feeding else None  # h̃ of the last step, the next one's input
+            state = RecurrentState(new_state, steps, fed)
         cross_attentions = (weights[:, None],) if output_attentions and weights is not None else None
         output = Seq2SeqModelOutput(
             last_hidden_state=hidden,
