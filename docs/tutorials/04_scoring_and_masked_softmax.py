@@ -34,7 +34,7 @@ from hf_attention.masks import padding_mask
 from hf_attention.scores import AdditiveScore, make_score
 
 args = parse_args("Additive vs scaled dot-product scores, masked softmax, and the 1/sqrt(d) scaling.")
-report = Report(args)
+report = Report(args, "04")
 torch.manual_seed(0)
 
 # %% [markdown]
@@ -211,6 +211,76 @@ save_figure(
 )
 
 # %% [markdown]
+# ## The sign of $q^\top k$: towards, orthogonal, away
+#
+# A positive $q^\top k$ says the key points the query's way, 0 that it is orthogonal, a negative one that it points
+# away. The softmax turns that into weights: a key at score $+s$ gets $e^{s/\sqrt d}$ times the weight of an
+# orthogonal key, one at $-s$ gets $e^{-s/\sqrt d}$ times it, so the key at $-s$ gets $e^{-2s/\sqrt d}$ times the
+# weight of the key at $+s$. Only differences of scores matter: add the same vector to every key and each score moves
+# by the same amount, the weights not at all. Measured with the backend on one query of width $d = 16$ and 8 keys:
+# orthogonal ones, plus one at $q^\top k = -4$, one at $+4$, or both ($\pm 1$ after the scaling).
+
+# %%
+sign_width, sign_keys, sign_dot = 16, 8, 4.0
+draw = torch.Generator().manual_seed(4)  # its own random numbers: the sections after it draw what they drew before
+sign_query = torch.randn(sign_width, dtype=torch.float64, generator=draw)
+direction = sign_query / sign_query.norm()
+along = direction * sign_dot / sign_query.norm()  # sign_query · along = sign_dot
+orthogonal_keys = torch.randn(sign_keys, sign_width, dtype=torch.float64, generator=draw)
+orthogonal_keys -= (orthogonal_keys @ direction)[:, None] * direction  # every score 0
+_, sign_scaling = make_score("scaled_dot", num_heads=1, head_dim=sign_width)
+
+
+def sign_weights(keys_):
+    """The backend's weights of sign_query over these keys (values do not matter for the weights)."""
+    _, weights = attend(None, sign_query[None, None, None], keys_[None, None], keys_[None, None], scaling=sign_scaling)
+    return weights[0, 0, 0]
+
+
+away, towards, both = orthogonal_keys.clone(), orthogonal_keys.clone(), orthogonal_keys.clone()
+away[0] -= along  # score -s, the other seven 0
+towards[0] += along  # score +s
+both[0] += along
+both[1] -= along  # +s, -s and six orthogonal keys
+w_away, w_towards, w_both = sign_weights(away), sign_weights(towards), sign_weights(both)
+w_shifted = sign_weights(both - along)  # every score moved down by s: now 0, -2s and six at -s
+report["sign_settings"] = {"width": sign_width, "keys": sign_keys, "dot": sign_dot}
+report["sign_uniform"] = 1 / sign_keys
+report["sign_scaled_score"] = sign_dot * sign_scaling
+report["sign_away"] = {"key": w_away[0].item(), "orthogonal": w_away[1].item()}
+report["sign_towards"] = {"key": w_towards[0].item(), "orthogonal": w_towards[1].item()}
+report["sign_both"] = {"towards": w_both[0].item(), "away": w_both[1].item(), "orthogonal": w_both[2].item()}
+report["sign_away_over_towards"] = (w_both[1] / w_both[0]).item()
+report["sign_away_over_towards_formula"] = math.exp(-2 * sign_dot * sign_scaling)
+report["sign_towards_over_orthogonal"] = (w_both[0] / w_both[2]).item()
+report["sign_shifted_max_difference"] = (w_shifted - w_both).abs().max().item()
+print(
+    table(
+        [
+            ("one key at -s, 7 orthogonal", f"{w_away[0]:.4f}", f"{w_away[1]:.4f}", ""),
+            ("one key at +s, 7 orthogonal", f"{w_towards[0]:.4f}", f"{w_towards[1]:.4f}", ""),
+            ("+s, -s and 6 orthogonal", f"{w_both[0]:.4f}", f"{w_both[2]:.4f}", f"{w_both[1]:.4f}"),
+        ],
+        ("keys", "weight of the key at ±s (+s in the last row)", "orthogonal key", "key at -s"),
+    )
+)
+print(
+    f"away / towards = {report['sign_away_over_towards']:.6f}, e^(-2s/sqrt d) = "
+    f"{report['sign_away_over_towards_formula']:.6f}; all scores shifted by -s: weights change by "
+    f"{report['sign_shifted_max_difference']:.1e}"
+)
+
+# %% [markdown]
+# With uniform weights at 1/8 = 0.125, the key pointing away gets 0.050 (the orthogonal ones 0.136 each) and the key
+# pointing towards the query 0.280 (the orthogonal ones 0.103). With both in one row, the key away gets 0.135 of the
+# weight of the key towards ($e^{-2} = 0.135$), and the key towards 2.718 times the weight of an orthogonal key
+# ($e^1$).
+#
+# The orthogonal keys are now below uniform too (0.110): above or below uniform is always relative to the other keys
+# of the row. Shift every score down by $s$, so that the best key scores 0 and all others are negative, and the
+# weights move by less than $10^{-16}$ (float64 rounding). A negative score is not a small weight; a score *lower than
+# the others* is.
+#
 # ## Why divide by $\sqrt d$?
 #
 # If the entries of $q$ and $k$ are independent with mean 0 and variance 1, each product $q_j k_j$ has mean 0 and
@@ -405,9 +475,6 @@ save_figure(
 # 5. In the sweep, where is the peak of the Jacobian for `n_keys = 8`? Predict first from the formula for $m$ equal
 #    weights.
 
-# %%
-report.save()
-
 # %% [markdown]
 # ## Answers
 #
@@ -420,12 +487,45 @@ report.save()
 #    library returns zeros.
 # 3. `torch.arange(4)[None, :] <= torch.arange(4)[:, None]` is the lower triangle, identical to `causal_mask(...)[0,
 #    0]`: a causal mask is a per-query valid length of $i + 1$.
-# 4. The gap is about 0.37 for 8 keys, 0.47 for 32 and 0.47-0.49 for 128 (it moves a little with the random draw):
-#    it tends to $\sigma^2/2 = 1/2$ from below. For scores
+# 4. The gap, averaged over the five widths, is about 0.33 for 8 keys, 0.46 for 32 and 0.48 for 128 (measured in the
+#    last cell; it moves a little with the random draw): it tends to $\sigma^2/2 = 1/2$ from below. For scores
 #    $s_i \sim N(0, \sigma^2)$ and many keys, $\sum_i e^{s_i} \approx n\,e^{\sigma^2/2}$ and the softmax-weighted
 #    mean score is $\sigma^2$, so $H = \ln \sum_i e^{s_i} - \sum_i p_i s_i \approx \ln n - \sigma^2/2$.
-# 5. At a smaller spread, about $\sigma \approx 1.1$ (instead of 2.5), with a larger peak, about 0.37: with 8 keys
+# 5. At a smaller spread, about $\sigma \approx 1.1$ (instead of 2.5), with a larger peak, about 0.36: with 8 keys
 #    a smaller spread already puts most of the weight on two or three of them, where the norm $\sqrt{m-1}/m$ of
 #    equal weights is largest (0.5 at $m = 2$, 0.47 at $m = 3$). The uniform starting value is higher too,
 #    $\sqrt 7/8 \approx 0.33$: with few keys even uniform weights pass a sizeable gradient, and the scaled scores
 #    ($\sigma = 1$) sit almost at the peak.
+
+
+# %%
+# The numbers answers 4 and 5 quote, measured as the exercises ask (the cells above use 32 keys).
+def scaled_entropy_gap(count: int) -> float:
+    """ln(count) - the mean entropy of scaled rows over `count` keys, averaged over the widths of the table."""
+    gaps = []
+    for width in widths:
+        query, key = torch.randn(1, 1, 256, width), torch.randn(1, 1, count, width)
+        _, p = attend(None, query, key, key, scaling=width**-0.5)
+        gaps.append(math.log(count) + (p * p.clamp_min(1e-30).log()).sum(-1).mean().item())
+    return sum(gaps) / len(gaps)
+
+
+def jacobian_peak(count: int) -> tuple[float, float]:
+    """(σ, size) of the largest mean softmax Jacobian over `count` keys in the sweep of σ at d = sweep_d."""
+    query, key = torch.randn(1, 1, 256, sweep_d), torch.randn(1, 1, count, sweep_d)
+    sizes = []
+    for sigma in spreads:
+        _, p = attend(None, query, key, key, scaling=sigma / math.sqrt(sweep_d))
+        jacobian = torch.diag_embed(p) - p[..., :, None] * p[..., None, :]
+        sizes.append(jacobian.flatten(-2).norm(dim=-1).mean().item())
+    best = max(range(len(spreads)), key=sizes.__getitem__)
+    return spreads[best], sizes[best]
+
+
+torch.manual_seed(1)
+report["answer_entropy_gap"] = {str(count): scaled_entropy_gap(count) for count in (8, 32, 128)}
+report["answer_jacobian_peak_8_keys"] = jacobian_peak(8)
+report["answer_uniform_limit_8_keys"] = math.sqrt(8 - 1) / 8
+print("ln n - H of scaled rows:", {c: f"{g:.2f}" for c, g in report["answer_entropy_gap"].items()})
+print("8 keys: Jacobian peak at sigma = {:.1f}, size {:.2f}".format(*report["answer_jacobian_peak_8_keys"]))
+report.save()

@@ -43,7 +43,7 @@ from hf_attention.positional import (
 )
 
 args = parse_args("Positional encodings: sinusoidal, learned, rotary, ALiBi, T5 buckets; order-blindness.")
-report = Report(args)
+report = Report(args, "05")
 torch.manual_seed(0)
 LENGTH = 32 if args.quick else 60  # positions drawn
 WIDTH = 32  # embedding width of the sinusoidal table
@@ -305,6 +305,13 @@ for scheme in ("none", "sinusoidal", "learned", "rotary", "alibi", "relative"):
     rows.append((scheme, f"{difference:.1e}", f"{original.abs().mean().item():.2f}"))
 print(table(rows, ("position_encoding", "max |f(shuffled) - shuffle(f(x))|", "mean |output|")))
 report["permutation_difference"] = differences
+report["order_blindness_setup"] = {
+    "layers": config.num_hidden_layers,
+    "heads": config.num_attention_heads,
+    "width": config.hidden_size,
+    "tokens": tokens.shape[1],
+    "initializer_range": config.initializer_range,
+}
 
 # %% [markdown]
 # Without positions the difference is float rounding: the encoder literally cannot tell the two orders apart.
@@ -341,8 +348,8 @@ def offset_batch(size: int, length: int, generator: torch.Generator) -> tuple[to
     return tokens, targets
 
 
-def train_offset_model(scheme: str) -> hf_attention.HFAttentionForCausalLM:
-    """A one-layer decoder trained on sequences of TRAIN_LENGTH tokens to output the token OFFSET places back."""
+def train_offset_model(scheme: str, train_length: int = TRAIN_LENGTH) -> hf_attention.HFAttentionForCausalLM:
+    """A one-layer decoder trained on sequences of `train_length` tokens to output the token OFFSET places back."""
     torch.manual_seed(0)
     config = hf_attention.HFAttentionDecoderConfig(
         vocab_size=VOCAB,
@@ -360,7 +367,7 @@ def train_offset_model(scheme: str) -> hf_attention.HFAttentionForCausalLM:
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     generator = torch.Generator().manual_seed(1)
     for _ in range(EXTRAPOLATION_STEPS):
-        tokens, targets = offset_batch(64, TRAIN_LENGTH, generator)
+        tokens, targets = offset_batch(64, train_length, generator)
         loss = nn.functional.cross_entropy(model(tokens).logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
         optimizer.zero_grad()
         loss.backward()
@@ -381,6 +388,15 @@ for scheme in EXTRAPOLATION_SCHEMES:
         "last_16": correct[:, -16:].mean().item(),
     }
 report["extrapolation"] = extrapolation
+report["extrapolation_setup"] = {
+    "vocab": VOCAB,
+    "train_length": TRAIN_LENGTH,
+    "test_length": TEST_LENGTH,
+    "offset": OFFSET,
+    "steps": EXTRAPOLATION_STEPS,
+    "width": offset_models["rotary"].config.hidden_size,
+    "heads": offset_models["rotary"].config.num_attention_heads,
+}
 report["extrapolation_chance"] = 1 / VOCAB
 print(f"token {OFFSET} places back, {EXTRAPOLATION_STEPS} steps on {TRAIN_LENGTH} tokens, tested on {TEST_LENGTH}:")
 print(
@@ -421,15 +437,15 @@ save_figure(
 # the third one back, not with one layer (Press et al. designed it for language models, where the most recent tokens
 # matter most). Past the training length, in the full run:
 #
-# * **sinusoidal**: at chance (0.06) from the very first new position on (0.05-0.08 over positions 16-22), and 0.12
-#   on average over positions 16-63, barely above it. The table goes on for ever, but the model has never seen its
-#   rows past 15; the next section shows what happens to its scores there.
-# * **learned**: chance (0.08): rows 16-63 are the random vectors they were initialised with. Without the larger
-#   `max_position_embeddings`, the library refuses those positions outright (the error printed above).
-# * **rotary**: still right up to position 21, then 0.3, then chance (0.09 over the last 16 positions). A rotary score
-#   depends on the offset only, so new *positions* cost nothing; but a query at position 30 sees keys up to 30 places
-#   back, offsets no training sequence had, whose scores nothing has kept low. (Trained on 32 tokens, it stays right
-#   up to position 40: exercise 6.)
+# * **sinusoidal**: at chance (0.06) from the very first new position on: 0.05-0.08 over positions 16-22, and 0.12 on
+#   average over positions 16-63, barely above it. The table goes on for ever, but the model has never seen its rows
+#   past 15; the next section shows what happens to its scores there.
+# * **learned**: near chance (0.08 over positions 16-63): rows 16-63 are the random vectors they were initialised with.
+#   Without the larger `max_position_embeddings`, the library refuses those positions outright (the error above).
+# * **rotary**: still right up to position 21, then it falls (0.30 over positions 16-63) to chance (0.09 over the last
+#   16 positions). A rotary score depends on the offset only, so new *positions* cost nothing; but a query at position
+#   30 sees keys up to 30 places back, offsets no training sequence had, whose scores nothing has kept low. (Trained
+#   on 32 tokens, it stays right up to position 40: exercise 6.)
 # * **relative** (T5 buckets): the best past the training length (0.44 over positions 16-63), declining slowly: the
 #   offsets past 15 fall into buckets that training never reached (their biases stay near their initial 0) and take
 #   more and more of the weight.
@@ -583,17 +599,17 @@ save_figure(
 # %% [markdown]
 # The four terms add up to the scores to float32 rounding, and their softmax with the causal mask is the model's own
 # attention (the first line of numbers). In this model the position–position term is by far the largest (a standard
-# deviation of 3.6 against 0.1 to 0.6): the task is about positions only, and the model learned to score by position.
+# deviation of 3.6 against 0.1 to 0.5): the task is about positions only, and the model learned to score by position.
 #
 # Is that term a function of the offset? For $W = I$ exactly (share 1.000000), for a random $W$ hardly (0.02). For the
 # trained $W$ it depends on where one looks. Over the positions it was trained on, 80-95% of the term is a function of
 # $i - j$, and in every row the largest position score is on the key three places back; over positions 16-63 only
-# about 30% is, and the peak is three back in 2-8% of the rows. Training shaped $W_q W_k^\top$ so that $PWP^\top$ works
-# as a relative score on the rows of $P$ it saw, and nothing made it do so on rows it never saw, although the rotation
-# property would allow it (exercise 7: a $W$ that commutes with the rotations gives a function of the offset at every
-# position). That is the failure of the previous section, seen inside the score: the first new row already has its
-# peak in the wrong place (the figure, below row 15 of the position–position panel: rows 16-23 all peak at key 12
-# instead of three places back).
+# about 30% is, and the peak is three back in 2-8% of the rows.
+#
+# Training shaped $W_q W_k^\top$ so that $PWP^\top$ works as a relative score on the rows of $P$ it saw, and nothing
+# made it do so on rows it never saw, although the rotation property would allow it (exercise 7). That is the failure
+# of the previous section, seen inside the score: below row 15 of the position–position panel, rows 16-23 all peak at
+# key 12 instead of three places back.
 #
 # **Next:** [06 · multi-head, self- and cross-attention, masks](06_multihead_self_cross_masks.py).
 #
@@ -618,9 +634,6 @@ save_figure(
 # 8. Which terms of the expansion does a *rotary* model have? Write the score of query $i$ and key $j$ of one head
 #    with the rotations.
 
-# %%
-report.save()
-
 # %% [markdown]
 # ## Answers
 #
@@ -636,18 +649,80 @@ report.save()
 #    close in bucket index, and everything past about 128 lands in the last bucket of its direction.
 # 5. No: shuffled, the outputs differ by about as much as their own size, because the causal mask gives each position
 #    a different set of keys. Keeping the last token and shuffling the rest: with 1 layer the last output is
-#    unchanged (to about $10^{-7}$), since its query is the same and it sees the same *set* of keys and values; with 2
-#    layers it changes (by about 0.6 in our run), because the first layer's outputs at earlier positions already
-#    depend on the order. That order information is what lets some decoders work without positional encodings.
-# 6. Positions 32-40 stay right (1.00), then the accuracy falls to about 0.77 (500 steps, one seed): as with 16
-#    tokens, a rotary model keeps working for a few offsets past the longest it was trained on (16 → 21, 32 → 40), and
-#    the longer the training sequences, the more offsets it has seen. The sinusoidal model trained on 32 tokens still
-#    falls to about 0.1 at position 32, the first row it never saw.
-# 7. 1 to rounding ($1 - 2 \cdot 10^{-15}$ for random $a_k, b_k$). With the pair $(\sin p\omega_k, \cos p\omega_k)$ of
-#    each block, $PE(i)^\top W PE(j) = \sum_k \big(a_k \cos((i - j)\omega_k) + b_k \sin((i - j)\omega_k)\big)$: a
+#    unchanged (by less than $10^{-6}$), since its query is the same and it sees the same *set* of keys and values;
+#    with 2 layers it changes (by up to 0.9 in a component), because the first layer's outputs at earlier positions
+#    already depend on the order. That order information is what lets some decoders work without positional encodings.
+# 6. Positions 32-40 stay right (1.00 at each), then the accuracy falls (0.64 on average over positions 41-63; 500
+#    steps, one seed): as with 16 tokens, a rotary model keeps working for a few offsets past the longest it was
+#    trained on (16 → 21, 32 → 40), and the longer the training sequences, the more offsets it has seen. The sinusoidal
+#    model trained on 32 tokens still falls to 0.07 at position 32, the first row it never saw.
+# 7. 1 to rounding (within $10^{-14}$ of it, for random $a_k, b_k$). With the pair $(\sin p\omega_k, \cos p\omega_k)$
+#    of each block, $PE(i)^\top W PE(j) = \sum_k \big(a_k \cos((i - j)\omega_k) + b_k \sin((i - j)\omega_k)\big)$: a
 #    function of the offset alone, because each block $aI + bJ$ ($J$ the quarter turn) commutes with every rotation.
 #    Such a $W$ is what a model would need to extrapolate with sinusoids; nothing in training pushes $W_q W_k^\top$
 #    towards that form.
 # 8. $q_i^\top k_j = (R_i W_q^\top x_i)^\top (R_j W_k^\top x_j) = x_i^\top W_q R_{j-i} W_k^\top x_j$ (with $R_p$ the
 #    rotation by the angles $p\omega$, and $R_i^\top R_j = R_{j-i}$): a single content–content term whose matrix
 #    depends on the offset. There is no $P$ to add, hence no mixed terms and no position–position term of its own.
+
+
+# %%
+# The numbers the answers quote, measured as the exercises ask.
+wide_row_one = SinusoidalPositionalEmbedding(embedding_dim=128)(torch.tensor([[1]]))[0, 0].double()
+report["answer_slowest_period_128"] = (2 * torch.pi / torch.atan2(wide_row_one[-2], wide_row_one[-1])).item()
+report["answer_gram_offset_5"] = [(long_table[i] @ long_table[i + 5]).item() for i in (0, 10, 30)]
+report["answer_alibi_slopes"] = {"8": alibi_slopes(8), "6": alibi_slopes(6)}
+distances = torch.tensor([9, -9, 50, -50, 100, -100])
+report["answer_buckets"] = dict(
+    zip(
+        ("+9", "-9", "+50", "-50", "+100", "-100"),
+        relative_position_bucket(distances, bidirectional=True, num_buckets=32, max_distance=128).tolist(),
+        strict=True,
+    )
+)
+
+
+def last_output_change(layers: int) -> float:
+    """Exercise 5: how much a causal decoder without positions changes its last output when the 11 tokens before
+    the last are shuffled."""
+    torch.manual_seed(1)
+    config = hf_attention.HFAttentionDecoderConfig(
+        vocab_size=99,
+        hidden_size=32,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        intermediate_size=64,
+        position_encoding="none",
+        hidden_dropout_prob=0.0,
+        initializer_range=0.2,
+    )
+    decoder_model = hf_attention.HFAttentionForCausalLM(config).eval()
+    shuffled_tokens = torch.cat([tokens[:, :-1][:, torch.randperm(11)], tokens[:, -1:]], dim=1)
+    with torch.no_grad():
+        before = decoder_model(tokens, output_hidden_states=True).hidden_states[-1][0, -1]
+        after = decoder_model(shuffled_tokens, output_hidden_states=True).hidden_states[-1][0, -1]
+    return (after - before).abs().max().item()
+
+
+report["answer_decoder_last_output_change"] = {str(layers): last_output_change(layers) for layers in (1, 2)}
+torch.manual_seed(3)
+blocks = torch.randn(P_long.shape[1] // 2, 2, dtype=torch.float64)  # (a_k, b_k) per 2 × 2 block
+W_blocks = torch.block_diag(*[torch.tensor([[a, b], [-b, a]], dtype=torch.float64) for a, b in blocks.tolist()])
+report["answer_block_W_offset_share"] = offset_share(P_long.double() @ W_blocks @ P_long.double().T)
+if not args.quick:  # exercise 6: two more models, trained on 32 tokens (seconds, not needed by the tests)
+    longer_training = {}
+    for scheme in ("rotary", "sinusoidal"):
+        trained_longer = train_offset_model(scheme, train_length=32)
+        with torch.no_grad():
+            logits = trained_longer(test_tokens).logits
+        longer_training[scheme] = (logits.argmax(-1) == test_targets).float().mean(0).tolist()  # per position
+    report["answer_trained_on_32"] = longer_training
+print(
+    "answers:",
+    {
+        key: value
+        for key, value in report.values.items()
+        if key.startswith("answer_") and key != "answer_trained_on_32"
+    },
+)
+report.save()
