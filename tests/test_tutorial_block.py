@@ -1,7 +1,11 @@
 """Tutorial 07 (a Transformer block by hand) runs in its --quick mode and its numbers are what its text says: the
-hand-written pieces against the library's modules, the tied-projection algebra, the deep-stack measurements and the
-trained ablations on the reverse and mirror-sum tasks."""
+block diagram, the worked example of one query, the hand-written pieces against the library's modules, dropout on the
+attention weights, the tied-projection algebra, the deep-stack measurements and the trained ablations on the reverse
+and mirror-sum tasks."""
 
+import math
+
+import numpy as np
 import pytest
 from test_tutorials import assert_figures, run_tutorial
 
@@ -10,6 +14,71 @@ from test_tutorials import assert_figures, run_tutorial
 def block(tmp_path_factory):
     numbers, figures, _ = run_tutorial("07_transformer_block_by_hand.py", tmp_path_factory.mktemp("tutorial07"))
     return numbers, figures
+
+
+def test_block_diagram_draws_the_layers_in_their_order(block):
+    _, figures = block
+    assert (figures / "07_block_diagram.png").is_file()
+    with np.load(figures / "07_block_diagram.npz") as data:
+        drawn = {key: data[key].tolist() for key in data.files}
+    post, pre, decoder = drawn["labels_0"], drawn["labels_1"], drawn["labels_2"]
+    assert post == ["embeddings + positions", "self-attention", "Add & Norm", "feed-forward", "Add & Norm"]
+    # Pre-norm: a LayerNorm before each sublayer, the residual sum after it, one more LayerNorm at the very end.
+    assert pre == [
+        "embeddings + positions",
+        "LayerNorm",
+        "self-attention",
+        "Add",
+        "LayerNorm",
+        "feed-forward",
+        "Add",
+        "final LayerNorm",
+    ]
+    # Decoder: cross-attention between the (masked) self-attention and the FFN, fed by the encoder's output.
+    assert decoder[0] == "embeddings + positions" and decoder[-1] == "Add & Norm"
+    assert decoder.index("masked self-attention") < decoder.index("cross-attention") < decoder.index("feed-forward")
+    assert drawn["encoder_into_2"] == decoder.index("cross-attention")
+    assert drawn["encoder_into_0"] == drawn["encoder_into_1"] == -1
+    for i, labels in enumerate((post, pre, decoder)):
+        heights = drawn[f"heights_{i}"]
+        assert heights == sorted(heights) and len(set(heights)) == len(labels)  # drawn bottom to top, in order
+        # Every residual connection ends at an Add and starts at the block's input: the embeddings or the last Add.
+        assert [labels[j] for j in drawn[f"residual_to_{i}"]] == [label for label in labels if label.startswith("Add")]
+        assert drawn[f"residual_from_{i}"] == [0] + drawn[f"residual_to_{i}"][:-1]
+
+
+def test_one_query_by_hand_equals_the_library(block):
+    numbers, _ = block
+    example = numbers["example"]
+    assert example["dots"] == [4.0, 1.0, 3.0] and example["scaled"] == [2.0, 0.5, 1.5]  # q·k, then / √4
+    exact = [math.exp(s) / sum(math.exp(t) for t in example["scaled"]) for s in example["scaled"]]
+    assert np.allclose(example["weights"], exact, atol=1e-6)
+    assert np.allclose(example["output"], np.array(example["weights"]) @ np.array(example["values"]), atol=1e-6)
+    for key in ("example_eager_output_max_abs", "example_eager_weights_max_abs", "example_sdpa_output_max_abs"):
+        assert numbers[key] < 1e-6, key
+
+
+def test_attention_dropout(block):
+    numbers, figures = block
+    dropout = numbers["dropout"]
+    p = dropout["p"]
+    # Eval mode: dropout does nothing, bit for bit.
+    assert dropout["eval_output_max_abs"] == 0.0 and dropout["eval_weights_max_abs"] == 0.0
+    # Training mode: a share p of the weights is dropped, the kept ones are scaled by 1/(1 - p) ...
+    assert abs(dropout["dropped_share"] - p) < 0.02
+    assert dropout["kept_rescaled_max_abs"] < 1e-6
+    # ... so the rows no longer sum to 1: 1/(1 - p) when nothing was dropped, less otherwise, 1 on average.
+    assert abs(dropout["row_sum_max"] - 1 / (1 - p)) < 1e-5
+    assert dropout["row_sum_min"] < 0.9 and dropout["row_sum_std"] > 0.05
+    assert abs(dropout["row_sum_mean"] - 1) < 0.01
+    assert abs(dropout["rows_without_drop"] - (1 - p) ** numbers["single_head_size"]["T"]) < 0.03
+    # The output is right on average, noisy for one mask.
+    assert dropout["output_mean_max_abs"] < dropout["output_one_copy_mean_abs"]
+    with np.load(figures / "07_dropout.npz") as data:
+        assert abs(data["row_sums"].mean() - dropout["row_sum_mean"]) < 1e-5
+        assert abs(data["eval_row"].sum() - 1) < 1e-5 and (data["train_row"] == 0).any()
+    # Trained with dropout on its attention weights, the reverse model still learns the task.
+    assert min(numbers["reverse"]["attention dropout"]["token"]) > 0.9
 
 
 def test_hand_written_pieces_equal_the_library(block):

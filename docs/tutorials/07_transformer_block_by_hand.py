@@ -16,8 +16,9 @@
 # residual connections and LayerNorm. Every piece is checked against hf-attention's own modules with the same
 # weights, down to the last bit where that is possible. Then it asks *why* each piece is there, and answers by
 # measurement: how far multi-head attention is a convolution, why LayerNorm normalises a token and not a sentence,
-# what tying $W_q = W_k$ does to the scores, what happens to a deep stack without residuals or norms, and which pieces
-# a small encoder cannot do without when it learns to reverse a sequence of digits.
+# what tying $W_q = W_k$ does to the scores, what dropout does to the attention weights, what happens to a deep stack
+# without residuals or norms, and which pieces a small encoder cannot do without when it learns to reverse a sequence
+# of digits.
 #
 # Three terms first.
 #
@@ -40,6 +41,7 @@
 # %%
 import math
 
+import matplotlib.patches as mpatches
 import torch
 from torch import nn
 from tutorial_support import Report, parse_args, plt, save_figure, table
@@ -50,7 +52,7 @@ from hf_attention.norms import make_norm
 from hf_attention.positional import SinusoidalPositionalEmbedding
 
 args = parse_args("A Transformer encoder layer written by hand, checked against hf-attention, and its ablations.")
-report = Report(args)
+report = Report(args, "07")
 # The models here are tiny: one thread runs them as fast as several, and leaves the machine's other cores alone.
 torch.set_num_threads(1)
 torch.manual_seed(0)
@@ -59,6 +61,116 @@ torch.manual_seed(0)
 def max_abs(a: torch.Tensor, b: torch.Tensor) -> float:
     """Largest |a - b|: 0.0 means the two computations produced the very same bits."""
     return (a - b).abs().max().item()
+
+
+# %% [markdown]
+# ## The block, in a picture
+#
+# The figure below is the map of this tutorial. Left, the 2017 encoder layer (post-norm): self-attention, then
+# "Add & Norm" (the residual sum, then LayerNorm), then the feed-forward network and another Add & Norm. Middle, the
+# same layer in pre-norm: the norm moves in front of each sublayer, and the stack ends with one more LN. Right, a
+# decoder layer: its self-attention is masked (no looking ahead), and a **cross-attention** block sits between it and
+# the feed-forward network, with queries from the decoder and keys and values from the encoder's output. The grey
+# frame is what is repeated $N$ times; the green lines are the residual connections.
+
+# %%
+BLOCKS = {  # each layer from bottom (input) to top (output), in the order the data goes through it
+    "post-norm encoder layer (2017)": [
+        "embeddings + positions",
+        "self-attention",
+        "Add & Norm",
+        "feed-forward",
+        "Add & Norm",
+    ],
+    "pre-norm encoder layer (GPT-2, Llama)": [
+        "embeddings + positions",
+        "LayerNorm",
+        "self-attention",
+        "Add",
+        "LayerNorm",
+        "feed-forward",
+        "Add",
+        "final LayerNorm",
+    ],
+    "post-norm decoder layer": [
+        "embeddings + positions",
+        "masked self-attention",
+        "Add & Norm",
+        "cross-attention",
+        "Add & Norm",
+        "feed-forward",
+        "Add & Norm",
+    ],
+}
+COLOURS = {"attention": "#f6b26b", "feed-forward": "#9fc5e8", "Add": "#ffe599", "LayerNorm": "#ffe599"}
+
+
+def colour_of(label: str) -> str:
+    kind = next((k for k in COLOURS if k in label), None)
+    return COLOURS[kind] if kind else "#d9d9d9"
+
+
+def draw_block(axis, title: str, labels: list[str], top: float) -> dict:
+    """Draw one layer as a column of boxes joined by arrows, with its residual connections on the left; returns
+    what was drawn (box heights, residual connections, the repeated span, where the encoder's output goes in)."""
+    heights = [1.2 * i for i in range(len(labels))]
+    width, tall = 2.4, 0.6
+    for label, y in zip(labels, heights, strict=True):
+        box = mpatches.FancyBboxPatch(
+            (-width / 2, y - tall / 2), width, tall, boxstyle="round,pad=0.05", facecolor=colour_of(label)
+        )
+        axis.add_patch(box)
+        axis.text(0, y, label, ha="center", va="center", fontsize=9)
+    for below, above in zip(heights[:-1], heights[1:], strict=True):
+        axis.annotate(
+            "", xy=(0, above - tall / 2 - 0.05), xytext=(0, below + tall / 2), arrowprops={"arrowstyle": "->"}
+        )
+    # A residual connection runs from a block's input (the embeddings or the previous Add) around it to its Add.
+    sums = [i for i, label in enumerate(labels) if label.startswith("Add")]
+    starts = [0] + sums[:-1]
+    for start, end in zip(starts, sums, strict=True):
+        x, fork = -width / 2 - 0.35, heights[start] + 0.6
+        axis.plot([0, x, x, -width / 2 - 0.1], [fork, fork, heights[end], heights[end]], color="tab:green", lw=1.5)
+        axis.plot(-width / 2 - 0.1, heights[end], ">", color="tab:green")
+    first, last = 1, sums[-1]  # the repeated part: from the first sublayer to the last Add
+    frame = (-width / 2 - 0.6, heights[first] - 0.5), width + 0.9, heights[last] - heights[first] + 1.0
+    axis.add_patch(mpatches.Rectangle(*frame, facecolor="none", edgecolor="grey", linestyle="--"))
+    axis.text(width / 2 + 0.4, heights[last], "× N", fontsize=11, color="grey", va="center")
+    encoder_into = labels.index("cross-attention") if "cross-attention" in labels else -1
+    if encoder_into >= 0:  # the encoder's output comes in from the side: keys and values of cross-attention
+        y = heights[encoder_into]
+        axis.text(
+            width / 2 + 1.9,
+            y,
+            "encoder\noutput",
+            ha="center",
+            va="center",
+            fontsize=9,
+            bbox={"boxstyle": "round", "facecolor": "#d9d9d9"},
+        )
+        arrow = {"arrowstyle": "->", "color": "tab:red"}
+        axis.annotate("", xy=(width / 2 + 0.1, y), xytext=(width / 2 + 1.35, y), arrowprops=arrow)
+        axis.text(width / 2 + 0.7, y + 0.1, "keys, values", ha="center", va="bottom", fontsize=7, color="tab:red")
+    axis.set_xlim(-width / 2 - 0.8, width / 2 + 2.5)
+    axis.set_ylim(-0.6, top + 0.6)
+    axis.set_title(title, fontsize=10)
+    axis.axis("off")
+    return {
+        "heights": heights,
+        "residual_from": starts,
+        "residual_to": sums,
+        "repeated": [first, last],
+        "encoder_into": encoder_into,
+    }
+
+
+figure, axes = plt.subplots(1, 3, figsize=(15, 6.5), layout="constrained")
+drawn = {}
+for i, (axis, (title, labels)) in enumerate(zip(axes, BLOCKS.items(), strict=True)):
+    for key, value in draw_block(axis, title, labels, top=1.2 * (max(map(len, BLOCKS.values())) - 1)).items():
+        drawn[f"{key}_{i}"] = value
+    drawn[f"labels_{i}"], drawn[f"title_{i}"] = labels, title
+save_figure(figure, args.figures, "07_block_diagram", **drawn)
 
 
 # %% [markdown]
@@ -87,6 +199,74 @@ def attention_by_hand(X, W_q, W_k, W_v):
 
 
 # %% [markdown]
+# ### One query, in numbers
+#
+# Before matrices, one query by hand: width $d = 4$ (so $\sqrt d = 2$), three keys, and values of width 2 (a value
+# need not be as wide as a key). Every number below is computed by the next cell.
+#
+# | | vector | $q \cdot k$ | $/\sqrt d$ | $e^{(\cdot)}$ | weight | value |
+# |---|---|---|---|---|---|---|
+# | $q$ | (1, 1, 0, 1) | | | | | |
+# | $k_1$ | (2, 1, 0, 1) | 4 | 2 | 7.389 | 0.547 | (1, 0) |
+# | $k_2$ | (0, 1, 1, 0) | 1 | 0.5 | 1.649 | 0.122 | (0, 1) |
+# | $k_3$ | (1, 0, 2, 2) | 3 | 1.5 | 4.482 | 0.331 | (1, 1) |
+#
+# The softmax divides each exponential by their sum, 13.519. The output is the weighted sum of the values:
+# $0.547 \cdot (1, 0) + 0.122 \cdot (0, 1) + 0.331 \cdot (1, 1) = (0.878, 0.453)$. The first key, the most aligned
+# with $q$, takes more than half the weight; dividing by $\sqrt d$ softened the scores 4 : 1 : 3 into
+# 2 : 0.5 : 1.5 before the exponential. The cell also hands the same $q$, $K$ and $V$ (one head of one sequence) to
+# the library's two attention functions, `eager_attention_forward` and `sdpa_attention_forward`: their weights and
+# output agree with the hand computation to float rounding (the library's softmax subtracts the largest score
+# before the exponential, which changes the last bits).
+
+# %%
+query = torch.tensor([1.0, 1.0, 0.0, 1.0])
+keys = torch.tensor([[2.0, 1.0, 0.0, 1.0], [0.0, 1.0, 1.0, 0.0], [1.0, 0.0, 2.0, 2.0]])
+values = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+dots = keys @ query  # q · k for each key
+scaled = dots / math.sqrt(len(query))
+exponentials = torch.exp(scaled)
+weights = exponentials / exponentials.sum()  # the softmax, written out
+weighted_sum = weights @ values
+report["example"] = {
+    "query": query,
+    "keys": keys,
+    "values": values,
+    "dots": dots,
+    "scaled": scaled,
+    "exponentials": exponentials,
+    "exponential_sum": exponentials.sum(),
+    "weights": weights,
+    "output": weighted_sum,
+}
+# The library's attention functions take (batch, heads, length, width): one sequence, one head, one query. They read
+# their settings (scale, causal or not, training or not) from the module that calls them: a one-head module of width
+# 4, built with its own random numbers so that the rest of the tutorial draws the same ones as before.
+with torch.random.fork_rng():
+    caller = MultiHeadAttention(hidden_size=4, num_heads=1, num_kv_heads=1, head_dim=4).eval()
+as_one_head = (query[None, None, None], keys[None, None], values[None, None])
+with torch.no_grad():
+    for name, function in (("eager", eager_attention_forward), ("sdpa", sdpa_attention_forward)):
+        library_output, library_weights = function(caller, *as_one_head, None, scaling=caller.scaling)
+        report[f"example_{name}_output_max_abs"] = max_abs(library_output[0, 0, 0], weighted_sum)
+        if library_weights is not None:
+            report["example_eager_weights_max_abs"] = max_abs(library_weights[0, 0, 0], weights)
+print(
+    table(
+        [
+            (f"k{i + 1}", f"{dots[i]:g}", f"{scaled[i]:g}", f"{exponentials[i]:.3f}", f"{weights[i]:.3f}")
+            for i in range(3)
+        ],
+        ("key", "q·k", "/√d", "exp", "weight"),
+    )
+)
+print(f"sum of the exponentials {exponentials.sum():.3f}; output {[round(v, 3) for v in weighted_sum.tolist()]}")
+print(
+    f"library vs by hand: eager output {report['example_eager_output_max_abs']:.1e}, weights "
+    f"{report['example_eager_weights_max_abs']:.1e}; SDPA output {report['example_sdpa_output_max_abs']:.1e}"
+)
+
+# %% [markdown]
 # The library's `MultiHeadAttention` with one head does the same, plus an output projection $W_o$ that every
 # multi-head layer has (here it is $d \times D$ with $d = D$). `nn.Linear` stores its weight as (out, in) and
 # computes $x W^\top$, so the library's `q_proj.weight` *transposed* is our $W_q$. With $D = d = 16$, $\sqrt d = 4$
@@ -95,6 +275,7 @@ def attention_by_hand(X, W_q, W_k, W_v):
 
 # %%
 T, D = 6, 16
+report["single_head_size"] = {"T": T, "D": D}
 X = torch.randn(T, D)
 single = MultiHeadAttention(hidden_size=D, num_heads=1, num_kv_heads=1, head_dim=D, bias=False)
 W_q, W_k, W_v, W_o = (proj.weight.detach().T for proj in (single.q_proj, single.k_proj, single.v_proj, single.o_proj))
@@ -139,6 +320,7 @@ def multi_head_by_hand(X, attention: MultiHeadAttention):
 
 
 H = 4
+report["heads"] = H
 mha = MultiHeadAttention(hidden_size=D, num_heads=H, num_kv_heads=H, head_dim=D // H)
 with torch.no_grad():
     by_hand = multi_head_by_hand(X, mha)
@@ -191,6 +373,7 @@ print(
 with torch.random.fork_rng():  # this cell's random numbers leave the rest of the tutorial unchanged
     torch.manual_seed(3)
     T_conv = 10
+    report["conv_positions"] = T_conv
     X_conv = torch.randn(T_conv, D)
     # 1. A projection is a 1 × 1 convolution over the positions (Conv1d wants (batch, channels, length)).
     projection = mha.o_proj
@@ -279,6 +462,7 @@ untied = MultiHeadAttention(hidden_size=D_tied, num_heads=heads_tied, num_kv_hea
 tied = MultiHeadAttention(hidden_size=D_tied, num_heads=heads_tied, num_kv_heads=heads_tied, head_dim=8)
 tied.k_proj.weight, tied.k_proj.bias = tied.q_proj.weight, tied.q_proj.bias  # one parameter, used twice
 sequences = torch.randn(n_sequences, T_tied, D_tied)
+report["tied_size"] = {"T": T_tied, "D": D_tied, "heads": heads_tied}
 
 
 def scores_and_weights(attention: MultiHeadAttention, X: torch.Tensor):
@@ -330,13 +514,15 @@ report["uniform_weight"] = 1 / T_tied
 print(table(rows, ("W_k", "max|S - Sᵀ|", "min eigenvalue", "favourite = self", "weight on self", "mutual pairs")))
 
 # %% [markdown]
-# Tied, the scores are symmetric up to float rounding (the product kernel does not add the terms of entry $(i, j)$
-# and of entry $(j, i)$ in the same order), no eigenvalue is negative beyond rounding (untied, the quadratic form
+# Tied, the scores are symmetric (at most up to float rounding: a product kernel need not add the terms of entries
+# $(i, j)$ and $(j, i)$ in the same order), no eigenvalue is negative beyond rounding (untied, the quadratic form
 # $u^\top S u$ goes well below zero), most rows put their largest weight on the token itself, and there is not a
 # single pair of mutual favourites, as the algebra says. Untied, the favourite is on the diagonal about as often as
-# chance ($1/T = 0.1$) would have it. A model that must send token $i$ to token $j$ and $j$ to $i$ (swap two words,
-# or reverse a sequence: the first and last positions look at each other) cannot do it in one tied head; it has to
-# spread the job over several heads or layers. The pictures: one random sequence, first head, untied and tied.
+# chance ($1/T = 0.1$) would have it.
+#
+# So a model that must send token $i$ to token $j$ and $j$ to $i$ (swap two words, or reverse a sequence) cannot
+# do it in one tied head; it has to spread the job over several heads or layers. The pictures: one random
+# sequence, first head, untied and tied.
 
 # %%
 figure, axes = plt.subplots(1, 4, figsize=(15, 3.4), layout="constrained")
@@ -418,6 +604,90 @@ print(
 # By hand: identical bits (`nn.Linear` is the same product plus bias). One row at a time gives the same function of
 # each row, hence "position-wise", but not always the same bits: a $1 \times D$ product and a $T \times D$ product
 # go through different kernels (a matrix-vector and a matrix-matrix routine), which add in different orders.
+#
+# ## Dropout on the attention weights
+#
+# Training recipes often add dropout to the attention weights (the 2017 paper drops sublayer outputs; BERT and
+# GPT-2 drop attention weights too, hf-attention's `attention_dropout`, passed to `MultiHeadAttention(dropout=p)`).
+# In training mode, every weight is set to 0 with probability $p$ and the kept ones are divided by $1 - p$; in eval
+# mode nothing happens. Measured with the library's 4-head layer from above, given $p = 0.1$, on many copies of the
+# same input $X$ (each copy draws its own dropout mask):
+
+# %%
+P_DROP, COPIES = 0.1, 500 if args.quick else 2000
+with torch.random.fork_rng():  # this cell's random numbers leave the rest of the tutorial unchanged
+    torch.manual_seed(5)
+    dropping = MultiHeadAttention(hidden_size=D, num_heads=H, num_kv_heads=H, head_dim=D // H, dropout=P_DROP)
+    dropping.load_state_dict(mha.state_dict())  # the same weights as `mha`, plus dropout
+    copies = X.expand(COPIES, T, D)
+    with torch.no_grad():
+        clean, clean_weights = mha(copies, attention_function=eager_attention_forward)
+        evaluated, evaluated_weights = dropping.eval()(copies, attention_function=eager_attention_forward)
+        trained, trained_weights = dropping.train()(copies, attention_function=eager_attention_forward)
+kept = trained_weights != 0  # a softmax weight is never exactly 0 here: a 0 is a dropped weight
+row_sums = trained_weights.sum(-1)  # (COPIES, H, T): one sum per row of every head of every copy
+report["dropout"] = {
+    "p": P_DROP,
+    "copies": COPIES,
+    "eval_output_max_abs": max_abs(evaluated, clean),
+    "eval_weights_max_abs": max_abs(evaluated_weights, clean_weights),
+    "dropped_share": 1 - kept.float().mean().item(),
+    "kept_rescaled_max_abs": max_abs(trained_weights[kept], clean_weights[kept] / (1 - P_DROP)),
+    "row_sum_mean": row_sums.mean().item(),
+    "row_sum_std": row_sums.std().item(),
+    "row_sum_min": row_sums.min().item(),
+    "row_sum_max": row_sums.max().item(),
+    "rows_without_drop": kept.all(-1).float().mean().item(),
+    "output_mean_max_abs": max_abs(trained.mean(0), clean[0]),
+    "output_one_copy_mean_abs": (trained - clean).abs().mean().item(),
+    "output_scale_mean_abs": clean.abs().mean().item(),
+}
+dropout = report["dropout"]
+print(f"eval mode vs no dropout: output {dropout['eval_output_max_abs']}, weights {dropout['eval_weights_max_abs']}")
+print(
+    f"train mode: {dropout['dropped_share']:.3f} of the weights dropped, the kept ones × 1/(1 - p) within "
+    f"{dropout['kept_rescaled_max_abs']:.1e}; row sums: mean {dropout['row_sum_mean']:.4f}, std "
+    f"{dropout['row_sum_std']:.3f}, from {dropout['row_sum_min']:.3f} to {dropout['row_sum_max']:.3f}"
+)
+print(
+    f"output, one copy: off by {dropout['output_one_copy_mean_abs']:.3f} on average (its entries average "
+    f"{dropout['output_scale_mean_abs']:.3f}); mean over {COPIES} copies: off by at most "
+    f"{dropout['output_mean_max_abs']:.3f}"
+)
+figure, axes = plt.subplots(1, 2, figsize=(12, 3.5), layout="constrained")
+with_a_drop = (~kept.all(-1)).flatten().nonzero()[0].item()  # the first row that lost a weight, to draw
+eval_row, train_row = clean_weights.flatten(0, 2)[with_a_drop], trained_weights.flatten(0, 2)[with_a_drop]
+axes[0].hist(row_sums.flatten(), bins=40, color="tab:blue")
+for at, style, label in ((1.0, "--", "1 (eval mode)"), (1 / (1 - P_DROP), ":", "1/(1 - p): nothing dropped")):
+    axes[0].axvline(at, color="k", ls=style, label=label)
+axes[0].set_title(f"row sums of the weights in training mode, p = {P_DROP}")
+axes[0].legend(fontsize=8)
+positions = torch.arange(T).float()
+axes[1].bar(positions - 0.2, eval_row, width=0.4, label="eval mode")
+axes[1].bar(positions + 0.2, train_row, width=0.4, label="training mode, one mask")
+axes[1].set_xlabel("key")
+axes[1].set_title(f"one row of weights that lost a weight: sum {train_row.sum():.3f}")
+axes[1].legend(fontsize=8)
+save_figure(
+    figure,
+    args.figures,
+    "07_dropout",
+    row_sums=row_sums.flatten(),
+    eval_row=eval_row,
+    train_row=train_row,
+)
+
+# %% [markdown]
+# In eval mode the layer with dropout gives the very same bits as the layer without. In training mode a share
+# 0.100 of the weights is dropped ($p = 0.1$), and each kept weight is the eval weight divided by $1 - p$, to float
+# rounding. So a row no longer sums to 1: a row that lost nothing sums to $1/(1 - p) = 1.11$, one that lost a large
+# weight much less (down to 0.176 here); the row sums have a standard deviation of 0.145.
+# The figure shows their spread (left) and one row that lost a weight (right).
+#
+# Their mean is 1.000: dividing by $1 - p$ keeps every weight, hence the output, right *on average*. One copy's
+# output is off by 0.036 on average (its entries average 0.187 in size); the mean over the 2000 copies is off by at
+# most 0.004. Dropout is noise in which keys a token gets to read, so a model cannot rely on any single one; eval
+# mode switches it off.
 #
 # ## Residual connections and LayerNorm, post-norm and pre-norm
 #
@@ -524,6 +794,7 @@ with torch.random.fork_rng():  # this cell's random numbers leave the rest of th
 
     sentence = torch.randn(1, 5, D)
     padded = torch.cat([sentence, torch.zeros(1, 3, D)], dim=1)  # 3 pad rows of zeros
+    report["norm_sentence"] = {"tokens": sentence.shape[1], "padded": padded.shape[1], "D": D}
     changed_last = sentence.clone()
     changed_last[:, -1] = torch.randn(D)
     longer = torch.cat([sentence, torch.randn(1, 1, D)], dim=1)
@@ -603,9 +874,13 @@ class WithoutFeedForward(EncoderLayer):
         return hidden_states
 
 
-def make_layer(width, heads, *, norm_position="post", residual=True, feed_forward=True, norm=True, tied=False):
+def make_layer(
+    width, heads, *, norm_position="post", residual=True, feed_forward=True, norm=True, tied=False, dropout=0.0
+):
     """An encoder layer of library parts, with one piece removed or changed for an ablation."""
-    attention = MultiHeadAttention(hidden_size=width, num_heads=heads, num_kv_heads=heads, head_dim=width // heads)
+    attention = MultiHeadAttention(
+        hidden_size=width, num_heads=heads, num_kv_heads=heads, head_dim=width // heads, dropout=dropout
+    )
     if tied:
         attention.k_proj.weight, attention.k_proj.bias = attention.q_proj.weight, attention.q_proj.bias
     kind = EncoderLayer if residual else WithoutResidual
@@ -658,6 +933,12 @@ for name, options in stacks.items():
     }
     depth[name]["gradient_first_over_last"] = depth[name]["gradient"][0] / depth[name]["gradient"][-1]
 report["depth"] = depth
+report["depth_size"] = {"layers": DEPTH, "D": DEPTH_WIDTH, "heads": 4, "tokens": h.shape[1]}
+unnormalised = depth["residual, no norm"]["gradient"]
+over_normalised = [
+    a / b for name in ("post-norm", "pre-norm") for a, b in zip(unnormalised, depth[name]["gradient"], strict=True)
+]  # layer by layer: the gradient without norms over the same layer's in a normalised stack
+report["no_norm_gradient_ratio"] = [min(over_normalised), max(over_normalised)]
 print(
     table(
         [
@@ -676,23 +957,23 @@ print(
 )
 
 # %% [markdown]
-# Without residuals, both stacks end with all ten positions holding the *same* vector (similarity 1.000), and they
-# get there within two layers: at initialisation attention spreads its weight almost evenly, so each layer replaces
-# every token by nearly the same average, and soon nothing is left that tells the positions apart (Dong et al. 2021
-# call this rank collapse). With residuals each token keeps its own input in the sum and the collapse takes many
-# layers instead of two, but it still comes: the mean cosine between positions, 0.00 at the input, reaches 0.91 at
-# layer 24 in post-norm, 0.90 with residuals and no norm, and 0.66 in pre-norm. The gradient tells a similar story
-# from the other end (the last column: the first layer's gradient over the last layer's): without residuals the
-# first layer gets a small fraction of what the last one gets, since the signal has to pass back through every
-# layer's Jacobian; with residuals part of it comes down the identity paths.
+# Without residuals, both stacks end with all ten positions holding the *same* vector (similarity 1.000), reached
+# within two layers: at initialisation attention spreads its weight almost evenly, so each layer replaces every
+# token by nearly the same average (Dong et al. 2021 call this rank collapse).
 #
-# The norms: post-norm ends every layer with a LayerNorm, so the hidden states keep a standard deviation of 1 at
-# every depth. Pre-norm never normalises the main stream (only what enters each sublayer): every layer *adds* to it,
-# so it grows with depth (hence the extra LN at the end of a pre-norm stack), while its gradients are even across
-# depth, the first layer getting at least as much as the last. Post-norm's gradients are largest near the top: this
-# imbalance is why the 2017 recipe needs a learning-rate warm-up, and why deep models moved to pre-norm
-# (Xiong et al. 2020). Without any norm the stream grows fastest, and the gradients are tens to hundreds of times
-# those of the normalised stacks: a learning rate that suits one does not suit the other.
+# With residuals each token keeps its own input in the sum, and the collapse is slowed, not stopped: the mean cosine
+# between positions, 0.00 at the input, reaches 0.91 at layer 24 in post-norm, 0.90 with residuals and no norm, and
+# 0.66 in pre-norm. The gradients tell the same story from the other end (last column: the first layer's gradient
+# over the last layer's). Without residuals the first layer gets a small fraction of what the last one gets, since
+# the signal has to pass back through every layer; with residuals part of it comes down the identity paths.
+#
+# The norms. Post-norm ends every layer with a LayerNorm, so the hidden states keep a standard deviation of 1 at
+# every depth. Pre-norm never normalises the main stream, only what enters each sublayer: every layer *adds* to it,
+# so it grows with depth (hence the extra LN at the end of the stack), while its gradients are even across depth.
+# Post-norm's gradients are largest near the top: this imbalance is why the 2017 recipe needs a learning-rate
+# warm-up, and why deep models moved to pre-norm (Xiong et al. 2020). Without any norm the stream grows fastest,
+# and each layer's gradient is 98 to 941 times that of the same layer in the normalised stacks: a learning rate
+# that suits one does not suit the other.
 
 # %%
 figure, axes = plt.subplots(1, 3, figsize=(15, 3.8), layout="constrained")
@@ -733,6 +1014,7 @@ save_figure(
 # | no residuals | each block is $\mathrm{LN}(F(x))$ instead of $\mathrm{LN}(x + F(x))$ |
 # | no LayerNorm | each block is $x + F(x)$ |
 # | $W_q = W_k$ | every layer's key projection is its query projection |
+# | attention dropout | dropout with $p = 0.1$ on the attention weights, in training |
 #
 # Two yardsticks. Guessing a digit at random is right 10% of the time. And a model that knows *which* digits are in
 # the sequence but not *where* can do better than chance: it knows the digit at its own position and the bag of all
@@ -750,6 +1032,7 @@ VARIANTS = {
     "no residuals": {"residual": False},
     "no LayerNorm": {"norm": False},
     "W_q = W_k": {"tied": True},
+    "attention dropout": {"dropout": P_DROP},
 }
 
 
@@ -822,6 +1105,14 @@ reverse = {
 }
 report["reverse"] = reverse
 report["steps"], report["seeds"] = STEPS, SEEDS
+report["model"] = {
+    "length": LENGTH,
+    "width": WIDTH,
+    "heads": HEADS,
+    "ffn_width": FFN_WIDTH,
+    "layers": LAYERS,
+    "batch": BATCH,
+}
 mean = lambda values: sum(values) / len(values)  # noqa: E731
 print(f"reverse 10 digits, {STEPS} steps of {BATCH} sequences, seeds {SEEDS} (token / whole-sequence accuracy):")
 print(
@@ -846,16 +1137,20 @@ print(
 # * **Without positions** it lands on the bag-of-tokens ceiling (about 0.28 of the digits) and never gets a whole
 #   sequence right. It knows which digits there are, not where they are: nothing in attention, the FFN or the norms
 #   depends on the order of the rows (tutorial 05), so "the digit at the mirror position" is not even defined for it.
-# * **Without residuals** it fails as well: the token accuracy varies from seed to seed (between the ceiling and
-#   about 0.7), but whole sequences are almost never right. The collapse measured above is the likely reason: the
-#   layers start out erasing what distinguishes the positions, the very information the task needs.
-# * **Without feed-forward networks** it gets there, only more slowly (the loss curves): reversing is pure routing,
-#   which attention does by itself. With `--quick`'s 200 steps it is still behind on whole sequences.
+# * **Without residuals** it fails as well: the token accuracy varies from seed to seed (0.36 to 0.64), but whole
+#   sequences are almost never right. The collapse measured above is the likely reason: the layers start out
+#   erasing what distinguishes the positions, the very information the task needs.
+# * **Without feed-forward networks** it gets there, only more slowly: its loss is 1.18 at step 100, where the full
+#   model's is 0.17 (the loss curves). Reversing is pure routing, which attention does by itself.
 # * **Without LayerNorm** it learns just as well: with two layers the activations have no room to grow. Its loss
 #   even ends lower, most likely because nothing caps the size of its logits, where post-norm hands the classifier a
 #   normalised vector. The norm matters in deep stacks, as measured above, not in this shallow one.
 # * **With $W_q = W_k$** it learns too. The tied algebra forbids two positions that favour each other *within one
 #   head*; the model has four heads in each of two layers to share out the pairs $(i, 9-i)$.
+# * **With attention dropout** ($p = 0.1$) its lowest test accuracy over the seeds is 1.000 on digits and 1.000 on
+#   whole sequences, and its training loss, measured with the dropout on, ends at 0.003 like the full model's
+#   (0.003). Here it neither hurts nor helps: with fresh random batches at every step there is no overfitting for
+#   it to prevent.
 #
 # ## A task that needs the feed-forward network: the mirror sum
 #
@@ -890,14 +1185,15 @@ print(
 
 # %% [markdown]
 # In the full run (800 steps, three seeds) the full model gets every digit right and at least 99.8% of the whole
-# sequences; without feed-forward networks it ends with a quarter to a third of the digits wrong and hardly a whole
-# sequence right, although its routing, the part it shares with the reverse task, is the same. Whether that is a
-# limit of the model or of the training, these runs cannot say: its loss (mean over seeds) was still falling,
-# halving between steps 400 and 800 (1.56 to 0.78), and it flattens only over the last 200 steps, where the
-# one-cycle schedule takes the learning rate towards 0, so the slowdown and the schedule are confounded. The full
-# model's loss was already about 0.02 at step 400. It is not at chance: LayerNorm and the softmax are nonlinear
-# too, but they are not made to compute a table. With `--quick` (400 steps) neither model has finished, and the gap
-# is already there. Attention gathers, the FFN computes.
+# sequences. Without feed-forward networks it ends with 22% to 34% of the digits wrong and at most 8.2% of the
+# sequences right, although its routing, the part it shares with the reverse task, is the same. It is not at
+# chance: LayerNorm and the softmax are nonlinear too, but they are not made to compute a table.
+#
+# Whether it would get there with more training, these runs cannot say. Its loss (mean over seeds) was 1.56 at
+# step 400, 0.90 at step 600 and 0.78 at step 800, where the full model's was already 0.02 at step 400. It slows
+# down in the last 200 steps, but that is where the one-cycle schedule takes the learning rate towards 0: the
+# slowdown and the schedule are confounded. What the runs do show: attention gathers, the FFN computes, and without
+# it the same table takes far longer to learn, if it can be learned at all.
 
 # %%
 figure, axes = plt.subplots(1, 2, figsize=(14, 4), gridspec_kw={"width_ratios": [3, 1]}, layout="constrained")
@@ -941,6 +1237,11 @@ for axis, all_runs, title in ((axes[0], runs, "reverse"), (axes[1], sum_runs, "m
     axis.set_xlabel("training step")
     axis.set_title(f"{title}: training loss (mean over seeds)")
     axis.legend(fontsize=8)
+# The smoothed curves at a few steps, for the text: how fast each variant learns.
+report["smoothed_loss"] = {
+    name: {str(step): curve[step - 1] for step in (100, 400, 600, 800) if step <= len(curve)}
+    for name, curve in curves.items()
+}
 save_figure(figure, args.figures, "07_loss", **{f"curve_{i}": c for i, c in enumerate(curves.values())})
 
 # %% [markdown]
@@ -952,8 +1253,10 @@ save_figure(figure, args.figures, "07_loss", **{f"curve_{i}": c for i, c in enum
 #   SDPA and LayerNorm's fused kernel agree to float rounding, because they add in another order.
 # * $W_q \ne W_k$ lets "$i$ looks for $j$" differ from "$j$ looks for $i$". Tied, the scores are a symmetric Gram
 #   matrix: tokens favour themselves, and no two tokens can favour each other.
+# * Dropout on the attention weights is training-time noise: a row keeps its sum only on average, and eval mode is
+#   untouched, bit for bit.
 # * Attention outputs are weighted averages of value vectors; the position-wise FFN is the per-token nonlinearity.
-#   Reversing (routing) can do without it; the mirror sum (combining) cannot.
+#   Reversing (routing) can do without it; the mirror sum (combining) is learned far more slowly, if at all.
 # * Residuals keep each token's identity and give the gradient a path through depth; without them the positions
 #   collapse onto one vector and the reverse task is not learned. LayerNorm keeps the scale of the activations in
 #   check: post-norm at every layer's output, pre-norm at every sublayer's input (plus once at the end), with more
@@ -991,8 +1294,8 @@ save_figure(figure, args.figures, "07_loss", **{f"curve_{i}": c for i, c in enum
 #
 # 1. $1/\sqrt 8$ is not a power of two: the hand version divides by the rounded $\sqrt 8$, the library multiplies by
 #    the rounded $8^{-1/2}$, and the two differ in the last bit of some scores; the outputs then differ by float
-#    rounding (a few times $10^{-8}$ on this machine). Writing `* K.shape[-1] ** -0.5` instead of
-#    `/ math.sqrt(K.shape[-1])` runs the library's very operation and gives 0.0 again.
+#    rounding. Writing `* K.shape[-1] ** -0.5` instead of `/ math.sqrt(K.shape[-1])` runs the library's very
+#    operation and gives 0.0 again.
 # 2. $S = AA^\top$ with $A = XW + \mathbf 1 b^\top$ (queries and keys are the same rows $a_i$), so
 #    $u^\top S u = u^\top A A^\top u = \lVert A^\top u\rVert^2 \ge 0$. Biases change $A$ but not the form $AA^\top$:
 #    still positive semidefinite, and still symmetric.
@@ -1015,9 +1318,9 @@ save_figure(figure, args.figures, "07_loss", **{f"curve_{i}": c for i, c in enum
 #    an appended one: the statistics still mix the positions. A causal version would need statistics over each
 #    prefix, a different normaliser for every position; per token there is nothing to repair.
 # 7. Five heads whose masks allow the offsets $-2, -1, 0, 1, 2$ (head $h$: key $j = i + h - 2$), `v_proj` five stacked
-#    identities, `o_proj` the five taps side by side: it equals the convolution to $5 \cdot 10^{-7}$. Dilation 2 with
-#    3 taps: three heads with offsets $-2, 0, 2$ ($3 \cdot 10^{-7}$). The mask says where a head looks, the head count
-#    is the number of taps, and the channels are untouched by it.
+#    identities, `o_proj` the five taps side by side: it equals the convolution to float rounding. Dilation 2 with
+#    3 taps: three heads with offsets $-2, 0, 2$. The mask says where a head looks, the head count is the number of
+#    taps, and the channels are untouched by it.
 
 # %%
 report.save()
