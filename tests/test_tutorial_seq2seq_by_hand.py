@@ -1,0 +1,54 @@
+"""Tutorial 11 (an encoder-decoder built by hand) runs in its --quick mode: the hand-built model trains, its logits
+and greedy tokens are those of the library's HFAttentionForSeq2SeqLM with the same weights, and it draws its
+figures."""
+
+import numpy as np
+import pytest
+from test_tutorials import assert_figures, run_tutorial
+
+
+@pytest.fixture(scope="module")
+def seq2seq(tmp_path_factory):
+    numbers, figures, _ = run_tutorial("11_encoder_decoder_by_hand.py", tmp_path_factory.mktemp("tutorial11"))
+    return numbers, figures
+
+
+def test_library_computes_the_hand_built_logits(seq2seq):
+    numbers, _ = seq2seq
+    assert numbers["quick"] is True
+    lengths = numbers["check_batch_source_lengths"]
+    assert len(lengths) == numbers["check_batch"] and len(set(lengths)) > 1  # the batch is padded
+    assert numbers["logits_max_abs_sdpa"] < 1e-5  # another order of sums: float rounding only
+    # The eager backend runs the hand-written operations in the same order: the very same bits.
+    assert numbers["logits_max_abs_eager"] == 0.0
+    assert numbers["cross_weights_max_abs_eager"] == 0.0
+    assert numbers["library_parameters"] == numbers["parameters"]  # tied: one embedding under four names
+
+
+def test_generate_writes_the_hand_written_greedy_tokens(seq2seq):
+    numbers, _ = seq2seq
+    assert numbers["generate_shape_equal"] is True
+    assert numbers["generate_identical_rows"] == numbers["test_size"]  # every row, padding included
+    assert numbers["smallest_margin"] > 0  # no exact tie, where argmax could pick either
+
+
+def test_training_lowers_the_loss(seq2seq):
+    numbers, figures = seq2seq
+    assert numbers["loss_last"] < 0.5 * numbers["loss_first"]
+    assert numbers["exact_match_copy"] > 0.5  # copying comes first; reversing needs more steps than --quick's
+    assert 0.0 <= numbers["exact_match_reverse"] <= 1.0
+    with np.load(figures / "11_loss.npz") as data:
+        assert data["losses"].shape == (numbers["steps"],)
+
+
+def test_figures_and_the_cross_attention_map(seq2seq):
+    numbers, figures = seq2seq
+    assert_figures(figures, "11_")
+    with np.load(figures / "11_cross_attention.npz") as data:
+        weights = data["weights"]
+        assert data["head"].tolist() == numbers["mirror_head"]
+    assert weights.ndim == 2 and weights.shape[1] == weights.shape[0] + 1  # n + 1 queries, n + 2 source tokens
+    np.testing.assert_allclose(weights.sum(1), 1.0, atol=1e-5)  # every query's weights over the real source
+    mirror = np.array(numbers["weight_on_mirror"])
+    assert mirror.shape == (numbers["sizes"]["layers"], numbers["sizes"]["heads"])
+    assert mirror.max() == pytest.approx(mirror[tuple(numbers["mirror_head"])])
