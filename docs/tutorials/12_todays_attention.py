@@ -1,0 +1,735 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # 12 · Today's attention: the knobs of current open models
+#
+# The attention of a 2024 open model is still the attention of 2017, with a handful of knobs turned. Llama, Mistral,
+# Qwen and Gemma share fewer key/value heads than query heads (grouped-query attention), normalise queries and keys
+# (QK-norm), cap their scores (soft-capping), let most layers look only at a window of recent tokens (sliding
+# windows), and stretch their rotary positions to read longer texts than they were trained on (RoPE scaling). Each of
+# these is a field of the library's decoder config, `HFAttentionDecoderConfig`, and this tutorial measures each one
+# with the library's own `HFAttentionForCausalLM`, on one small task that every section shares.
+#
+# Run it: `python docs/tutorials/12_todays_attention.py` (add `--quick` for a shorter version).
+
+# %%
+import math
+
+import numpy as np
+import torch
+from tutorial_support import Report, parse_args, plt, save_figure, table
+
+from hf_attention import HFAttentionDecoderConfig, HFAttentionForCausalLM
+from hf_attention.attention import MultiHeadAttention, repeat_kv
+from hf_attention.masks import causal_mask
+from hf_attention.positional import RotaryEmbedding
+
+args = parse_args("Today's attention knobs (GQA, QK-norm, soft-capping, sliding windows, RoPE scaling), measured.")
+report = Report(args, "12")
+torch.set_num_threads(1)  # tiny models: one thread is as fast, and leaves the machine's other cores alone
+
+# %% [markdown]
+# ## The task: look back a known distance
+#
+# Every model below reads a sequence of random symbols and must output, at each position $t$, the symbol it read
+# $d$ positions earlier. Nothing else predicts it, so a model that does it has learned to attend exactly $d$ back; the
+# distance is known, so a window's reach and a longer text's effect on the positions can be read off the accuracy.
+# The symbols come from a seeded generator: the same sequences on every machine.
+
+# %%
+VOCAB = 16  # symbols 0..15; chance is 1/16
+LOOK_BACK = 8  # d: the target at position t is the symbol at t - d
+TRAIN_LENGTH = 32  # T: every model trains on sequences this long
+BATCH = 32
+STEPS = 80 if args.quick else 400
+LEARNING_RATE = 3e-3
+EVAL_SEQUENCES = 32 if args.quick else 256
+report["task"] = {
+    "vocab": VOCAB,
+    "look_back": LOOK_BACK,
+    "train_length": TRAIN_LENGTH,
+    "batch": BATCH,
+    "steps": STEPS,
+    "learning_rate": LEARNING_RATE,
+    "eval_sequences": EVAL_SEQUENCES,
+}
+
+
+def look_back_batch(generator: torch.Generator, batch: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids, targets), each (batch, length): random symbols, and at position t the symbol at t - d (-100, ignored by
+    the loss, where there is none)."""
+    ids = torch.randint(0, VOCAB, (batch, length), generator=generator)
+    targets = torch.full_like(ids, -100)
+    targets[:, LOOK_BACK:] = ids[:, :-LOOK_BACK]
+    return ids, targets
+
+
+def eval_batch(length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The held-out sequences of a length (their own seed: the same for every model)."""
+    return look_back_batch(torch.Generator().manual_seed(10_000 + length), EVAL_SEQUENCES, length)
+
+
+def decoder_config(**knobs) -> HFAttentionDecoderConfig:
+    """A small decoder in today's style (pre-norm RMSNorm, SwiGLU, rotary positions, no biases); `knobs` change it."""
+    settings = {
+        "vocab_size": VOCAB,
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "intermediate_size": 128,
+        "hidden_act": "swiglu",
+        "position_encoding": "rotary",
+        "max_position_embeddings": TRAIN_LENGTH,
+        "norm_position": "pre",
+        "norm_type": "rmsnorm",
+        "scale_embeddings": False,
+        "attention_bias": False,
+        "mlp_bias": False,
+        "hidden_dropout_prob": 0.0,
+        "pad_token_id": None,  # no special tokens: every id is a symbol
+        "bos_token_id": None,
+        "eos_token_id": None,
+    }
+    return HFAttentionDecoderConfig(**(settings | knobs))
+
+
+def model_loss(model, ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """The library's causal-LM loss with our targets: `shift_labels` are the targets of each position as they are."""
+    return model(ids, labels=ids, shift_labels=targets).loss
+
+
+@torch.no_grad()
+def evaluate(model, length: int = TRAIN_LENGTH) -> dict:
+    """Loss and accuracy on the held-out sequences of `length`, and the accuracy at each position."""
+    model.eval()
+    ids, targets = eval_batch(length)
+    output = model(ids, labels=ids, shift_labels=targets)
+    correct = (output.logits.argmax(-1) == targets)[:, LOOK_BACK:].float()
+    return {
+        "loss": output.loss.item(),
+        "accuracy": correct.mean().item(),
+        "accuracy_by_position": correct.mean(0).tolist(),
+    }
+
+
+def train(config: HFAttentionDecoderConfig, *, lr: float = LEARNING_RATE, seed: int = 0, every: int = 0, watch=None):
+    """Train a fresh model of `config` on the task (AdamW, `STEPS` steps); returns it with its loss curve and, every
+    `every` steps, `watch(model)`."""
+    torch.manual_seed(seed)
+    model = HFAttentionForCausalLM(config)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    data = torch.Generator().manual_seed(seed + 1)
+    losses, watched = [], []
+    for step in range(STEPS + 1):
+        if every and step % every == 0:
+            watched.append((step, watch(model)))
+        if step == STEPS:
+            break
+        model.train()
+        loss = model_loss(model, *look_back_batch(data, BATCH, TRAIN_LENGTH))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+    return model.eval(), losses, watched
+
+
+# %% [markdown]
+# ## 1 · Grouped-query attention: fewer key/value heads
+#
+# A decoder that generates keeps the keys and values of every token it has read (the KV cache, tutorial 09), in every
+# layer. With $H$ query heads, multi-head attention stores $H$ keys and $H$ values per token and layer; grouped-query
+# attention (Ainslie et al. 2023) stores only $K$ of each and lets each group of $H/K$ query heads share one
+# (`num_key_value_heads`; $K = 1$ is multi-query attention). Per token that is
+#
+# $$\text{bytes per token} = 2 \cdot \text{layers} \cdot K \cdot d_\text{head} \cdot \text{bytes per number}.$$
+#
+# The cell below builds the model with $K = H$, $H/2$ and 1, runs a forward with `use_cache=True` and adds up the
+# bytes of the tensors the returned cache holds; then trains each on the task.
+
+
+# %%
+def cache_bytes_per_token(layers: int, kv_heads: int, head_dim: int, bytes_per_number: int) -> int:
+    return 2 * layers * kv_heads * head_dim * bytes_per_number
+
+
+HEADS = 4
+gqa_rows, gqa = [], {}
+for kv_heads in (HEADS, HEADS // 2, 1):
+    config = decoder_config(num_key_value_heads=kv_heads)
+    model, losses, _ = train(config)
+    ids, _ = eval_batch(TRAIN_LENGTH)
+    with torch.no_grad():
+        cache = model(ids[:1], use_cache=True).cache  # the DynamicCache of one sequence
+    cached = [tensor for layer in cache.layers for tensor in (layer.keys, layer.values)]
+    measured = sum(t.numel() * t.element_size() for t in cached) / TRAIN_LENGTH
+    formula = cache_bytes_per_token(config.num_hidden_layers, kv_heads, config.head_dim, torch.finfo().bits // 8)
+    quality = evaluate(model)
+    gqa[kv_heads] = {
+        "cache_bytes_per_token": measured,
+        "formula_bytes_per_token": formula,
+        "cached_key_shape": list(cache.layers[0].keys.shape),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "loss": quality["loss"],
+        "accuracy": quality["accuracy"],
+        "loss_curve": losses,
+    }
+    gqa_rows.append((kv_heads, gqa[kv_heads]["cached_key_shape"], measured, formula, f"{quality['accuracy']:.3f}"))
+    if kv_heads == HEADS:
+        base_model, base_config = model, config  # multi-head: the model of the RoPE section too
+report["gqa"] = gqa
+report["heads"] = HEADS
+report["layers"] = base_config.num_hidden_layers
+report["hidden_size"] = base_config.hidden_size
+report["head_dim"] = base_config.head_dim
+
+
+# The same formula for a model of today's size: 32 layers of 32 query heads of 128 dimensions, in bfloat16.
+report["large_model_cache_kib_per_token"] = {
+    kv_heads: cache_bytes_per_token(32, kv_heads, 128, 2) / 1024 for kv_heads in (32, 8, 1)
+}
+print(table(gqa_rows, ("K", "cached keys (B, K, T, D)", "bytes/token measured", "formula", "accuracy")))
+
+figure, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+names = [f"K = {k}" for k in gqa]
+left.bar(names, [row["cache_bytes_per_token"] for row in gqa.values()], color="tab:blue", label="measured")
+left.plot(names, [row["formula_bytes_per_token"] for row in gqa.values()], "k_", markersize=40, label="formula")
+left.set(ylabel="KV-cache bytes per token", title="cache size (float32, 2 layers)")
+left.legend()
+for kv_heads, row in gqa.items():
+    right.plot(row["loss_curve"], label=f"K = {kv_heads}")
+right.set(yscale="log", xlabel="step", ylabel="training loss", title="training with H = 4 query heads")
+right.legend()
+save_figure(
+    figure,
+    args.figures,
+    "12_gqa",
+    kv_heads=list(gqa),
+    cache_bytes=[row["cache_bytes_per_token"] for row in gqa.values()],
+    formula_bytes=[row["formula_bytes_per_token"] for row in gqa.values()],
+    accuracy=[row["accuracy"] for row in gqa.values()],
+    loss_curves=[row["loss_curve"] for row in gqa.values()],
+)
+
+# %% [markdown]
+# The cache holds exactly what the formula says: 1,024 bytes per token with $K = H = 4$, 512 with $K = 2$ and 256 with
+# $K = 1$ (2 layers, $d_\text{head} = 16$, float32); a layer's cached keys are a (batch, $K$, tokens, 16) tensor. All
+# three models learn the task (held-out accuracy 1.000; loss 0.0011, 0.0013 and 0.0015): here, sharing keys and
+# values costs nothing measurable. At today's sizes the saving is what counts. Llama 3 8B has 32 layers of 32 query
+# heads of 128 dimensions; in bfloat16 that is 512 KiB of cache per token with $K = 32$, 128 KiB with its $K = 8$, and
+# 16 KiB with $K = 1$. The cache, not the weights, limits how many long conversations a server can hold at once.
+#
+# ## 2 · QK-norm: a bound on the scores
+#
+# A score is $q \cdot k / \sqrt{d}$, and nothing in plain attention stops training from growing $q$ and $k$. At a high
+# learning rate they do grow, the softmax saturates into a one-hot choice, and its gradient vanishes (tutorial 04).
+# QK-norm (Dehghani et al. 2023; OLMo 2, Qwen 3, Gemma 3) puts an RMSNorm on each head's query and key before the
+# rotation (`qk_norm="head"`): then $|q|$ and $|k|$ are fixed by the norms' gains, and a score can only grow as fast
+# as those gains do.
+#
+# To watch the scores we need them before the softmax, which no model output returns. A forward hook on each of the
+# library's attention layers sees the layer's input and its rotary tables; the layer's own `project_qkv` turns them
+# into the queries and keys it attended with (after QK-norm and rotation), and $q k^\top$ times the layer's
+# `scaling` are the scores. The hook keeps their largest absolute value, and checks that the softmax of what it
+# computed (capped, when the layer caps) is the attention the layer returned: the recorded numbers are the very
+# scores the model used.
+
+
+# %%
+class ScoreRecorder:
+    """Forward hooks on every attention layer of a model: the largest |score| over the allowed query-key pairs."""
+
+    def __init__(self):
+        self.largest = 0.0  # of the scores q·k·scaling
+        self.largest_used = 0.0  # of the scores the softmax gets: after the layer's cap, if it has one
+        self.weights_error = 0.0  # |softmax(recorded scores) - the layer's weights|, largest seen
+        self.scores: list[torch.Tensor] = []  # the allowed scores of the last call, layer by layer
+
+    def hook(self, module, args, kwargs, output):
+        query, key, _ = module.project_qkv(args[0], kwargs.get("position_embeddings"))
+        key = repeat_kv(key, module.num_key_value_groups)  # grouped-query attention: each K head serves H/K queries
+        scores = torch.matmul(query, key.transpose(-1, -2)) * module.scaling  # (B, H, T, S)
+        used = scores if module.softcap is None else module.softcap * torch.tanh(scores / module.softcap)
+        allowed = kwargs.get("attention_mask")  # boolean, True = attend; None: only causality
+        if allowed is None:
+            allowed = causal_mask(query.shape[2], key.shape[2], 0, query.device)
+        allowed = allowed.expand_as(scores)
+        self.largest = max(self.largest, scores[allowed].abs().max().item())
+        self.largest_used = max(self.largest_used, used[allowed].abs().max().item())
+        self.scores.append(scores[allowed])
+        expected = torch.softmax(used.masked_fill(~allowed, -math.inf), dim=-1)
+        self.weights_error = max(self.weights_error, (expected - output[1]).abs().max().item())
+
+
+recorder = ScoreRecorder()
+
+
+@torch.no_grad()
+def largest_score(model, length: int = TRAIN_LENGTH) -> float:
+    """The largest |pre-softmax score| of `model` on the held-out sequences (every layer and head)."""
+    model.eval()
+    layers = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    hooks = [layer.register_forward_hook(recorder.hook, with_kwargs=True) for layer in layers]
+    recorder.largest, recorder.largest_used, recorder.scores = 0.0, 0.0, []
+    try:
+        model(eval_batch(length)[0], output_attentions=True, use_cache=False)  # the weights, for the check
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return recorder.largest
+
+
+HIGH_LEARNING_RATE = 2e-2
+WATCH_EVERY = 20
+qk = {}
+for qk_norm in ("none", "head"):
+    model, losses, watched = train(
+        decoder_config(qk_norm=qk_norm), lr=HIGH_LEARNING_RATE, every=WATCH_EVERY, watch=largest_score
+    )
+    quality = evaluate(model)
+    largest_score(model)
+    scores = torch.cat(recorder.scores)
+    qk[qk_norm] = {
+        # bfloat16 keeps 8 significant bits: how far rounding the final scores to it moves them
+        "bfloat16_rounding_max_abs": (scores - scores.bfloat16().float()).abs().max().item(),
+        "mean_loss_second_quarter": float(np.mean(losses[STEPS // 4 : STEPS // 2])),  # steps 100-199 of 400
+        "steps": [step for step, _ in watched],
+        "largest_score": [score for _, score in watched],
+        "final_largest_score": watched[-1][1],
+        "loss_curve": losses,
+        "loss": quality["loss"],
+        "accuracy": quality["accuracy"],
+    }
+    if qk_norm == "none":
+        plain_model = model  # the model of the soft-capping section
+report["qk_norm"] = qk
+report["high_learning_rate"] = HIGH_LEARNING_RATE
+report["watch_every"] = WATCH_EVERY
+report["recorded_vs_library_weights_max_abs"] = recorder.weights_error
+print(
+    table(
+        [
+            (name, f"{row['final_largest_score']:.1f}", f"{row['loss']:.4f}", f"{row['accuracy']:.3f}")
+            for name, row in qk.items()
+        ],
+        ("qk_norm", "largest |score| at the end", "held-out loss", "accuracy"),
+    )
+)
+print(f"softmax of the recorded scores vs the library's weights: {recorder.weights_error:.1e}")
+
+figure, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+for name, row in qk.items():
+    left.plot(row["steps"], row["largest_score"], marker=".", label=f"qk_norm={name!r}")
+    right.plot(row["loss_curve"], label=f"qk_norm={name!r}", alpha=0.8)
+left.set(xlabel="step", ylabel="largest |score| (before softmax)", title=f"learning rate {HIGH_LEARNING_RATE}")
+right.set(yscale="log", xlabel="step", ylabel="training loss")
+left.legend()
+right.legend()
+save_figure(
+    figure,
+    args.figures,
+    "12_qk_norm",
+    steps=qk["none"]["steps"],
+    largest_score_plain=qk["none"]["largest_score"],
+    largest_score_qk_norm=qk["head"]["largest_score"],
+    loss_plain=qk["none"]["loss_curve"],
+    loss_qk_norm=qk["head"]["loss_curve"],
+)
+
+# %% [markdown]
+# Both models train at a learning rate of 0.02, against 0.003 for the others. Without QK-norm the largest score grows
+# through most of training, to 1,415 after 400 steps; with QK-norm it creeps up to 22.6 (only the norms' gains can
+# raise it). Both learn the task in the end (held-out loss 0.0006 without, 0.0048 with), but the plain model sits
+# longer on a plateau (mean training loss 0.19 over steps 100-199, against 0.06 with QK-norm) while its scores
+# explode. In float32 a score of 1,415 is harmless. In bfloat16, which keeps 8 significant bits, rounding the final
+# scores moves them by almost 4 without QK-norm and by 0.0625 with it. And in large models such growth can end in
+# divergence: it is why Dehghani et al. added QK-norm to their 22B-parameter vision Transformer.
+#
+# ## 3 · Soft-capping: a smooth ceiling on the scores
+#
+# Gemma 2 bounds the scores another way: it replaces each score $s$ by $c \tanh(s / c)$
+# (`attn_logit_softcapping`), which is $s$ for small scores and never reaches $\pm c$; the same map on the vocabulary
+# logits is `final_logit_softcapping`. Below: the map; the model trained without QK-norm above, loaded into configs
+# with the caps (same weights, other scores); and a model trained with the cap at the same high learning rate.
+
+# %%
+CAP = 10.0
+FINAL_CAP = 5.0
+s = torch.linspace(-40, 40, 401)
+capped_map = CAP * torch.tanh(s / CAP)
+
+
+def with_weights_of(trained, **knobs):
+    """A model of the base config changed by `knobs`, holding the weights of `trained`."""
+    model = HFAttentionForCausalLM(decoder_config(**knobs))
+    model.load_state_dict(trained.state_dict())
+    return model.eval()
+
+
+largest_score(plain_model)
+plain_scores = torch.cat(recorder.scores)
+capped_model = with_weights_of(plain_model, attn_logit_softcapping=CAP, attn_implementation="eager")
+largest_score(capped_model)
+capped_scores = CAP * torch.tanh(torch.cat(recorder.scores) / CAP)  # what its layers softmax (the hook checks it)
+final_capped_model = with_weights_of(plain_model, final_logit_softcapping=FINAL_CAP)
+with torch.no_grad():
+    ids, _ = eval_batch(TRAIN_LENGTH)
+    plain_logits, final_capped_logits = plain_model(ids).logits, final_capped_model(ids).logits
+
+cap_trained, cap_losses, cap_watched = train(
+    decoder_config(attn_logit_softcapping=CAP, attn_implementation="eager"),
+    lr=HIGH_LEARNING_RATE,
+    every=WATCH_EVERY,
+    watch=lambda model: (largest_score(model), recorder.largest_used),
+)
+
+
+def accuracy_and_loss(model) -> dict:
+    quality = evaluate(model)
+    return {"loss": quality["loss"], "accuracy": quality["accuracy"]}
+
+
+softcap = {
+    "cap": CAP,
+    "final_cap": FINAL_CAP,
+    "loaded": {
+        "largest_score_without_cap": plain_scores.abs().max().item(),
+        "largest_score_with_cap": capped_scores.abs().max().item(),
+        "share_of_scores_beyond_cap": (plain_scores.abs() > CAP).float().mean().item(),
+        "without_cap": accuracy_and_loss(plain_model),
+        "with_cap": accuracy_and_loss(capped_model),
+    },
+    "final": {
+        "largest_logit_without_cap": plain_logits.abs().max().item(),
+        "largest_logit_with_cap": final_capped_logits.abs().max().item(),
+        "same_predictions": bool((plain_logits.argmax(-1) == final_capped_logits.argmax(-1)).all()),
+        "with_cap": accuracy_and_loss(final_capped_model),
+    },
+    "trained": {
+        "steps": [step for step, _ in cap_watched],
+        "largest_score_before_cap": [raw for _, (raw, _) in cap_watched],
+        "largest_score_after_cap": [used for _, (_, used) in cap_watched],
+        "loss_curve": cap_losses,
+        **accuracy_and_loss(cap_trained),
+    },
+    "recorded_vs_library_weights_max_abs": recorder.weights_error,
+}
+report["softcap"] = softcap
+loaded, final, trained = softcap["loaded"], softcap["final"], softcap["trained"]
+print(
+    f"trained without a cap, loaded with c = {CAP:g}: largest |score| {loaded['largest_score_without_cap']:.1f} → "
+    f"{loaded['largest_score_with_cap']:.2f}; accuracy {loaded['without_cap']['accuracy']:.3f} → "
+    f"{loaded['with_cap']['accuracy']:.3f}\n"
+    f"final logits capped at {FINAL_CAP:g}: largest |logit| {final['largest_logit_without_cap']:.2f} → "
+    f"{final['largest_logit_with_cap']:.2f}, same predictions: {final['same_predictions']}, loss "
+    f"{loaded['without_cap']['loss']:.4f} → {final['with_cap']['loss']:.4f}\n"
+    f"trained with the cap: largest |score| {trained['largest_score_after_cap'][-1]:.2f} after the cap, "
+    f"{trained['largest_score_before_cap'][-1]:.1f} before; loss {trained['loss']:.4f}, accuracy "
+    f"{trained['accuracy']:.3f}\nsoftmax of the recorded scores vs the library's weights: {recorder.weights_error:.1e}"
+)
+
+figure, (left, middle, right) = plt.subplots(1, 3, figsize=(14, 3.6))
+left.plot(s, s, "k:", label="s")
+left.plot(s, capped_map, label=f"{CAP:g}·tanh(s/{CAP:g})")
+left.axhline(CAP, color="grey", lw=0.5)
+left.axhline(-CAP, color="grey", lw=0.5)
+left.set(xlabel="score s", ylabel="capped score", ylim=(-25, 25), title="the soft cap")
+left.legend()
+middle.hist(plain_scores.numpy(), bins=60, color="tab:blue")
+middle.axvspan(-CAP, CAP, color="tab:orange", alpha=0.4, label=f"±{CAP:g}: where the cap lets scores be")
+middle.set(yscale="log", xlabel="score", ylabel="query-key pairs", title="scores of the model trained without cap")
+middle.legend(loc="lower center")
+for name, row in qk.items():
+    right.plot(row["steps"], row["largest_score"], marker=".", label=f"qk_norm={name!r}")
+right.plot(trained["steps"], trained["largest_score_after_cap"], marker=".", label=f"trained with cap {CAP:g}")
+right.set(yscale="log", xlabel="step", ylabel="largest |score| the softmax gets", title="training")
+right.legend()
+save_figure(
+    figure,
+    args.figures,
+    "12_softcap",
+    s=s,
+    capped=capped_map,
+    scores_uncapped=plain_scores,
+    scores_capped=capped_scores,
+    steps=trained["steps"],
+    trained_with_cap_largest=trained["largest_score_after_cap"],
+    trained_with_cap_largest_before_cap=trained["largest_score_before_cap"],
+)
+
+# %% [markdown]
+# The map has slope 1 at 0 and flattens towards $\pm c$. Loaded onto the model trained without it, the cap does what
+# it says: the largest score the softmax gets falls from 1,415 to 10.00 ($c \tanh(s/c)$ of a score that large rounds
+# to $c$ itself in float32, so the bound is $|s| \le c$ in practice). But 96% of that model's scores lay beyond
+# $\pm 10$, and it relied on them: its accuracy falls from 1.000 to 0.144. A cap is chosen before training, not added
+# after. The model trained with it, at the same high learning rate, never gives the softmax a score beyond $\pm 10$
+# (its $q \cdot k$ before the cap still reaches 98.9 and is squashed) and learns the task as well as the others
+# (loss 0.0001, accuracy 1.000).
+#
+# The cap on the final logits changes no prediction, since $\tanh$ is increasing and the largest logit stays the
+# largest (the accuracy stays 1.000), but it bounds the model's confidence: the largest logit falls from 21.95 to
+# 5.00, and the held-out loss rises from 0.0006 to 0.3342, because no probability can come close to 1 any more.
+#
+# ## 4 · Sliding windows: reach grows with depth
+#
+# With `sliding_window=W` a query sees only the $W$ most recent tokens, itself included (Mistral; Gemma 2 and 3
+# alternate such layers with full ones, which `layer_types` lists, one entry per layer: `"sliding_attention"` or
+# `"full_attention"`). A sliding layer's cache needs only the last $W$ tokens. But one layer's output at
+# position $t$ already mixes positions $t-W+1 \dots t$, and the next layer reads that output, so after $L$ layers
+# position $t$ depends on $L(W-1)+1$ positions. We measure it: the gradient of the last position's final hidden state
+# with respect to every input embedding is exactly zero outside its receptive field (masked weights are exactly 0).
+
+# %%
+WINDOW = 5
+receptive = {}
+gradient_rows = []
+for layers in (1, 2, 3, 4):
+    torch.manual_seed(0)
+    config = decoder_config(
+        num_hidden_layers=layers,
+        sliding_window=WINDOW,
+        layer_types=["sliding_attention"] * layers,
+        attn_implementation="eager",
+    )
+    model = HFAttentionForCausalLM(config).eval()
+    ids, _ = eval_batch(TRAIN_LENGTH)
+    embeddings = model.get_input_embeddings()(ids[:1]).detach().requires_grad_(True)
+    hidden = model.model(inputs_embeds=embeddings).last_hidden_state  # (1, T, E)
+    hidden[0, -1].sum().backward()
+    gradient = embeddings.grad[0].norm(dim=-1)  # (T,): how much the last output depends on each input
+    reached = torch.nonzero(gradient).flatten()
+    receptive[layers] = {
+        "measured": TRAIN_LENGTH - int(reached.min()),
+        "formula": layers * (WINDOW - 1) + 1,
+        "contiguous": len(reached) == TRAIN_LENGTH - int(reached.min()),
+    }
+    gradient_rows.append(gradient.numpy())
+report["window"] = WINDOW
+report["receptive_field"] = receptive
+print(table([(L, r["measured"], r["formula"]) for L, r in receptive.items()], ("layers", "measured", "L(W-1)+1")))
+
+sliding = {}
+for layers in (1, 2):
+    config = decoder_config(
+        num_hidden_layers=layers, sliding_window=WINDOW, layer_types=["sliding_attention"] * layers
+    )
+    model, losses, _ = train(config)
+    quality = evaluate(model)
+    sliding[layers] = {"loss": quality["loss"], "accuracy": quality["accuracy"], "loss_curve": losses}
+report["sliding"] = sliding
+report["chance"] = 1 / VOCAB
+print(table([(L, f"{r['loss']:.3f}", f"{r['accuracy']:.3f}") for L, r in sliding.items()], ("layers", "loss", "acc")))
+
+figure, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6), width_ratios=(2, 1))
+image = np.log10(np.stack(gradient_rows) + 1e-12)
+left.imshow(np.where(np.stack(gradient_rows) > 0, image, np.nan), aspect="auto", cmap="viridis")
+left.set(
+    yticks=range(4),
+    yticklabels=[f"L = {L}" for L in receptive],
+    xlabel="input position",
+    title=f"where the last position's output comes from (W = {WINDOW}, log |gradient|)",
+)
+right.bar([f"{L} layer{'s' * (L > 1)}" for L in sliding], [r["accuracy"] for r in sliding.values()])
+right.axhline(1 / VOCAB, color="grey", ls=":", label="chance")
+right.set(ylim=(0, 1), ylabel="accuracy", title=f"look back d = {LOOK_BACK} > W")
+right.legend()
+save_figure(
+    figure,
+    args.figures,
+    "12_sliding",
+    gradient=np.stack(gradient_rows),
+    measured=[r["measured"] for r in receptive.values()],
+    formula=[r["formula"] for r in receptive.values()],
+    accuracy=[r["accuracy"] for r in sliding.values()],
+)
+
+# %% [markdown]
+# The measured reach is exactly $L(W-1)+1$: 5, 9, 13 and 17 positions for 1 to 4 layers with $W = 5$, and the
+# gradient is nonzero at every position in between. The task asks for the symbol 8 back, outside one window. One
+# sliding layer cannot see it and guesses (accuracy 0.070; chance is 0.0625). Two layers reach 9 positions, and they
+# learn it (accuracy 1.000). With a reach of 4 per layer, the only route is two hops of exactly 4: the first layer
+# copies into each position the symbol 4 back, the second reads that copy 4 back again. Deep stacks of sliding
+# layers see far (Mistral 7B: 32 layers of $W$ = 4,096), but only through such relays; Gemma 2 and 3 keep some full
+# layers in `layer_types` for direct access to everything.
+#
+# ## 5 · RoPE scaling: reading longer texts than training's
+#
+# The multi-head model of section 1 trained on sequences of $T$ = 32 tokens. Rotary positions give no hard limit, but
+# beyond $T$ the queries meet rotations of distant keys that training never showed them. The scalings of
+# `rope_type` change the rotation frequencies at inference (`rope_scaling_options` holds their numbers, named as
+# transformers names them): `linear` divides every frequency by a factor $s$ (position interpolation), `dynamic`
+# raises the base once the input outgrows `max_position_embeddings`, `yarn` and `llama3` divide only the slow
+# frequencies and keep the fast ones. None of them stores anything in the weights (the rotation is computed from the
+# config), so a scaled model is a new config with the trained weights loaded. Each is evaluated at $2T$ and $4T$ with
+# $s$ = length / $T$.
+
+
+# %%
+def rope_settings(rope_type: str, factor: float) -> dict:
+    """The config fields of a rotary scaling that stretches the trained length `TRAIN_LENGTH` by `factor`."""
+    options = {
+        "default": {},
+        "linear": {"factor": factor},
+        "dynamic": {"factor": factor},
+        "yarn": {"factor": factor, "original_max_position_embeddings": TRAIN_LENGTH},
+        "llama3": {
+            "factor": factor,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": TRAIN_LENGTH,
+        },
+    }[rope_type]
+    # the scaled model's declared context; `dynamic` starts rescaling beyond it, so it keeps the trained length
+    longest = TRAIN_LENGTH if rope_type in ("default", "dynamic") else int(factor * TRAIN_LENGTH)
+    return {"rope_type": rope_type, "rope_scaling_options": options, "max_position_embeddings": longest}
+
+
+ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "llama3")
+LENGTHS = (TRAIN_LENGTH, 2 * TRAIN_LENGTH, 4 * TRAIN_LENGTH)
+rope = {}
+for rope_type in ROPE_TYPES:
+    rope[rope_type] = {}
+    for length in LENGTHS:
+        factor = length / TRAIN_LENGTH
+        result = evaluate(with_weights_of(base_model, **rope_settings(rope_type, factor)), length)
+        beyond = result["accuracy_by_position"][TRAIN_LENGTH - LOOK_BACK :]
+        result["accuracy_beyond_train_length"] = float(np.mean(beyond)) if beyond else None
+        rope[rope_type][length] = result
+report["rope"] = rope
+report["rope_lengths"] = LENGTHS
+
+# Linear scaling by 2 halves every frequency: the angles the model learned for "d back" now mean "2d back". Which
+# symbol does it output at length 2T: the one d back, or the one 2d back?
+linear = with_weights_of(base_model, **rope_settings("linear", 2.0))
+with torch.no_grad():
+    ids, _ = eval_batch(2 * TRAIN_LENGTH)
+    predicted = linear(ids).logits.argmax(-1)
+report["linear_2_outputs_symbol_2d_back"] = (predicted[:, 2 * LOOK_BACK :] == ids[:, : -2 * LOOK_BACK]).float().mean()
+report["linear_2_outputs_symbol_d_back"] = (
+    (predicted[:, 2 * LOOK_BACK :] == ids[:, LOOK_BACK:-LOOK_BACK]).float().mean()
+)
+
+# What each scaling does to the 8 rotation frequencies of a head (D = 16), stretching T by 2: the library's
+# RotaryEmbedding of each config, its frequencies divided by the trained ones (dynamic changes them per input length,
+# only beyond T).
+default_frequencies = RotaryEmbedding.from_config(base_config, bidirectional=False).inverse_frequencies(
+    torch.device("cpu")
+)
+frequency_ratio = {}
+for rope_type in ("linear", "yarn", "llama3"):
+    rotary = RotaryEmbedding.from_config(decoder_config(**rope_settings(rope_type, 2.0)), bidirectional=False)
+    frequency_ratio[rope_type] = (rotary.inverse_frequencies(torch.device("cpu")) / default_frequencies).tolist()
+report["rope_frequency_ratio_at_2"] = frequency_ratio
+report["rope_wavelengths"] = (2 * math.pi / default_frequencies).tolist()
+report["yarn_attention_factor_at_2"] = RotaryEmbedding.from_config(
+    decoder_config(**rope_settings("yarn", 2.0)), bidirectional=False
+).attention_factor
+print(
+    table(
+        [(name, *(f"{rope[name][L]['accuracy']:.3f}" for L in LENGTHS)) for name in ROPE_TYPES],
+        ("rope_type", *(f"accuracy at {L}" for L in LENGTHS)),
+    )
+)
+
+figure, axes = plt.subplots(1, 3, figsize=(15, 3.6))
+for name, ratio in frequency_ratio.items():
+    axes[2].plot(report["rope_wavelengths"], ratio, marker="o", label=name)
+axes[2].set(
+    xscale="log",
+    xlabel="wavelength of the pair (positions)",
+    ylabel="frequency / trained frequency",
+    title="the 8 frequency pairs, s = 2",
+    ylim=(0, 1.1),
+)
+axes[2].axvline(TRAIN_LENGTH, color="grey", ls=":")
+axes[2].legend()
+for name in ROPE_TYPES:
+    for axis, length in zip(axes[:2], LENGTHS[1:], strict=True):
+        by_position = rope[name][length]["accuracy_by_position"]
+        positions = np.arange(LOOK_BACK, length)
+        mean_of_4 = np.convolve(by_position, np.ones(4) / 4, mode="valid")  # over positions t-3..t
+        axis.plot(positions[3:], mean_of_4, label=name)
+for axis, length in zip(axes[:2], LENGTHS[1:], strict=True):
+    axis.axvline(TRAIN_LENGTH, color="grey", ls=":")
+    axis.set(xlabel="position", ylabel="accuracy (mean of 4 positions)", ylim=(0, 1.02), title=f"length {length}")
+axes[0].legend()
+save_figure(
+    figure,
+    args.figures,
+    "12_rope",
+    lengths=LENGTHS,
+    wavelengths=report["rope_wavelengths"],
+    **{f"frequency_ratio_{name}": ratio for name, ratio in frequency_ratio.items()},
+    accuracy=[[rope[name][L]["accuracy"] for L in LENGTHS] for name in ROPE_TYPES],
+    **{f"by_position_{name}_{L}": rope[name][L]["accuracy_by_position"] for name in ROPE_TYPES for L in LENGTHS},
+)
+
+# %% [markdown]
+# At the training length every scaling is the plain rotation ($s = 1$: accuracy 1.000 for all). Beyond it, plain
+# RoPE holds best: past position 32 it is right 0.997 of the time at length 64 and 0.943 at 128. Every scaling applied
+# to the trained weights as they are does worse: at length 64, dynamic 0.954, yarn 0.264, linear 0.064 and llama3
+# 0.060; at 128 all four are near chance.
+#
+# The third panel says why. A pair of dimensions rotates with a wavelength from 6.3 to 19,869 positions. With
+# $T = 32$ only the fastest pair turns often enough within $T$ for `yarn` and `llama3` to keep it; they divide the
+# others by $s$, as `linear` divides all, except for a blend on the second pair. The model found "8 back" through those
+# angles, and with the frequencies halved the same angles mean 16 back: the linearly scaled model at length 64
+# outputs the symbol 16 back 0.887 of the time, and the one 8 back 0.064. `dynamic` keeps the trained frequencies up
+# to `max_position_embeddings` and changes them less than the others beyond it. The published recipes stretch only
+# the pairs that turn less than a few times over a long training length (thousands of tokens: most pairs stay as
+# trained), and then train briefly at the new length: the scaling makes far positions look like trained ones, the
+# training teaches the model the new angles of short distances.
+#
+# ## Summary
+#
+# * Grouped-query attention divides the KV cache by $H/K$, exactly as the formula says, at no measurable cost here.
+# * Without QK-norm the scores of a model trained at a high learning rate grow into the thousands; with it, they stay
+#   small. Soft-capping bounds them too, smoothly, but only a model trained with its cap can live with it.
+# * A sliding window of $W$ limits one layer to $W$ positions, and $L$ layers to $L(W-1)+1$, which the gradients
+#   show exactly.
+# * RoPE scalings change the rotation frequencies without touching the weights. Applied without training, they break
+#   what the model learned about short distances wherever they change the frequencies it used for them, as every one
+#   of them does at a training length of 32.
+#
+# **Previous:** [11 · an encoder-decoder built by hand](11_encoder_decoder_by_hand.py). This is the last tutorial;
+# [the list of all of them](../README.md#learn-attention-with-hf-attention) is in the documentation.
+#
+# ## Exercises
+#
+# 1. Mistral 7B has the cache shape of Llama 3 8B (32 layers, $K = 8$ key/value heads of 128 dimensions). How many
+#    bytes does its bfloat16 cache take for a context of 32,768 tokens, and how many would multi-head attention with
+#    32 key/value heads take?
+# 2. The models of section 1 with $K = 4$, 2 and 1 differ in their parameter counts. By how much, and where?
+# 3. The slope of $c \tanh(s/c)$ is $1 - \tanh^2(s/c)$. What is it at $s = c$ and at $s = 3c$, and what does that mean
+#    for the gradient that reaches a query whose score is already large?
+# 4. How many sliding layers of $W = 5$ does the task need for a look-back of $d = 20$? What would one full layer
+#    placed anywhere in the stack change?
+# 5. How would you make the linearly scaled model of section 5 work at length 64?
+#
+# ## Answers
+#
+# 1. $2 \cdot 32 \cdot 8 \cdot 128 \cdot 2$ = 131,072 bytes (128 KiB) per token, so 4 GiB for 32,768 tokens;
+#    with 32 key/value heads four times that, 16 GiB, more than the 13.5 GiB of the model's own weights (7.2 billion
+#    parameters).
+# 2. Only `k_proj` and `v_proj` shrink: each maps 64 dimensions to $K \cdot 16$, so a layer holds
+#    $2 \cdot 64 \cdot 16$ = 2,048 parameters per key/value head less. The model with $K = 4$ has
+#    83,264 parameters, with $K = 2$ 75,072 and with $K = 1$ 70,976 (2 layers).
+# 3. $1 - \tanh^2(1) = 0.42$ at $s = c$ and $1 - \tanh^2(3) = 0.0099$ at $s = 3c$: a score far beyond the cap barely
+#    moves whatever its query and key do, so training has no reason to push it further (and no way to, through that
+#    score). The cap trades gradient for a bound.
+# 4. $L(W-1)+1 \ge d+1$, so $L \ge 20/4 = 5$ layers (and they must learn five hops of 4). One full layer anywhere sees
+#    the whole context and could fetch the symbol directly, whatever the windows of the others.
+# 5. Train it for a few hundred steps at length 64 with the scaling on: the rotation of each distance has changed, so
+#    the model must learn which angle now means "8 back"; positions up to 64 then turn no further than 32 did in
+#    training. That is what position interpolation (Chen et al. 2023) does after scaling, with about 1,000 steps.
+
+# %%
+report.save()

@@ -1,0 +1,87 @@
+"""Tutorial 12 (today's attention knobs: grouped-query attention, QK-norm, soft-capping, sliding windows, RoPE
+scaling) runs in its --quick mode, and what it measures is what its text says: the exact things exactly (cache bytes,
+receptive fields, the cap's bound, the recorded scores being the library's), the trained things by orderings with
+wide margins, which hold on any CPU."""
+
+import pytest
+from test_tutorials import assert_figures, run_tutorial
+
+
+@pytest.fixture(scope="module")
+def todays_attention(tmp_path_factory):
+    return run_tutorial("12_todays_attention.py", tmp_path_factory.mktemp("tutorial12"))
+
+
+def test_the_kv_cache_holds_what_the_formula_says(todays_attention):
+    numbers, _, _ = todays_attention
+    layers, head_dim = numbers["layers"], numbers["head_dim"]
+    assert numbers["heads"] == 4 and [int(k) for k in numbers["gqa"]] == [4, 2, 1]
+    for kv_heads, row in numbers["gqa"].items():
+        kv_heads = int(kv_heads)
+        assert row["cache_bytes_per_token"] == row["formula_bytes_per_token"] == 2 * layers * kv_heads * head_dim * 4
+        assert row["cached_key_shape"] == [1, kv_heads, numbers["task"]["train_length"], head_dim]
+    # k_proj and v_proj lose E·D parameters each per key/value head and layer: nothing else changes
+    parameters = {int(k): row["parameters"] for k, row in numbers["gqa"].items()}
+    per_kv_head = 2 * layers * numbers["hidden_size"] * head_dim
+    assert parameters[4] - parameters[2] == 2 * per_kv_head and parameters[2] - parameters[1] == per_kv_head
+    assert numbers["large_model_cache_kib_per_token"] == {"32": 512.0, "8": 128.0, "1": 16.0}
+    assert all(row["accuracy"] > 0.5 for row in numbers["gqa"].values())  # every K learns the task
+
+
+def test_qk_norm_bounds_the_scores(todays_attention):
+    numbers, _, _ = todays_attention
+    assert numbers["recorded_vs_library_weights_max_abs"] < 1e-5  # the hook's scores are the ones the layers used
+    plain, normed = numbers["qk_norm"]["none"], numbers["qk_norm"]["head"]
+    assert plain["final_largest_score"] > 3 * normed["final_largest_score"]
+    assert plain["largest_score"][-1] > 10 * plain["largest_score"][0]  # it grows during training
+    assert plain["bfloat16_rounding_max_abs"] > normed["bfloat16_rounding_max_abs"]
+
+
+def test_the_soft_cap_bounds_the_scores_and_the_logits(todays_attention):
+    numbers, _, _ = todays_attention
+    softcap = numbers["softcap"]
+    cap, final_cap = softcap["cap"], softcap["final_cap"]
+    assert softcap["recorded_vs_library_weights_max_abs"] < 1e-5
+    loaded, final, trained = softcap["loaded"], softcap["final"], softcap["trained"]
+    assert loaded["largest_score_without_cap"] > cap >= loaded["largest_score_with_cap"]
+    assert max(trained["largest_score_after_cap"]) <= cap < max(trained["largest_score_before_cap"])
+    assert final["largest_logit_without_cap"] > final_cap >= final["largest_logit_with_cap"]
+    # tanh is increasing: the same predictions, hence exactly the same accuracy; a capped model is less sure
+    assert final["same_predictions"] and final["with_cap"]["accuracy"] == loaded["without_cap"]["accuracy"]
+    assert final["with_cap"]["loss"] > loaded["without_cap"]["loss"]
+    # a cap added after training breaks a model that relies on large scores; one trained with it learns the task
+    assert loaded["with_cap"]["accuracy"] < loaded["without_cap"]["accuracy"] - 0.3
+    assert trained["accuracy"] > loaded["with_cap"]["accuracy"] + 0.3
+
+
+def test_the_receptive_field_of_sliding_windows(todays_attention):
+    numbers, _, _ = todays_attention
+    window = numbers["window"]
+    assert window == 5
+    for layers, row in numbers["receptive_field"].items():
+        assert row["measured"] == row["formula"] == int(layers) * (window - 1) + 1 and row["contiguous"]
+    assert [row["measured"] for row in numbers["receptive_field"].values()] == [5, 9, 13, 17]
+    # look back 8 > W: out of one layer's reach (chance 1/16), within two layers' 9 positions
+    one, two = numbers["sliding"]["1"]["accuracy"], numbers["sliding"]["2"]["accuracy"]
+    assert one < 0.2 and two > 0.5
+
+
+def test_rope_scalings_on_the_trained_weights(todays_attention):
+    numbers, _, _ = todays_attention
+    rope = numbers["rope"]
+    train, double = (str(length) for length in numbers["rope_lengths"][:2])
+    at_train = [rope[name][train]["accuracy"] for name in rope]
+    assert max(at_train) - min(at_train) < 0.01  # s = 1: every scaling is the plain rotation
+    # linear scaling by 2 halves every frequency: the model now looks 2d back
+    assert (
+        rope["default"][double]["accuracy_beyond_train_length"]
+        > rope["linear"][double]["accuracy_beyond_train_length"] + 0.3
+    )
+    assert numbers["linear_2_outputs_symbol_2d_back"] > numbers["linear_2_outputs_symbol_d_back"] + 0.3
+    ratio = numbers["rope_frequency_ratio_at_2"]
+    assert ratio["linear"] == [0.5] * 8 and ratio["yarn"][0] == ratio["llama3"][0] == 1.0
+
+
+def test_figures(todays_attention):
+    _, figures, _ = todays_attention
+    assert_figures(figures, "12_")
