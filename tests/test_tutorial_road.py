@@ -1,5 +1,6 @@
 """Tutorial 01 (the road to attention) runs in its quick mode and measures what its text says: the plain recurrent
-encoder-decoder falls off with source length and the attention one does not, the attention weights align, the
+encoder-decoder falls off with source length and the attention one does not, Luong's decoders train beside
+Bahdanau's on the same budget, the attention weights align, the
 gradient reaching the first source token vanishes without attention at initialisation, an RNN's gradient explodes
 with a large recurrent weight and clipping stops the damage, a recurrent layer takes one sequential step per token,
 and the profiler's view of an LSTM is what the exercise's answer says. The committed full-run figures show the same."""
@@ -45,7 +46,30 @@ def test_01_road_to_attention(quick_run):
     per_token = {(b - a) / (m - n) for a, b, n, m in zip(gru, gru[1:], lengths, lengths[1:], strict=False)}
     assert len(per_token) == 1 and per_token.pop() > 10
     assert numbers["parameters"]["attention"] > numbers["parameters"]["rnn"]
+    # The sizes of both runs, as the text quotes them (counted on fresh models in every run).
+    assert numbers["parameters_by_hidden"]["32"] == numbers["parameters"]
+    assert numbers["parameters_by_hidden"]["64"] == {"rnn": 314_752, "attention": 347_648, "transformer": 168_256}
     assert_figures(figures, "01_")
+
+
+def test_01_luong_beside_bahdanau(quick_run):
+    """Luong's decoder (step, then look) with and without input feeding, trained beside Bahdanau's on the same
+    budget: the sizes follow from what joins the RNN's input, and every curve is a share of strings."""
+    numbers, figures, _ = quick_run
+    assert numbers["style_steps"] == 50
+    # Bahdanau feeds c_t (H wide) to the RNN, Luong nothing, Luong with input feeding h̃_{t−1} (E = H wide here).
+    assert numbers["style_parameters"] == {"bahdanau": 87_808, "luong": 75_520, "luong_feeding": 87_808}
+    # Bahdanau's decoder retrained on the short budget starts from the same weights as section 2's.
+    assert numbers["style_parameters"]["bahdanau"] == numbers["parameters"]["attention"]
+    lengths = numbers["test_lengths"]
+    for style in ("bahdanau", "luong", "luong_feeding"):
+        accuracy = numbers["style_sequence_accuracy"][style]
+        assert len(accuracy) == len(lengths) and all(0.0 <= a <= 1.0 for a in accuracy)
+        tokens = numbers["style_token_accuracy"][style]
+        assert all(t >= s for t, s in zip(tokens, accuracy, strict=True))  # a right string has every token right
+        assert 0 < numbers["style_final_loss"][style] < 3.0  # below chance over 13 tokens (ln 13 = 2.56) or near
+    luong = np.load(figures / "01_luong.npz")
+    assert luong["bahdanau_loss"].shape == (50,) and np.array_equal(luong["lengths"], lengths)
 
 
 def test_01_exploding_gradients_and_clipping(quick_run):
@@ -105,12 +129,14 @@ def test_01_committed_figures_show_the_effect_at_full_length():
     sequential = np.load(FIGURES / "01_sequential.npz")
     assert np.array_equal(sequential["rnn_steps"], sequential["lengths"])
     assert len(set(sequential["transformer_operations"].tolist())) == 1
-    # "about 16 times as long for rows of 256 tokens as for rows of 8 ..., the Transformer layer 1.3 times"
+    # The same 512 tokens in rows of 256 instead of 8: the GRU's time grows with its steps, the layer's far less.
     gru, layer = sequential["gru_seconds"], sequential["transformer_layer_seconds"]
-    assert round(gru[-1] / gru[0]) == 16 and round(layer[-1] / layer[0], 1) == 1.3
+    assert gru[-1] / gru[0] > 4 and layer[-1] / layer[0] < gru[-1] / gru[0] / 2
     reach = np.load(FIGURES / "01_gradient_reach.npz")
     assert reach["rnn_untrained"][0] / reach["rnn_untrained"][-1] < 1e-4  # "about 1e-5"
-    assert 1 / 1.3 < reach["attention_untrained"][0] / reach["attention_untrained"][-1] < 1.3  # "a factor of 1.2"
+    assert (
+        1 / 1.3 < reach["attention_untrained"][0] / reach["attention_untrained"][-1] < 1.3
+    )  # "a factor of about 1.1"
     assert reach["rnn_trained"][0] > reach["rnn_trained"][-1]  # trained: the first token gets more than the last
     assert reach["rnn_trained"].mean() / reach["attention_trained"].mean() > 300  # "about a thousand times"
     np.testing.assert_allclose(reach["rnn_trained_relative"], reach["rnn_trained"] / reach["rnn_trained"][-1])
