@@ -21,19 +21,32 @@
 # looks at the heads and the cross-attention of an English → German translation model.
 
 # %%
+import json
 import math
+import unicodedata
+from pathlib import Path
 
 import torch
-from tutorial_support import Report, add_model_flags, load_translation_model, parse_args, plt, save_figure, table
+import torch.nn.functional as F
+from tutorial_support import (
+    Report,
+    add_model_flags,
+    load_translation_model,
+    parse_args,
+    plt,
+    save_figure,
+    table,
+    translation_test_strings,
+)
 
 import hf_attention
-from hf_attention.attention import eager_attention_forward
+from hf_attention.attention import MultiHeadAttention, eager_attention_forward
 from hf_attention.explorer import explore
 from hf_attention.masks import causal_mask, combine, padding_mask
 from hf_attention.visualize import attention_weights, token_labels
 
 args = parse_args("Multi-head, self- and cross-attention and masks, on an English→German model.", add_model_flags)
-report = Report(args)
+report = Report(args, "06")
 torch.manual_seed(0)
 
 
@@ -102,21 +115,40 @@ save_figure(
 # %% [markdown]
 # ## The model
 #
-# An English → German Transformer trained on user-interface strings by `training.train`, the main job of this project
-# (the gettext catalogs of pinned PyPI wheels, [training.md](../training.md#the-main-job)): 3 encoder and 3 decoder
-# layers of width 256 with 4 heads, post-norm, in BART's shape (learned positions, a LayerNorm on the embeddings),
-# 2,880 steps, test BLEU 59.0 with beam search. The committed figures come from that model; the cell below prints
-# which model your run loaded. If the main job's export is not on this machine, a much shorter run is trained here
-# first (a minute or two, on the same data settings but a smaller model): its translations are poor, but its
-# attention already has structure. *Post-norm* means the layer normalisation comes after each residual addition,
-# $x \leftarrow \mathrm{LayerNorm}(x + \mathrm{sublayer}(x))$, as in Vaswani et al. (2017); most models since
-# normalise before the sublayer instead (*pre-norm*, $x \leftarrow x + \mathrm{sublayer}(\mathrm{LayerNorm}(x))$),
-# which trains more stably in deep stacks.
+# An English → German Transformer trained by `training.train` on user-interface strings: the gettext catalogs of
+# pinned PyPI wheels, the same data on every machine ([training.md](../training.md#the-main-job)). It is the project's
+# recipe with sinusoidal positions (`training/configs/translation_en_de_sinusoidal.yaml`), made small so that it
+# trains on a CPU: 2 encoder and 2 decoder layers of width 128 with 4 heads, 2,000 steps. The first full
+# run of tutorial 02, 06 or 09 trains it into `outputs/tutorial_en_de/`, and later runs reuse it (`--quick` trains a
+# smaller one; `--model` takes a checkpoint of your own).
+#
+# It is a small model trained for a few minutes, and it translates short strings it has never seen fairly well: on
+# 100 strings of its test split, BLEU 45.08 and chrF 52.08 (with beam search, as the recipe decodes). Expect common
+# strings right and wrong words in rarer ones.
+#
+# The model is *post-norm*: the layer normalisation comes after each residual addition,
+# $x \leftarrow \mathrm{LayerNorm}(x + \mathrm{sublayer}(x))$, as in Vaswani et al. (2017). Most models since
+# normalise before the sublayer (*pre-norm*, $x \leftarrow x + \mathrm{sublayer}(\mathrm{LayerNorm}(x))$), which trains
+# more stably in deep stacks.
 
 # %%
 model, tokenizer, origin = load_translation_model(args)
 config = model.config
 report["model_origin"] = origin
+report["model_shape"] = {
+    "encoder_layers": config.encoder_layers,
+    "decoder_layers": config.decoder_layers,
+    "hidden_size": config.hidden_size,
+    "heads": config.num_attention_heads,
+}
+run = Path(model.name_or_path).parent  # training.train writes its settings and metrics beside final/
+if (run / "run_config.json").is_file():
+    run_config = json.loads((run / "run_config.json").read_text())
+    report["training_steps"] = run_config["train"]["max_steps"]
+    report["bleu_samples"] = run_config["train"]["bleu_samples"]  # test strings translated for BLEU and chrF
+    test = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if "test/bleu" in line][-1]
+    report["test_bleu"], report["test_chrf"] = test["test/bleu"], test["test/chrf"]
+    print(f"trained {report['training_steps']} steps; test BLEU {test['test/bleu']}, chrF {test['test/chrf']}")
 print(
     f"{config.encoder_layers} encoder + {config.decoder_layers} decoder layers, {config.num_attention_heads} heads, "
     f"hidden size {config.hidden_size}, positions: {config.position_encoding}"
@@ -137,6 +169,11 @@ with torch.no_grad():
     batched = model.get_encoder()(**batch, output_attentions=True)
     single = model.get_encoder()(**alone, output_attentions=True)
 n_real = int(batch["attention_mask"][0].sum())
+# How far the encoder's outputs lie from their mean, relative to their length (0: the same vector everywhere).
+outputs_long = batched.last_hidden_state[1]
+report["encoder_output_spread"] = (
+    (outputs_long - outputs_long.mean(0)).norm(dim=-1).max() / outputs_long.norm(dim=-1).max()
+).item()
 weights_short = torch.stack(batched.attentions)[:, 0]  # (layers, heads, S, S) of the short sentence in the batch
 report["pad_key_weight_max"] = weights_short[..., :n_real, n_real:].abs().max().item()
 report["real_row_sum_error"] = (weights_short[..., :n_real, :].sum(-1) - 1).abs().max().item()
@@ -259,6 +296,113 @@ report["heads_colour_scale_max"] = shared_max
 save_figure(figure, args.figures, "06_heads", encoder=torch.stack(encoder_layers), decoder=torch.stack(decoder_layers))
 
 # %% [markdown]
+# ## What each encoder head attends to, on real text
+#
+# One sentence is an anecdote. Over the test split of the model's corpus (strings it never trained on), sort each key
+# a query looks at into the first of seven places that fits: the same token, the previous one, the next one, the
+# first token, the last one (`</s>`, which ends every source), a punctuation token, or elsewhere. A head's *share* of a
+# place is the attention mass it puts there, averaged over all queries; a head's seven shares sum to 1. Uniform
+# attention (each of the $n$ keys weighted $1/n$) gives the baseline: what a head blind to position would score.
+
+# %%
+PLACES = ["same", "previous", "next", "first", "last (</s>)", "punctuation", "elsewhere"]
+
+
+def is_punctuation(label: str) -> bool:
+    return all(unicodedata.category(character).startswith("P") for character in label)
+
+
+def key_places(labels: list[str]) -> torch.Tensor:
+    """(n, n): for query i and key j, the index of the first of PLACES that fits."""
+    n = len(labels)
+    places = torch.empty(n, n, dtype=torch.long)
+    for i in range(n):
+        for j in range(n):
+            fits = [j == i, j == i - 1, j == i + 1, j == 0, j == n - 1, is_punctuation(labels[j]), True]
+            places[i, j] = fits.index(True)
+    return places
+
+
+def place_shares(weights: torch.Tensor, places: torch.Tensor) -> torch.Tensor:
+    """(layers, heads, places): each head's attention mass on each place, averaged over the n queries."""
+    one_hot = F.one_hot(places, len(PLACES)).to(weights.dtype)  # (n, n, places)
+    return torch.einsum("lhij,ijp->lhp", weights, one_hot) / weights.shape[-1]
+
+
+def encoder_self_attention(text: str) -> tuple[torch.Tensor, list[str]]:
+    """(layers, heads, n, n) encoder self-attention of one string, and its token labels."""
+    ids = tokenizer(text, return_tensors="pt")
+    with torch.no_grad():
+        weights = torch.stack(model.get_encoder()(**ids, output_attentions=True).attentions)[:, 0]
+    return weights, token_labels(tokenizer, ids["input_ids"][0].tolist(), mathtext=False)
+
+
+test_strings = translation_test_strings(args)
+mass, uniform_mass, queries = torch.zeros(len(encoder_layers), H, len(PLACES)), torch.zeros(len(PLACES)), 0
+for text in test_strings:
+    weights, labels = encoder_self_attention(text)
+    places, n = key_places(labels), len(labels)
+    mass += place_shares(weights, places) * n  # back to sums over queries, to average over all queries at the end
+    uniform_mass += place_shares(torch.full((1, 1, n, n), 1 / n), places)[0, 0] * n
+    queries += n
+shares, uniform = mass / queries, uniform_mass / queries
+head_names = [f"layer {layer}, head {head}" for layer in range(shares.shape[0]) for head in range(H)]
+flat_shares = shares.reshape(-1, len(PLACES))  # one row per head, in the order of head_names
+# A head's pattern: the place where it puts the most mass beyond what uniform attention puts there.
+patterns = {name: PLACES[int((row - uniform).argmax())] for name, row in zip(head_names, flat_shares, strict=True)}
+report["test_strings"] = len(test_strings)
+report["test_queries"] = queries
+report["head_place_shares"] = shares
+report["uniform_place_shares"] = uniform
+report["head_patterns"] = patterns
+report["place_shares_sum_error"] = (shares.sum(-1) - 1).abs().max().item()
+print(f"{len(test_strings)} test strings, {queries} queries; mean share of each place:")
+print(
+    table(
+        [(name, *(f"{v:.2f}" for v in row), patterns[name]) for name, row in zip(head_names, flat_shares, strict=True)]
+        + [("uniform attention", *(f"{v:.2f}" for v in uniform), "")],
+        ("head", *PLACES, "most above uniform"),
+    )
+)
+
+# %% [markdown]
+# The shares are sums of attention weights, so they can be checked against the weights directly: on one test string,
+# a head's share of "same" is the mean of its weights' diagonal, of "previous" and "next" the sum of the diagonal
+# below and above it, divided by the number of queries.
+
+# %%
+weights, labels = encoder_self_attention(test_strings[0])
+direct = torch.stack(
+    [torch.diagonal(weights, offset, dim1=-2, dim2=-1).sum(-1) / len(labels) for offset in (0, -1, 1)], dim=-1
+)  # same, previous, next
+report["place_shares_direct_max_abs"] = (
+    (place_shares(weights, key_places(labels))[..., :3] - direct).abs().max().item()
+)
+print(
+    f"{test_strings[0]!r}: shares of same/previous/next vs the weights' diagonals: "
+    f"{report['place_shares_direct_max_abs']:.1e}"
+)
+
+figure, axis = plt.subplots(figsize=(8, 0.45 * (len(patterns) + 1) + 1.5), layout="constrained")
+rows = torch.cat([flat_shares, uniform[None]])
+title = f"encoder self-attention on {len(test_strings)} test strings"
+row_names = [f"{name}: {patterns[name]}" for name in head_names] + ["uniform attention"]
+image = heatmap(axis, rows, row_names, PLACES, title, vmax=1)
+for row in range(rows.shape[0]):
+    for column in range(rows.shape[1]):
+        value = rows[row, column].item()
+        axis.text(column, row, f"{value:.2f}", ha="center", va="center", fontsize=7, color="w" if value < 0.5 else "k")
+axis.set_xticks(range(len(PLACES)), PLACES, rotation=30, fontsize=8)
+figure.colorbar(image, ax=axis, shrink=0.8, label="share of the attention mass")
+save_figure(figure, args.figures, "06_head_places", shares=shares, uniform=uniform)
+
+# %% [markdown]
+# On the 605 test strings (4,384 queries) no head has a strong positional habit: every share is within 0.09 of
+# uniform attention's. The clearest leanings: layer 0's head 0 puts 0.16 on `</s>` (uniform attention: 0.09) and
+# only 0.05 on the token itself (uniform: 0.14), and three heads favour the first token, layer 1's heads 3 and 0
+# with 0.18 and 0.17 and layer 0's head 2 with 0.16 (uniform: 0.09). The rest goes "elsewhere", about as much as
+# uniform attention puts there: these heads choose their keys by content, which a table of positions cannot show.
+#
 # ## Cross-attention: where the decoder looks while it writes
 #
 # For each sentence the model translates greedily, and the decoder is run once more over its own output to read
@@ -294,6 +438,13 @@ for text in sentences:
     print(f"{text!r} → {translations[text]!r}   (a correct translation: {references[text]!r})")
 report["translations"] = translations
 report["cross_rows_first_sentence"] = cross[0][2]
+report["cross_most_attended"] = {  # per sentence and decoder layer, each step's (token written, source token, weight)
+    text: [
+        [(row, columns[int(w.argmax())], w.max().item()) for row, w in zip(rows, weights.mean(0), strict=True)]
+        for weights in layers
+    ]
+    for text, layers, rows, columns in cross
+}
 
 n_layers = len(cross[0][1])
 figure, axes = plt.subplots(
@@ -323,33 +474,24 @@ save_figure(
 # translation. Where the output is wrong, its rows show where the model looked while making the mistake, which is no
 # alignment of anything; a row is worth reading as an alignment only for tokens that are right.
 #
-# With the main job's model (greedy, as the figure is drawn), two of the four translations are right and two are not.
-# "Could not open file" → "Datei konnte nicht geöffnet werden" is the reference word for word; "Show hidden files" →
-# "Versteckte Dateien anzeigen" is right ("versteckt" and "verborgen" both mean hidden). "Delete the selected files"
-# → "Das ausgewählte Dateien löschen" has the right words in the right order but the wrong article: "das" is
-# singular, and the plural would be "die ausgewählten Dateien" (or, in a user interface, no article). "Open the file"
-# → "Öffnen der Datei" is a noun phrase, "the opening of the file", where a button says "Datei öffnen". Greedy, the
-# same model also writes "Speichern derDokument" for "Save the document" (a missing space and a wrong article) and
-# "Schließen der Fenster schließen" for "Close the window". The quick run's own model (150 steps) writes much worse
-# German: judge the lines your run prints.
+# Two of the four come out exactly right ("Could not open file", "Open the file"). "Delete the selected files" gets
+# an article a German interface leaves out ("Die ausgewählte Dateien löschen"), and "Show hidden files" a wrong
+# first word ("Her").
 #
 # Read as an alignment, a row shows which source tokens the decoder weighted while choosing its token. Do not expect a
-# diagonal: German does not keep English word order. The first German word can translate the last English one ("Datei"
-# for "file"), and a German user interface turns an English imperative into an infinitive at the end ("Delete the
-# selected files" → "Ausgewählte Dateien löschen"). A good alignment therefore jumps back and forth through the source,
-# and the last decoder layer's rows do (measured on the committed figure: the largest weight of each row). "Datei"
-# looks at "file" at the end of the source (0.68); each verb, written last, looks back at the English verb that came
-# first: "anzeigen" at "Show" (0.77), "löschen" at "Delete" (0.80); "geöffnet" looks at "open" (0.92), "konnte" at
-# "Could" (0.56), "Dateien" at "files" (0.70 and 0.97), and `</s>` at `</s>`. Not every row is that clean: "nicht"
-# does not pick out "not" but "open" (0.58), "werden" looks at `</s>`, the four pieces of "Vers·te·ck·te" look at
-# "idden" or `</s>`, and in the wrong "Öffnen der Datei" the first row spreads its weight (at most 0.33, on
-# "Open"). The other layers: layer 1 mostly follows the token being written as well ("anzeigen" at "Show" 0.80, the
-# last sentence's "Datei" at "file" 0.85), while layer 0 keeps looking at one word of the source for most steps
-# ("file", "idden", "selected"), whatever the token written. And whatever
-# the heatmap shows, attention weights are not an explanation of the output: Jain & Wallace (2019) found that quite
-# different weights often give the same predictions, and Wiegreffe & Pinter (2019) that whether weights explain
-# anything depends on the model and must be tested, not read off a picture. The output of a layer also mixes in the
-# values through `o_proj`, the residual stream and later layers, none of which the weights show.
+# diagonal: German does not keep English word order. Its first word can translate the last English one, and a German
+# user interface turns an English imperative into an infinitive at the end. The second decoder layer (right column)
+# follows both: for "Open the file" it looks most at "file" (0.46, most of the rest on "the") while writing "Datei"
+# and at "Open" (0.50) while writing "öffnen"; for "Delete the selected files" at "files" (0.92) for "Dateien" and at
+# "Delete" (0.50) for "löschen". The extra "Die" looks at "the" (0.57): the model translated the English article.
+#
+# A row on the right word does not make the right output: "Show hidden files" writes "H" and "er" while its second
+# layer looks at "h" (0.73 and 0.75), the first piece of "hidden": the right place, and the wrong word.
+#
+# Whatever the heatmap shows, attention weights are not an explanation of the output: Jain & Wallace (2019) found
+# that quite different weights often give the same predictions, and Wiegreffe & Pinter (2019) that whether weights
+# explain anything depends on the model and must be tested, not read off a picture. A layer's output also mixes in
+# the values through `o_proj`, the residual stream and later layers, none of which the weights show.
 #
 # How sharp is that alignment? The entropy of a row, divided by $\ln S$ (S source tokens), is 1 for a uniform
 # row and 0 for a row that looks at one token. Compare the trained model with a freshly initialised one of the same
@@ -380,10 +522,12 @@ print(
 )
 
 # %% [markdown]
-# Training has made the cross-attention markedly sharper than the uniform look of a fresh model; how sharp depends
-# on the model and on how long it trained. To look at every layer and head interactively, the attention explorer
-# writes them all for one text into one HTML page that opens in any browser without a network (a layer × head grid,
-# a large view with token labels, hover highlighting):
+# Training has sharpened the rows: the trained model's mean normalised entropy is 0.47, against 1.00 for the fresh
+# model, whose rows are near-uniform.
+#
+# To look at every layer and head interactively, the attention explorer writes them all for one text into one HTML
+# page that opens in any browser without a network (a layer × head grid, a large view with token labels, hover
+# highlighting):
 
 # %%
 page = explore(
@@ -402,7 +546,7 @@ print(f"wrote {page.path} ({len(page.html) // 1024} KiB)")
 # open it in a browser; a quick run writes its own to `outputs/tutorial_figures/`). For any checkpoint and text:
 #
 # ```bash
-# hf-attention explore --model outputs/translation_en_de/final --text "Could not open file" --out attention.html
+# hf-attention explore --model outputs/tutorial_en_de/final --text "Could not open file" --out attention.html
 # ```
 #
 # **Next:** [07 · a Transformer block by hand](07_transformer_block_by_hand.py).
@@ -422,6 +566,9 @@ print(f"wrote {page.path} ({len(page.html) // 1024} KiB)")
 #    What does it write, and why is its cross-attention almost uniform?
 
 # %%
+for kv_heads in (8, 2):  # exercise 4, counted on the library's module
+    grouped = MultiHeadAttention(hidden_size=512, num_heads=8, num_kv_heads=kv_heads, head_dim=64)
+    report[f"exercise_4_parameters_kv{kv_heads}"] = sum(p.numel() for p in grouped.parameters())
 report.save()
 
 # %% [markdown]
@@ -435,7 +582,7 @@ report.save()
 # 3. Yes: `o_proj` reads the concatenation by position, columns $0 \dots D-1$ as head 0's output and so on. Swapping
 #    the two heads' $D$ input columns of `o_proj.weight` as well gives the same output back: the heads have no order of
 #    their own, only the slots `o_proj` reads them from.
-# 4. 1 050 624 parameters with 8 key/value heads and 656 640 with 2: `k_proj` and `v_proj` shrink from $512 \times
+# 4. 1,050,624 parameters with 8 key/value heads and 656,640 with 2: `k_proj` and `v_proj` shrink from $512 \times
 #    512$ to $128 \times 512$ (plus biases). The cache holds $2 \cdot$ `num_kv_heads` $\cdot$ `head_dim` numbers per
 #    token and layer: 1024 against 256, four times fewer. Each key/value head now serves 4 query heads.
 # 5. Nothing meaningful: tokens that its random output layer happens to favour, often one token repeated until

@@ -41,11 +41,12 @@ from hf_attention.visualize import token_labels
 args = parse_args(
     "Teacher forcing and greedy decoding, token by token, with the cross-attention of each step.", add_model_flags
 )
-report = Report(args)
+report = Report(args, "09")
 torch.manual_seed(0)
 model, tokenizer, origin = load_translation_model(args)
 report["model_origin"] = origin
 config = model.config
+report["vocab_size"] = config.vocab_size
 print(
     f"start token {tokenizer.convert_ids_to_tokens(config.decoder_start_token_id)!r} "
     f"(id {config.decoder_start_token_id}), end token {tokenizer.eos_token!r} (id {tokenizer.eos_token_id}), "
@@ -83,11 +84,11 @@ print(
         ("t", "decoder input", "label (to predict)", "p(label)", "model's top guess"),
     )
 )
-# The model's training loss may be label-smoothed (config.label_smoothing = ε, 0.1 in the main job): each label keeps
+# The model's training loss may be label-smoothed (config.label_smoothing = ε, 0.1 here): each label keeps
 # 1 − ε of the target and ε is spread evenly over the vocabulary, so the loss adds ε · mean_v(−log p[v]).
 smoothing = getattr(config, "label_smoothing", 0.0)
 loss_by_hand = (1 - smoothing) * -label_log_probs.mean() + smoothing * -log_probs.mean(-1).mean()
-# It may also carry the unlikelihood of repeating (config.unlikelihood_weight = α, 2.0 in the main job): at each
+# It may also carry the unlikelihood of repeating (config.unlikelihood_weight = α, 2.0 here): at each
 # position, for each of the one or two previous labels that differs from the label, α · −log(1 − p[that token]). It
 # trains the decoder not to give the token it has just written again ("noch noch noch").
 alpha = getattr(config, "unlikelihood_weight", 0.0)
@@ -160,6 +161,15 @@ print(table(rows, ("step", "writes", "p", "next best", "most attended source tok
 translation = tokenizer.decode(prefix[0], skip_special_tokens=True)
 print(f"{source!r} → {translation!r} (reference: {target!r}; identical: {translation == target})")
 report["translation_equals_reference"] = translation == target
+report["step_tokens"] = [token_labels(tokenizer, [s["token"]], mathtext=False)[0] for s in steps]
+report["step_probabilities"] = [s["probability"] for s in steps]
+report["step_alternatives"] = [  # each step's next two candidates: (token, probability)
+    [(token_labels(tokenizer, [i], mathtext=False)[0], p) for i, p in s["alternatives"]] for s in steps
+]
+report["most_attended_source_token"] = [  # [layer][step]
+    [source_tokens[int(s["cross_attention"][layer].argmax())] for s in steps]
+    for layer in range(len(model.get_decoder().layers))
+]
 
 # %% [markdown]
 # Each row is one full run of the decoder: step $t$ takes `<s>` and the $t - 1$ tokens written so far and writes
@@ -170,14 +180,16 @@ report["translation_equals_reference"] = translation == target
 # a layer took its values from, not why the model wrote what it wrote.
 #
 # The last printed line compares the greedy output with the reference used for teacher forcing above; a model can
-# produce a correct translation that differs from the reference, and a wrong one, so read both. The main job's model
-# (2,880 steps, BART's shape; the one the committed figure shows) writes the reference itself, every token with a
-# probability above 0.86. Its argmax column shows the reordering in the last two layers: "Datei", written first,
-# looks at "file", the last English word; "konnte" at "Could"; "nicht" and "geöffnet" at "open"; `</s>` at `</s>`.
-# Layer 0 does something else: it looks at "Could" for the first two steps and at "file" for the next three (3 of
-# the 6), whatever the token written, and at `</s>` for the last. A model of the project's earlier recipe (720
-# steps) wrote "Konnte Datei nicht öffnen" instead: not the reference, but a correct translation in the other usual
-# wording of German interfaces, which is why the reference alone does not judge a translation.
+# produce a correct translation that differs from the reference, and a wrong one, so read both.
+#
+# This tutorial's model (tutorial 06 describes it) writes the reference exactly, in 11 steps. It is sure of most
+# tokens ("Datei" 0.77, `</s>` 0.93) and least sure at step 6 ("ge", 0.19). At step 7 it decides the verb: "öff"
+# (0.49) against "laden" (0.13) and "ändert" (0.10), that is "geöffnet", "geladen" or "geändert" (opened, loaded,
+# changed), and both layers look at "pen", the second piece of "open".
+#
+# The reordering shows in layer 1: while writing "Datei", the first German word, it looks at "file", the last English
+# one; "onn" and "te", pieces of "konnte", look at "ou" and "ld", pieces of "Could"; "nicht" looks at "not". Not
+# every row is that clean ("werden" looks at "not" too), so read the column as a rough alignment, not a dictionary.
 #
 # **Check 1: this loop is what `generate()` does.** Greedy search in 🤗 `generate()` (with the KV cache) must
 # produce the same tokens.
@@ -307,8 +319,9 @@ report["ended_with_eos"] = bool(steps and steps[-1]["token"] == tokenizer.eos_to
 # search** keeps the $k$ best prefixes (the beam) instead of one: at every step it extends each of them by every
 # token and keeps the $k$ best of all those extensions; finished hypotheses (ending in `</s>`) are set aside, and
 # the best of them is the output. `generate()` ranks them by their summed log-probability divided by their length
-# to the power `length_penalty`: with 1.0 (the main job's setting) that is the mean log-probability per token; with
-# 0 it is the plain sum, which favours short outputs. The main job translates with 4 beams.
+# to the power `length_penalty`: with 1.0 (the project's recipe, which this model keeps) that is the mean
+# log-probability per token; with 0 it is the plain sum, which favours short outputs. The recipe translates with 4
+# beams.
 #
 # Our sentence and eleven more UI strings, each decoded both ways and each output scored by one teacher-forced pass
 # over it:
@@ -320,6 +333,26 @@ def token_log_probs(encoding, tokens: torch.Tensor) -> torch.Tensor:
     with torch.no_grad():
         logits = model(**encoding, decoder_input_ids=tokens[:, :-1], use_cache=False).logits
     return logits[0].log_softmax(-1).gather(-1, tokens[0, 1:, None])[:, 0]
+
+
+def decode(text: str, beams: int, length_penalty: float = 1.0) -> dict:
+    """The output of `generate()` with `beams` beams (1: greedy), its length in tokens and its log-probability."""
+    encoding = tokenizer(text, return_tensors="pt")
+    with torch.no_grad():
+        tokens = model.generate(
+            **encoding,
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            num_beams=beams,
+            length_penalty=length_penalty,
+        )
+    log_p = token_log_probs(encoding, tokens)
+    return {
+        "output": tokenizer.decode(tokens[0], skip_special_tokens=True),
+        "tokens": len(log_p),
+        "sum_log_p": log_p.sum().item(),
+        "mean_log_p": log_p.mean().item(),
+    }
 
 
 BEAMS = 4
@@ -339,16 +372,11 @@ STRINGS = [
 ]
 decodings = []
 for text in STRINGS:
-    encoding = tokenizer(text, return_tensors="pt")
     row = {"source": text}
-    with torch.no_grad():
-        for name, beams in (("greedy", 1), ("beam", BEAMS)):
-            tokens = model.generate(
-                **encoding, max_new_tokens=max_new_tokens, do_sample=False, num_beams=beams, length_penalty=1.0
-            )
-            log_p = token_log_probs(encoding, tokens)
-            row[name] = tokenizer.decode(tokens[0], skip_special_tokens=True)
-            row[f"{name}_sum_log_p"], row[f"{name}_mean_log_p"] = log_p.sum().item(), log_p.mean().item()
+    for name, beams in (("greedy", 1), ("beam", BEAMS)):
+        decoded = decode(text, beams)
+        row[name] = decoded.pop("output")
+        row.update({f"{name}_{key}": value for key, value in decoded.items()})
     decodings.append(row)
 print(
     table(
@@ -366,6 +394,8 @@ print(
     )
 )
 differ = [r for r in decodings if r["beam"] != r["greedy"]]
+report["beams"] = BEAMS
+report["strings"] = len(STRINGS)
 report["greedy_vs_beam"] = decodings
 report["beam_differs"] = len(differ)
 report["beam_scores_higher_where_different"] = sum(r["beam_mean_log_p"] > r["greedy_mean_log_p"] for r in differ)
@@ -379,26 +409,21 @@ print(
 # output normally has the better score, the mean log-probability, though beam search does not promise it: it prunes
 # to 4 prefixes at every step and can drop the prefix that greedy would have completed. Neither finds the most
 # probable output of all (that would take a search over every sequence), and the most probable output is not always
-# the best translation: the main job chose its length penalty by the BLEU of the validation split (1.0 out of 0.6,
-# 1.0 and 1.4), not by probability; 4 beams added 1.6 BLEU to the recipe when it was measured against greedy
-# (docs/training.md, "The translation recipe").
+# the best translation: the project's recipe chose its length penalty by the BLEU of the validation split (1.0 out
+# of 0.6, 1.0 and 1.4), not by probability, and 4 beams added 1.6 BLEU to it against greedy (docs/training.md, "The
+# translation recipe").
 #
-# With the main job's model (2,880 steps), beam search changes 2 of the 12 outputs. "Verbindungsfehler der Server
-# fehlgeschlagen" ("connection error the server failed") becomes "Verbindungsar zum Server fehlgeschlagen" (mean log p
-# −1.12 → −0.77): a higher score and a right middle ("zum Server"), but "Verbindungsar" is no German word, so a better
-# score under the model is only as good as the model. "Letzte Projekte öffnen" becomes "Letzte Projekt öffnen", with
-# a *lower* score (−1.01 → −1.18): the main job's beam search ends as soon as 4 hypotheses are finished (its
-# generation config's `early_stopping=True`, as in fairseq and CTranslate2, so that a served copy writes the same
-# translations), and here 4 had finished before the greedy output's longer path did. Beam search also leaves alone
-# the greedy outputs that are wrong with confidence, such as "Nach Aktualisierungen für Aktualisierungen" for "Check
-# for updates".
+# With this model, 4 beams change 9 of the 12 outputs and score higher on all 9. Some translations get better
+# ("Select a folder": "Wähle diesen auswählen" → "Einen Ordner auswählen", mean log p −1.21 → −0.85). One gets
+# worse: greedy's "Alle Fenster schließen" is right, and the beam's "Alle Winds schließen" scores a hair higher
+# (−1.268 → −1.262). A better score is not a better translation.
 #
 # ## Summary
 #
 # * Training: labels shifted right behind `<s>`, one parallel pass, causal mask. The cross-entropy is the mean
-#   negative log-probability of the labels; the main job's model trains on more than that (label smoothing 0.1,
-#   which adds 0.1 × the mean of −log p over the whole vocabulary, and the unlikelihood of repeating a token,
-#   weight 2.0), so its `loss` is larger than the mean −log p: the first section computes all of it by hand.
+#   negative log-probability of the labels; this model trains on more than that (label smoothing 0.1, which adds
+#   0.1 × the mean of −log p over the whole vocabulary, and the unlikelihood of repeating a token, weight 2.0), so
+#   its `loss` is not the mean −log p: the first section computes all of it by hand.
 # * Generation: `<s>`, then one token per decoder run until `</s>`; greedy takes the argmax, beam search keeps the
 #   best few prefixes, sampling draws from the distribution (all available through `generate()`).
 # * Cross-attention is the decoder's look at the source at every step; the explorer shows it for every layer and
@@ -430,15 +455,14 @@ print(
 # 1. It is the first 4 ids of `prefix` (the start token and 3 tokens), unless `</s>` came earlier: greedy decoding
 #    chooses each token from the prefix before it only, so stopping early cannot change the tokens already chosen.
 # 2. Without a cache, step $t$ runs the decoder over $t$ positions: $1 + 2 + \dots + T = T(T+1)/2$ in total. With a
-#    cache each step runs one new position: $T$. For the 6 steps of the main job's model (5 tokens and `</s>`), 21
-#    against 6.
-# 3. Not for the main job's model, whose loss is not the plain cross-entropy: it adds label smoothing
+#    cache each step runs one new position: $T$. For this run's 11 steps (10 tokens and `</s>`), 66 against 11.
+# 3. No: this model's loss is not the plain cross-entropy. It adds label smoothing
 #    ($\varepsilon = 0.1$: the loss is $(1 - \varepsilon)$ × the cross-entropy + $\varepsilon$ × the mean of
 #    $-\log p$ over the whole vocabulary, which is large because most tokens are improbable) and the unlikelihood of
 #    repeating one of the two previous tokens (weight 2.0), as the first section computes. The cell below prints all
-#    of it. For the main job's model, on its 6 labels, the loss times the labels is 7.95 against
-#    $-\sum_t \log p_t = 0.54$; per label, the smoothing term alone is 1.24 (cross-entropy 0.08, unlikelihood
-#    0.001). What does equal $-\sum_t \log p_t$, up to float rounding, is the plain cross-entropy of
+#    of it. For this model, on its 11 labels, the loss times the labels is 17.26 against $-\sum_t \log p_t = 6.29$;
+#    per label, the smoothing term is 1.04 (the cross-entropy term 0.51, unlikelihood 0.015).
+#    What does equal $-\sum_t \log p_t$, up to float rounding, is the plain cross-entropy of
 #    the same logits, summed (`F.cross_entropy(logits, labels, reduction="sum")`): step $t$ of the loop computes
 #    $p(y_t \mid \texttt{<s>}, y_{<t})$, and the causal mask makes the teacher-forced pass compute the same
 #    conditional at position $t$. The first section's formula (smoothing and unlikelihood added by hand) gives the
@@ -446,13 +470,15 @@ print(
 # 4. Only the self-attention length grows (by one): the cross-attention cache still holds the source's keys and
 #    values, projected once, with as many positions as source tokens.
 # 5. Yes, up to float rounding: the padding mask gives the pad keys of row 1 zero weight in the encoder and in the
-#    cross-attention, so the logits differ by about $10^{-6}$ at most, which changes no argmax unless two tokens are
-#    tied that closely.
-# 6. With the main job's model, 8 beams give the same 12 outputs as 4. With `length_penalty=0.0`, one output changes,
-#    to a shorter one: "Print the current page" becomes "Drucken der aktuellen Seite", 5 tokens with a summed
-#    log-probability of −4.42, against −4.70 for the 6-token "Drucke der aktuellen Seite" (mean −0.88 against
-#    −0.78). Every token adds a negative log-probability, so ranking by the sum favours short outputs; dividing by
-#    the length (1.0) removes that bias, and the main job chose 1.0 on its validation split.
+#    cross-attention, so the logits differ only by rounding, which changes no argmax unless two tokens are tied that
+#    closely.
+# 6. With this model, 8 beams change 3 of the 12 outputs, none into a right translation ("Close all windows":
+#    "Alle Winds schließen" → "Alle Benutzern schließen", mean log p −1.25 against −1.26 with 4 beams). With
+#    `length_penalty=0.0` 4 change, each to a shorter output, among them our sentence: "Datei konnte nicht
+#    gespeichert werden" (saved instead of opened), 10 tokens with `</s>` and a summed log-probability of −6.04,
+#    against −6.29 for the 11 of the right one (mean −0.60 against −0.57). Every token adds a negative
+#    log-probability, so ranking by the sum favours short outputs; dividing by the length (1.0) removes that bias,
+#    and the recipe chose 1.0 on its validation split.
 
 # %%
 own_labels = prefix[:, 1:]  # the greedy output, </s> included, as labels
@@ -485,6 +511,20 @@ exercise_3 = {
     "terms_per_label": terms,
 }
 report["exercise_3"] = exercise_3
+# Exercise 6: the 4-beam outputs against 8 beams, and against 4 beams ranked by the summed log-probability.
+exercise_6 = {}
+for name, beams, length_penalty in (("8_beams", 2 * BEAMS, 1.0), ("length_penalty_0", BEAMS, 0.0)):
+    exercise_6[name] = []
+    for row in decodings:
+        other = decode(row["source"], beams, length_penalty)
+        if other["output"] != row["beam"]:
+            exercise_6[name].append(
+                {"source": row["source"], "beam": row["beam"], **other}
+                | {f"beam_{key}": row[f"beam_{key}"] for key in ("tokens", "sum_log_p", "mean_log_p")}
+            )
+    changes = "; ".join(f"{c['source']!r}: {c['beam']!r} → {c['output']!r}" for c in exercise_6[name])
+    print(f"{name}: {len(exercise_6[name])} of {len(decodings)} outputs change. {changes}")
+report["exercise_6"] = exercise_6
 print(
     f"{len(own_ids)} labels: loss × labels {exercise_3['loss_times_labels']:.2f}; −Σ log p_t {minus_sum_log_p:.2f}; "
     f"plain cross-entropy, summed {plain_cross_entropy:.2f}; the model's loss {own.loss.item():.4f}, by hand with "
