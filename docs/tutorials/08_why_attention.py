@@ -404,8 +404,8 @@ print(
 # $n^{1.0}$, like its output ($n \times d$ per head): linear.
 #
 # Timings depend on the machine's load, so only rounded, derived numbers are stated here (the plot shows this run's
-# times). Fitted over $n = 1024 \dots 4096$, eager's time grows as $n^{1.8}$ and SDPA's as $n^{1.5}$, and at
-# $n = 4096$ eager takes about 4 times as long. Both do the same $n^2 d$ multiply-adds; eager also writes and reads
+# times). Fitted over $n = 1024 \dots 4096$, eager's time grows as $n^{1.9}$ and SDPA's as $n^{1.7}$, and at
+# $n = 4096$ eager takes about 6 times as long. Both do the same $n^2 d$ multiply-adds; eager also writes and reads
 # the $n^2$ matrices, which makes it the slower one.
 
 # %%

@@ -97,9 +97,9 @@ CLAIMS = [
     ),
     (
         # from timings
-        "Fitted over $n = 1024 \\dots 4096$, eager's time grows as $n^{1.8}$ and SDPA's as $n^{1.5}$, and at $n = "
+        "Fitted over $n = 1024 \\dots 4096$, eager's time grows as $n^{1.9}$ and SDPA's as $n^{1.7}$, and at $n = "
         "4096$ "
-        "eager takes about 4 times as long.",
+        "eager takes about 6 times as long.",
         lambda r, fig: [
             str(r["timing_setup"]["lengths"][-3]),
             str(r["timing_setup"]["lengths"][-1]),
