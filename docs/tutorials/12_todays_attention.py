@@ -28,6 +28,7 @@ from tutorial_support import Report, parse_args, plt, save_figure, table
 
 from hf_attention import HFAttentionDecoderConfig, HFAttentionForCausalLM
 from hf_attention.attention import MultiHeadAttention, repeat_kv
+from hf_attention.cache_argument import cache_of
 from hf_attention.masks import causal_mask
 from hf_attention.positional import RotaryEmbedding
 
@@ -168,7 +169,8 @@ for kv_heads in (HEADS, HEADS // 2, 1):
     model, losses, _ = train(config)
     ids, _ = eval_batch(TRAIN_LENGTH)
     with torch.no_grad():
-        cache = model(ids[:1], use_cache=True).cache  # the DynamicCache of one sequence
+        # the DynamicCache of one sequence (the output's `cache`, named `past_key_values` before transformers 5.24)
+        cache = cache_of(model(ids[:1], use_cache=True))
     cached = [tensor for layer in cache.layers for tensor in (layer.keys, layer.values)]
     measured = sum(t.numel() * t.element_size() for t in cached) / TRAIN_LENGTH
     formula = cache_bytes_per_token(config.num_hidden_layers, kv_heads, config.head_dim, torch.finfo().bits // 8)
