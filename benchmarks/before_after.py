@@ -64,9 +64,12 @@ def package_at(revision: str, folder: Path):
 
 def versions(old_package, family: str, plan: Plan):
     """(before, now): the same randomly initialised reference model converted by each version, in eval mode."""
-    from hf_attention.convert import from_hf
+    from hf_attention import from_hf
 
-    old_from_hf = importlib.import_module(f"{old_package.__name__}.convert").from_hf
+    try:  # the layout with a folder per role, then the flat one of earlier revisions
+        old_from_hf = importlib.import_module(f"{old_package.__name__}.conversion.from_hf").from_hf
+    except ModuleNotFoundError:
+        old_from_hf = importlib.import_module(f"{old_package.__name__}.convert").from_hf
     torch.manual_seed(0)
     reference = reference_model(family, plan).eval()
     pair = old_from_hf(reference).eval(), from_hf(reference).eval()

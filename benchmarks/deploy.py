@@ -3,16 +3,16 @@
     python -m benchmarks.deploy --translation RUN_DIR            # CTranslate2: float32 and int8 vs our generate()
     python -m benchmarks.deploy --llama-cpp LLAMA_CPP_DIR --decoder RUN_DIR   # llama.cpp: GGUF f32 and q8_0
 
-`--translation` takes the folder of a finished translation run whose model exports as BART (for instance
-the main job, `training/configs/translation_en_de.yaml`, which writes RUN_DIR/final-bart): the run's test split
-(all of it unless --rows) is rebuilt from its run_config.json, CTranslate2's own TransformersConverter converts
-final-bart to float32 and int8, and the three engines translate the same sources greedily and with the run's beams
-(its generation config's num_beams and length_penalty), interleaved round by round. Reported per mode: how many
-translations have token ids identical to generate()'s, BLEU/chrF and the share of placeholders kept of the text a user
-gets, and sentences per second. A model trained with `protect_placeholders` (its tokenizer holds the sentinels) reads
-protected sources in every engine, and each engine's translations are restored (`hf_attention.placeholders`), with
-the translations whose sentinels went wrong counted; `ctranslate2_translate` is CTranslate2's strings-to-strings
-function for `translate_protected`.
+`--translation` takes the folder of a finished translation run whose model exports as BART (for instance the main job,
+`training/configs/translation_en_de.yaml`, which writes RUN_DIR/final-bart): the run's test split (all of it unless
+--rows) is rebuilt from its run_config.json, CTranslate2's own TransformersConverter converts final-bart to float32 and
+int8, and the three engines translate the same sources greedily and with the run's beams (its generation config's
+num_beams and length_penalty), interleaved round by round. Reported per mode: how many translations have token ids
+identical to generate()'s, BLEU/chrF and the share of placeholders kept of the text a user gets, and sentences per
+second. A model trained with `protect_placeholders` (its tokenizer holds the sentinels) reads protected sources in
+every engine, and each engine's translations are restored (`hf_attention.modeling.placeholders`), with the translations
+whose sentinels went wrong counted; `ctranslate2_translate` is CTranslate2's strings-to-strings function for
+`translate_protected`.
 
 `--llama-cpp` takes llama.cpp's source folder (the `vendor/llama.cpp` of the llama-cpp-python source package, whose
 `convert_hf_to_gguf.py` is llama.cpp's converter; the `llama_cpp` module must be installed from that package) and
@@ -59,8 +59,8 @@ CAUSAL_CONFIG = Path(__file__).resolve().parents[1] / "training" / "configs" / "
 def test_split(run_dir: Path):
     """The test split of a finished training run, rebuilt from its run_config.json (hash splits are deterministic)."""
     from training.args import DataArguments
+    from training.data.splits import split_corpus
     from training.objectives import objective_for
-    from training.splits import split_corpus
 
     saved = json.loads((run_dir / "run_config.json").read_text())
     objective = objective_for(saved["model"]["objective"])
@@ -77,8 +77,8 @@ def translation(run_dir: Path, rows: int | None, rounds: int, batch_size: int) -
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     import hf_attention  # noqa: F401  (registers our classes)
-    from hf_attention.placeholders import tokenizer_protects
-    from training.metrics import bleu_chrf, placeholder_accuracy
+    from hf_attention.modeling.placeholders import tokenizer_protects
+    from training.finish.metrics import bleu_chrf, placeholder_accuracy
 
     split, saved = test_split(run_dir)
     split = split.select(range(min(rows or len(split), len(split))))
@@ -128,7 +128,7 @@ def translation(run_dir: Path, rows: int | None, rounds: int, batch_size: int) -
 def _compare_engines(engines, sources, references, tokenizer, protected, rounds, mode, bleu_chrf, accuracy):
     """One decoding mode: each engine's token ids (compared with generate()'s), the restored text's scores, and its
     median time over `rounds` interleaved rounds (A B C A B C …) after a warm-up that gives the ids compared."""
-    from hf_attention.placeholders import protect_batch, restore_batch
+    from hf_attention.modeling.placeholders import protect_batch, restore_batch
 
     read, originals = protect_batch(sources) if protected else (sources, None)
     ids, seconds = {}, {name: [] for name in engines}

@@ -2,7 +2,7 @@
 
 from torch import nn
 
-from hf_attention.attention import MultiHeadAttention
+from hf_attention.modeling.attention import MultiHeadAttention
 
 
 def model_flops(

@@ -4,7 +4,7 @@ Modes (`gen_modes`), all `gen_new` new tokens exactly (`min_new_tokens` = `max_n
 greedy; 4-beam search (`num_beams=4`, `early_stopping=False`, length penalty 1); sampling (`do_sample=True`,
 top-k 50, `torch.manual_seed` reset identically before every call on both sides). Greedy rows also time both sides
 without a cache (`gen_uncached`: what the KV cache buys each side) and our static-cache `torch.compile` path
-(`hf_attention.generation.compiled_generate`, against HF's dynamic cache).
+(`hf_attention.runtime.compiled_generation.compiled_generate`, against HF's dynamic cache).
 
 With `gen_cuda_graphs` (the gpu preset), greedy rows of `gen_compiled` families also time our step compiled with
 `mode="reduce-overhead"` (replayed as a CUDA graph on a GPU; on a CPU inductor skips the graphs and it runs as a plain
@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 import torch
 
-from hf_attention.generation import CPU_INDUCTOR_OPTIONS, compiled_generate, make_compile_config
+from hf_attention.runtime.compiled_generation import CPU_INDUCTOR_OPTIONS, compiled_generate, make_compile_config
 
 from .harness import Session, interleave, paired_ratio_spread, summary
 from .models import make_generation_pair, prompt_inputs

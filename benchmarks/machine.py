@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 import transformers
 
-from hf_attention.hardware import cpu_has_fast_bf16
+from hf_attention.runtime.hardware import cpu_has_fast_bf16
 
 
 def native_bf16(device: str) -> bool:

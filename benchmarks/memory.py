@@ -1,13 +1,14 @@
 """Section `memory`: peak memory of one causal-LM training step, ours vs HF, as the vocabulary grows.
 
 The step is the train section's (forward + backward + fused AdamW, fp32) on each of `memory_families` (GPT-2, Llama,
-Qwen3 and Gemma 3 in the full run) at the plan's width, depth, batch and length (each family's own shape, where it
-has one), at each of `memory_vocabs`. Only the vocabulary changes, so the growth is the cost of the (N, V) logits,
-where N = batch × length: HF computes them, and the loss's softmax and gradient, as (N, V) tensors; our models fuse
-the vocabulary projection with the loss (`hf_attention.losses.linear_cross_entropy`, in row chunks) and never build
-the (N, V) logits while training, except under a final logit cap (Gemma 3's), which `linear_cross_entropy` applies
-to whole logits: that row shows what the cap costs. Each figure is taken in a fresh process (`benchmarks.peak_memory`)
-after a first step has allocated the optimizer's state, and parity of the logits and the loss is asserted first.
+Qwen3 and Gemma 3 in the full run) at the plan's width, depth, batch and length (each family's own shape, where it has
+one), at each of `memory_vocabs`. Only the vocabulary changes, so the growth is the cost of the (N, V) logits, where N
+= batch × length: HF computes them, and the loss's softmax and gradient, as (N, V) tensors; our models fuse the
+vocabulary projection with the loss (`hf_attention.modeling.losses.linear_cross_entropy`, in row chunks) and never
+build the (N, V) logits while training, except under a final logit cap (Gemma 3's), which `linear_cross_entropy`
+applies to whole logits: that row shows what the cap costs. Each figure is taken in a fresh process
+(`benchmarks.peak_memory`) after a first step has allocated the optimizer's state, and parity of the logits and the
+loss is asserted first.
 """
 
 import dataclasses

@@ -1,8 +1,8 @@
 """The contenders: a Hugging Face reference model of each family and our twin converted from it, plus their inputs.
 
 Every pair is the reference model (GPT-2, Llama, BERT, BART, T5, Qwen3, Gemma 3, and the window_cache section's
-Mistral; random weights, the plan's dimensions) and our model converted from it with `hf_attention.convert.from_hf`,
-so weights and maths are identical; `assert_parity` checks the logits before anything is timed.
+Mistral; random weights, the plan's dimensions) and our model converted from it with `hf_attention.from_hf`, so weights
+and maths are identical; `assert_parity` checks the logits before anything is timed.
 """
 
 import torch
@@ -26,7 +26,7 @@ from transformers import (
     T5ForConditionalGeneration,
 )
 
-from hf_attention.convert import from_hf
+from hf_attention import from_hf
 
 from .plan import Plan
 

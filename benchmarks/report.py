@@ -30,7 +30,7 @@ INTRO = """\
 **What is compared.** Each Hugging Face reference model ({families} from `transformers`, random
 weights, d_model {hidden}, {layers} layers, {heads} heads, ffn {ffn}, vocab {vocab}{own_shapes}) against our \
 model converted from
-it with `hf_attention.convert.from_hf`: the same weights and the same maths. Logit parity (≤ 1e-4) and identical
+it with `hf_attention.from_hf`: the same weights and the same maths. Logit parity (≤ 1e-4) and identical
 generated tokens are asserted before anything is timed.
 
 **Method.** Contenders run interleaved (A B, then B A, …) after warm-up rounds, in one process, on the CPU described

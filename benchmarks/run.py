@@ -5,8 +5,8 @@
 
 Every pair is the reference model (GPT-2, Llama, BERT, BART, T5, Qwen3, Gemma 3; random weights, the same dimensions
 but where `benchmarks.plan` gives Qwen3 and Gemma 3 their own) and our model converted from it with
-`hf_attention.convert.from_hf`, so weights and maths are identical; logit parity (and, when generating, identical
-tokens) is ASSERTED before anything is timed. Sections, one module each:
+`hf_attention.from_hf`, so weights and maths are identical; logit parity (and, when generating, identical tokens) is
+ASSERTED before anything is timed. Sections, one module each:
 
 - ceiling:        large fp32 and bf16 matmuls measured in the same run, the denominator of every MFU figure;
 - train:          forward + backward + AdamW step, tokens/s, fp32 and bf16 autocast (autocast on both sides);

@@ -571,7 +571,7 @@ def memory_lines(results: dict) -> list[str]:
             f"**Training memory by vocabulary** (peak of one fp32 training step: forward + backward + AdamW; "
             f"d_model {first['hidden']}, batch {first['batch']} × {first['seq']} tokens). HF computes the (N, V) "
             "logits, their softmax and gradient; our models fuse the vocabulary projection with the loss "
-            "(`hf_attention.losses.linear_cross_entropy`) and never build the (N, V) logits while training"
+            "(`hf_attention.modeling.losses.linear_cross_entropy`) and never build the (N, V) logits while training"
             + capped
             + ":",
             "",

@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # for training/ when run from a checkout
 
 from hf_attention import HFAttentionDecoderConfig, HFAttentionForCausalLM  # noqa: E402
-from hf_attention.visualize import plot_attention  # noqa: E402
-from training.tokenizer import train_tokenizer  # noqa: E402
+from hf_attention.inspection.heatmaps import plot_attention  # noqa: E402
+from training.data.tokenizer import train_tokenizer  # noqa: E402
 
 TEXT = "Return the value of the named attribute of object."
 

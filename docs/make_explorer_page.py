@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "tutorials"))
 
 from tutorial_support import add_model_flags, load_translation_model, parse_args  # noqa: E402
 
-from hf_attention.explorer import explore  # noqa: E402
+from hf_attention.inspection.explorer import explore  # noqa: E402
 
 CHROMIUM_ARGS = [
     "--headless",

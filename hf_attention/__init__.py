@@ -1,5 +1,13 @@
 """hf-attention: from-scratch Transformer encoder, decoder and encoder-decoder models that behave like built-in
-Hugging Face models. Importing the package registers the four families with the Auto classes."""
+Hugging Face models. Importing the package registers the four families with the Auto classes.
+
+The folders say what each part is: modeling/ (the model code every checkpoint carries), architectures/ (one module per
+standard architecture), conversion/ (`from_hf`, `to_hf`), inspection/ (attention maps, heatmaps, the explorer),
+commands/ (the `hf-attention` command and where it writes), runtime/ (compiled generation, what the CPU computes fast).
+"""
+
+import sys
+import types
 
 from transformers import (
     AutoConfig,
@@ -11,14 +19,14 @@ from transformers import (
     AutoModelForTokenClassification,
 )
 
-from .configuration_hf_attention import (
+from .modeling.configuration_hf_attention import (
     HFAttentionConfigBase,
     HFAttentionDecoderConfig,
     HFAttentionEncoderConfig,
     HFAttentionRecurrentConfig,
     HFAttentionSeq2SeqConfig,
 )
-from .modeling_hf_attention import (
+from .modeling.modeling_hf_attention import (
     AUTO_CLASSES,
     HFAttentionDecoderForSequenceClassification,
     HFAttentionDecoderModel,
@@ -31,7 +39,10 @@ from .modeling_hf_attention import (
     HFAttentionPreTrainedModel,
     HFAttentionSeq2SeqModel,
 )
-from .recurrent import HFAttentionRecurrentForSeq2SeqLM, HFAttentionRecurrentModel
+from .modeling.recurrent import HFAttentionRecurrentForSeq2SeqLM, HFAttentionRecurrentModel
+from .moved_modules import install as _install_old_module_paths
+
+_install_old_module_paths()
 
 __version__ = "0.1.0"
 
@@ -54,9 +65,25 @@ for _config_class in (
         _AUTO[_auto_name].register(_config_class, _model_class, exist_ok=True)
 
 # The seq2seq text-to-text pipeline (task "hf-attention-text2text"); cheap, transformers.pipelines is already loaded.
-from .pipelines import register_pipelines  # noqa: E402
+from .modeling.pipelines import register_pipelines  # noqa: E402
 
 register_pipelines()
+
+from .conversion.from_hf import from_hf  # noqa: E402
+from .conversion.to_hf import to_hf  # noqa: E402
+
+
+class _Package(types.ModuleType):
+    """`hf_attention.from_hf` and `hf_attention.conversion.to_hf` stay the functions: importing the old module path
+    `hf_attention.conversion.to_hf` would otherwise bind the module to the package's attribute of that name."""
+
+    def __setattr__(self, name, value):
+        if name in ("from_hf", "to_hf") and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 __all__ = [
     "HFAttentionConfigBase",
@@ -76,4 +103,6 @@ __all__ = [
     "HFAttentionRecurrentModel",
     "HFAttentionSeq2SeqConfig",
     "HFAttentionSeq2SeqModel",
+    "from_hf",
+    "to_hf",
 ]

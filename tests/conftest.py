@@ -1,11 +1,23 @@
 """Shared fixtures: tiny configs (vocab 99, hidden 32, 2 layers, 4 heads / 2 kv heads) for the three Transformer
-families, and one for the recurrent family (vocab 99, hidden 16, 2 layers)."""
+families, and one for the recurrent family (vocab 99, hidden 16, 2 layers).
+
+The suite runs on every core with pytest-xdist (`-n 2` on the project's 2-core machines): each worker computes with
+one torch thread, and the processes its tests start inherit that (OMP_NUM_THREADS), so that the workers do not
+starve each other. Every test is independent of the worker it runs on and of the tests before it: outputs go to
+pytest's own temporary folders, never to a shared one.
+"""
+
+import os
 
 import pytest
 import torch
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+
 import hf_attention
-from hf_attention import configuration_hf_attention
+from hf_attention.modeling import configuration_hf_attention
 
 TINY = {
     "vocab_size": 99,
@@ -44,6 +56,14 @@ def _seed():
 
 # Every name the config accepts for position_encoding: the registered schemes and "none".
 POSITION_ENCODINGS = configuration_hf_attention.POSITION_ENCODINGS
+
+
+def export_candidates(model_class) -> str:
+    """The architectures a model of `model_class` may export as, in the registry's order, as `to_hf`'s messages list
+    them ("gpt2/llama/..."): read from the registry, so that a new architecture needs no change here."""
+    from hf_attention.architectures import REGISTRY
+
+    return "/".join(architecture.name for architecture in REGISTRY.values() if model_class in architecture.classes)
 
 
 def build(model_class, family: str, **overrides):

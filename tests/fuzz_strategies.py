@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from hypothesis import strategies as st
 
-from hf_attention.configuration_hf_attention import (
+from hf_attention.modeling.configuration_hf_attention import (
     HIDDEN_ACTS,
     NO_ATTENTION,
     NORM_POSITIONS,
@@ -21,7 +21,7 @@ from hf_attention.configuration_hf_attention import (
     RECURRENT_CELLS,
     SINUSOIDAL_LAYOUTS,
 )
-from hf_attention.scores import SCORES
+from hf_attention.modeling.scores import SCORES
 
 VOCAB = 40
 FAMILIES = ("encoder", "decoder", "seq2seq")

@@ -102,7 +102,8 @@ def install_kill_point(point: str, nth: int) -> None:
     """Patch the training modules so that the `nth` time `point` is reached, the process kills itself."""
     import accelerate.checkpointing as acc_checkpointing
 
-    from training import checkpoint, export
+    from training.finish import export
+    from training.run import checkpoint
 
     seen = {"n": 0}
 
@@ -165,7 +166,7 @@ def install_kill_point(point: str, nth: int) -> None:
 
         os.replace = replace
     elif point == "export_swap":
-        from hf_attention import destinations
+        from hf_attention.commands import destinations
 
         real_rename, real_exchange = os.rename, destinations._exchange
 
@@ -243,7 +244,7 @@ def check_invariants(output_dir: Path, *, had_checkpoint: bool, had_export: bool
     import hf_attention  # noqa: F401
 
     logging.disable_progress_bar()
-    from training.checkpoint import LATEST, checkpoint_root, is_checkpoint, resolve_checkpoint
+    from training.run.checkpoint import LATEST, checkpoint_root, is_checkpoint, resolve_checkpoint
 
     if had_checkpoint or (checkpoint_root(output_dir) / LATEST).exists():
         path = resolve_checkpoint(LATEST, output_dir)
@@ -259,7 +260,7 @@ def check_invariants(output_dir: Path, *, had_checkpoint: bool, had_export: bool
 def _losses(output_dir: Path) -> tuple[list, list]:
     """Training losses per step, and the distinct (step, validation loss) points (a run killed while exporting has
     logged its final evaluation once before the kill and once after the resume)."""
-    from training.metrics_log import read_metrics
+    from training.run.metrics_log import read_metrics
 
     records = read_metrics(output_dir / "metrics.jsonl")
     return (
@@ -301,7 +302,7 @@ def _resume_until_done(
     output_dir: Path, *, kill_after: float | None = None, rng: random.Random | None = None, max_kills: int = 0
 ) -> int:
     """Resume until a run exits 0; with `kill_after`, kill resumed runs too (up to `max_kills`). Returns kills."""
-    from training.checkpoint import LATEST, checkpoint_root
+    from training.run.checkpoint import LATEST, checkpoint_root
 
     kills = 0
     while True:

@@ -1,234 +1,49 @@
-"""Tiny Hugging Face reference models of today's decoder and encoder architectures (Llama 3's RoPE variants, Qwen2,
-Qwen3, Mistral, Gemma 3, Phi-3, OLMo 2, SmolLM3, ModernBERT), built with random weights, never downloaded.
+"""Tiny Hugging Face reference models of today's decoder and encoder architectures, built with random weights, never
+downloaded: every `tiny_references` case of the architectures' registry (hf_attention/architectures/: Llama 3's RoPE
+variants, Qwen2, Qwen3, Mistral, Gemma 3, Phi-3, OLMo 2, SmolLM3, ModernBERT, ...), so that an architecture's module
+brings its tests with it.
 
 Each case is one HF class and one tiny config chosen so that every feature that sets the architecture apart is
-exercised by a 24-token batch: sliding windows of 8 tokens, RoPE variants whose original length (16) is exceeded,
-layers of both kinds where an architecture mixes them. Every parameter is moved away from its initialisation, so a
+exercised by a 24-token batch (architectures/tiny.py). Every parameter is moved away from its initialisation, so a
 norm applied with the wrong formula (Gemma's `1 + w`), a swapped q/k norm or a forgotten bias changes the logits.
 
 References are built once per process and shared: the models returned must not be mutated. The exception is a model
 whose rotary embedding keeps state between calls (`rope_type="dynamic"` remembers the longest sequence it has seen):
 each call returns a fresh copy of it, so that a test's outcome cannot depend on which tests ran before it.
-
-Nothing here imports hf_attention (conftest.py does, so its padding helpers are not used): the references are
-transformers' alone and build whatever state the library is in.
 """
 
 import copy
 import functools
-from collections.abc import Callable
+import zlib
 
 import torch
-from transformers import (
-    Gemma3ForCausalLM,
-    Gemma3TextConfig,
-    Gemma3TextForSequenceClassification,
-    LlamaConfig,
-    LlamaForCausalLM,
-    MistralConfig,
-    MistralForCausalLM,
-    MistralForSequenceClassification,
-    ModernBertConfig,
-    ModernBertForMaskedLM,
-    ModernBertForSequenceClassification,
-    ModernBertForTokenClassification,
-    ModernBertModel,
-    Olmo2Config,
-    Olmo2ForCausalLM,
-    Olmo2ForSequenceClassification,
-    Phi3Config,
-    Phi3ForCausalLM,
-    Phi3ForSequenceClassification,
-    PretrainedConfig,
-    PreTrainedModel,
-    Qwen2Config,
-    Qwen2ForCausalLM,
-    Qwen2ForSequenceClassification,
-    Qwen3Config,
-    Qwen3ForCausalLM,
-    Qwen3ForSequenceClassification,
-    SmolLM3Config,
-    SmolLM3ForCausalLM,
-    SmolLM3ForSequenceClassification,
+from transformers import PreTrainedModel
+
+from hf_attention.architectures import REGISTRY
+from hf_attention.architectures.tiny import (  # noqa: F401 (the sizes, read by the tests through this module)
+    BOS,
+    DECODER,
+    EOS,
+    LENGTH,
+    NUM_LABELS,
+    ORIGINAL_LENGTH,
+    PAD,
+    SPECIAL,
+    THETA,
+    VOCAB,
+    WINDOW,
 )
 
-VOCAB = 128
-PAD, BOS, EOS = 0, 1, 2  # real tokens are drawn from 3 … VOCAB-1, so no row holds a special token by chance
-WINDOW = 8  # every sliding window: a 24-token batch crosses it
-ORIGINAL_LENGTH = 16  # the trained length of the RoPE variants that depend on it: a 24-token batch exceeds it
-LENGTH = 24  # the forward batch's width
-NUM_LABELS = 3
-
-SPECIAL = {"pad_token_id": PAD, "bos_token_id": BOS, "eos_token_id": EOS}
-DECODER = {
-    "vocab_size": VOCAB,
-    "hidden_size": 64,
-    "intermediate_size": 96,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "max_position_embeddings": 64,
-    **SPECIAL,
+# name → (HF class, its config factory), from every architecture of the registry.
+CASES = {
+    name: (reference.model_class, reference.config)
+    for architecture in REGISTRY.values()
+    for name, reference in architecture.tiny_references.items()
 }
-# Llama 3's RoPE variants: 2 heads of 32 dims (16 frequencies), so that each variant's piecewise formula has
-# frequencies in each of its ranges (YaRN's ramp has a fractional step, llama3 has unscaled, blended and scaled ones).
-LLAMA3 = {**DECODER, "num_attention_heads": 2, "num_key_value_heads": 1, "tie_word_embeddings": False}
-ROTARY_PAIRS = 16  # LLAMA3's head_dim / 2
-THETA = 10000.0
-
-
-def _longrope_factors(pairs: int) -> dict:
-    """Distinct short and long factors per frequency (1.0 … 3.0), so a swapped or reversed list changes the output."""
-    return {
-        "short_factor": [1.0 + i / (pairs - 1) for i in range(pairs)],
-        "long_factor": [1.0 + 2.0 * i / (pairs - 1) for i in range(pairs)][::-1],
-    }
-
-
-def _llama3(rope: dict, **overrides) -> Callable[[], PretrainedConfig]:
-    return lambda: LlamaConfig(**{**LLAMA3, **overrides}, rope_parameters={"rope_theta": THETA, **rope})
-
-
-def _qwen2(**extra) -> PretrainedConfig:
-    # Qwen2 keeps the first max_window_layers layers full: layer 0 full, layer 1 sliding.
-    return Qwen2Config(**DECODER, use_sliding_window=True, sliding_window=WINDOW, max_window_layers=1, **extra)
-
-
-def _qwen3(**extra) -> PretrainedConfig:
-    # head_dim 24 ≠ hidden / heads = 16: the projections are not square.
-    return Qwen3Config(**DECODER, head_dim=24, **extra)
-
-
-def _mistral(**extra) -> PretrainedConfig:
-    return MistralConfig(**DECODER, sliding_window=WINDOW, **extra)
-
-
-def _gemma3(**extra) -> PretrainedConfig:
-    # Six layers: the default pattern makes layers 0-4 sliding and layer 5 global. query_pre_attn_scalar (20) is not
-    # head_dim (16), so a 1/sqrt(head_dim) scaling shows. The legacy rope_scaling applies to the global layers only.
-    return Gemma3TextConfig(
-        **{**DECODER, "num_hidden_layers": 6, "head_dim": 16},
-        sliding_window=WINDOW,
-        query_pre_attn_scalar=20,
-        final_logit_softcapping=30.0,
-        rope_scaling={"rope_type": "linear", "factor": 2.0},
-        **extra,
-    )
-
-
-def _phi3(**extra) -> PretrainedConfig:
-    # Rotary on the first half of each head's 16 dims; the rest pass through.
-    return Phi3Config(**DECODER, partial_rotary_factor=0.5, **extra)
-
-
-def _phi3_longrope() -> PretrainedConfig:
-    # Phi-3 reads original_max_position_embeddings from the config itself, over the one in rope_parameters.
-    rope = {"rope_type": "longrope", "rope_theta": THETA, "partial_rotary_factor": 0.5, **_longrope_factors(4)}
-    return Phi3Config(**DECODER, original_max_position_embeddings=ORIGINAL_LENGTH, rope_parameters=rope)
-
-
-def _olmo2(**extra) -> PretrainedConfig:
-    return Olmo2Config(**DECODER, **extra)
-
-
-def _smollm3(**extra) -> PretrainedConfig:
-    # Interval 2: layers 1 and 3 skip RoPE (NoPE), layers 0 and 2 use it.
-    return SmolLM3Config(**{**DECODER, "num_hidden_layers": 4}, no_rope_layer_interval=2, **extra)
-
-
-def _modernbert(**extra) -> PretrainedConfig:
-    # Layer 0 global, layers 1-2 local; a local layer sees |i - j| <= local_attention // 2 = 4, exceeded by 24 tokens.
-    return ModernBertConfig(
-        vocab_size=VOCAB,
-        hidden_size=64,
-        intermediate_size=96,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        max_position_embeddings=64,
-        local_attention=WINDOW,
-        global_attn_every_n_layers=3,
-        pad_token_id=PAD,
-        bos_token_id=BOS,
-        eos_token_id=EOS,
-        cls_token_id=BOS,
-        sep_token_id=EOS,
-        **extra,
-    )
-
-
-def _classifier(make: Callable[..., PretrainedConfig]) -> Callable[[], PretrainedConfig]:
-    return lambda: make(num_labels=NUM_LABELS)
-
-
-# name → (HF class, its config). The Llama cases differ only in config.rope_parameters.
-CASES: dict[str, tuple[type[PreTrainedModel], Callable[[], PretrainedConfig]]] = {
-    "llama3_default": (LlamaForCausalLM, _llama3({"rope_type": "default"})),
-    "llama3_linear": (LlamaForCausalLM, _llama3({"rope_type": "linear", "factor": 2.0})),
-    # dynamic NTK rescales once a call's positions pass max_position_embeddings, its original length.
-    "llama3_dynamic": (
-        LlamaForCausalLM,
-        _llama3({"rope_type": "dynamic", "factor": 2.0}, max_position_embeddings=ORIGINAL_LENGTH),
-    ),
-    "llama3_yarn": (
-        LlamaForCausalLM,
-        _llama3({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": ORIGINAL_LENGTH}),
-    ),
-    # Original length 32 (not 16): with 32-dim heads it puts one frequency in each of llama3's three ranges
-    # (wavelength < 32/4 kept, 32/4 … 32/1 blended, > 32 divided by the factor). The formula ignores the input length.
-    "llama3_llama3": (
-        LlamaForCausalLM,
-        _llama3(
-            {
-                "rope_type": "llama3",
-                "factor": 8.0,
-                "low_freq_factor": 1.0,
-                "high_freq_factor": 4.0,
-                "original_max_position_embeddings": 32,
-            }
-        ),
-    ),
-    "llama3_longrope": (
-        LlamaForCausalLM,
-        _llama3(
-            {
-                "rope_type": "longrope",
-                "original_max_position_embeddings": ORIGINAL_LENGTH,
-                "factor": 4.0,  # max_position_embeddings / original: what transformers infers, said explicitly
-                **_longrope_factors(ROTARY_PAIRS),
-            }
-        ),
-    ),
-    "qwen2": (Qwen2ForCausalLM, _qwen2),
-    "qwen3": (Qwen3ForCausalLM, _qwen3),
-    "mistral": (MistralForCausalLM, _mistral),
-    "gemma3": (Gemma3ForCausalLM, _gemma3),
-    "phi3": (Phi3ForCausalLM, _phi3),
-    "phi3_longrope": (Phi3ForCausalLM, _phi3_longrope),
-    "olmo2": (Olmo2ForCausalLM, _olmo2),
-    "smollm3": (SmolLM3ForCausalLM, _smollm3),
-    "modernbert": (ModernBertForMaskedLM, _modernbert),
-    "modernbert_base": (ModernBertModel, _modernbert),
-    "qwen2_classifier": (Qwen2ForSequenceClassification, _classifier(_qwen2)),
-    "qwen3_classifier": (Qwen3ForSequenceClassification, _classifier(_qwen3)),
-    "mistral_classifier": (MistralForSequenceClassification, _classifier(_mistral)),
-    # Gemma3ForSequenceClassification takes the multimodal Gemma3Config; the text-only classifier is this one.
-    "gemma3_classifier": (Gemma3TextForSequenceClassification, _classifier(_gemma3)),
-    "phi3_classifier": (Phi3ForSequenceClassification, _classifier(_phi3)),
-    "olmo2_classifier": (Olmo2ForSequenceClassification, _classifier(_olmo2)),
-    "smollm3_classifier": (SmolLM3ForSequenceClassification, _classifier(_smollm3)),
-    "modernbert_classifier": (ModernBertForSequenceClassification, _classifier(_modernbert)),
-    # mean pooling (the classifier above reads the first token) and the per-token classifier
-    "modernbert_mean_classifier": (
-        ModernBertForSequenceClassification,
-        lambda: _modernbert(num_labels=NUM_LABELS, classifier_pooling="mean"),
-    ),
-    "modernbert_token_classifier": (ModernBertForTokenClassification, _classifier(_modernbert)),
-}
-
 # The architecture name `to_hf` writes each case as.
-ARCHITECTURE = {name: name.split("_")[0].replace("llama3", "llama") for name in CASES}
+ARCHITECTURE = {name: architecture.name for architecture in REGISTRY.values() for name in architecture.tiny_references}
 CAUSAL_LMS = [name for name, (cls, _) in CASES.items() if cls.__name__.endswith("ForCausalLM")]
-ENCODERS = [name for name in CASES if name.startswith("modernbert")]
+ENCODERS = [name for name, (cls, _) in CASES.items() if cls.__name__.startswith("ModernBert")]
 # Rotary embeddings whose frequencies depend on the longest sequence seen before (not only on the current call).
 STATEFUL = {"llama3_dynamic"}
 
@@ -252,7 +67,7 @@ def _built(name: str, attn: str) -> PreTrainedModel:
         model.set_attn_implementation(attn)
         return model
     model_class, make_config = CASES[name]
-    seed = sorted(CASES).index(name)
+    seed = zlib.crc32(name.encode())  # the case's own: adding a case to the registry changes no other case's weights
     with torch.random.fork_rng():  # the same weights whichever test builds the case first
         torch.manual_seed(seed)
         model = model_class._from_config(make_config(), attn_implementation="eager")

@@ -11,16 +11,16 @@ from reference import naive
 from torch import nn
 from transformers.cache_utils import DynamicCache
 
-from hf_attention import scores
-from hf_attention.attention import (
+from hf_attention.modeling import scores
+from hf_attention.modeling.attention import (
     MultiHeadAttention,
     eager_attention_forward,
     get_attention_function,
     repeat_kv,
     sdpa_attention_forward,
 )
-from hf_attention.masks import causal_mask
-from hf_attention.scores import AdditiveScore, GaussianScore, make_score
+from hf_attention.modeling.masks import causal_mask
+from hf_attention.modeling.scores import AdditiveScore, GaussianScore, make_score
 
 BACKENDS = {"eager": eager_attention_forward, "sdpa": sdpa_attention_forward}
 SCORES = list(scores.SCORES)  # every registered score; each needs a naive reference in _REFERENCE_SCORES

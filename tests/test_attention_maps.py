@@ -13,19 +13,19 @@ from pathlib import Path
 import pytest
 
 from hf_attention import HFAttentionForCausalLM
-from hf_attention.attention_maps import load_model_and_tokenizer
-from hf_attention.explorer import PAGE_FOLDER, explore, page_template
-from hf_attention.shipped_code import closure_files
-from hf_attention.visualize import attention_weights, plot_attention
+from hf_attention.commands.refresh_code import closure_files
+from hf_attention.inspection.attention_maps import load_model_and_tokenizer
+from hf_attention.inspection.explorer import PAGE_FOLDER, explore, page_template
+from hf_attention.inspection.heatmaps import attention_weights, plot_attention
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "hf_attention"
+PACKAGE = ROOT / "hf_attention" / "inspection"
 PAGE_FILES = ("page.html", "style.css", "explorer.js")
 TEXT = "Return the value of the named attribute"
 
 
 def sibling_imports(module: str) -> set[str]:
-    """The sibling modules `hf_attention/<module>.py` imports (`from .x import ...`) anywhere in it."""
+    """The sibling modules `hf_attention/inspection/<module>.py` imports (`from .x import ...`) anywhere in it."""
     tree = ast.parse((PACKAGE / f"{module}.py").read_text(encoding="utf-8"))
     return {
         node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
@@ -33,9 +33,9 @@ def sibling_imports(module: str) -> set[str]:
 
 
 def test_each_front_end_imports_the_core_and_not_the_other():
-    assert "attention_maps" in sibling_imports("visualize") and "attention_maps" in sibling_imports("explorer")
-    assert not {"visualize", "explorer"} & sibling_imports("attention_maps")
-    assert "visualize" not in sibling_imports("explorer") and "explorer" not in sibling_imports("visualize")
+    assert "attention_maps" in sibling_imports("heatmaps") and "attention_maps" in sibling_imports("explorer")
+    assert not {"heatmaps", "explorer"} & sibling_imports("attention_maps")
+    assert "heatmaps" not in sibling_imports("explorer") and "explorer" not in sibling_imports("heatmaps")
 
 
 @pytest.mark.parametrize(("module", "other"), [("visualize", "explorer"), ("explorer", "visualize")])
@@ -46,23 +46,26 @@ def test_importing_one_front_end_does_not_load_the_other(module, other):
 
 
 def test_the_attention_code_stays_outside_the_remote_code_closure():
-    assert not {"attention_maps.py", "visualize.py", "explorer.py"} & set(closure_files())
+    assert not {"attention_maps.py", "heatmaps.py", "explorer.py"} & set(closure_files())
 
 
 def test_page_files_are_package_data():
-    folder = resources.files("hf_attention").joinpath(PAGE_FOLDER)
+    folder = resources.files("hf_attention.inspection").joinpath(PAGE_FOLDER)
     assert sorted(f.name for f in folder.iterdir()) == sorted(PAGE_FILES)
     # What a wheel (a non-editable install) takes along. (tomllib is Python 3.11+; the project supports 3.10.)
     section = (ROOT / "pyproject.toml").read_text().split("[tool.setuptools.package-data]", 1)[1]
-    patterns = re.findall(r'"([^"]+)"', re.search(r"^hf_attention = \[(.*?)\]", section, re.M | re.S).group(1))
+    patterns = re.findall(
+        r'"([^"]+)"', re.search(r'^"hf_attention.inspection" = \[(.*?)\]', section, re.M | re.S).group(1)
+    )
     for name in PAGE_FILES:
         assert any(fnmatch.fnmatch(f"{PAGE_FOLDER}/{name}", p) for p in patterns), name
 
 
 def test_page_template_is_one_self_contained_file():
     template = page_template()
+    folder = resources.files("hf_attention.inspection").joinpath(PAGE_FOLDER)
     for name in ("style.css", "explorer.js"):  # put inline whole
-        assert resources.files("hf_attention").joinpath(PAGE_FOLDER, name).read_text(encoding="utf-8") in template
+        assert folder.joinpath(name).read_text(encoding="utf-8") in template
     assert re.findall(r"__[A-Z]+__", template) == ["__TITLE__", "__DATA__"]  # what explore fills in
     assert not re.search(r"""\b(src|href)\s*=""", template) and "<link" not in template  # nothing loaded
     assert "@import" not in template and "url(" not in template and "fetch(" not in template

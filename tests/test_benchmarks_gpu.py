@@ -9,7 +9,7 @@ import torch
 from benchmarks import report, run
 from benchmarks.models import reference_model
 from benchmarks.plan import PRESETS
-from hf_attention.generation import CPU_INDUCTOR_OPTIONS, default_compile_config
+from hf_attention.runtime.compiled_generation import CPU_INDUCTOR_OPTIONS, default_compile_config
 
 
 @pytest.fixture(scope="module")

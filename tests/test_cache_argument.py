@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import POSITION_ENCODINGS, build, left_pad, right_pad
+from test_save_load import thread_env
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
@@ -22,11 +23,11 @@ from hf_attention import (
     HFAttentionForSeq2SeqLM,
     HFAttentionSeq2SeqModel,
 )
-from hf_attention.cache_argument import CACHE_FIELD, RENAMED, cache_of
-from hf_attention.cli import main
-from hf_attention.modeling_hf_attention import auto_map_of
-from hf_attention.scores import SCORES
-from hf_attention.shipped_code import PACKAGE, closure_files
+from hf_attention.commands.cli import main
+from hf_attention.commands.refresh_code import PACKAGE, closure_files
+from hf_attention.modeling.cache_argument import CACHE_FIELD, RENAMED, cache_of
+from hf_attention.modeling.modeling_hf_attention import auto_map_of
+from hf_attention.modeling.scores import SCORES
 
 FIXTURES = Path(__file__).parent / "fixtures" / "release_0_1_0"
 AUTO = {"decoder": AutoModelForCausalLM, "seq2seq": AutoModelForSeq2SeqLM}
@@ -153,6 +154,7 @@ def _remote_generate(tmp_path: Path, folder: Path, family: str) -> dict:
     (tmp_path / "remote.py").write_text(REMOTE_SCRIPT)
     env = {
         "PATH": os.environ.get("PATH", ""),
+        **thread_env(),
         "HOME": str(tmp_path),
         "HF_HUB_OFFLINE": "1",
         "HF_MODULES_CACHE": str(tmp_path / "modules"),

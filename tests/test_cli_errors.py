@@ -10,12 +10,12 @@ from test_parity_hf import build_reference
 from test_visualize import TEXT, model_and_tokenizer
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-import hf_attention.attention_maps as attention_maps
-import hf_attention.visualize as visualize
+import hf_attention.inspection.attention_maps as attention_maps
+import hf_attention.inspection.heatmaps as visualize
 from hf_attention import HFAttentionForCausalLM, HFAttentionForSeq2SeqLM
-from hf_attention.cli import main
-from hf_attention.paths import check_checkpoint, looks_like_local_path
-from hf_attention.visualize import MAX_TOKENS, MAX_TOKENS_LIMIT, HeatmapTooLarge, plot_attention
+from hf_attention.commands.cli import main
+from hf_attention.commands.paths import check_checkpoint, looks_like_local_path
+from hf_attention.inspection.heatmaps import MAX_TOKENS, MAX_TOKENS_LIMIT, HeatmapTooLarge, plot_attention
 
 
 def run(capsys, argv: list[str]) -> tuple[int, str, str]:
@@ -157,7 +157,7 @@ def test_a_failed_conversion_leaves_the_destination_as_it_was(workdir, monkeypat
     def fail(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr("hf_attention.convert.AutoTokenizer.from_pretrained", fail)  # fails mid-write
+    monkeypatch.setattr("hf_attention.conversion.from_hf.AutoTokenizer.from_pretrained", fail)  # fails mid-write
     before = snapshot(workdir)
     with pytest.raises(RuntimeError, match="disk full"):
         main(["convert", "src", destination, "--overwrite"])

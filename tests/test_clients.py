@@ -15,6 +15,7 @@ import datasets
 import pytest
 import torch
 from conftest import tiny_config
+from test_save_load import thread_env
 from text_fixtures import make_tokenizer, pydoc_paragraphs
 
 from hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM, HFAttentionForMaskedLM
@@ -243,6 +244,7 @@ def test_sentence_transformers_through_remote_code_without_hf_attention(encoder_
     """)
     env = {
         "PATH": os.environ.get("PATH", ""),
+        **thread_env(),
         "HOME": str(tmp_path),
         "HF_HUB_OFFLINE": "1",
         "HF_MODULES_CACHE": str(tmp_path / "modules"),

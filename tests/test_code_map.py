@@ -18,8 +18,8 @@
 "Reads" is stricter than "imports": a module reads another when it uses a name it imports from it (a name imported
 only to be re-exported does not count). A module "reads the config" when its code reads an attribute of `config`
 or of an object's `.config` (`config.hidden_size`, `self.config.vocab_size`, `getattr(config, ...)`). The
-remote-code closure is what hf_attention/closure.py ships: its entry files and every module of hf_attention/ they
-import, directly or not.
+remote-code closure is what a checkpoint's code is read as (hf_attention/modeling/closure.py): its entry files and
+every module of hf_attention/ they import, directly or not; it must be exactly the folder hf_attention/modeling/.
 """
 
 import ast
@@ -43,12 +43,21 @@ from module_graph import (
 
 ARCHITECTURE = REPO / "docs" / "architecture.md"
 README = REPO / "README.md"
+# The folders of hf_attention/ (each a package of its own) where bare module names are looked up.
+HF_FOLDERS = tuple(
+    str(path.relative_to(REPO))
+    for path in sorted((REPO / "hf_attention").iterdir())
+    if (path / "__init__.py").is_file()
+)
+TRAINING_FOLDERS = tuple(
+    str(path.relative_to(REPO)) for path in sorted((REPO / "training").iterdir()) if (path / "__init__.py").is_file()
+)
 # architecture.md's headings (their first words) → the folders its bare module names live in ("" is the root).
 ARCHITECTURE_SECTIONS = {
     "How the code is laid out": ("",),
-    "The models": ("hf_attention",),
-    "Training": ("training",),
-    "Which files a change touches": ("hf_attention", "training"),
+    "The models": ("hf_attention", *HF_FOLDERS),
+    "Training": ("training", *TRAINING_FOLDERS),
+    "Which files a change touches": ("hf_attention", *HF_FOLDERS, "training", *TRAINING_FOLDERS),
 }
 # A module file or a folder, with any folders before it: `stack.py`, `objectives/__init__.py`, `explorer_page/`.
 # Never part of a longer word, a dotted name or a template (`<name>.py`).
@@ -97,17 +106,32 @@ def architecture_names() -> list[tuple[str, tuple[str, ...]]]:
 
 
 def readme_names() -> list[tuple[str, tuple[str, ...]]]:
-    """(a name README.md's code map gives a module or folder, the folders it is looked up in): a top-level line
-    names a folder of the root, each indented line below it names things inside that folder; the text after the
+    """(a name README.md's code map gives a module or folder, the folders it is looked up in).
+
+    The diagram is a tree by indentation: a line at the margin names folders of the root; a line indented by two
+    spaces per level starts with the names of things in the folder above it (`a.py, b.py`), then says what they are;
+    a line indented further goes on saying it. Names in what a line says about a folder (`inspection/ ...
+    heatmaps.py`) are inside that folder; names in what it says about a file are beside it. The text after the
     diagram is about hf_attention/."""
     diagram, after = readme_code_map().split("```", 2)[1:]
-    found, folder = [], ""
+    found, parents, about = [], [], ""
     for line in diagram.splitlines()[1:]:
-        if line.strip() and not line.startswith(" "):
-            folder = line.split()[0]
-            found.append((folder, ("",)))
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        entry, _, words = line.strip().partition("  ")
+        if indent % 2 == 0 and indent // 2 <= len(parents) and (indent == 0 or NAME.match(entry)):
+            parents = parents[: indent // 2]
+            folder = "/".join(parents)
+            names = NAME.findall(entry) if indent else entry.split()
+            found += [(name, (folder,)) for name in names]
+            about = f"{folder}/{names[-1]}".strip("/") if names[-1].endswith("/") else folder
+            if names[-1].endswith("/"):
+                parents.append(names[-1].rstrip("/"))
+                about = "/".join(parents)
         else:
-            found += [(name, (folder,)) for name in NAME.findall(line)]
+            words = line
+        found += [(name, (about,)) for name in NAME.findall(words)]
     return found + [(name, ("hf_attention",)) for name in NAME.findall(after)]
 
 
@@ -127,9 +151,16 @@ def architecture_text_between(start: str, end: str | None = None) -> str:
     raise AssertionError(f"architecture.md no longer says {start!r}")
 
 
+def dotted(file_name: str, package: str = "hf_attention") -> str:
+    """The dotted name of the one module of `package` (at any depth) whose file is `file_name` (`stack.py`)."""
+    found = [name for name, path in modules().items() if name.startswith(f"{package}.") and path.name == file_name]
+    assert len(found) == 1, f"{file_name} names {len(found)} modules of {package}: {found}"
+    return found[0]
+
+
 def module_names_in(text: str, package: str = "hf_attention") -> set[str]:
     """The dotted names of the modules of `package` that `text` names by file name."""
-    return {f"{package}.{name[:-3]}" for name in NAME.findall(text) if name.endswith(".py") and "/" not in name}
+    return {dotted(name, package) for name in NAME.findall(text) if name.endswith(".py") and "/" not in name}
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -140,11 +171,11 @@ def closure() -> set[str]:
     """The remote-code closure: the entry files closure.py names and every module of hf_attention/ they import."""
     entry_files = next(
         ast.literal_eval(node.value)
-        for node in syntax_tree(modules()["hf_attention.closure"]).body
+        for node in syntax_tree(modules()["hf_attention.modeling.closure"]).body
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "ENTRY_FILES" for t in node.targets)
     )
     package = {name: targets for name, targets in import_graph().items() if name.startswith("hf_attention.")}
-    return reachable(package, [f"hf_attention.{file[:-3]}" for file in entry_files])
+    return reachable(package, [f"hf_attention.modeling.{file[:-3]}" for file in entry_files])
 
 
 def reads_config(module: str) -> bool:
@@ -178,7 +209,7 @@ def readers(module: str) -> set[str]:
 
 
 def config_never_read_by(*names: str) -> list[str]:
-    return [f"hf_attention.{name} reads the config" for name in names if reads_config(f"hf_attention.{name}")]
+    return [f"{name} reads the config" for name in hf(*names) if reads_config(name)]
 
 
 def closure_is(named: set[str]) -> list[str]:
@@ -241,12 +272,9 @@ def shipped_with(entry: str, *names: str) -> list[str]:
     return [f"{name} is not among the modules {entry} imports" for name in names if name not in shipped]
 
 
-def readme_closure_range() -> set[str]:
-    """The hf_attention modules README.md's code map lists from configuration_hf_attention.py to recurrent.py."""
-    diagram = readme_code_map().split("```", 2)[1]
-    start = diagram.index("  configuration_hf_attention.py")
-    end = diagram.index("\n", diagram.index("  recurrent.py"))
-    return module_names_in(diagram[start:end])
+def folder_modules(folder: str) -> set[str]:
+    """The modules of a package folder (`hf_attention/modeling`), its `__init__` aside."""
+    return {name for name, path in modules().items() if path.parent == REPO / folder and path.name != "__init__.py"}
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -263,8 +291,15 @@ class Claim:
         return f"{self.page.name}: {self.words[:60]}"
 
 
+# The modules of the architectures and the conversion machinery ("converters" in the maps).
+CONVERTERS = {
+    name for name in modules() if name.startswith(("hf_attention.architectures.", "hf_attention.conversion."))
+}
+
+
 def hf(*names: str) -> tuple[str, ...]:
-    return tuple(f"hf_attention.{name}" for name in names)
+    """The dotted names of hf_attention's modules `names` (`"stack"`, `"architectures.base"`), wherever they live."""
+    return tuple(dotted(f"{name}.py") if "." not in name else f"hf_attention.{name}" for name in names)
 
 
 CLAIMS = [
@@ -273,7 +308,7 @@ CLAIMS = [
         "configuration_hf_attention.py the configs (encoder, decoder, encoder-decoder, recurrent) on one base; "
         "validation against the registries below",
         lambda: reads_all(
-            "hf_attention.configuration_hf_attention", *hf("scores", "positional", "norms", "activations")
+            "hf_attention.modeling.configuration_hf_attention", *hf("scores", "positional", "norms", "activations")
         ),
     ),
     Claim(
@@ -289,8 +324,13 @@ CLAIMS = [
     ),
     Claim(
         ARCHITECTURE,
-        "Everything above is the remote-code closure",
-        lambda: closure_is(module_names_in(architecture_text_between("configuration_hf_attention.py", "Everything"))),
+        "Everything above, with `pipelines.py` (the seq2seq pipeline), `placeholders.py` (placeholder protection, "
+        "which imports only the standard library) and `placeholder_constraint.py` (the constrained decoding that "
+        "places each source's sentinels), is the shipped code of `modeling/`",
+        lambda: closure_is(
+            module_names_in(architecture_text_between("configuration_hf_attention.py", "Everything"))
+            | set(hf("pipelines", "placeholders", "placeholder_constraint"))
+        ),
     ),
     Claim(
         ARCHITECTURE,
@@ -299,40 +339,40 @@ CLAIMS = [
     ),
     Claim(
         ARCHITECTURE,
-        "Outside the closure, free to import anything",
-        lambda: outside_the_closure(module_names_in(architecture_text_between("Outside the closure"))),
+        "Outside the shipped code, free to import anything",
+        lambda: outside_the_closure(module_names_in(architecture_text_between("Outside the shipped code"))),
     ),
     Claim(
         ARCHITECTURE,
-        "`placeholders.py`, placeholder protection, which imports only the standard library",
+        "`placeholders.py` (placeholder protection, which imports only the standard library)",
         lambda: imports_only(set(hf("placeholders")), set(), siblings=False),
     ),
     Claim(
         ARCHITECTURE,
-        "shared by `visualize.py`, the heatmaps, and `explorer.py`",
-        lambda: read_by_each("hf_attention.attention_maps", *hf("visualize", "explorer")),
+        "shared by `heatmaps.py` and `explorer.py`",
+        lambda: read_by_each("hf_attention.inspection.attention_maps", *hf("heatmaps", "explorer")),
     ),
     Claim(
         ARCHITECTURE,
         "the module that owns an elementwise region (RMSNorm in `norms.py`, the gated product in `layers.py`, the "
         "rotary rotation in `positional.py`) keeps its plain function and asks the region",
-        lambda: read_by_each("hf_attention.compiled_regions", *hf("norms", "layers", "positional")),
+        lambda: read_by_each("hf_attention.modeling.compiled_regions", *hf("norms", "layers", "positional")),
     ),
     Claim(
         ARCHITECTURE,
         "decoding.py DecodingState: what a module keeps while generate() runs; the speed-ups are states of the "
         "modules they change",
-        lambda: only_imported_by("hf_attention.decoding", *hf("attention", "pretrained")),
+        lambda: only_imported_by("hf_attention.modeling.decoding", *hf("attention", "pretrained")),
     ),
     Claim(
         ARCHITECTURE,
         "modeling_hf_attention.py every public class in one place (each defined in its family's module)",
-        lambda: defines_no_class("hf_attention.modeling_hf_attention"),
+        lambda: defines_no_class("hf_attention.modeling.modeling_hf_attention"),
     ),
     Claim(
         ARCHITECTURE,
         "finetune.py training.finetune: the same splits / models / objective steps",
-        lambda: reads_all("training.finetune", "training.splits", "training.models", "training.objectives"),
+        lambda: reads_all("training.finetune", "training.data.splits", "training.run.models", "training.objectives"),
     ),
     Claim(
         README,
@@ -342,29 +382,24 @@ CLAIMS = [
     Claim(
         README,
         "activations.py feed-forward activations (read by the config, layers.py, pretrained.py, converters)",
-        lambda: read_exactly_by(
-            hf("activations"),
-            set(
-                hf(
-                    "configuration_hf_attention",
-                    "layers",
-                    "pretrained",
-                    "architectures.base",
-                    "architectures.llama",
-                    "architectures.modernbert",
-                )
-            ),
+        lambda: (
+            read_exactly_by(
+                hf("activations"),
+                set(hf("configuration_hf_attention", "layers", "pretrained"))
+                | (readers(hf("activations")[0]) & CONVERTERS),
+            )
+            + ([] if readers(hf("activations")[0]) & CONVERTERS else ["no converter reads activations.py"])
         ),
     ),
     Claim(
         README,
         "modeling_hf_attention.py every public model class in one place",
-        lambda: defines_no_class("hf_attention.modeling_hf_attention"),
+        lambda: defines_no_class("hf_attention.modeling.modeling_hf_attention"),
     ),
     Claim(
         README,
-        "The files from `configuration_hf_attention.py` to `recurrent.py` are the remote-code closure",
-        lambda: closure_is(readme_closure_range()),
+        "The files of `modeling/` are the shipped code",
+        lambda: closure_is(folder_modules("hf_attention/modeling")),
     ),
     Claim(
         README,
@@ -373,13 +408,18 @@ CLAIMS = [
     ),
     Claim(
         README,
-        "placeholders.py placeholders as indexed sentinels and back, problems reported (shipped with pipelines)",
-        lambda: shipped_with("hf_attention.pipelines", *hf("placeholders")),
+        "Nothing else of the package is shipped",
+        lambda: outside_the_closure(set(modules()) - folder_modules("hf_attention/modeling")),
     ),
     Claim(
         README,
-        "placeholder_constraint.py constrained decoding: each output writes its source's sentinels (shipped likewise)",
-        lambda: shipped_with("hf_attention.pipelines", *hf("placeholder_constraint")),
+        "placeholders.py placeholders as indexed sentinels and back, problems reported (standard library only)",
+        lambda: imports_only(set(hf("placeholders")), set(), siblings=False),
+    ),
+    Claim(
+        README,
+        "placeholder_constraint.py constrained decoding: each output writes its source's sentinels",
+        lambda: shipped_with("hf_attention.modeling.pipelines", *hf("placeholder_constraint")),
     ),
 ]
 
@@ -403,18 +443,28 @@ def test_every_module_a_map_names_exists(page, names):
     assert not missing, f"{page.name} names modules that do not exist: {missing}"
 
 
-def test_architecture_names_every_module():
-    named = {resolve(name, folders) for name, folders in architecture_names()}
+def test_the_readme_code_map_names_every_module():
+    """Every module of hf_attention/ (at any depth) and training/ (and each folder of them) is in README.md's code
+    map, so a reader draws the house from it; the package `__init__.py` files of the folders aside, and the modules of
+    the architectures, which the line of architectures/ covers (the registry lists them, and the docs' tables are
+    made from it)."""
+    named = {resolve(name, folders) for name, folders in readme_names()}
     unnamed = []
     for package in PACKAGES:
         folder = REPO / package
-        for path in sorted(folder.glob("*.py")):
-            if path.name != "__init__.py" and not path.name.startswith("_") and path not in named:
+        # (training/objectives/: one module per objective, which its line covers)
+        paths = [path for path in sorted(folder.rglob("*.py")) if path.parent.name != "objectives"]
+        for path in paths:
+            if path.name == "__init__.py" and path.parent != REPO / "hf_attention":
+                continue
+            if path.parent == REPO / "hf_attention" / "architectures" and "\nARCHITECTURE = " in path.read_text():
+                continue
+            if path not in named:
                 unnamed.append(str(path.relative_to(REPO)))
         for subpackage in sorted(p for p in folder.iterdir() if (p / "__init__.py").is_file()):
             if subpackage not in named:
                 unnamed.append(f"{subpackage.relative_to(REPO)}/")
-    assert not unnamed, f"docs/architecture.md does not name {unnamed}"
+    assert not unnamed, f"README.md's code map does not name {unnamed}"
 
 
 @pytest.mark.parametrize("claim", CLAIMS, ids=str)

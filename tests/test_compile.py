@@ -11,7 +11,7 @@ import torch
 from conftest import build, left_pad, right_pad
 
 from hf_attention import HFAttentionForCausalLM, HFAttentionForMaskedLM, HFAttentionForSeq2SeqLM
-from hf_attention.generation import compiled_generate
+from hf_attention.runtime.compiled_generation import compiled_generate
 
 pytestmark = pytest.mark.slow  # compiling takes most of these tests' time
 

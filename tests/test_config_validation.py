@@ -14,7 +14,7 @@ from transformers import AutoConfig, AutoModelForCausalLM
 from transformers.models.t5.modeling_t5 import T5Attention
 
 from hf_attention import HFAttentionEncoderModel, HFAttentionForCausalLM, HFAttentionForSeq2SeqLM
-from hf_attention.positional import relative_position_bucket
+from hf_attention.modeling.positional import relative_position_bucket
 
 BOOLEAN_FIELDS = (
     "scale_embeddings",

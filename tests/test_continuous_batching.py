@@ -62,7 +62,7 @@ def test_generate_batch_gives_each_request_its_generate_tokens(case):
 
 
 def test_the_encoder_decoder_family_refuses_the_paged_cache():
-    from hf_attention.cache_argument import PagedAttentionCache
+    from hf_attention.modeling.cache_argument import PagedAttentionCache
 
     model = build(HFAttentionForSeq2SeqLM, "seq2seq")
     paged = PagedAttentionCache.__new__(PagedAttentionCache)  # the type is what the model checks

@@ -17,8 +17,8 @@ from transformers import (
 )
 
 import hf_attention  # noqa: F401  (registers the Auto classes)
-from hf_attention.cli import main
-from hf_attention.convert import convert_checkpoint
+from hf_attention.commands.cli import main
+from hf_attention.conversion.from_hf import convert_checkpoint
 
 AUTO = {
     "gpt2": AutoModelForCausalLM,

@@ -27,10 +27,17 @@ from transformers import (
     Qwen3ForCausalLM,
 )
 
-from hf_attention.convert import from_hf
-from hf_attention.placeholders import SENTINELS, protect, protect_batch, protect_pair, restore, translate_protected
-from hf_attention.to_hf import export_checkpoint
-from training.tokenizer import train_tokenizer
+from hf_attention import from_hf
+from hf_attention.conversion.to_hf import export_checkpoint
+from hf_attention.modeling.placeholders import (
+    SENTINELS,
+    protect,
+    protect_batch,
+    protect_pair,
+    restore,
+    translate_protected,
+)
+from training.data.tokenizer import train_tokenizer
 
 PROMPTS = [
     "The attention weights of one query sum to one",

@@ -1,5 +1,5 @@
-"""Tests of the data layer: embedded corpora (training/corpora.py), filters, deterministic splits (splits.py), user
-files (user_data.py), the objectives' own corpora and features (objectives/), errors, tokenisation.
+"""Tests of the data layer: embedded corpora (training/data/corpora.py), filters, deterministic splits (splits.py),
+user files (user_data.py), the objectives' own corpora and features (objectives/), errors, tokenisation.
 
 The corpora are read from this machine (pydoc topics, /usr/share/locale), limited to a few catalogs to stay fast.
 """
@@ -11,13 +11,19 @@ from datasets import ClassLabel, Dataset
 from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
-from training.corpora import available_languages, filter_pairs, is_format_only, python_docs_corpus, split_paragraphs
+from training.data.corpora import (
+    available_languages,
+    filter_pairs,
+    is_format_only,
+    python_docs_corpus,
+    split_paragraphs,
+)
+from training.data.splits import SPLITS, corpus_checksum, split_dataset
+from training.data.user_data import filter_texts, load_user_dataset
 from training.objectives.causal_lm import causal_lm_features
 from training.objectives.language_id import language_id_corpus
 from training.objectives.masked_lm import masked_lm_features
 from training.objectives.translation import flatten_translation, translation_corpus, translation_features
-from training.splits import SPLITS, corpus_checksum, split_dataset
-from training.user_data import filter_texts, load_user_dataset
 
 FEW = 4  # catalogs read per language: enough for thousands of pairs, fast enough for a unit test
 needs_catalogs = pytest.mark.skipif(
@@ -288,7 +294,7 @@ def test_translation_features_have_labels(tokenizer):
 
 @needs_catalogs
 def test_corpus_to_features_with_the_project_tokenizer():
-    tokenizer_module = pytest.importorskip("training.tokenizer")
+    tokenizer_module = pytest.importorskip("training.data.tokenizer")
     splits = split_dataset(translation_corpus("de", max_catalogs=2, machine=True), key="source")
     train = splits["train"].select(range(min(200, len(splits["train"]))))
     tokenizer = tokenizer_module.train_tokenizer(list(train["source"]) + list(train["target"]), 300, kind="seq2seq")

@@ -17,8 +17,8 @@ from transformers import LogitsProcessor, LogitsProcessorList
 
 import hf_attention
 from hf_attention import HFAttentionForCausalLM, HFAttentionForSeq2SeqLM, attention, linear_products
-from hf_attention.attention import MultiHeadAttention, StackedProjections
-from hf_attention.pretrained import TransformerPreTrainedModel
+from hf_attention.modeling.attention import MultiHeadAttention, StackedProjections
+from hf_attention.modeling.pretrained import TransformerPreTrainedModel
 
 GENERATIVE = [
     (HFAttentionForCausalLM, "decoder", {"position_encoding": "rotary", "hidden_act": "swiglu"}),
@@ -424,7 +424,7 @@ def test_generate_runs_only_what_the_classes_define(model_class, family, overrid
     model = build(model_class, family, **overrides)
     monkeypatch.setattr(linear_products, "VOCABULARY_BLOCK_BYTES", SMALL_BLOCKS)  # the head is blocked too
     check = _CheckEveryStep(model)
-    package = Path(hf_attention.__file__).parent
+    package = Path(hf_attention.__file__).parent / "modeling"
     called: set[types.CodeType] = set()
 
     def profile(frame, event, arg):

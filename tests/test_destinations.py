@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from test_cli_errors import assert_error, run
 
-from hf_attention.convert import convert_checkpoint
-from hf_attention.demo import FAMILIES
+from hf_attention.commands.demo import FAMILIES
+from hf_attention.conversion.from_hf import convert_checkpoint
 
 
 def state(folder: Path) -> dict[str, tuple]:
@@ -100,9 +100,9 @@ def test_a_destination_name_that_is_not_utf8_is_refused_before_any_work(workdir,
     def no_work(*args, **kwargs):
         raise AssertionError("the model was loaded before the destination was checked")
 
-    monkeypatch.setattr("hf_attention.convert.load_reference", no_work)
-    monkeypatch.setattr("hf_attention.to_hf.load_hf_attention", no_work)
-    monkeypatch.setattr("hf_attention.demo.AutoModelForCausalLM.from_config", no_work)
+    monkeypatch.setattr("hf_attention.conversion.from_hf.load_reference", no_work)
+    monkeypatch.setattr("hf_attention.conversion.to_hf.load_hf_attention", no_work)
+    monkeypatch.setattr("hf_attention.commands.demo.AutoModelForCausalLM.from_config", no_work)
     before = state(workdir)
     code, out, err = run(capsys, command_line(command, "bad\udcff"))
     argument = "--output-dir" if command == "demo" else "destination"
@@ -151,7 +151,7 @@ def test_a_destination_filled_while_the_command_works_is_left_alone(workdir, cap
     """The destination was empty when checked; someone saves a file there while the model converts: the finished
     checkpoint must not be swapped in over it."""
     (workdir / "empty" / "out").mkdir()
-    from hf_attention import convert
+    from hf_attention.conversion import from_hf as convert
 
     load = convert.load_reference
 

@@ -76,15 +76,3 @@ def test_links_are_found_outside_code_only(tmp_path):
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT)))
 def test_relative_links_resolve(page):
     assert broken_links(page) == []
-
-
-def test_the_readme_code_map_names_every_module():
-    """README.md's code map lists every module of hf_attention/ and training/ (a line may name two: "a.py, b.py")."""
-    readme = (ROOT / "README.md").read_text()
-    code_map = readme.split("## Code map", 1)[1].split("```", 2)[1]
-    named = set(re.findall(r"^  ([\w./, ]+?)\s{2,}", code_map, flags=re.MULTILINE))
-    named = {name.strip() for entry in named for name in entry.split(",")}
-    for package in ("hf_attention", "training"):
-        for module in sorted((ROOT / package).glob("*.py")):
-            if module.name != "__init__.py" or package == "hf_attention":
-                assert module.name in named, f"README.md's code map does not name {package}/{module.name}"

@@ -6,7 +6,7 @@ from conftest import build, tiny_config
 from transformers import AutoModelForCausalLM
 
 from hf_attention import HFAttentionEncoderModel, HFAttentionForCausalLM, HFAttentionForSeq2SeqLM
-from hf_attention.cache_argument import cache_of
+from hf_attention.modeling.cache_argument import cache_of
 
 
 @pytest.mark.parametrize(

@@ -18,9 +18,9 @@ from conftest import tiny_config
 from test_cli_errors import assert_error, run
 
 from hf_attention import HFAttentionForCausalLM, HFAttentionForMaskedLM, HFAttentionForSeq2SeqLM
-from hf_attention.cli import main
-from hf_attention.explorer import MAX_PAGE_WEIGHTS, explore
-from hf_attention.visualize import HeatmapTooLarge, load_model_and_tokenizer, plot_attention
+from hf_attention.commands.cli import main
+from hf_attention.inspection.explorer import MAX_PAGE_WEIGHTS, explore
+from hf_attention.inspection.heatmaps import HeatmapTooLarge, load_model_and_tokenizer, plot_attention
 
 TEXT = "Return the value of the named attribute"
 TARGET = "Gibt den Wert zurück"
@@ -115,8 +115,8 @@ def test_page_needs_no_network_and_escapes_its_text(saved_checkpoint):
 
 
 def test_page_size_is_capped_before_the_forward_pass(saved_checkpoint, monkeypatch):
-    import hf_attention.attention_maps as attention_maps
-    import hf_attention.explorer as explorer
+    import hf_attention.inspection.attention_maps as attention_maps
+    import hf_attention.inspection.explorer as explorer
 
     model, tokenizer = load_model_and_tokenizer(checkpoint(saved_checkpoint, "encoder"))
     calls = []

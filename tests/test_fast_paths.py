@@ -13,12 +13,12 @@ import torch
 from torch import nn
 from transformers.activations import ACT2FN
 
-from hf_attention import losses, norms
-from hf_attention.activations import activation_function
-from hf_attention.attention import FUSED_PROJECTION_MIN_ROWS, MultiHeadAttention, fused_linear
-from hf_attention.convert import from_hf
-from hf_attention.layers import GatedFeedForward
-from hf_attention.norms import RMSNorm
+from hf_attention import from_hf
+from hf_attention.modeling import losses, norms
+from hf_attention.modeling.activations import activation_function
+from hf_attention.modeling.attention import FUSED_PROJECTION_MIN_ROWS, MultiHeadAttention, fused_linear
+from hf_attention.modeling.layers import GatedFeedForward
+from hf_attention.modeling.norms import RMSNorm
 
 ROWS = FUSED_PROJECTION_MIN_ROWS  # batch 2 × length ROWS / 2: just enough rows to take the fused path
 
@@ -41,8 +41,8 @@ def _compare_fused_and_plain(module: nn.Module, call, inputs, monkeypatch) -> No
     module.train()
     fused_output, fused_grads = _run(module, call, inputs)
     # Raising the row threshold forces the plain path on the same inputs.
-    monkeypatch.setattr("hf_attention.attention.FUSED_PROJECTION_MIN_ROWS", 10**9)
-    monkeypatch.setattr("hf_attention.layers.FUSED_PROJECTION_MIN_ROWS", 10**9)
+    monkeypatch.setattr("hf_attention.modeling.attention.FUSED_PROJECTION_MIN_ROWS", 10**9)
+    monkeypatch.setattr("hf_attention.modeling.layers.FUSED_PROJECTION_MIN_ROWS", 10**9)
     plain_output, plain_grads = _run(module, call, inputs)
     torch.testing.assert_close(fused_output, plain_output, rtol=1e-6, atol=1e-6)
     assert fused_grads.keys() == plain_grads.keys()
@@ -97,7 +97,7 @@ def test_fused_gate_and_up_projection_equals_separate_under_bf16_autocast(bias, 
     hidden = torch.randn(2, ROWS // 2, 32)
     fused_calls = []
     monkeypatch.setattr(
-        "hf_attention.layers.fused_linear",
+        "hf_attention.modeling.layers.fused_linear",
         lambda projections, x: fused_calls.append(len(projections)) or fused_linear(projections, x),
     )
 
@@ -107,7 +107,7 @@ def test_fused_gate_and_up_projection_equals_separate_under_bf16_autocast(bias, 
 
     fused_output, fused_grads = _run(mlp, call, (hidden,))
     assert fused_calls == [2], "the bf16 training run did not take the fused gate/up path"
-    monkeypatch.setattr("hf_attention.layers.FUSED_PROJECTION_MIN_ROWS", 10**9)
+    monkeypatch.setattr("hf_attention.modeling.layers.FUSED_PROJECTION_MIN_ROWS", 10**9)
     plain_output, plain_grads = _run(mlp, call, (hidden,))
     assert fused_calls == [2]
     torch.testing.assert_close(fused_output, plain_output, rtol=1e-2, atol=1e-3)  # the same bf16 products
@@ -117,7 +117,7 @@ def test_fused_gate_and_up_projection_equals_separate_under_bf16_autocast(bias, 
 
 def test_gate_and_up_projections_stay_separate_in_fp32(monkeypatch):
     mlp = GatedFeedForward(hidden_size=32, intermediate_size=64, activation="silu").train()
-    monkeypatch.setattr("hf_attention.layers.fused_linear", lambda *a: pytest.fail("fused gate/up in fp32"))
+    monkeypatch.setattr("hf_attention.modeling.layers.fused_linear", lambda *a: pytest.fail("fused gate/up in fp32"))
     mlp(torch.randn(2, ROWS, 32, requires_grad=True)).sum().backward()
 
 
@@ -280,7 +280,10 @@ def test_fused_linear_cross_entropy_when_the_target_probability_underflows(monke
     assert theirs[1] > 150  # the case is real: exp(-150) is below float32's smallest normal number
     torch.testing.assert_close(ours[1], theirs[1], rtol=1e-6, atol=1e-5)
     for name in theirs[2]:
-        torch.testing.assert_close(ours[2][name], theirs[2][name], rtol=1e-5, atol=1e-6, msg=name)
+        # The weight's gradient sums terms of |hidden| ~ 100: its float rounding, in whichever order a CPU's kernels
+        # add them (one thread or two), is ~1e-5 absolute, also on entries near 0; tolerances relative to its scale.
+        scale = max(1.0, theirs[2][name].abs().max().item())
+        torch.testing.assert_close(ours[2][name], theirs[2][name], rtol=1e-5, atol=1e-6 * scale, msg=name)
 
 
 def test_fused_linear_cross_entropy_with_num_items_in_batch():

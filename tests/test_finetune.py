@@ -293,7 +293,7 @@ def test_accelerate_configs_parse(name):
         fsdp = config.fsdp_config
         assert fsdp["fsdp_version"] == 2 and fsdp["fsdp_auto_wrap_policy"] == "TRANSFORMER_BASED_WRAP"
         for cls in fsdp["fsdp_transformer_layer_cls_to_wrap"].split(","):
-            assert hasattr(hf_attention.layers, cls)  # the wrap policy names real layer classes
+            assert hasattr(hf_attention.modeling.layers, cls)  # the wrap policy names real layer classes
     if name == "deepspeed_zero2":
         assert config.deepspeed_config["zero_stage"] == 2
     if name == "multi_node":

@@ -59,10 +59,10 @@ from hf_attention import (
     HFAttentionRecurrentForSeq2SeqLM,
     HFAttentionSeq2SeqConfig,
 )
-from hf_attention.cli import build_parser, main
-from hf_attention.shipped_code import PACKAGE, closure_files
+from hf_attention.commands.cli import build_parser, main
+from hf_attention.commands.refresh_code import PACKAGE, closure_files
 from training.args import parse_args
-from training.run_state import RunArguments
+from training.run.run_state import RunArguments
 from training.train import configure
 
 CONFIGS = {

@@ -5,7 +5,7 @@ import torch
 from conftest import POSITION_ENCODINGS, build, left_pad, right_pad
 
 from hf_attention import HFAttentionForCausalLM, HFAttentionForSeq2SeqLM
-from hf_attention.generation import compiled_generate
+from hf_attention.runtime.compiled_generation import compiled_generate
 
 FAMILIES = {"decoder": HFAttentionForCausalLM, "seq2seq": HFAttentionForSeq2SeqLM}
 ROWS = [[5, 17, 33, 8, 61, 12], [7, 21, 3], [90, 4, 52, 11]]

@@ -7,9 +7,9 @@ from torch import nn
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from hf_attention import HFAttentionForCausalLM
-from hf_attention.cache_argument import cache_of, with_cache
-from hf_attention.losses import logit_slice
-from hf_attention.modeling_hf_attention import DecoderHead
+from hf_attention.modeling.cache_argument import cache_of, with_cache
+from hf_attention.modeling.losses import logit_slice
+from hf_attention.modeling.modeling_hf_attention import DecoderHead
 
 
 class AdaptedCausalLM(DecoderHead):

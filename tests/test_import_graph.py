@@ -58,10 +58,10 @@ def describe(graph, components) -> str:
 
 def test_the_graph_sees_every_kind_of_import():
     graph = import_graph()
-    assert "training.objective" in graph["training.losses"]  # top level, absolute
-    assert "training.args" in graph["training.run_state"]  # under TYPE_CHECKING
-    assert "hf_attention.to_hf" in graph["training.models"]  # inside a function
-    assert "hf_attention.losses" in graph["hf_attention.modeling_hf_attention"]  # relative
+    assert "training.objective" in graph["training.run.losses"]  # top level, absolute
+    assert "training.args" in graph["training.run.run_state"]  # under TYPE_CHECKING
+    assert "hf_attention.conversion.to_hf" in graph["training.run.models"]  # inside a function
+    assert "hf_attention.modeling.losses" in graph["hf_attention.modeling.modeling_hf_attention"]  # relative
     assert "training.objectives.translation" in graph["training.objectives"]  # `from package import module`
 
 

@@ -16,8 +16,8 @@ from hf_attention import (
     HFAttentionRecurrentForSeq2SeqLM,
     HFAttentionSeq2SeqModel,
 )
-from hf_attention.losses import linear_cross_entropy, token_cross_entropy
-from hf_attention.pipelines import TASK
+from hf_attention.modeling.losses import linear_cross_entropy, token_cross_entropy
+from hf_attention.modeling.pipelines import TASK
 
 HEADS = {  # name → (model class, family, extra inputs)
     "causal_lm": (HFAttentionForCausalLM, "decoder", {}),

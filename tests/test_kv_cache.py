@@ -1,4 +1,4 @@
-"""generate()'s cache layers on CPU (hf_attention.kv_cache): appends in place, beam reorders done by the next
+"""generate()'s cache layers on CPU (hf_attention.modeling.kv_cache): appends in place, beam reorders done by the next
 append, no-op beam reorders of the cross-attention cache skipped; the same tokens and scores to the bit as
 transformers' own layers, and transformers' behaviour wherever their assumptions do not hold."""
 
@@ -8,8 +8,8 @@ from conftest import build, left_pad
 from transformers.cache_utils import DynamicCache, DynamicLayer, EncoderDecoderCache
 
 from hf_attention import HFAttentionForCausalLM, HFAttentionForSeq2SeqLM, kv_cache
-from hf_attention.cache_argument import CACHE_FIELD, cache_of
-from hf_attention.kv_cache import BeamReorderedLayer, BeamSharedCrossLayer, GrowingKVLayer
+from hf_attention.modeling.cache_argument import CACHE_FIELD, cache_of
+from hf_attention.modeling.kv_cache import BeamReorderedLayer, BeamSharedCrossLayer, GrowingKVLayer
 
 GENERATIVE = [
     (HFAttentionForCausalLM, "decoder", {"position_encoding": "rotary", "hidden_act": "swiglu"}),  # grouped heads

@@ -10,10 +10,10 @@ import torch
 from reference import naive
 from torch import nn
 
-from hf_attention.attention import MultiHeadAttention, eager_attention_forward, sdpa_attention_forward
-from hf_attention.layers import DecoderLayer, EncoderLayer, FeedForward, GatedFeedForward, make_feed_forward
-from hf_attention.masks import causal_mask
-from hf_attention.norms import RMSNorm, make_norm
+from hf_attention.modeling.attention import MultiHeadAttention, eager_attention_forward, sdpa_attention_forward
+from hf_attention.modeling.layers import DecoderLayer, EncoderLayer, FeedForward, GatedFeedForward, make_feed_forward
+from hf_attention.modeling.masks import causal_mask
+from hf_attention.modeling.norms import RMSNorm, make_norm
 
 E, F, H = 16, 32, 4
 

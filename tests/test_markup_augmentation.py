@@ -8,13 +8,13 @@ import re
 import pytest
 from datasets import Dataset
 
-from training.markup_augmentation import (
+from training.data.markup_augmentation import (
     WAYS,
     augment_pair,
     augment_with_markup,
     shared_words,
 )
-from training.metrics import placeholders
+from training.finish.metrics import placeholders
 
 PAIRS = [
     ("Open %s in Spyder", "%s in Spyder öffnen"),
@@ -101,8 +101,8 @@ def test_a_fraction_outside_0_1_is_refused(fraction):
 
 def test_the_option_is_checked_and_reaches_the_training_split_only():
     from training.args import parse_args
+    from training.data.splits import split_corpus
     from training.objectives import objective_for
-    from training.splits import split_corpus
 
     with pytest.raises(ValueError, match="markup_augmentation"):
         parse_args(["--objective", "translation", "--markup_augmentation", "2"])
@@ -125,11 +125,11 @@ def test_the_option_is_checked_and_reaches_the_training_split_only():
 def test_with_protection_the_augmented_pairs_carry_sentinels_too():
     """The augmentation runs on the raw pairs; the featurizer then protects every training row, augmented or not, and
     the tokenizer learns from the protected pairs."""
-    from hf_attention.placeholders import SENTINELS, protect_pair, tokenizer_protects
+    from hf_attention.modeling.placeholders import SENTINELS, protect_pair, tokenizer_protects
     from training.args import parse_args
+    from training.data.splits import split_corpus
+    from training.data.tokenizer import make_tokenizer
     from training.objectives import objective_for
-    from training.splits import split_corpus
-    from training.tokenizer import make_tokenizer
 
     rows = {
         "source": [f"Open file number {i} in Spyder" for i in range(300)],

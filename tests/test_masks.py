@@ -4,8 +4,8 @@ checks (input_checks.py)."""
 import pytest
 import torch
 
-from hf_attention.input_checks import check_attention_mask
-from hf_attention.masks import (
+from hf_attention.modeling.input_checks import check_attention_mask
+from hf_attention.modeling.masks import (
     causal_mask,
     combine,
     fit_to_length,

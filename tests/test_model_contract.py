@@ -29,8 +29,8 @@ from hf_attention import (
     HFAttentionForSequenceClassification,
     HFAttentionForTokenClassification,
     HFAttentionSeq2SeqModel,
+    from_hf,
 )
-from hf_attention.convert import from_hf
 
 LLAMA = {
     "vocab_size": 99,

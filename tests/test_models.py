@@ -24,7 +24,7 @@ from hf_attention import (
     HFAttentionForTokenClassification,
     HFAttentionSeq2SeqModel,
 )
-from hf_attention.configuration_hf_attention import ATTENTION_SCORES, HIDDEN_ACTS, NORM_POSITIONS, NORM_TYPES
+from hf_attention.modeling.configuration_hf_attention import ATTENTION_SCORES, HIDDEN_ACTS, NORM_POSITIONS, NORM_TYPES
 
 LM_CLASSES = {"encoder": HFAttentionForMaskedLM, "decoder": HFAttentionForCausalLM, "seq2seq": HFAttentionForSeq2SeqLM}
 

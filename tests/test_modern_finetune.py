@@ -15,7 +15,7 @@ from modern_references import generate_positions, padded_batch, reference
 from peft import LoraConfig, get_peft_model
 from transformers import Trainer, TrainingArguments
 
-from hf_attention.convert import from_hf
+from hf_attention import from_hf
 
 CASES = ["qwen3", "gemma3"]
 

@@ -227,7 +227,7 @@ def test_a_saved_qwen3_folder_converts_from_the_command_line_function(tmp_path):
     reference's logits, and remembers the architecture it came from."""
     from modern_references import forward_inputs, reference
 
-    from hf_attention.convert import convert_checkpoint
+    from hf_attention.conversion.from_hf import convert_checkpoint
 
     theirs = reference("qwen3")
     theirs.save_pretrained(tmp_path / "qwen3")

@@ -14,11 +14,11 @@ import torch
 from test_training import argv
 from torch import nn
 
-from training import catalogs
 from training.args import parse_args
-from training.averaging import AVERAGE_FILE, WeightAverage
-from training.metrics import placeholder_accuracy, placeholders, repeat_rate, stutters, translation_scores
+from training.data import catalogs
+from training.finish.metrics import placeholder_accuracy, placeholders, repeat_rate, stutters, translation_scores
 from training.objectives.translation import held_out_translation_set, translation_corpus
+from training.run.averaging import AVERAGE_FILE, WeightAverage
 from training.train import run
 
 
@@ -245,9 +245,9 @@ def test_label_smoothing_reaches_a_hugging_face_model_through_the_training_loss(
     model config's label_smoothing says, exactly as F.cross_entropy(label_smoothing=...)."""
     from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
-    from training.losses import token_loss
-    from training.models import check_model_config
     from training.objectives import objective_for
+    from training.run.losses import token_loss
+    from training.run.models import check_model_config
 
     fields = {"d_model": 16, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2}
     fields |= {"decoder_attention_heads": 2, "encoder_ffn_dim": 32, "decoder_ffn_dim": 32, "vocab_size": 50}
@@ -273,7 +273,7 @@ def test_a_length_penalty_with_greedy_decoding_does_not_break_the_export(tmp_pat
 
     from transformers import GenerationConfig
 
-    from training.evaluate import GenerationSettings
+    from training.finish.evaluate import GenerationSettings
     from training.objectives import objective_for
 
     set_defaults = objective_for("translation").evaluation.set_generation_defaults

@@ -6,9 +6,8 @@ import torch
 from conftest import POSITION_ENCODINGS, build
 from transformers import DataCollatorWithFlattening, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
-from hf_attention import HFAttentionEncoderModel, HFAttentionForCausalLM, HFAttentionForSeq2SeqLM
-from hf_attention.convert import from_hf
-from hf_attention.masks import packed_documents
+from hf_attention import HFAttentionEncoderModel, HFAttentionForCausalLM, HFAttentionForSeq2SeqLM, from_hf
+from hf_attention.modeling.masks import packed_documents
 
 LENGTHS = (6, 5, 3)
 

@@ -1,5 +1,5 @@
 """Parity with the reference implementations: HF GPT-2, Llama, BERT, BART, Marian and T5 with random tiny weights,
-converted by `hf_attention.convert.from_hf`, give the same hidden states, attentions, logits and generated tokens."""
+converted by `hf_attention.from_hf`, give the same hidden states, attentions, logits and generated tokens."""
 
 import copy
 
@@ -37,9 +37,9 @@ from hf_attention import (
     HFAttentionForCausalLM,
     HFAttentionForMaskedLM,
     HFAttentionForSeq2SeqLM,
+    from_hf,
 )
-from hf_attention import convert as convert_module
-from hf_attention.convert import from_hf
+from hf_attention.conversion import from_hf as convert_module
 
 TOLERANCE = 1e-4
 BART_LIKE = {

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_save_load import thread_env
 from transformers import pipeline
 
 import hf_attention
@@ -21,7 +22,7 @@ from hf_attention import (
     HFAttentionForSequenceClassification,
     HFAttentionForTokenClassification,
 )
-from hf_attention.pipelines import TASK, save_translation_pipeline
+from hf_attention.modeling.pipelines import TASK, save_translation_pipeline
 
 PROMPT = "The list of built-in functions"
 
@@ -142,7 +143,7 @@ REMOTE_SCRIPT = textwrap.dedent("""
 def run_shipped_pipeline(folder, text: str, tmp_path) -> list:
     """The pipeline shipped in `folder` run on [text, "x"] in a fresh process where hf_attention cannot be imported."""
     (tmp_path / "remote.py").write_text(REMOTE_SCRIPT)
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"}
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1", **thread_env()}
     env["HF_MODULES_CACHE"] = str(tmp_path / "modules")
     result = subprocess.run(
         [sys.executable, "remote.py", str(folder), text],
@@ -173,8 +174,8 @@ def protected_folder(tmp_path_factory):
     """A tiny random translation model whose tokenizer was trained on protected pairs (it holds the sentinels)."""
     from conftest import tiny_config
 
-    from hf_attention.placeholders import protect_pair
-    from training.tokenizer import train_tokenizer
+    from hf_attention.modeling.placeholders import protect_pair
+    from training.data.tokenizer import train_tokenizer
 
     words = ["file", "folder", "name", "page", "item", "Datei", "Ordner", "Seite", "löschen", "öffnen"]
     pairs = [
@@ -191,8 +192,8 @@ def protected_folder(tmp_path_factory):
 def _expected(translate, source, constrained: bool = True, **generate_kwargs):
     """What the pipeline must give, computed by hand: protect, generate (constrained to the source's sentinels, as the
     pipeline does by default), decode, restore."""
-    from hf_attention.placeholder_constraint import sentinel_constraint
-    from hf_attention.placeholders import protect, restore
+    from hf_attention.modeling.placeholder_constraint import sentinel_constraint
+    from hf_attention.modeling.placeholders import protect, restore
 
     masked, originals = protect(source)
     inputs = translate.tokenizer(masked, return_tensors="pt")
@@ -236,7 +237,7 @@ def test_a_translation_that_keeps_its_sentinels_gets_the_source_placeholders_bac
 def test_a_translation_that_loses_or_invents_a_sentinel_is_reported(protected_folder, monkeypatch, caplog):
     translate = pipeline(TASK, model=str(protected_folder))
     _answering(translate, monkeypatch, "Kann nicht löschen: ⟦ph_1⟧⟦ph_2⟧⟦ph_3⟧ ⟦ph_9⟧")
-    with caplog.at_level("WARNING", logger="hf_attention.pipelines"):
+    with caplog.at_level("WARNING", logger="hf_attention.modeling.pipelines"):
         result = translate(SOURCE)
     assert result == [
         {
@@ -273,7 +274,7 @@ def test_without_sentinels_in_the_tokenizer_nothing_changes(translation_folder):
 def test_the_protected_pipeline_ships_with_its_placeholders_module(protected_folder, tmp_path):
     """Without hf_attention, the shipped pipeline protects and restores exactly as the installed one."""
     assert (protected_folder / "placeholders.py").read_bytes() == (
-        Path(hf_attention.__file__).parent / "placeholders.py"
+        Path(hf_attention.__file__).parent / "modeling" / "placeholders.py"
     ).read_bytes()
     remote = run_shipped_pipeline(protected_folder, SOURCE, tmp_path)
     local = pipeline(TASK, model=str(protected_folder))([SOURCE, "x"], max_new_tokens=5, num_beams=2)
@@ -282,12 +283,13 @@ def test_the_protected_pipeline_ships_with_its_placeholders_module(protected_fol
 
 
 def test_refresh_code_writes_the_pipeline_and_its_placeholders_module(protected_folder, tmp_path):
-    from hf_attention.cli import main
-    from hf_attention.pipelines import pipeline_files
+    from hf_attention.commands.cli import main
+    from hf_attention.modeling.pipelines import pipeline_files
 
     folder = tmp_path / "checkpoint"
     shutil.copytree(protected_folder, folder)
     (folder / "placeholders.py").unlink()  # a checkpoint saved before the pipeline imported it
     assert main(["refresh-code", str(folder)]) == 0
+    shipped = Path(hf_attention.__file__).parent / "modeling"
     for name in pipeline_files():
-        assert (folder / name).read_bytes() == (Path(hf_attention.__file__).parent / name).read_bytes(), name
+        assert (folder / name).read_bytes() == (shipped / name).read_bytes(), name

@@ -1,6 +1,6 @@
-"""Placeholder protection (hf_attention/placeholders.py): each syntax's placeholders become indexed sentinels and come
-back unchanged; training pairs give the target the sentinel of the matching source occurrence; every sentinel an
-output lost, invented or duplicated is reported; the tokenizer holds the sentinels as single, non-special tokens;
+"""Placeholder protection (hf_attention/modeling/placeholders.py): each syntax's placeholders become indexed sentinels
+and come back unchanged; training pairs give the target the sentinel of the matching source occurrence; every sentinel
+an output lost, invented or duplicated is reported; the tokenizer holds the sentinels as single, non-special tokens;
 the scores count placeholders per syntax."""
 
 import ast
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hf_attention.pipelines import pipeline_files
-from hf_attention.placeholders import (
+from hf_attention.modeling.pipelines import pipeline_files
+from hf_attention.modeling.placeholders import (
     QA_PLACEHOLDER,
     SENTINEL,
     SENTINEL_COUNT,
@@ -257,7 +257,7 @@ def test_protect_then_restore_is_the_identity(source_pieces, target_pieces):
 def test_the_tokenizer_holds_each_sentinel_as_one_id_that_decoding_keeps(tmp_path):
     from transformers import AutoTokenizer
 
-    from training.tokenizer import train_tokenizer
+    from training.data.tokenizer import train_tokenizer
 
     pairs = [protect_pair(f"Delete %s from {word}?", f"%s aus {word} löschen?") for word in ("a", "bc", "def")] * 40
     texts = [text for source, target, _ in pairs for text in (source, target)] + ["Open the file"] * 20
@@ -279,7 +279,7 @@ def test_the_tokenizer_holds_each_sentinel_as_one_id_that_decoding_keeps(tmp_pat
 
 
 def test_sentinels_are_for_the_seq2seq_tokenizer_and_fit_in_the_vocabulary():
-    from training.tokenizer import check_vocab_size, train_tokenizer
+    from training.data.tokenizer import check_vocab_size, train_tokenizer
 
     with pytest.raises(ValueError, match=r"placeholder_sentinels=True is not supported for kind='causal'.*'seq2seq'"):
         train_tokenizer(["a b"], 400, kind="causal", placeholder_sentinels=True)
@@ -297,7 +297,7 @@ def test_the_module_ships_with_the_pipeline_and_imports_only_the_standard_librar
     import hf_attention
 
     assert {"pipelines.py", "placeholders.py"} <= set(pipeline_files())
-    package = Path(hf_attention.__file__).parent
+    package = Path(hf_attention.__file__).parent / "modeling"
     tree = ast.parse((package / "placeholders.py").read_text())
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
@@ -305,7 +305,7 @@ def test_the_module_ships_with_the_pipeline_and_imports_only_the_standard_librar
 
 
 def test_scores_count_placeholders_per_syntax_and_sentinel_problems():
-    from training import metrics
+    from training.finish import metrics
 
     assert metrics.QA_PLACEHOLDER is QA_PLACEHOLDER  # one definition
     sources = ["Cannot delete %(name)s: %s", "<b>Open</b> {0} &amp; %1", "No placeholder"]
@@ -326,7 +326,7 @@ def test_scores_count_placeholders_per_syntax_and_sentinel_problems():
 
 
 def test_the_card_shows_the_placeholders_per_syntax_in_and_out_of_domain():
-    from training.export import card_metadata, placeholder_table
+    from training.finish.export import card_metadata, placeholder_table
     from training.objectives import objective_for
 
     results = {

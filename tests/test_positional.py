@@ -4,7 +4,7 @@ import pytest
 import torch
 from reference import naive
 
-from hf_attention.positional import (
+from hf_attention.modeling.positional import (
     POSITIONAL_ENCODINGS,
     ALiBiBias,
     LearnedPositionalEmbedding,

@@ -17,8 +17,8 @@ from hf_attention import (
     HFAttentionRecurrentModel,
     HFAttentionSeq2SeqConfig,
 )
-from hf_attention.recurrent import RecurrentState, SourceAttention
-from hf_attention.scores import AdditiveScore
+from hf_attention.modeling.recurrent import RecurrentState, SourceAttention
+from hf_attention.modeling.scores import AdditiveScore
 
 VOCAB = 40
 VARIANTS = [
@@ -204,8 +204,8 @@ def test_save_load_bit_exact_and_remote_code_without_hf_attention(tmp_path):
 
 
 def test_pipeline_and_heatmaps(trained_tokenizer, tmp_path):
-    from hf_attention.pipelines import save_translation_pipeline
-    from hf_attention.visualize import attention_weights
+    from hf_attention.inspection.heatmaps import attention_weights
+    from hf_attention.modeling.pipelines import save_translation_pipeline
 
     tokenizer = trained_tokenizer("seq2seq")
     model = HFAttentionRecurrentForSeq2SeqLM(
@@ -220,7 +220,7 @@ def test_pipeline_and_heatmaps(trained_tokenizer, tmp_path):
     )
     with pytest.raises(ValueError, match="computes no attention weights"):
         attention_weights(plain.eval(), tokenizer, "Open the file", kind="cross")
-    from hf_attention.explorer import explore
+    from hf_attention.inspection.explorer import explore
 
     page = explore(model, tokenizer, "Open the file", path=tmp_path / "page.html", max_new_tokens=5)
     assert page.kind == "cross" and set(page.weights) == {"cross"} and page.weights["cross"].shape[:2] == (1, 1)
@@ -411,11 +411,11 @@ def test_generate_refuses_bad_inputs_with_the_same_errors(inputs, message):
 
 
 def test_the_training_loss_takes_its_own_loss_and_accumulation_gives_one_batch():
-    """training.losses treats the family as ours, as the Transformer families: its own loss divides by the
+    """training.run.losses treats the family as ours, as the Transformer families: its own loss divides by the
     `num_items_in_batch` it is given (the window's target count), so the micro-batches of an accumulation window
     add up to the loss and the gradients of one batch, however their target counts differ."""
-    from training.losses import count_targets, loss_takes_num_items, own_loss_is_the_training_loss, token_loss
     from training.objectives import OBJECTIVES
+    from training.run.losses import count_targets, loss_takes_num_items, own_loss_is_the_training_loss, token_loss
 
     objective = OBJECTIVES["translation"]
     model = tiny().train()

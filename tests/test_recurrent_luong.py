@@ -8,7 +8,7 @@ import torch
 from transformers import AutoModelForSeq2SeqLM
 
 from hf_attention import HFAttentionRecurrentConfig, HFAttentionRecurrentForSeq2SeqLM
-from hf_attention.recurrent import RecurrentState
+from hf_attention.modeling.recurrent import RecurrentState
 
 VOCAB = 40
 LUONG = [

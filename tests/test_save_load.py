@@ -23,9 +23,9 @@ from hf_attention import (
     HFAttentionForSeq2SeqLM,
     HFAttentionRecurrentForSeq2SeqLM,
 )
-from hf_attention import modeling_hf_attention as modeling
-from hf_attention.modeling_hf_attention import AUTO_CLASSES, auto_map_of
-from hf_attention.shipped_code import closure_files
+from hf_attention.commands.refresh_code import closure_files
+from hf_attention.modeling import modeling_hf_attention as modeling
+from hf_attention.modeling.modeling_hf_attention import AUTO_CLASSES, auto_map_of
 
 CASES = [
     ("decoder", HFAttentionForCausalLM, AutoModelForCausalLM, {"position_encoding": "rotary"}),
@@ -159,7 +159,15 @@ def remote_code_env(folder) -> dict:
         "HOME": str(folder),
         "HF_HUB_OFFLINE": "1",
         "HF_MODULES_CACHE": str(folder / "modules"),
+        **thread_env(),
     }
+
+
+def thread_env() -> dict:
+    """The torch thread count of this process for a child (OMP_NUM_THREADS, where the suite's workers set it): the
+    same computation on another number of threads may add its sums in another order, and bit-exact comparisons
+    between the two processes would compare that instead of the code."""
+    return {"OMP_NUM_THREADS": os.environ["OMP_NUM_THREADS"]} if "OMP_NUM_THREADS" in os.environ else {}
 
 
 @pytest.mark.slow
@@ -199,7 +207,7 @@ def test_closure_imports_only_stdlib_torch_transformers_and_siblings():
 
     import hf_attention
 
-    package = pathlib.Path(hf_attention.__file__).parent
+    package = pathlib.Path(hf_attention.__file__).parent / "modeling"
     allowed = {"torch", "transformers", *sys.stdlib_module_names}
     names = [Path(name).stem for name in closure_files()]  # every file a checkpoint ships, found by its imports
     assert {"configuration_hf_attention", "modeling_hf_attention", "stack", "builders", "pretrained"} <= set(names)

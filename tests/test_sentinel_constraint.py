@@ -1,6 +1,6 @@
-"""Constrained decoding of protected sources (hf_attention/placeholder_constraint.py): a model pushed to invent,
-repeat or drop sentinels writes, under the constraint, exactly its source's sentinels with the source's counts, with
-greedy and beam search, in padded batches; end of sequence waits for the last sentinel; without sentinels in the
+"""Constrained decoding of protected sources (hf_attention/modeling/placeholder_constraint.py): a model pushed to
+invent, repeat or drop sentinels writes, under the constraint, exactly its source's sentinels with the source's counts,
+with greedy and beam search, in padded batches; end of sequence waits for the last sentinel; without sentinels in the
 tokenizer nothing changes."""
 
 from collections import Counter
@@ -13,8 +13,8 @@ from conftest import left_pad, right_pad, tiny_config
 from transformers import LogitsProcessorList
 
 from hf_attention import HFAttentionForSeq2SeqLM
-from hf_attention.placeholder_constraint import SentinelConstraint, sentinel_constraint, sentinel_ids
-from hf_attention.placeholders import SENTINELS, protect, protect_pair, restore
+from hf_attention.modeling.placeholder_constraint import SentinelConstraint, sentinel_constraint, sentinel_ids
+from hf_attention.modeling.placeholders import SENTINELS, protect, protect_pair, restore
 
 VOCAB = 99
 SENTINEL_IDS = list(range(60, 60 + len(SENTINELS)))  # ids 60 … 91 stand for ⟦ph_0⟧ … ⟦ph_31⟧ in the raw-id tests
@@ -142,8 +142,8 @@ def test_the_step_bans_exactly_what_is_not_left_to_place():
 @pytest.fixture(scope="module")
 def protected(tmp_path_factory):
     """A tiny random translation model and its tokenizer trained on protected pairs, saved with the pipeline."""
-    from hf_attention.pipelines import save_translation_pipeline
-    from training.tokenizer import train_tokenizer
+    from hf_attention.modeling.pipelines import save_translation_pipeline
+    from training.data.tokenizer import train_tokenizer
 
     words = ["file", "folder", "name", "page", "item", "Datei", "Ordner", "Seite", "löschen", "öffnen"]
     pairs = [
@@ -170,7 +170,7 @@ def favour_sentinels(model, tokenizer):
 def test_the_pipeline_decodes_constrained_by_default(protected):
     from transformers import pipeline
 
-    from hf_attention.pipelines import TASK
+    from hf_attention.modeling.pipelines import TASK
 
     translate = pipeline(TASK, model=str(protected))
     assert translate.protects_placeholders
@@ -198,7 +198,7 @@ def test_the_training_evaluation_decodes_constrained(protected):
     from accelerate import Accelerator
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from training.evaluate import GenerationSettings, translate
+    from training.finish.evaluate import GenerationSettings, translate
 
     model = AutoModelForSeq2SeqLM.from_pretrained(protected).eval()
     tokenizer = AutoTokenizer.from_pretrained(protected)
@@ -216,7 +216,7 @@ def test_the_training_evaluation_decodes_constrained(protected):
 def test_without_sentinels_nothing_is_constrained(trained_tokenizer):
     from accelerate import Accelerator
 
-    from training.evaluate import GenerationSettings, generate_texts, translate
+    from training.finish.evaluate import GenerationSettings, generate_texts, translate
 
     tokenizer = trained_tokenizer("seq2seq")  # no sentinels: a model trained without protection
     assert sentinel_constraint(tokenizer, torch.tensor([[5, 6]]), 2) is None
@@ -232,12 +232,12 @@ def test_without_sentinels_nothing_is_constrained(trained_tokenizer):
 
 def test_the_trainer_metrics_score_the_restored_translations(protected, tmp_path, monkeypatch):
     """training.finetune's BLEU / chrF on a protected model: the predictions and labels are restored from their
-    sources before scoring, as training.evaluate scores (before, BLEU was scored on the sentinel text)."""
+    sources before scoring, as training.finish.evaluate scores (before, BLEU was scored on the sentinel text)."""
     from datasets import Dataset, DatasetDict
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, Seq2SeqTrainer, Seq2SeqTrainingArguments
 
     from training.finetune import trainer_metrics
-    from training.metrics import corpus_bleu_chrf
+    from training.finish.metrics import corpus_bleu_chrf
     from training.objectives import objective_for
     from training.objectives.translation import featurize
 
@@ -287,10 +287,10 @@ def test_explore_and_the_attention_maps_show_what_a_protected_model_reads(protec
     from test_explorer import embedded_data
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from hf_attention.attention_maps import token_labels
-    from hf_attention.cli import main
-    from hf_attention.explorer import explore
-    from hf_attention.visualize import attention_weights
+    from hf_attention.commands.cli import main
+    from hf_attention.inspection.attention_maps import token_labels
+    from hf_attention.inspection.explorer import explore
+    from hf_attention.inspection.heatmaps import attention_weights
 
     model = AutoModelForSeq2SeqLM.from_pretrained(protected).eval()
     tokenizer = AutoTokenizer.from_pretrained(protected)

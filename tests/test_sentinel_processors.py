@@ -1,8 +1,8 @@
-"""The sentinel constraint (hf_attention/placeholder_constraint.py) beside every logits processor a generation config
-can switch on, with Hugging Face's own BART and Marian: a forced end of sequence (BART's forced_eos_token_id) no
-longer leaves the last step with no allowed token (greedy wrote a pad and lost a sentinel, sampling crashed); no
-step leaves a row all -inf; each sentinel is written exactly once whenever the room allows it; options that ban a
-sentinel outright are refused before generating."""
+"""The sentinel constraint (hf_attention/modeling/placeholder_constraint.py) beside every logits processor a generation
+config can switch on, with Hugging Face's own BART and Marian: a forced end of sequence (BART's forced_eos_token_id) no
+longer leaves the last step with no allowed token (greedy wrote a pad and lost a sentinel, sampling crashed); no step
+leaves a row all -inf; each sentinel is written exactly once whenever the room allows it; options that ban a sentinel
+outright are refused before generating."""
 
 from collections import Counter
 
@@ -20,7 +20,7 @@ from transformers import (
     MarianMTModel,
 )
 
-from hf_attention.placeholder_constraint import constraint_for_config
+from hf_attention.modeling.placeholder_constraint import constraint_for_config
 
 BOS, PAD, EOS = 0, 1, 2
 WORDS = list(range(3, 60))
@@ -95,11 +95,11 @@ def test_a_bart_config_through_the_shipped_pipeline_samples_without_crashing(tmp
     from accelerate import Accelerator
     from transformers import pipeline
 
-    from hf_attention.pipelines import TASK, save_translation_pipeline
-    from hf_attention.placeholders import protect_pair
-    from training.evaluate import GenerationSettings
-    from training.evaluate import translate as evaluate_translate
-    from training.tokenizer import train_tokenizer
+    from hf_attention.modeling.pipelines import TASK, save_translation_pipeline
+    from hf_attention.modeling.placeholders import protect_pair
+    from training.data.tokenizer import train_tokenizer
+    from training.finish.evaluate import GenerationSettings
+    from training.finish.evaluate import translate as evaluate_translate
 
     pairs = [protect_pair(f"Delete %(name)s in the {w} <b>%s</b>", f"%(name)s im {w} löschen <b>%s</b>") for w in "ab"]
     texts = [text for source, target, _ in pairs for text in (source, target)] * 10
@@ -115,7 +115,7 @@ def test_a_bart_config_through_the_shipped_pipeline_samples_without_crashing(tmp
         torch.manual_seed(0)
         result = translate(source, max_new_tokens=5, **options)
         assert result[0]["placeholder_problems"] == [], (options, result)
-    # training.evaluate (the scores of a run with --model_type bart) reads the same config
+    # training.finish.evaluate (the scores of a run with --model_type bart) reads the same config
     for beams in (1, 3):
         settings = GenerationSettings(batch_size=2, num_beams=beams, max_new_tokens=5)
         scored = evaluate_translate(Accelerator(cpu=True), translate.model, tokenizer, [source, "Open %s"], settings)

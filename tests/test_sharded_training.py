@@ -12,7 +12,7 @@ from test_training import REPO, argv, train_losses
 from transformers import AutoModelForCausalLM
 
 from training.args import parse_args
-from training.sharding import check_cpu_fsdp_settings, cpu_fsdp_requested
+from training.run.sharding import check_cpu_fsdp_settings, cpu_fsdp_requested
 from training.train import run
 
 COMMON = (

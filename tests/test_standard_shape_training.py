@@ -13,10 +13,9 @@ import pytest
 import torch
 from transformers import AutoConfig, BartForConditionalGeneration
 
-from hf_attention import HFAttentionForSeq2SeqLM
-from hf_attention.to_hf import to_hf
-from training.losses import token_loss
+from hf_attention import HFAttentionForSeq2SeqLM, to_hf
 from training.objectives import objective_for
+from training.run.losses import token_loss
 from training.train import make_optimizer
 
 VOCAB = 300

@@ -13,8 +13,9 @@ import textwrap
 
 import pytest
 import torch
-from conftest import tiny_config
+from conftest import export_candidates, tiny_config
 from test_parity_hf import REFERENCES, build_reference
+from test_save_load import thread_env
 from text_fixtures import KIND_OF_FAMILY, make_tokenizer, pydoc_paragraphs
 
 from hf_attention import (
@@ -26,10 +27,10 @@ from hf_attention import (
     HFAttentionForSequenceClassification,
     HFAttentionRecurrentConfig,
     HFAttentionRecurrentForSeq2SeqLM,
+    from_hf,
 )
-from hf_attention.cli import main as cli
-from hf_attention.convert import from_hf
-from hf_attention.to_hf import ARCHITECTURES, export_card, export_checkpoint, exportable_as, to_hf
+from hf_attention.commands.cli import main as cli
+from hf_attention.conversion.to_hf import ARCHITECTURES, export_card, export_checkpoint, exportable_as, to_hf
 
 GPT2 = {"position_encoding": "learned", "norm_position": "pre", "scale_embeddings": False, "hidden_act": "gelu_new"}
 GPT2.update(num_key_value_heads=4)
@@ -214,7 +215,7 @@ def test_untied_references_that_hf_attention_cannot_hold_are_refused_or_dropped(
     with torch.no_grad():
         bert.cls.predictions.decoder.bias.normal_()
         bert.cls.predictions.bias.fill_(7.0)
-    with caplog.at_level("WARNING", logger="hf_attention.convert"):
+    with caplog.at_level("WARNING", logger="hf_attention.conversion.from_hf"):
         ours = from_hf(bert)
     assert "dropping cls.predictions.bias" in caplog.text
     inputs = _inputs("encoder")
@@ -226,7 +227,7 @@ def test_exportable_as_places_every_tensor_as_to_hf_does(monkeypatch):
     that `to_hf` could not write is refused there too, not only at the end."""
     from transformers import BartForConditionalGeneration
 
-    from hf_attention import to_hf as to_hf_module
+    from hf_attention.conversion import to_hf as to_hf_module
 
     convert = to_hf_module.CONVERTERS[BartForConditionalGeneration]
 
@@ -271,7 +272,7 @@ def test_neutral_differences_are_filled_with_zeros():
 
 def test_training_only_differences_warn_and_export(caplog):
     model = build("llama", hidden_dropout_prob=0.1)  # Llama has no dropout on the residual stream
-    with caplog.at_level("WARNING", logger="hf_attention.to_hf"):
+    with caplog.at_level("WARNING", logger="hf_attention.conversion.to_hf"):
         exported = to_hf(model, "llama")
     assert exported.config.model_type == "llama"
     assert "hidden_dropout_prob=0.1 (llama needs 0.0)" in caplog.text
@@ -345,7 +346,7 @@ def test_a_marian_export_takes_the_positions_of_its_table_and_says_so(caplog):
     changes none of our outputs) lengthens the table."""
     model = build("marian", max_position_embeddings=4)
     source = torch.randint(5, 99, (1, 9), generator=torch.Generator().manual_seed(5))
-    with caplog.at_level("WARNING", logger="hf_attention.to_hf"):
+    with caplog.at_level("WARNING", logger="hf_attention.conversion.to_hf"):
         short = to_hf(model, "marian")
     assert "max_position_embeddings=4 rows" in caplog.text and "at most 4 tokens" in caplog.text
     assert short.model.encoder.embed_positions.weight.shape[0] == 4
@@ -365,7 +366,7 @@ def test_a_marian_export_takes_the_positions_of_its_table_and_says_so(caplog):
 
 
 def test_exports_whose_positions_are_as_limited_as_ours_do_not_warn(caplog):
-    with caplog.at_level("WARNING", logger="hf_attention.to_hf"):
+    with caplog.at_level("WARNING", logger="hf_attention.conversion.to_hf"):
         for name in ("gpt2", "bert", "bart", "llama", "t5"):
             to_hf(build(name))
     assert "max_position_embeddings" not in caplog.text
@@ -386,7 +387,7 @@ def test_dtype_and_mode_follow_the_model(name, dtype):
 # Refusals: one per knob that a standard architecture cannot express.
 
 # the architectures a decoder may export as, in the registry's order
-DECODERS = "gpt2/llama/mistral/qwen2/qwen3/gemma3/phi3/olmo2/smollm3"
+DECODERS = export_candidates(HFAttentionForCausalLM)
 REFUSALS = [
     # (shape, overrides, target, fragments of the message)
     ("gpt2", {"position_encoding": "alibi"}, "auto", [f"No standard architecture among {DECODERS} has", "'alibi'"]),
@@ -519,7 +520,7 @@ def exported_folders(tmp_path_factory):
             "generate": model.can_generate(),
         }
     home = tmp_path_factory.mktemp("home")
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "HF_HUB_OFFLINE": "1"}
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "HF_HUB_OFFLINE": "1", **thread_env()}
     done = subprocess.run(
         [sys.executable, "-c", LOADER, json.dumps(specs)],
         cwd=home,

@@ -1,6 +1,6 @@
 """The trained byte-level BPE tokenizer keeps format placeholders, markup tags and entities whole.
 
-training/tokenizer.py makes every `PLACEHOLDER_PATTERN` match (with one optional leading space) a pre-token of its
+training/data/tokenizer.py makes every `PLACEHOLDER_PATTERN` match (with one optional leading space) a pre-token of its
 own, so BPE never merges one with the text around it, a frequent one becomes a single token, and text without
 placeholders is tokenised exactly as with GPT-2's byte-level pre-tokenizer. Synthetic UI strings, made here.
 """
@@ -14,7 +14,7 @@ from text_fixtures import pydoc_paragraphs
 from tokenizers import pre_tokenizers
 from transformers import AutoTokenizer
 
-from training.tokenizer import KINDS, PLACEHOLDER_PATTERN, train_tokenizer
+from training.data.tokenizer import KINDS, PLACEHOLDER_PATTERN, train_tokenizer
 
 PLACEHOLDER = re.compile(PLACEHOLDER_PATTERN)
 VOCAB_SIZE = 600

@@ -15,11 +15,13 @@ import pytest
 import safetensors.torch
 import torch
 import yaml
+from conftest import export_candidates
 
-from training import export as export_lib
+from hf_attention import HFAttentionForCausalLM
 from training.args import parse_args
-from training.checkpoint import LATEST, Progress, resolve_checkpoint, save_checkpoint
-from training.metrics_log import read_metrics
+from training.finish import export as export_lib
+from training.run.checkpoint import LATEST, Progress, resolve_checkpoint, save_checkpoint
+from training.run.metrics_log import read_metrics
 from training.train import main, run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -438,8 +440,8 @@ def test_yaml_config_with_command_line_overrides(tmp_path):
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
 def test_shipped_configs_parse_and_match_their_objective(path):
-    from training.models import check_export_target, check_model_type
     from training.objectives import objective_for
+    from training.run.models import check_export_target, check_model_type
 
     model_args, _, train_args, model_config = parse_args(["--config", str(path)])
     objective = objective_for(model_args.objective)
@@ -473,8 +475,8 @@ def test_the_training_loss_is_token_normalised_for_every_architecture(name, obje
     from test_parity_hf import build_reference
 
     from hf_attention import HFAttentionForCausalLM, HFAttentionForMaskedLM, HFAttentionForSeq2SeqLM
-    from training.losses import loss_takes_num_items, per_token_sum, token_loss
     from training.objectives import OBJECTIVES
+    from training.run.losses import loss_takes_num_items, per_token_sum, token_loss
 
     ours = {
         "ours_decoder": (HFAttentionForCausalLM, "decoder"),
@@ -518,7 +520,7 @@ def test_protected_placeholders_train_and_are_scored_per_syntax(tmp_path):
     metrics.jsonl and the model card count the placeholders kept per syntax and the sentinels that went wrong."""
     from transformers import AutoTokenizer
 
-    from hf_attention.placeholders import SYNTAXES, tokenizer_protects
+    from hf_attention.modeling.placeholders import SYNTAXES, tokenizer_protects
 
     data = tmp_path / "pairs.jsonl"
     rows = [{"source": s.format(i=i), "target": t.format(i=i)} for i in range(40) for s, t in PLACEHOLDER_PAIRS]
@@ -706,7 +708,7 @@ def test_torch_compile_flag_parses_unset_true_and_false():
 
 
 def test_cpu_bf16_detection_says_no_below_avx512():
-    from hf_attention.hardware import cpu_has_fast_bf16
+    from hf_attention.runtime.hardware import cpu_has_fast_bf16
 
     fast = cpu_has_fast_bf16()
     assert isinstance(fast, bool)
@@ -780,7 +782,7 @@ def test_export_to_writes_an_untied_masked_lm_as_bert(tmp_path):
         (
             ["--export_to", "auto"],
             {"attention_score": "additive"},
-            "No standard architecture among gpt2/llama/mistral/qwen2/qwen3/gemma3/phi3/olmo2/smollm3 has",
+            f"No standard architecture among {export_candidates(HFAttentionForCausalLM)} has",
         ),
         (["--export_to", "gpt3"], {}, r"--export_to='gpt3' is not supported"),
         (

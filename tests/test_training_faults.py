@@ -12,12 +12,13 @@ import safetensors.torch
 import torch
 from test_training import _fails_before_training, _FakeAccelerator, _FakeScheduler, argv, train_losses
 
-from hf_attention import destinations
-from training import export as export_lib
-from training import losses, objectives
+from hf_attention.commands import destinations
+from training import objectives
 from training.args import parse_args
-from training.checkpoint import LATEST, Progress, is_checkpoint, resolve_checkpoint, save_checkpoint
-from training.metrics_log import read_metrics
+from training.finish import export as export_lib
+from training.run import losses
+from training.run.checkpoint import LATEST, Progress, is_checkpoint, resolve_checkpoint, save_checkpoint
+from training.run.metrics_log import read_metrics
 from training.train import main, run
 
 
@@ -290,7 +291,7 @@ def test_an_unlikelihood_weight_a_masked_lm_would_ignore_is_refused(tmp_path, mo
 
 
 def test_the_card_lists_only_the_settings_that_acted():
-    from training.models import acting_model_config, check_loss_options
+    from training.run.models import acting_model_config, check_loss_options
 
     settings = {"hidden_size": 32, "label_smoothing": 0.1, "unlikelihood_weight": 0.0}
     check_loss_options(objectives.OBJECTIVES["masked_lm"], settings)  # 0 asks for nothing
@@ -312,7 +313,7 @@ def _card_hyperparameters(objective: str, model_config: dict) -> dict:
     from types import SimpleNamespace
 
     from training.args import TrainArguments
-    from training.finish import _hyperparameters
+    from training.finish.end_of_run import _hyperparameters
 
     run = SimpleNamespace(
         objective=objectives.OBJECTIVES[objective],

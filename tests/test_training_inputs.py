@@ -12,8 +12,8 @@ import pytest
 from test_mt_recipe import fake_wheel
 from test_training import _fails_before_training, argv
 
-from training import catalogs
 from training.args import DataArguments, parse_args
+from training.data import catalogs
 from training.objectives import language_id
 
 # ------------------------------------------------------------------------------- options beside --dataset
@@ -185,7 +185,7 @@ def bart_config(tmp_path) -> Path:
 
 
 def test_another_model_type_on_the_command_line_leaves_the_files_model_config_out(bart_config):
-    from training.models import check_model_config
+    from training.run.models import check_model_config
 
     with pytest.warns(
         UserWarning,
@@ -289,9 +289,11 @@ def language_wheels(tmp_path, monkeypatch):
 
 def test_language_id_reads_the_pinned_wheels_only(language_wheels, monkeypatch):
     """It read the machine's catalogs, which differ between machines; now the same strings everywhere."""
-    import training.corpora
+    import training.data.corpora
 
-    monkeypatch.setattr(training.corpora, "read_pairs", lambda *a, **k: pytest.fail("read the machine's catalogs"))
+    monkeypatch.setattr(
+        training.data.corpora, "read_pairs", lambda *a, **k: pytest.fail("read the machine's catalogs")
+    )
     data_args = DataArguments(languages="de,fr", catalog_packages=language_wheels, min_chars=1)
     corpus = language_id.load_corpus(data_args)
     by_label = {

@@ -26,8 +26,8 @@ def untrained_checkpoint(main_job_corpus, tmp_path_factory):
     training split): the tutorial's Transformer section runs on it in seconds, and an untrained embedding is the
     control that shows no pair structure."""
     import hf_attention
-    from training.splits import split_dataset
-    from training.tokenizer import train_tokenizer
+    from training.data.splits import split_dataset
+    from training.data.tokenizer import train_tokenizer
 
     train = split_dataset(main_job_corpus, key="source")["train"]  # the main job's pinned data
     tokenizer = train_tokenizer(list(train["source"]) + list(train["target"]), 8000, kind="seq2seq")

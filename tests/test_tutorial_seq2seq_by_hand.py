@@ -19,9 +19,11 @@ def test_library_computes_the_hand_built_logits(seq2seq):
     lengths = numbers["check_batch_source_lengths"]
     assert len(lengths) == numbers["check_batch"] and len(set(lengths)) > 1  # the batch is padded
     assert numbers["logits_max_abs_sdpa"] < 1e-5  # another order of sums: float rounding only
-    # The eager backend runs the hand-written operations in the same order: the very same bits.
-    assert numbers["logits_max_abs_eager"] == 0.0
-    assert numbers["cross_weights_max_abs_eager"] == 0.0
+    # The eager backend runs the hand-written operations in the same order: the very same bits on the CPU of the
+    # committed run, float rounding where the matrix library picks other kernels for the library's layout (1.4e-6 on
+    # an AVX2-only EPYC). What holds on every CPU is rounding, as for SDPA.
+    assert numbers["logits_max_abs_eager"] < 1e-5
+    assert numbers["cross_weights_max_abs_eager"] < 1e-6
     assert numbers["library_parameters"] == numbers["parameters"]  # tied: one embedding under four names
 
 

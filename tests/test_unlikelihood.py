@@ -177,9 +177,9 @@ def test_the_weight_survives_save_and_load(tmp_path):
 def test_training_loss_gives_a_hugging_face_model_the_same_term():
     """BART computes a mean loss of its own; training.train's loss takes its logits and adds the term the model
     config's unlikelihood_weight asks for, as our models do."""
-    from training.losses import token_loss
-    from training.models import check_model_config
     from training.objectives import objective_for
+    from training.run.losses import token_loss
+    from training.run.models import check_model_config
 
     fields = {"d_model": 16, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2}
     fields |= {"decoder_attention_heads": 2, "encoder_ffn_dim": 32, "decoder_ffn_dim": 32, "vocab_size": VOCAB}
@@ -200,8 +200,8 @@ def test_training_loss_never_gives_a_hugging_face_masked_lm_the_term():
     """As our masked LM's own loss: BERT's labels are masked positions it fills in place, not a sequence it writes."""
     from transformers import AutoModelForMaskedLM
 
-    from training.losses import per_token_sum, token_loss
     from training.objectives import objective_for
+    from training.run.losses import per_token_sum, token_loss
 
     fields = {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32}
     torch.manual_seed(0)
@@ -220,8 +220,8 @@ def test_training_loss_gives_gpt2_the_options_its_own_loss_ignores(option):
     loss is computed from the logits, as for BART, instead of silently leaving the option out."""
     from transformers import AutoModelForCausalLM
 
-    from training.losses import per_token_sum, target_labels, token_loss
     from training.objectives import objective_for
+    from training.run.losses import per_token_sum, target_labels, token_loss
 
     fields = {"n_embd": 16, "n_layer": 1, "n_head": 2, "vocab_size": VOCAB, "bos_token_id": 1, "eos_token_id": 2}
     torch.manual_seed(0)
@@ -246,8 +246,8 @@ def test_the_recurrent_model_loss_adds_the_weighted_unlikelihood(tmp_path):
     """The recurrent config takes the option too, and its own loss (what 🤗 Trainer reads) adds the term, as
     training.train's loss does from its logits; a config saved without the field means no term."""
     from hf_attention import HFAttentionRecurrentConfig, HFAttentionRecurrentForSeq2SeqLM
-    from training.losses import token_loss
     from training.objectives import objective_for
+    from training.run.losses import token_loss
 
     torch.manual_seed(0)
     config = HFAttentionRecurrentConfig(vocab_size=VOCAB, hidden_size=16, dropout=0.0, unlikelihood_weight=0.7)

@@ -6,8 +6,8 @@ from conftest import tiny_config
 from PIL import Image
 
 from hf_attention import HFAttentionForCausalLM, HFAttentionForMaskedLM, HFAttentionForSeq2SeqLM
-from hf_attention.cli import main
-from hf_attention.visualize import plot_attention, token_labels
+from hf_attention.commands.cli import main
+from hf_attention.inspection.heatmaps import plot_attention, token_labels
 
 TEXT = "Return the value of the named attribute"
 TARGET = "Gibt den Wert zurück"

@@ -20,14 +20,14 @@ from test_cli_errors import assert_error, run
 from test_destinations import state
 from test_training import LLAMA_SHAPE, _FakeAccelerator, _FakeScheduler, argv
 
-from hf_attention import destinations
-from hf_attention.checkpoint_files import not_only_a_checkpoint
-from hf_attention.closure import PACKAGE, closure_files
-from training import export as export_lib
+from hf_attention.commands import destinations
+from hf_attention.commands.checkpoint_files import not_only_a_checkpoint
+from hf_attention.modeling.closure import PACKAGE, closure_files
 from training import objectives
 from training.args import parse_args
-from training.checkpoint import Progress, save_checkpoint
-from training.run_state import RunArguments
+from training.finish import export as export_lib
+from training.run.checkpoint import Progress, save_checkpoint
+from training.run.run_state import RunArguments
 from training.train import configure, start_output_dir
 from training.train import run as train
 
@@ -143,7 +143,7 @@ def test_an_empty_destination_in_a_read_only_folder_is_refused_before_any_work(
     def no_work(*args, **kwargs):
         raise AssertionError("the model was loaded before the destination was checked")
 
-    monkeypatch.setattr("hf_attention.convert.load_reference", no_work)
+    monkeypatch.setattr("hf_attention.conversion.from_hf.load_reference", no_work)
     parent = tmp_path / "shared"
     (parent / "out").mkdir(parents=True)
     parent.chmod(0o500)
@@ -278,8 +278,8 @@ def test_refresh_code_killed_at_any_instant_leaves_the_old_or_the_new_code_and_t
 
 KILLED_WHILE_WRITING = """
 import os, signal, sys
-from hf_attention import convert, destinations
-
+from hf_attention.conversion import from_hf as convert
+from hf_attention.commands import destinations
 real_write = destinations.Destination.write
 
 
@@ -301,7 +301,7 @@ def test_a_convert_killed_by_sigkill_leaves_what_the_next_convert_removes(tmp_pa
     assert killed.returncode == -signal.SIGKILL
     left = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".out."))
     assert len(left) == 2 and left[1] == left[0] + destinations.MARKER, left  # the folder and its marker
-    subprocess.run([sys.executable, "-m", "hf_attention.cli", "convert", src, out], check=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "hf_attention.commands.cli", "convert", src, out], check=True, timeout=300)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "src"]
 
 
@@ -416,11 +416,11 @@ def _write_by(path: str, destination: Path, sources: dict[str, Path], overwrite:
     elif path == "overwrite_output_dir":
         start_output_dir(_configure(destination.parent, "--overwrite_output_dir"))
     elif path == "refresh-code":
-        from hf_attention.shipped_code import refresh_shipped_code
+        from hf_attention.commands.refresh_code import refresh_shipped_code
 
         refresh_shipped_code(destination)
     else:
-        from hf_attention.cli import build_parser
+        from hf_attention.commands.cli import build_parser
 
         line = {"convert": [path, str(sources["convert"])], "export": [path, str(sources["export"])]}.get(path, [path])
         line += ["--output-dir", str(destination)] if path == "demo" else [str(destination)]

@@ -8,9 +8,9 @@ from pydoc_data.topics import topics
 
 from conftest import tiny_config
 
-from training.tokenizer import train_tokenizer
+from training.data.tokenizer import train_tokenizer
 
-# Which tokenizer layout each family's objective uses (training/tokenizer.py).
+# Which tokenizer layout each family's objective uses (training/data/tokenizer.py).
 KIND_OF_FAMILY = {"encoder": "masked", "decoder": "causal", "seq2seq": "seq2seq"}
 VOCAB_SIZE = 400
 LABELS = {0: "O", 1: "B-NAME", 2: "I-NAME"}

@@ -20,8 +20,8 @@ from pathlib import Path
 import yaml
 from transformers import HfArgumentParser
 
-from hf_attention.to_hf import ARCHITECTURES
-from training.corpora import DEFAULT_LANGUAGES
+from hf_attention.conversion.to_hf import ARCHITECTURES
+from training.data.corpora import DEFAULT_LANGUAGES
 from training.objective import TRAIN, Objective
 from training.objectives import DEFAULTS, OBJECTIVES, names, objective_for
 
@@ -191,7 +191,7 @@ class ModelArguments:
         default=True,
         metadata={
             "help": "Pre-tokenise format placeholders, tags and entities (%%(name)s, {0}, <b>, &amp;) as units of "
-            "their own (training/tokenizer.py); false: GPT-2's plain byte-level pre-tokenizer."
+            "their own (training/data/tokenizer.py); false: GPT-2's plain byte-level pre-tokenizer."
         },
     )
 
@@ -277,7 +277,7 @@ class DataArguments:
         default=0.0,
         metadata={
             "help": "Translation: add this fraction of the training pairs again with the same HTML tags and format "
-            "placeholders put into both sides (training/markup_augmentation.py); 0: none."
+            "placeholders put into both sides (training/data/markup_augmentation.py); 0: none."
         },
     )
     protect_placeholders: bool = field(
@@ -285,7 +285,8 @@ class DataArguments:
         metadata={
             "help": "Translation: replace the format placeholders, tags and entities of each pair by indexed "
             "sentinels (the tokenizer holds them as tokens); evaluation and the pipeline put the source's own text "
-            "back after generating and report sentinels lost, invented or duplicated (hf_attention/placeholders.py)."
+            "back after generating and report sentinels lost, invented or duplicated "
+            "(hf_attention/modeling/placeholders.py)."
         },
     )
     max_source_length: int = field(default=64, metadata={"help": "Translation: longest source, in tokens."})

@@ -54,7 +54,7 @@ from transformers import (
 )
 
 import hf_attention  # noqa: F401  (registers the hf_attention model types with the Auto classes)
-from hf_attention.placeholders import protect, tokenizer_protects
+from hf_attention.modeling.placeholders import protect, tokenizer_protects
 from training.args import (
     DataArguments,
     at_least,
@@ -64,12 +64,12 @@ from training.args import (
     read_config,
     with_model_config_flag,
 )
-from training.corpora import DEFAULT_LANGUAGES
-from training.models import build_model, pretrained_model
+from training.data.corpora import DEFAULT_LANGUAGES
+from training.data.splits import corpus_checksum, split_corpus
+from training.data.tokenizer import make_tokenizer, saved_tokenizer
 from training.objective import FINETUNE, Objective
 from training.objectives import DEFAULTS, OBJECTIVES, names, objective_for
-from training.splits import corpus_checksum, split_corpus
-from training.tokenizer import make_tokenizer, saved_tokenizer
+from training.run.models import build_model, pretrained_model
 
 logger = logging.getLogger("training.finetune")
 

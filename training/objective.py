@@ -1,7 +1,7 @@
 """What an objective is: four small records (model, data, evaluation, card) under one name.
 
 Each objective is one module of training/objectives/ that fills an `Objective`: its corpus, its featurizer, its
-default fine-tuning model and its scoring live there. The code that reads the records (training/splits.py,
+default fine-tuning model and its scoring live there. The code that reads the records (training/data/splits.py,
 tokenizer.py, models.py, losses.py, evaluate.py, loop.py, finish.py, export.py, and the entry points training.train,
 training.finetune and training.score) is written once for all objectives and names none of them. This module imports
 nothing from training/, so every other module can read the type without an import cycle.
@@ -46,7 +46,7 @@ class DataSpec:
 
     load_corpus: Callable  # (data_args) → Dataset: the embedded corpus or the user's, with `text_columns`
     text_columns: tuple[str, ...]  # source first: the split hashes it, the tokenizer learns from all
-    tokenizer_kind: str  # training/tokenizer.py
+    tokenizer_kind: str  # training/data/tokenizer.py
     tokenizer_max_length: Callable  # (data_args) → int: where the tokenizer truncates
     featurize: Callable  # (split, tokenizer, data_args) → Dataset of token ids
     make_collator: Callable  # (tokenizer, model, data_args) → collator that pads (and masks)
@@ -55,7 +55,8 @@ class DataSpec:
     augment_train: Callable | None = None
     # (train split, data_args) → the texts the tokenizer learns from; None: every text column as it is.
     tokenizer_texts: Callable | None = None
-    # (data_args) → whether the tokenizer holds the placeholder sentinels (hf_attention/placeholders.py); None: never.
+    # (data_args) → whether the tokenizer holds the placeholder sentinels (hf_attention/modeling/placeholders.py);
+    # None: never.
     placeholder_sentinels: Callable | None = None
     # (corpus, data_args) → {name: Dataset}: test splits beside the hash split's three, from data the corpus does not
     # hold (translation: the out-of-domain catalogs); None: none.

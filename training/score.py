@@ -26,12 +26,12 @@ from safetensors.torch import load_model
 from transformers import AutoTokenizer
 
 import hf_attention  # noqa: F401  (registers our model types with the Auto classes)
-from hf_attention.placeholders import tokenizer_protects
+from hf_attention.modeling.placeholders import tokenizer_protects
 from training.args import parse_args
-from training.evaluate import GenerationSettings
+from training.data.splits import SPLITS, split_corpus
+from training.finish.evaluate import GenerationSettings
 from training.objective import Objective
 from training.objectives import OBJECTIVES, objective_for
-from training.splits import SPLITS, split_corpus
 from training.train import resolve_mixed_precision
 
 

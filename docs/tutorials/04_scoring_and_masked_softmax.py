@@ -29,9 +29,9 @@ from types import SimpleNamespace
 import torch
 from tutorial_support import Report, parse_args, plt, save_figure, table
 
-from hf_attention.attention import eager_attention_forward
-from hf_attention.masks import padding_mask
-from hf_attention.scores import AdditiveScore, make_score
+from hf_attention.modeling.attention import eager_attention_forward
+from hf_attention.modeling.masks import padding_mask
+from hf_attention.modeling.scores import AdditiveScore, make_score
 
 args = parse_args("Additive vs scaled dot-product scores, masked softmax, and the 1/sqrt(d) scaling.")
 report = Report(args, "04")
@@ -64,7 +64,7 @@ def attend(score, query, key, value, mask=None, scaling=1.0):
 #
 # **Valid lengths → a boolean mask.** The classic code passes `valid_lens = [2, 6]` to a `masked_softmax`.
 # hf-attention takes masks instead: True where a query may attend. From valid lengths, build the 0/1 padding row
-# a tokenizer would return and let `hf_attention.masks.padding_mask` shape it for every head and query.
+# a tokenizer would return and let `hf_attention.modeling.masks.padding_mask` shape it for every head and query.
 
 # %%
 keys = torch.ones(2, 10, 2)
@@ -456,7 +456,7 @@ save_figure(
 # * The score is the only part that differs between classic attention variants; masking, softmax and the weighted
 #   sum are shared (in hf-attention: one backend, a pluggable `score` module).
 # * Masks are boolean, True = may attend. Valid lengths become a mask through a comparison with `arange` and
-#   `hf_attention.masks.padding_mask`; a row with no valid key gives zeros, never a uniform row or NaN.
+#   `hf_attention.modeling.masks.padding_mask`; a row with no valid key gives zeros, never a uniform row or NaN.
 # * Unscaled dot products grow with the width and saturate the softmax; dividing by $\sqrt d$ keeps the scores at
 #   unit variance. T5 (`attention_score="dot"`) drops the factor and relies on its initialisation instead.
 #
@@ -469,7 +469,8 @@ save_figure(
 # 2. Run the classic `d2l_masked_softmax` on a row with valid length 0 in `torch.bfloat16` instead of float16. NaN or
 #    not, and why does it differ from float16?
 # 3. Build the mask "query $i$ may see keys $0 \dots i$" for 4 queries and 4 keys with the same `arange` comparison
-#    used for valid lengths, and compare it with `hf_attention.masks.causal_mask(4, 4, 0, torch.device("cpu"))`.
+#    used for valid lengths, and compare it with `hf_attention.modeling.masks.causal_mask(4, 4, 0,
+#    torch.device("cpu"))`.
 # 4. The scaled entropy sits near $\ln 32 - \tfrac12$. Set `n_keys` to 8 and to 128 and look at the gap
 #    $\ln n - H$ of the scaled rows. What does it tend to, and why?
 # 5. In the sweep, where is the peak of the Jacobian for `n_keys = 8`? Predict first from the formula for $m$ equal

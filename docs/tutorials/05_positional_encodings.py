@@ -32,7 +32,7 @@ from torch import nn
 from tutorial_support import Report, parse_args, plt, save_figure, table
 
 import hf_attention
-from hf_attention.positional import (
+from hf_attention.modeling.positional import (
     ALiBiBias,
     LearnedPositionalEmbedding,
     RotaryEmbedding,

@@ -40,10 +40,10 @@ from tutorial_support import (
 )
 
 import hf_attention
-from hf_attention.attention import MultiHeadAttention, eager_attention_forward
-from hf_attention.explorer import explore
-from hf_attention.masks import causal_mask, combine, padding_mask
-from hf_attention.visualize import attention_weights, token_labels
+from hf_attention.inspection.explorer import explore
+from hf_attention.inspection.heatmaps import attention_weights, token_labels
+from hf_attention.modeling.attention import MultiHeadAttention, eager_attention_forward
+from hf_attention.modeling.masks import causal_mask, combine, padding_mask
 
 args = parse_args("Multi-head, self- and cross-attention and masks, on an English→German model.", add_model_flags)
 report = Report(args, "06")

@@ -46,10 +46,10 @@ import torch
 from torch import nn
 from tutorial_support import Report, parse_args, plt, save_figure, table
 
-from hf_attention.attention import MultiHeadAttention, eager_attention_forward, sdpa_attention_forward
-from hf_attention.layers import EncoderLayer, FeedForward
-from hf_attention.norms import make_norm
-from hf_attention.positional import SinusoidalPositionalEmbedding
+from hf_attention.modeling.attention import MultiHeadAttention, eager_attention_forward, sdpa_attention_forward
+from hf_attention.modeling.layers import EncoderLayer, FeedForward
+from hf_attention.modeling.norms import make_norm
+from hf_attention.modeling.positional import SinusoidalPositionalEmbedding
 
 args = parse_args("A Transformer encoder layer written by hand, checked against hf-attention, and its ablations.")
 report = Report(args, "07")

@@ -36,7 +36,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 from tutorial_support import ROOT, Report, parse_args, plt, save_figure, table
 
-from hf_attention.attention import MultiHeadAttention, eager_attention_forward, sdpa_attention_forward
+from hf_attention.modeling.attention import MultiHeadAttention, eager_attention_forward, sdpa_attention_forward
 
 args = parse_args("Cost per layer, path length, and measured time and memory of eager vs SDPA attention.")
 report = Report(args, "08")

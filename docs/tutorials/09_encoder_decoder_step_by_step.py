@@ -35,8 +35,8 @@ import torch.nn.functional as F
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from tutorial_support import Report, add_model_flags, load_translation_model, parse_args, plt, save_figure, table
 
-from hf_attention.modeling_hf_attention import shift_tokens_right
-from hf_attention.visualize import token_labels
+from hf_attention.inspection.heatmaps import token_labels
+from hf_attention.modeling.modeling_hf_attention import shift_tokens_right
 
 args = parse_args(
     "Teacher forcing and greedy decoding, token by token, with the cross-attention of each step.", add_model_flags

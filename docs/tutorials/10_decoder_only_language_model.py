@@ -36,7 +36,7 @@ from torch import nn
 from tutorial_support import Report, parse_args, plt, save_figure, table
 
 import hf_attention
-from hf_attention.explorer import explore
+from hf_attention.inspection.explorer import explore
 
 args = parse_args("A decoder-only language model built step by step, checked against hf-attention's decoder family.")
 report = Report(args, "10")
@@ -1172,7 +1172,7 @@ save_figure(
 # %% [markdown]
 # ## Looking inside with the attention explorer
 #
-# hf-attention's attention explorer (`hf_attention.explorer.explore`, see [the
+# hf-attention's attention explorer (`hf_attention.inspection.explorer.explore`, see [the
 # documentation](../README.md#the-attention-explorer)) writes every layer and head of a model's attention for one text
 # into one HTML page that opens in any browser without a network. The library model of this tutorial on one held-out
 # sentence, with a character tokenizer built from the same 27 characters (a `transformers` fast tokenizer around a

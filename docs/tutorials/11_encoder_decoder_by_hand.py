@@ -421,10 +421,12 @@ print(
 )
 
 # %% [markdown]
-# With the eager backend the logits are the very same bits (difference 0.0), and so are the cross-attention weights:
-# it runs the hand-written operations in the same order (its masked scores get the most negative float instead of
-# $-\infty$, and both give a weight of exactly 0). With the default SDPA backend they agree to float rounding, 4.3e-06
-# at most, on logits as large as 10.8: the fused kernel adds its sums in another order (tutorial 07).
+# With the eager backend the logits are the very same bits (difference 0.0), and so are the cross-attention weights: it
+# runs the hand-written operations in the same order (its masked scores get the most negative float instead of
+# $-\infty$, and both give a weight of exactly 0). That is this run's CPU: where the matrix library picks other kernels
+# for the library's layout of the same products (one of the AMD EPYC test machines does), the two differ by float
+# rounding too. With the default SDPA backend they agree to float rounding, 4.3e-06 at most, on logits as large as
+# 10.8: the fused kernel adds its sums in another order (tutorial 07).
 #
 # Then decoding: `generate()` with greedy search (`num_beams=1, do_sample=False`) on the whole test set, against the
 # loop above. `generate()` runs the encoder once and the decoder one token at a time with a key-value cache, so its

@@ -27,10 +27,10 @@ import torch
 from tutorial_support import Report, parse_args, plt, save_figure, table
 
 from hf_attention import HFAttentionDecoderConfig, HFAttentionForCausalLM
-from hf_attention.attention import MultiHeadAttention, repeat_kv
-from hf_attention.cache_argument import cache_of
-from hf_attention.masks import causal_mask
-from hf_attention.positional import RotaryEmbedding
+from hf_attention.modeling.attention import MultiHeadAttention, repeat_kv
+from hf_attention.modeling.cache_argument import cache_of
+from hf_attention.modeling.masks import causal_mask
+from hf_attention.modeling.positional import RotaryEmbedding
 
 args = parse_args("Today's attention knobs (GQA, QK-norm, soft-capping, sliding windows, RoPE scaling), measured.")
 report = Report(args, "12")

@@ -260,7 +260,7 @@ def translation_checkpoint(args: argparse.Namespace) -> tuple[Path, str]:
 
 def load_translation_model(args: argparse.Namespace):
     """(model, tokenizer, where it comes from) of `translation_checkpoint`, the model in eval mode."""
-    from hf_attention.visualize import load_model_and_tokenizer
+    from hf_attention.inspection.heatmaps import load_model_and_tokenizer
 
     folder, origin = translation_checkpoint(args)
     model, tokenizer = load_model_and_tokenizer(folder)
@@ -272,8 +272,8 @@ def translation_test_strings(args: argparse.Namespace) -> list[str]:
     """The English sources of the test split of the tutorials' own run (the quick run's with --quick): strings of the
     pinned corpus that run never trained on, split and capped exactly as `training.train` does."""
     from training.args import parse_args as training_args
+    from training.data.splits import split_corpus
     from training.objectives import objective_for
-    from training.splits import split_corpus
 
     flags = QUICK_TRAINING if args.quick else TUTORIAL_TRAINING
     model_args, data_args, _, _ = training_args(["--config", str(TUTORIAL_RUN_CONFIG), *flags])

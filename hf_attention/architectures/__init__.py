@@ -1,11 +1,29 @@
 """The standard architectures hf-attention converts from (`from_hf`) and exports to (`to_hf`): one module each.
 
-`REGISTRY` is the one list convert.py and to_hf.py read; its order is `to_hf(model, "auto")`'s preference when
-several architectures could hold a model. Adding an architecture is its module (an `ARCHITECTURE` record, see
+`REGISTRY` is the one list conversion/from_hf.py and to_hf.py read; its order is `to_hf(model, "auto")`'s preference
+when several architectures could hold a model. Adding an architecture is its module (an `ARCHITECTURE` record, see
 base.py) and one line here.
 """
 
-from . import bart, bert, gemma3, gpt2, llama, marian, mistral, modernbert, olmo2, phi3, qwen2, qwen3, smollm3, t5
+from . import (
+    bart,
+    bert,
+    gemma2,
+    gemma3,
+    gpt2,
+    llama,
+    marian,
+    ministral,
+    mistral,
+    modernbert,
+    olmo2,
+    phi3,
+    qwen2,
+    qwen3,
+    seed_oss,
+    smollm3,
+    t5,
+)
 from .base import Architecture
 
 REGISTRY: dict[str, Architecture] = {
@@ -25,6 +43,9 @@ REGISTRY: dict[str, Architecture] = {
         olmo2.ARCHITECTURE,
         smollm3.ARCHITECTURE,
         modernbert.ARCHITECTURE,
+        gemma2.ARCHITECTURE,
+        seed_oss.ARCHITECTURE,
+        ministral.ARCHITECTURE,
     )
 }
 

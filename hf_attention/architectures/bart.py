@@ -6,13 +6,14 @@ that both share (`bart_like_config`, `bart_like_weights`, `bart_like_fields`).
 
 from transformers import BartConfig, BartForConditionalGeneration, PretrainedConfig
 
-from ..configuration_hf_attention import HFAttentionConfigBase, HFAttentionSeq2SeqConfig
-from ..modeling_hf_attention import HFAttentionForSeq2SeqLM
+from ..modeling.configuration_hf_attention import HFAttentionConfigBase, HFAttentionSeq2SeqConfig
+from ..modeling.modeling_hf_attention import HFAttentionForSeq2SeqLM
 from .base import (
     FROM_THE_FIRST_COLUMN,
     NO_POSITION_IDS,
     PLAIN,
     Architecture,
+    ConversionRow,
     activation,
     our_token_ids,
     their_token_ids,
@@ -144,4 +145,12 @@ ARCHITECTURE = Architecture(
     checkpoint_classes=(("", BartForConditionalGeneration),),
     position_table=True,
     left_padding_note=f"{FROM_THE_FIRST_COLUMN}, {NO_POSITION_IDS}.",
+    docs=ConversionRow(
+        title="BART",
+        from_hf="test_parity_hf.py",
+        to_hf="test_to_hf.py",
+        generate="test_parity_hf.py",
+        llama_cpp="(encoder-decoder)",
+        ctranslate2="test_ctranslate2.py",
+    ),
 )

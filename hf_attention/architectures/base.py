@@ -1,27 +1,47 @@
 """What an architecture module declares (`Architecture`), and the config helpers every one of them shares.
 
-Each module of this folder describes one standard architecture in both directions: the converter that reads a
-reference model into ours (`to_ours`, used by `from_hf`) and the builder of the reference config that describes one
-of our configs (`reference_config`, used by `to_hf`, which then runs the same converter on the reference it built, so
-that import and export read one table of correspondences). The record below is all that convert.py and to_hf.py know
-of an architecture: adding one is a module that defines its record and a line in the registry (`__init__.py`).
+Each module of this folder describes one standard architecture in both directions: the converter that reads a reference
+model into ours (`to_ours`, used by `from_hf`) and the builder of the reference config that describes one of our
+configs (`reference_config`, used by `to_hf`, which then runs the same converter on the reference it built, so that
+import and export read one table of correspondences). The record below is all that conversion/from_hf.py and to_hf.py
+know of an architecture: adding one is a module that defines its record and a line in the registry (`__init__.py`).
 
 The record is frozen and its later fields have defaults, so that a new need (a check of a reference before anything
 is converted, say) is a field with a default here and a line in the modules that use it.
 """
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from transformers import PretrainedConfig, PreTrainedModel
 
-from ..activations import ACTIVATION_SYNONYMS, PLAIN_ACTIVATIONS, hidden_act_of
-from ..configuration_hf_attention import HFAttentionConfigBase
-from ..modeling_hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM
+from ..modeling.activations import ACTIVATION_SYNONYMS, PLAIN_ACTIVATIONS, hidden_act_of
+from ..modeling.configuration_hf_attention import HFAttentionConfigBase
+from ..modeling.modeling_hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM
+from .tiny import TinyReference
 from .weights import Weights, unsupported
 
 # reference model, its tensors → (our model class, our config, reference tensors dropped: name prefix → why)
 Converter = Callable[[PreTrainedModel, Weights], tuple[type[PreTrainedModel], HFAttentionConfigBase, dict[str, str]]]
+
+
+@dataclass(frozen=True)
+class ConversionRow:
+    """One row of docs/conversion.md's table: the architecture and its heads, then what each column says."""
+
+    title: str  # the architecture's name in prose: "Qwen3", "Gemma 3"
+    from_hf: str  # the tests that prove `from_hf` / `convert`
+    to_hf: str  # the tests that prove `to_hf` / `export --to`
+    generate: str  # which decoding strategies give the reference's tokens, and where
+    llama_cpp: str  # what llama.cpp does with an export (docs/deploy.md)
+    ctranslate2: str  # what CTranslate2 does with an export
+    detail: str = ""  # what follows the name in the table: " text", ", plain and LongRoPE"
+    heads: str = ""  # the heads converted: "LM, classifier"
+
+    def markdown(self) -> str:
+        name = self.title + self.detail + (f" ({self.heads})" if self.heads else "")
+        cells = (name, self.from_hf, self.to_hf, self.generate, self.llama_cpp, self.ctranslate2)
+        return "| " + " | ".join(cells) + " |"
 
 
 @dataclass(frozen=True)
@@ -47,6 +67,12 @@ class Architecture:
     position_table: bool = False
     # What the exported model card says about rows padded on the left (None: padding changes nothing).
     left_padding_note: str | None = None
+    # The tiny random references the parity tests of today's architectures build of it (tiny.py): case name → class and
+    # config. (GPT-2, Llama's classic case, BERT, BART, Marian and T5 are built at the sizes of test_parity_hf.py.)
+    tiny_references: Mapping[str, TinyReference] = field(default_factory=dict)
+    # Its row of docs/conversion.md's table (a test checks the page against the registry): what is converted, and
+    # what generate(), llama.cpp and CTranslate2 were shown to do with it.
+    docs: ConversionRow | None = None
 
     def checkpoint_class(self, saved_as: str) -> type[PreTrainedModel]:
         """The class to load a checkpoint of this architecture with, from its `architectures` (joined by spaces)."""

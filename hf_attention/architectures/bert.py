@@ -3,9 +3,18 @@ masked-LM head."""
 
 from transformers import BertConfig, BertForMaskedLM, BertModel, PretrainedConfig
 
-from ..configuration_hf_attention import HFAttentionConfigBase, HFAttentionEncoderConfig
-from ..modeling_hf_attention import HFAttentionEncoderModel, HFAttentionForMaskedLM
-from .base import FROM_THE_FIRST_COLUMN, PLAIN, POSITION_IDS, Architecture, activation, our_token_ids, their_token_ids
+from ..modeling.configuration_hf_attention import HFAttentionConfigBase, HFAttentionEncoderConfig
+from ..modeling.modeling_hf_attention import HFAttentionEncoderModel, HFAttentionForMaskedLM
+from .base import (
+    FROM_THE_FIRST_COLUMN,
+    PLAIN,
+    POSITION_IDS,
+    Architecture,
+    ConversionRow,
+    activation,
+    our_token_ids,
+    their_token_ids,
+)
 from .weights import Weights, tied, unsupported
 
 
@@ -114,4 +123,13 @@ ARCHITECTURE = Architecture(
     checkpoint_classes=(("MaskedLM", BertForMaskedLM), ("PreTraining", BertForMaskedLM), ("", BertModel)),
     position_table=True,
     left_padding_note=f"{FROM_THE_FIRST_COLUMN}: {POSITION_IDS}.",
+    docs=ConversionRow(
+        title="BERT",
+        heads="base, masked LM",
+        from_hf="test_parity_hf.py",
+        to_hf="test_to_hf.py",
+        generate="(encoder)",
+        llama_cpp="(encoder)",
+        ctranslate2="(encoder)",
+    ),
 )

@@ -5,10 +5,11 @@ logits; and a tanh-GELU gate."""
 
 from transformers import Gemma3ForCausalLM, Gemma3TextConfig, Gemma3TextForSequenceClassification, PretrainedConfig
 
-from ..configuration_hf_attention import HFAttentionConfigBase
-from ..modeling_hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM
-from .base import Architecture, decoder_head
+from ..modeling.configuration_hf_attention import HFAttentionConfigBase
+from ..modeling.modeling_hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM
+from .base import Architecture, ConversionRow, decoder_head
 from .llama import copy_layers, decoder_config, layer_types_of, reference_fields, reference_rope, rope_knobs
+from .tiny import DECODER, WINDOW, TinyReference
 from .weights import Weights, unsupported
 
 GEMMA3_NORMS = {
@@ -79,6 +80,24 @@ def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
     )
 
 
+# Six layers: the default pattern makes layers 0-4 sliding and layer 5 global. query_pre_attn_scalar (20) is not
+# head_dim (16), so a 1/sqrt(head_dim) scaling shows. The legacy rope_scaling applies to the global layers only.
+TINY_REFERENCES = {
+    "gemma3": TinyReference(
+        Gemma3ForCausalLM,
+        lambda **extra: Gemma3TextConfig(
+            **{**DECODER, "num_hidden_layers": 6, "head_dim": 16},
+            sliding_window=WINDOW,
+            query_pre_attn_scalar=20,
+            final_logit_softcapping=30.0,
+            rope_scaling={"rope_type": "linear", "factor": 2.0},
+            **extra,
+        ),
+    )
+}
+# Gemma3ForSequenceClassification takes the multimodal Gemma3Config; the text-only classifier is this one.
+TINY_REFERENCES["gemma3_classifier"] = TINY_REFERENCES["gemma3"].classifier(Gemma3TextForSequenceClassification)
+
 ARCHITECTURE = Architecture(
     name="gemma3",
     model_type="gemma3_text",
@@ -89,4 +108,15 @@ ARCHITECTURE = Architecture(
     to_ours=to_ours,
     reference_config=reference_config,
     checkpoint_classes=(("ForSequenceClassification", Gemma3TextForSequenceClassification), ("", Gemma3ForCausalLM)),
+    tiny_references=TINY_REFERENCES,
+    docs=ConversionRow(
+        title="Gemma 3",
+        detail=" text",
+        heads="LM, classifier",
+        from_hf="test_modern_parity.py",
+        to_hf="test_modern_parity.py",
+        generate="greedy, beams, sampling",
+        llama_cpp="Gemma's own shapes ([deploy.md](deploy.md#llamacpp))",
+        ctranslate2="test_ctranslate2.py (Gemma 3 1B's settings)",
+    ),
 )

@@ -2,13 +2,14 @@
 
 from transformers import GPT2Config, GPT2ForSequenceClassification, GPT2LMHeadModel, PretrainedConfig
 
-from ..configuration_hf_attention import HFAttentionConfigBase, HFAttentionDecoderConfig
-from ..modeling_hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM
+from ..modeling.configuration_hf_attention import HFAttentionConfigBase, HFAttentionDecoderConfig
+from ..modeling.modeling_hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM
 from .base import (
     FROM_THE_FIRST_COLUMN,
     PLAIN,
     POSITION_IDS,
     Architecture,
+    ConversionRow,
     activation,
     decoder_head,
     our_labels,
@@ -103,4 +104,13 @@ ARCHITECTURE = Architecture(
     checkpoint_classes=(("ForSequenceClassification", GPT2ForSequenceClassification), ("", GPT2LMHeadModel)),
     position_table=True,
     left_padding_note=f"{FROM_THE_FIRST_COLUMN}: {POSITION_IDS}. `generate()` passes them itself: the same tokens.",
+    docs=ConversionRow(
+        title="GPT-2",
+        heads="LM, classifier",
+        from_hf="test_parity_hf.py",
+        to_hf="test_to_hf.py",
+        generate="test_parity_hf.py",
+        llama_cpp="tests/test_tokenizer_placeholders.py, docs/deploy.md",
+        ctranslate2="test_ctranslate2.py",
+    ),
 )

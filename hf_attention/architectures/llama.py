@@ -8,11 +8,21 @@ two ideas each, so the reading and writing of a Llama-shaped checkpoint live her
 
 from transformers import LlamaConfig, LlamaForCausalLM, LlamaForSequenceClassification, PretrainedConfig
 
-from ..activations import GATED_ACTIVATIONS
-from ..configuration_hf_attention import HFAttentionConfigBase, HFAttentionDecoderConfig
-from ..modeling_hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM
-from ..positional import ROPE_SCALINGS
-from .base import Architecture, activation, decoder_head, our_labels, our_token_ids, their_labels, their_token_ids
+from ..modeling.activations import GATED_ACTIVATIONS
+from ..modeling.configuration_hf_attention import HFAttentionConfigBase, HFAttentionDecoderConfig
+from ..modeling.modeling_hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM
+from ..modeling.positional import ROPE_SCALINGS
+from .base import (
+    Architecture,
+    ConversionRow,
+    activation,
+    decoder_head,
+    our_labels,
+    our_token_ids,
+    their_labels,
+    their_token_ids,
+)
+from .tiny import DECODER, ORIGINAL_LENGTH, THETA, TinyReference
 from .weights import Weights, tied, unsupported
 
 # The keys of transformers' `rope_parameters` that are not a scaling's options.
@@ -158,6 +168,56 @@ def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
 
 
 # Rotary positions: attention sees only the distances between tokens, so no table, and left padding changes nothing.
+
+# Llama 3's RoPE variants: 2 heads of 32 dims (16 frequencies), so that each variant's piecewise formula has
+# frequencies in each of its ranges (YaRN's ramp has a fractional step, llama3 has unscaled, blended and scaled ones).
+LLAMA3 = {**DECODER, "num_attention_heads": 2, "num_key_value_heads": 1, "tie_word_embeddings": False}
+ROTARY_PAIRS = 16  # LLAMA3's head_dim / 2
+
+
+def longrope_factors(pairs: int) -> dict:
+    """Distinct short and long factors per frequency (1.0 … 3.0), so a swapped or reversed list changes the output."""
+    return {
+        "short_factor": [1.0 + i / (pairs - 1) for i in range(pairs)],
+        "long_factor": [1.0 + 2.0 * i / (pairs - 1) for i in range(pairs)][::-1],
+    }
+
+
+def _llama3(rope: dict, **overrides) -> TinyReference:
+    config = {**LLAMA3, **overrides}
+    return TinyReference(
+        LlamaForCausalLM, lambda **extra: LlamaConfig(**config, **extra, rope_parameters={"rope_theta": THETA, **rope})
+    )
+
+
+# The cases differ only in config.rope_parameters.
+TINY_REFERENCES = {
+    "llama3_default": _llama3({"rope_type": "default"}),
+    "llama3_linear": _llama3({"rope_type": "linear", "factor": 2.0}),
+    # dynamic NTK rescales once a call's positions pass max_position_embeddings, its original length.
+    "llama3_dynamic": _llama3({"rope_type": "dynamic", "factor": 2.0}, max_position_embeddings=ORIGINAL_LENGTH),
+    "llama3_yarn": _llama3({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": ORIGINAL_LENGTH}),
+    # Original length 32 (not 16): with 32-dim heads it puts one frequency in each of llama3's three ranges
+    # (wavelength < 32/4 kept, 32/4 … 32/1 blended, > 32 divided by the factor). The formula ignores the input length.
+    "llama3_llama3": _llama3(
+        {
+            "rope_type": "llama3",
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 32,
+        }
+    ),
+    "llama3_longrope": _llama3(
+        {
+            "rope_type": "longrope",
+            "original_max_position_embeddings": ORIGINAL_LENGTH,
+            "factor": 4.0,  # max_position_embeddings / original: what transformers infers, said explicitly
+            **longrope_factors(ROTARY_PAIRS),
+        }
+    ),
+}
+
 ARCHITECTURE = Architecture(
     name="llama",
     model_type="llama",
@@ -168,4 +228,15 @@ ARCHITECTURE = Architecture(
     to_ours=to_ours,
     reference_config=reference_config,
     checkpoint_classes=(("ForSequenceClassification", LlamaForSequenceClassification), ("", LlamaForCausalLM)),
+    tiny_references=TINY_REFERENCES,
+    docs=ConversionRow(
+        title="Llama",
+        detail=", Llama 3.x RoPE: default, linear, dynamic, yarn, llama3, longrope",
+        heads="LM, classifier",
+        from_hf="test_parity_hf.py, test_modern_parity.py",
+        to_hf="test_to_hf.py, test_modern_parity.py",
+        generate="greedy all; beams dynamic; sampling yarn (test_modern_parity.py)",
+        llama_cpp="docs/deploy.md (default RoPE)",
+        ctranslate2="test_ctranslate2.py (default RoPE)",
+    ),
 )

@@ -3,11 +3,11 @@
 import torch
 from transformers import MarianConfig, MarianMTModel, PretrainedConfig
 
-from ..configuration_hf_attention import HFAttentionConfigBase
-from ..modeling_hf_attention import HFAttentionForSeq2SeqLM
-from ..positional import SinusoidalPositionalEmbedding
+from ..modeling.configuration_hf_attention import HFAttentionConfigBase
+from ..modeling.modeling_hf_attention import HFAttentionForSeq2SeqLM
+from ..modeling.positional import SinusoidalPositionalEmbedding
 from .bart import bart_like_config, bart_like_fields, bart_like_weights
-from .base import FROM_THE_FIRST_COLUMN, NO_POSITION_IDS, PLAIN, Architecture
+from .base import FROM_THE_FIRST_COLUMN, NO_POSITION_IDS, PLAIN, Architecture, ConversionRow
 from .weights import Weights, unsupported
 
 
@@ -42,4 +42,12 @@ ARCHITECTURE = Architecture(
     # Marian computes its sinusoids once, into a table of max_position_embeddings rows.
     position_table=True,
     left_padding_note=f"{FROM_THE_FIRST_COLUMN}, {NO_POSITION_IDS}.",
+    docs=ConversionRow(
+        title="Marian",
+        from_hf="test_parity_hf.py",
+        to_hf="test_to_hf.py",
+        generate="test_parity_hf.py",
+        llama_cpp="(encoder-decoder)",
+        ctranslate2="not measured",
+    ),
 )

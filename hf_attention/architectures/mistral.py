@@ -3,10 +3,11 @@ most recent tokens), and the cache of each layer bounded by that window."""
 
 from transformers import MistralConfig, MistralForCausalLM, MistralForSequenceClassification, PretrainedConfig
 
-from ..configuration_hf_attention import HFAttentionConfigBase
-from ..modeling_hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM
-from .base import Architecture, decoder_head
+from ..modeling.configuration_hf_attention import HFAttentionConfigBase
+from ..modeling.modeling_hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM
+from .base import Architecture, ConversionRow, decoder_head
 from .llama import LLAMA_NORMS, copy_layers, decoder_config, reference_fields, reference_rope, rope_knobs
+from .tiny import DECODER, WINDOW, TinyReference
 from .weights import Weights
 
 
@@ -33,6 +34,13 @@ def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
     )
 
 
+TINY_REFERENCES = {
+    "mistral": TinyReference(
+        MistralForCausalLM, lambda **extra: MistralConfig(**DECODER, sliding_window=WINDOW, **extra)
+    )
+}
+TINY_REFERENCES["mistral_classifier"] = TINY_REFERENCES["mistral"].classifier(MistralForSequenceClassification)
+
 ARCHITECTURE = Architecture(
     name="mistral",
     model_type="mistral",
@@ -43,4 +51,14 @@ ARCHITECTURE = Architecture(
     to_ours=to_ours,
     reference_config=reference_config,
     checkpoint_classes=(("ForSequenceClassification", MistralForSequenceClassification), ("", MistralForCausalLM)),
+    tiny_references=TINY_REFERENCES,
+    docs=ConversionRow(
+        title="Mistral",
+        heads="LM, classifier",
+        from_hf="test_modern_parity.py",
+        to_hf="test_modern_parity.py",
+        generate="greedy, beams",
+        llama_cpp="without a window only ([deploy.md](deploy.md#llamacpp))",
+        ctranslate2="test_ctranslate2.py (prompts up to the window + 1)",
+    ),
 )

@@ -12,15 +12,16 @@ from transformers import (
     PretrainedConfig,
 )
 
-from ..activations import GATED_ACTIVATIONS
-from ..configuration_hf_attention import HFAttentionConfigBase, HFAttentionEncoderConfig
-from ..modeling_hf_attention import (
+from ..modeling.activations import GATED_ACTIVATIONS
+from ..modeling.configuration_hf_attention import HFAttentionConfigBase, HFAttentionEncoderConfig
+from ..modeling.modeling_hf_attention import (
     HFAttentionEncoderModel,
     HFAttentionForMaskedLM,
     HFAttentionForSequenceClassification,
     HFAttentionForTokenClassification,
 )
-from .base import Architecture, activation, our_labels, our_token_ids, their_labels, their_token_ids
+from .base import Architecture, ConversionRow, activation, our_labels, our_token_ids, their_labels, their_token_ids
+from .tiny import BOS, EOS, PAD, VOCAB, WINDOW, TinyReference
 from .weights import Weights, tied, unsupported
 
 # Their classes with a head (dense → GELU → norm, then a linear layer) → ours.
@@ -161,6 +162,38 @@ def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
     )
 
 
+def _tiny_config(**extra) -> ModernBertConfig:
+    # Layer 0 global, layers 1-2 local; a local layer sees |i - j| <= local_attention // 2 = 4, exceeded by 24 tokens.
+    return ModernBertConfig(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        max_position_embeddings=64,
+        local_attention=WINDOW,
+        global_attn_every_n_layers=3,
+        pad_token_id=PAD,
+        bos_token_id=BOS,
+        eos_token_id=EOS,
+        cls_token_id=BOS,
+        sep_token_id=EOS,
+        **extra,
+    )
+
+
+_MASKED_LM = TinyReference(ModernBertForMaskedLM, _tiny_config)
+TINY_REFERENCES = {
+    "modernbert": _MASKED_LM,
+    "modernbert_base": TinyReference(ModernBertModel, _tiny_config),
+    "modernbert_classifier": _MASKED_LM.classifier(ModernBertForSequenceClassification),
+    # mean pooling (the classifier above reads the first token) and the per-token classifier
+    "modernbert_mean_classifier": _MASKED_LM.classifier(
+        ModernBertForSequenceClassification, classifier_pooling="mean"
+    ),
+    "modernbert_token_classifier": _MASKED_LM.classifier(ModernBertForTokenClassification),
+}
+
 ARCHITECTURE = Architecture(
     name="modernbert",
     model_type="modernbert",
@@ -179,5 +212,15 @@ ARCHITECTURE = Architecture(
     left_padding_note=(
         "It numbers positions from a row's first column (it assumes padding on the right), where hf-attention numbers "
         "them from the first real token: pad on the right for the same outputs"
+    ),
+    tiny_references=TINY_REFERENCES,
+    docs=ConversionRow(
+        title="ModernBERT",
+        heads="base, masked LM, sequence and token classifiers",
+        from_hf="test_modern_parity.py",
+        to_hf="test_modern_parity.py",
+        generate="(encoder)",
+        llama_cpp="(encoder)",
+        ctranslate2="(encoder)",
     ),
 )

@@ -3,10 +3,11 @@ and QK-norm over the whole query and key projections."""
 
 from transformers import Olmo2Config, Olmo2ForCausalLM, Olmo2ForSequenceClassification, PretrainedConfig
 
-from ..configuration_hf_attention import HFAttentionConfigBase
-from ..modeling_hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM
-from .base import Architecture, decoder_head
+from ..modeling.configuration_hf_attention import HFAttentionConfigBase
+from ..modeling.modeling_hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM
+from .base import Architecture, ConversionRow, decoder_head
 from .llama import copy_layers, decoder_config, reference_fields, reference_rope, rope_knobs
+from .tiny import DECODER, TinyReference
 from .weights import Weights
 
 # The norm on each sublayer's output is our layer's one norm of that block ("output" placement).
@@ -32,6 +33,9 @@ def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
     return Olmo2Config(**reference_fields(c), attention_bias=c.attention_bias, rope_parameters=reference_rope(c))
 
 
+TINY_REFERENCES = {"olmo2": TinyReference(Olmo2ForCausalLM, lambda **extra: Olmo2Config(**DECODER, **extra))}
+TINY_REFERENCES["olmo2_classifier"] = TINY_REFERENCES["olmo2"].classifier(Olmo2ForSequenceClassification)
+
 ARCHITECTURE = Architecture(
     name="olmo2",
     model_type="olmo2",
@@ -42,4 +46,14 @@ ARCHITECTURE = Architecture(
     to_ours=to_ours,
     reference_config=reference_config,
     checkpoint_classes=(("ForSequenceClassification", Olmo2ForSequenceClassification), ("", Olmo2ForCausalLM)),
+    tiny_references=TINY_REFERENCES,
+    docs=ConversionRow(
+        title="OLMo 2",
+        heads="LM, classifier",
+        from_hf="test_modern_parity.py",
+        to_hf="test_modern_parity.py",
+        generate="greedy",
+        llama_cpp="yes ([deploy.md](deploy.md#llamacpp))",
+        ctranslate2="no converter for it",
+    ),
 )

@@ -4,10 +4,11 @@ gate and up projections into another (`gate_up_proj`), read into our separate on
 
 from transformers import Phi3Config, Phi3ForCausalLM, Phi3ForSequenceClassification, PretrainedConfig
 
-from ..configuration_hf_attention import HFAttentionConfigBase
-from ..modeling_hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM
-from .base import Architecture, decoder_head
-from .llama import decoder_config, reference_fields, reference_rope, rope_knobs
+from ..modeling.configuration_hf_attention import HFAttentionConfigBase
+from ..modeling.modeling_hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM
+from .base import Architecture, ConversionRow, decoder_head
+from .llama import decoder_config, longrope_factors, reference_fields, reference_rope, rope_knobs
+from .tiny import DECODER, ORIGINAL_LENGTH, THETA, TinyReference
 from .weights import Weights, unsupported
 
 
@@ -73,6 +74,20 @@ def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
     )
 
 
+# Rotary on the first half of each head's 16 dims; the rest pass through. Phi-3 reads original_max_position_embeddings
+# from the config itself, over the one in rope_parameters.
+LONGROPE = {"rope_type": "longrope", "rope_theta": THETA, "partial_rotary_factor": 0.5, **longrope_factors(4)}
+TINY_REFERENCES = {
+    "phi3": TinyReference(Phi3ForCausalLM, lambda **extra: Phi3Config(**DECODER, partial_rotary_factor=0.5, **extra)),
+    "phi3_longrope": TinyReference(
+        Phi3ForCausalLM,
+        lambda **extra: Phi3Config(
+            **DECODER, original_max_position_embeddings=ORIGINAL_LENGTH, rope_parameters=LONGROPE, **extra
+        ),
+    ),
+}
+TINY_REFERENCES["phi3_classifier"] = TINY_REFERENCES["phi3"].classifier(Phi3ForSequenceClassification)
+
 ARCHITECTURE = Architecture(
     name="phi3",
     model_type="phi3",
@@ -83,4 +98,15 @@ ARCHITECTURE = Architecture(
     to_ours=to_ours,
     reference_config=reference_config,
     checkpoint_classes=(("ForSequenceClassification", Phi3ForSequenceClassification), ("", Phi3ForCausalLM)),
+    tiny_references=TINY_REFERENCES,
+    docs=ConversionRow(
+        title="Phi-3",
+        detail=", plain and LongRoPE",
+        heads="LM, classifier",
+        from_hf="test_modern_parity.py",
+        to_hf="test_modern_parity.py",
+        generate="greedy; beams with LongRoPE",
+        llama_cpp="needs `tokenizer_class` ([deploy.md](deploy.md#llamacpp))",
+        ctranslate2='no: its converter reads transformers 4\'s `rope_scaling["type"]`',
+    ),
 )

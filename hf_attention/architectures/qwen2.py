@@ -3,9 +3,9 @@ sliding windows on the layers above the first `max_window_layers`."""
 
 from transformers import PretrainedConfig, Qwen2Config, Qwen2ForCausalLM, Qwen2ForSequenceClassification
 
-from ..configuration_hf_attention import HFAttentionConfigBase
-from ..modeling_hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM
-from .base import Architecture, decoder_head
+from ..modeling.configuration_hf_attention import HFAttentionConfigBase
+from ..modeling.modeling_hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM
+from .base import Architecture, ConversionRow, decoder_head
 from .llama import (
     LLAMA_NORMS,
     copy_layers,
@@ -15,6 +15,7 @@ from .llama import (
     reference_rope,
     rope_knobs,
 )
+from .tiny import DECODER, WINDOW, TinyReference
 from .weights import Weights
 
 
@@ -51,6 +52,17 @@ def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
     return Qwen2Config(**reference_fields(c), rope_parameters=reference_rope(c), **window_fields(c))
 
 
+# Qwen2 keeps the first max_window_layers layers full: layer 0 full, layer 1 sliding.
+TINY_REFERENCES = {
+    "qwen2": TinyReference(
+        Qwen2ForCausalLM,
+        lambda **extra: Qwen2Config(
+            **DECODER, use_sliding_window=True, sliding_window=WINDOW, max_window_layers=1, **extra
+        ),
+    )
+}
+TINY_REFERENCES["qwen2_classifier"] = TINY_REFERENCES["qwen2"].classifier(Qwen2ForSequenceClassification)
+
 ARCHITECTURE = Architecture(
     name="qwen2",
     model_type="qwen2",
@@ -61,4 +73,14 @@ ARCHITECTURE = Architecture(
     to_ours=to_ours,
     reference_config=reference_config,
     checkpoint_classes=(("ForSequenceClassification", Qwen2ForSequenceClassification), ("", Qwen2ForCausalLM)),
+    tiny_references=TINY_REFERENCES,
+    docs=ConversionRow(
+        title="Qwen2",
+        heads="LM, classifier",
+        from_hf="test_modern_parity.py",
+        to_hf="test_modern_parity.py",
+        generate="greedy",
+        llama_cpp="without a window ([deploy.md](deploy.md#llamacpp))",
+        ctranslate2="test_ctranslate2.py (without a window)",
+    ),
 )

@@ -3,9 +3,9 @@ width of its own, and the same bias on all four attention projections."""
 
 from transformers import PretrainedConfig, Qwen3Config, Qwen3ForCausalLM, Qwen3ForSequenceClassification
 
-from ..configuration_hf_attention import HFAttentionConfigBase
-from ..modeling_hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM
-from .base import Architecture, decoder_head
+from ..modeling.configuration_hf_attention import HFAttentionConfigBase
+from ..modeling.modeling_hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM
+from .base import Architecture, ConversionRow, decoder_head
 from .llama import (
     LLAMA_NORMS,
     copy_layers,
@@ -16,6 +16,7 @@ from .llama import (
     rope_knobs,
 )
 from .qwen2 import window_fields
+from .tiny import DECODER, TinyReference
 from .weights import Weights
 
 
@@ -44,6 +45,12 @@ def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
     )
 
 
+# head_dim 24 ≠ hidden / heads = 16: the projections are not square.
+TINY_REFERENCES = {
+    "qwen3": TinyReference(Qwen3ForCausalLM, lambda **extra: Qwen3Config(**DECODER, head_dim=24, **extra))
+}
+TINY_REFERENCES["qwen3_classifier"] = TINY_REFERENCES["qwen3"].classifier(Qwen3ForSequenceClassification)
+
 ARCHITECTURE = Architecture(
     name="qwen3",
     model_type="qwen3",
@@ -54,4 +61,14 @@ ARCHITECTURE = Architecture(
     to_ours=to_ours,
     reference_config=reference_config,
     checkpoint_classes=(("ForSequenceClassification", Qwen3ForSequenceClassification), ("", Qwen3ForCausalLM)),
+    tiny_references=TINY_REFERENCES,
+    docs=ConversionRow(
+        title="Qwen3",
+        heads="LM, classifier",
+        from_hf="test_modern_parity.py",
+        to_hf="test_modern_parity.py",
+        generate="greedy, sampling",
+        llama_cpp="yes ([deploy.md](deploy.md#llamacpp))",
+        ctranslate2="test_ctranslate2.py",
+    ),
 )

@@ -3,9 +3,9 @@ optional sliding windows on those layers only."""
 
 from transformers import PretrainedConfig, SmolLM3Config, SmolLM3ForCausalLM, SmolLM3ForSequenceClassification
 
-from ..configuration_hf_attention import HFAttentionConfigBase
-from ..modeling_hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM
-from .base import Architecture, decoder_head
+from ..modeling.configuration_hf_attention import HFAttentionConfigBase
+from ..modeling.modeling_hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM
+from .base import Architecture, ConversionRow, decoder_head
 from .llama import (
     LLAMA_NORMS,
     copy_layers,
@@ -15,6 +15,7 @@ from .llama import (
     reference_rope,
     rope_knobs,
 )
+from .tiny import DECODER, TinyReference
 from .weights import Weights
 
 
@@ -50,6 +51,15 @@ def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
     )
 
 
+# Interval 2: layers 1 and 3 skip RoPE (NoPE), layers 0 and 2 use it.
+TINY_REFERENCES = {
+    "smollm3": TinyReference(
+        SmolLM3ForCausalLM,
+        lambda **extra: SmolLM3Config(**{**DECODER, "num_hidden_layers": 4}, no_rope_layer_interval=2, **extra),
+    )
+}
+TINY_REFERENCES["smollm3_classifier"] = TINY_REFERENCES["smollm3"].classifier(SmolLM3ForSequenceClassification)
+
 ARCHITECTURE = Architecture(
     name="smollm3",
     model_type="smollm3",
@@ -60,4 +70,14 @@ ARCHITECTURE = Architecture(
     to_ours=to_ours,
     reference_config=reference_config,
     checkpoint_classes=(("ForSequenceClassification", SmolLM3ForSequenceClassification), ("", SmolLM3ForCausalLM)),
+    tiny_references=TINY_REFERENCES,
+    docs=ConversionRow(
+        title="SmolLM3",
+        heads="LM, classifier",
+        from_hf="test_modern_parity.py",
+        to_hf="test_modern_parity.py",
+        generate="greedy",
+        llama_cpp="NoPE every 4th layer only ([deploy.md](deploy.md#llamacpp))",
+        ctranslate2="no converter for it",
+    ),
 )

@@ -2,9 +2,9 @@
 
 from transformers import PretrainedConfig, T5Config, T5ForConditionalGeneration
 
-from ..configuration_hf_attention import HFAttentionConfigBase, HFAttentionSeq2SeqConfig
-from ..modeling_hf_attention import HFAttentionForSeq2SeqLM
-from .base import PLAIN, Architecture, activation, our_token_ids, their_token_ids
+from ..modeling.configuration_hf_attention import HFAttentionConfigBase, HFAttentionSeq2SeqConfig
+from ..modeling.modeling_hf_attention import HFAttentionForSeq2SeqLM
+from .base import PLAIN, Architecture, ConversionRow, activation, our_token_ids, their_token_ids
 from .weights import Weights, tied
 
 
@@ -112,4 +112,12 @@ ARCHITECTURE = Architecture(
     to_ours=to_ours,
     reference_config=reference_config,
     checkpoint_classes=(("", T5ForConditionalGeneration),),
+    docs=ConversionRow(
+        title="T5",
+        from_hf="test_parity_hf.py",
+        to_hf="test_to_hf.py",
+        generate="test_parity_hf.py",
+        llama_cpp="(encoder-decoder)",
+        ctranslate2="not measured",
+    ),
 )

@@ -232,7 +232,7 @@ GIVEN = [
     ("1. In the toy example, replace the equal keys by random ones (`keys = torch.randn(2, 10, 2)`)", "an exercise"),
     ("2. Run the classic `d2l_masked_softmax` on a row with valid length 0", "an exercise"),
     ('3. Build the mask "query $i$ may see keys $0 \\dots i$" for 4 queries and 4 keys', "an exercise"),
-    ('`hf_attention.masks.causal_mask(4, 4, 0, torch.device("cpu"))`', "an exercise's code"),
+    ('`hf_attention.modeling.masks.causal_mask(4, 4, 0, torch.device("cpu"))`', "an exercise's code"),
     ("4. The scaled entropy sits near $\\ln 32 - \\tfrac12$. Set `n_keys` to 8 and to 128", "an exercise"),
     ("5. In the sweep, where is the peak of the Jacobian for `n_keys = 8`?", "an exercise"),
     ("1. No: with different keys", "an answer's number"),

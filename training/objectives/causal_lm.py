@@ -11,8 +11,8 @@ from itertools import accumulate, chain
 from datasets import Dataset
 from transformers import AutoModelForCausalLM, DataCollatorForSeq2Seq, default_data_collator
 
-from training.corpora import PYTHON_DOCS, PYTHON_DOCS_DESCRIPTION, text_corpus
-from training.dataset_checks import check_columns, raise_if_empty
+from training.data.corpora import PYTHON_DOCS, PYTHON_DOCS_DESCRIPTION, text_corpus
+from training.data.dataset_checks import check_columns, raise_if_empty
 from training.objective import TRAIN, CardSpec, DataSpec, EvaluationSpec, ModelSpec, Objective
 
 

@@ -3,7 +3,7 @@ classification head (`AutoModelForSequenceClassification`, our `HFAttentionForSe
 folder loads with `pipeline("text-classification", model=DIR)` and answers with language codes (id2label / label2id
 come from the corpus's `ClassLabel` names).
 
-The catalogs are those inside pinned PyPI wheels (training/catalogs.py: fetched once into a cache, then read
+The catalogs are those inside pinned PyPI wheels (training/data/catalogs.py: fetched once into a cache, then read
 offline), as the translation corpus's are, so the corpus is the same on every machine; the machine's own catalogs,
 which differ between machines, are never read. Fine-tuned with 🤗 Trainer (training.finetune, the default task);
 scored by accuracy and macro-F1.
@@ -18,12 +18,12 @@ from itertools import chain
 from datasets import ClassLabel, Dataset, Features, Value
 from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding
 
-from training.catalogs import package_catalogs, parse_pin
-from training.corpora import DEFAULT_LANGUAGES, filter_pairs
-from training.dataset_checks import raise_if_empty
-from training.metrics import classification_metrics
+from training.data.catalogs import package_catalogs, parse_pin
+from training.data.corpora import DEFAULT_LANGUAGES, filter_pairs
+from training.data.dataset_checks import raise_if_empty
+from training.data.splits import stable_hash
+from training.finish.metrics import classification_metrics
 from training.objective import FINETUNE, CardSpec, DataSpec, EvaluationSpec, ModelSpec, Objective
-from training.splits import stable_hash
 
 # The pinned wheels read when `catalog_packages` names none: each ships catalogs for every one of DEFAULT_LANGUAGES
 # (gramps alone about 5,700 strings of 10 characters or more per language).

