@@ -479,6 +479,11 @@ def print_summary(training: TrainingRun, *, rows: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     model_args, data_args, train_args, model_config = parse_args(argv)
     run(model_args, data_args, train_args, model_config)
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        # Each process of a launched run ends its process group before the interpreter exits: otherwise gloo's
+        # threads can race the exit ("terminate called without an active exception", SIGABRT after the export was
+        # written; seen with two processes on a loaded 2-core machine).
+        torch.distributed.destroy_process_group()
     return 0
 
 
