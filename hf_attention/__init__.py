@@ -23,9 +23,9 @@ from .modeling.configuration_hf_attention import (
     HFAttentionConfigBase,
     HFAttentionDecoderConfig,
     HFAttentionEncoderConfig,
-    HFAttentionRecurrentConfig,
     HFAttentionSeq2SeqConfig,
 )
+from .modeling.configuration_recurrent import HFAttentionRecurrentConfig
 from .modeling.modeling_hf_attention import (
     AUTO_CLASSES,
     HFAttentionDecoderForSequenceClassification,

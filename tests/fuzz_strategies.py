@@ -14,13 +14,12 @@ from hypothesis import strategies as st
 
 from hf_attention.modeling.configuration_hf_attention import (
     HIDDEN_ACTS,
-    NO_ATTENTION,
     NORM_POSITIONS,
     NORM_TYPES,
     POSITION_ENCODINGS,
-    RECURRENT_CELLS,
     SINUSOIDAL_LAYOUTS,
 )
+from hf_attention.modeling.configuration_recurrent import NO_ATTENTION, RECURRENT_CELLS
 from hf_attention.modeling.scores import SCORES
 
 VOCAB = 40

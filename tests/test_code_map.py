@@ -305,8 +305,8 @@ def hf(*names: str) -> tuple[str, ...]:
 CLAIMS = [
     Claim(
         ARCHITECTURE,
-        "configuration_hf_attention.py the configs (encoder, decoder, encoder-decoder, recurrent) on one base; "
-        "validation against the registries below",
+        "configuration_hf_attention.py the configs (encoder, decoder, encoder-decoder) on one base; validation "
+        "against the registries below",
         lambda: reads_all(
             "hf_attention.modeling.configuration_hf_attention", *hf("scores", "positional", "norms", "activations")
         ),

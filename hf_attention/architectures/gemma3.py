@@ -81,7 +81,9 @@ def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
 
 
 # Six layers: the default pattern makes layers 0-4 sliding and layer 5 global. query_pre_attn_scalar (20) is not
-# head_dim (16), so a 1/sqrt(head_dim) scaling shows. The legacy rope_scaling applies to the global layers only.
+# head_dim (16), so a 1/sqrt(head_dim) scaling shows. The legacy rope_scaling applies to the global layers only. The
+# final cap is 0.5, not the real model's 30: the tiny model's logits stay below 1 (0.91 at most on the test batch),
+# which a cap of 30 moves by 3e-4 at most and 0.5 by 0.43, so that a missing or misplaced cap fails by far.
 TINY_REFERENCES = {
     "gemma3": TinyReference(
         Gemma3ForCausalLM,
@@ -89,7 +91,7 @@ TINY_REFERENCES = {
             **{**DECODER, "num_hidden_layers": 6, "head_dim": 16},
             sliding_window=WINDOW,
             query_pre_attn_scalar=20,
-            final_logit_softcapping=30.0,
+            final_logit_softcapping=0.5,
             rope_scaling={"rope_type": "linear", "factor": 2.0},
             **extra,
         ),

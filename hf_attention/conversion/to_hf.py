@@ -43,7 +43,8 @@ from ..architectures.base import Architecture
 from ..architectures.weights import Weights
 from ..commands.destinations import check_destination
 from ..commands.paths import TOKENIZER_FILES, check_checkpoint
-from ..modeling.configuration_hf_attention import _FIELD_CHECKS, TOKEN_ID_FIELDS, HFAttentionConfigBase
+from ..modeling.configuration_hf_attention import FIELD_CHECKS, HFAttentionConfigBase
+from ..modeling.field_checks import TOKEN_ID_FIELDS
 from ..modeling.modeling_hf_attention import (
     HFAttentionDecoderForSequenceClassification,
     HFAttentionEncoderModel,
@@ -93,7 +94,7 @@ _SCHEME_FIELDS = {
 _LM_HEAD_FIELDS = {"tie_word_embeddings", "lm_head_bias", "lm_head_transform", "scale_lm_head_input"}
 _LAYER_COUNTS = ("num_hidden_layers", "encoder_layers", "decoder_layers")
 # The knobs compared: every checked field of the config, the layer counts and the special tokens.
-_COMPARED = tuple(dict.fromkeys((*_FIELD_CHECKS, *_LAYER_COUNTS, *TOKEN_ID_FIELDS)))
+_COMPARED = tuple(dict.fromkeys((*FIELD_CHECKS, *_LAYER_COUNTS, *TOKEN_ID_FIELDS)))
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -10,9 +10,9 @@ entries here as text lets saving read them without importing the families, which
 from .configuration_hf_attention import (
     HFAttentionDecoderConfig,
     HFAttentionEncoderConfig,
-    HFAttentionRecurrentConfig,
     HFAttentionSeq2SeqConfig,
 )
+from .configuration_recurrent import HFAttentionRecurrentConfig
 
 CONFIG_CLASSES = {
     config_class.model_type: config_class
@@ -52,4 +52,5 @@ def auto_map_of(model_type: str, config_class: type | None = None) -> dict[str, 
     """The `auto_map` of a checkpoint of `model_type`: its config class and every Auto class of its family →
     "module.Class" (`config_class` defaults to the family's)."""
     config_class = config_class or CONFIG_CLASSES[model_type]
-    return {"AutoConfig": f"configuration_hf_attention.{config_class.__name__}", **AUTO_CLASS_PATHS[model_type]}
+    module = config_class.__module__.rsplit(".", 1)[-1]  # the file that defines it, as for the model classes
+    return {"AutoConfig": f"{module}.{config_class.__name__}", **AUTO_CLASS_PATHS[model_type]}

@@ -15,11 +15,26 @@ registries, scores.py, positional.py, norms.py and activations.py, which import 
 anyway) and transformers' init functions and activation table; never the modeling code.
 """
 
-import math
-
 from transformers import PretrainedConfig
 
 from .activations import HIDDEN_ACTS
+from .field_checks import (
+    CheckedFields,
+    check_at_least_zero,
+    check_bool,
+    check_choice,
+    check_fraction,
+    check_greater_than_zero,
+    check_layer_indices,
+    check_non_negative,
+    check_optional_bool,
+    check_options,
+    check_positive,
+    check_probability,
+    check_token_id_type,
+    check_token_ids,
+    optional,
+)
 from .norms import NORMS
 from .positional import NO_POSITIONAL_ENCODING, POSITIONAL_ENCODINGS, ROPE_SCALINGS
 from .scores import SCORES, dot_product_scores
@@ -43,71 +58,6 @@ SINUSOIDAL_LAYOUTS = ("interleaved", "concat")
 CLASSIFIER_POOLINGS = ("mean", "first")
 
 
-def _check_choice(field: str, value, allowed: tuple) -> None:
-    if value not in allowed:
-        raise ValueError(f"{field}={value!r} is not supported; allowed values are {', '.join(map(repr, allowed))}.")
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value) -> bool:
-    """A finite int or float (not a bool, not a string such as "0.1")."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _check_positive(field: str, value) -> None:
-    if not _is_int(value) or value <= 0:
-        raise ValueError(f"{field}={value!r} must be a positive integer.")
-
-
-def _check_non_negative(field: str, value) -> None:
-    if not _is_int(value) or value < 0:
-        raise ValueError(f"{field}={value!r} must be an integer >= 0.")
-
-
-def _check_probability(field: str, value) -> None:
-    if not _is_number(value) or not 0.0 <= value < 1.0:
-        raise ValueError(f"{field}={value!r} must be a probability: a number in [0, 1).")
-
-
-def _check_greater_than_zero(field: str, value) -> None:
-    if not _is_number(value) or value <= 0:
-        raise ValueError(f"{field}={value!r} must be a finite number > 0.")
-
-
-def _check_at_least_zero(field: str, value) -> None:
-    if not _is_number(value) or value < 0:
-        raise ValueError(f"{field}={value!r} must be a finite number >= 0.")
-
-
-def _check_bool(field: str, value) -> None:
-    if not isinstance(value, bool):
-        raise ValueError(
-            f"{field}={value!r} must be True or False (a boolean: true or false in config.json), "
-            f"not a {type(value).__name__}."
-        )
-
-
-def _check_optional_bool(field: str, value) -> None:
-    if value is not None and not isinstance(value, bool):
-        raise ValueError(
-            f"{field}={value!r} must be True, False or None (true, false or null in config.json), "
-            f"not a {type(value).__name__}."
-        )
-
-
-def _check_fraction(field: str, value) -> None:
-    if not _is_number(value) or not 0.0 < value <= 1.0:
-        raise ValueError(f"{field}={value!r} must be a number in (0, 1].")
-
-
-def _check_options(field: str, value) -> None:
-    if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
-        raise ValueError(f"{field}={value!r} must be a dict of named options (a JSON object).")
-
-
 def _check_layer_types(field: str, value) -> None:
     if value is None:
         return
@@ -118,33 +68,9 @@ def _check_layer_types(field: str, value) -> None:
         )
 
 
-def _check_layer_indices(field: str, value) -> None:
-    if not isinstance(value, (list, tuple)) or not all(_is_int(index) and index >= 0 for index in value):
-        raise ValueError(f"{field}={value!r} must be a list of layer indices (integers >= 0).")
-
-
-def _optional(check):
-    def check_unless_none(field: str, value) -> None:
-        if value is not None:
-            check(field, value)
-
-    return check_unless_none
-
-
-def _check_token_id_type(field: str, value) -> None:
-    ids = value if field == "eos_token_id" and isinstance(value, (list, tuple)) else [value]
-    if value is not None and not all(_is_int(token) for token in ids):
-        allowed = (
-            "None, an integer token id or a list of them"
-            if field == "eos_token_id"
-            else ("None or an integer token id")
-        )
-        raise ValueError(f"{field}={value!r} must be {allowed}.")
-
-
 # Checks of single fields, run whenever one is set (in __init__, when a config.json is loaded, and on assignment),
 # as transformers' own configs validate their fields on assignment. Checks across fields run in `_validate_knobs`.
-_FIELD_CHECKS = {
+FIELD_CHECKS = {
     **dict.fromkeys(
         (
             "vocab_size",
@@ -159,22 +85,22 @@ _FIELD_CHECKS = {
             "encoder_layers",
             "decoder_layers",
         ),
-        _check_positive,
+        check_positive,
     ),
-    "head_dim": _optional(_check_positive),
-    "sliding_window": _optional(_check_positive),
-    **dict.fromkeys(("type_vocab_size", "position_offset"), _check_non_negative),
+    "head_dim": optional(check_positive),
+    "sliding_window": optional(check_positive),
+    **dict.fromkeys(("type_vocab_size", "position_offset"), check_non_negative),
     **dict.fromkeys(
-        ("hidden_dropout_prob", "activation_dropout", "attention_dropout", "label_smoothing"), _check_probability
+        ("hidden_dropout_prob", "activation_dropout", "attention_dropout", "label_smoothing"), check_probability
     ),
-    "classifier_dropout": _optional(_check_probability),
-    **dict.fromkeys(("rope_theta", "layer_norm_eps"), _check_greater_than_zero),
+    "classifier_dropout": optional(check_probability),
+    **dict.fromkeys(("rope_theta", "layer_norm_eps"), check_greater_than_zero),
     **dict.fromkeys(
         ("local_rope_theta", "attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar"),
-        _optional(_check_greater_than_zero),
+        optional(check_greater_than_zero),
     ),
-    "partial_rotary_factor": lambda field, value: _check_fraction(field, value),
-    **dict.fromkeys(("initializer_range", "unlikelihood_weight"), _check_at_least_zero),
+    "partial_rotary_factor": lambda field, value: check_fraction(field, value),
+    **dict.fromkeys(("initializer_range", "unlikelihood_weight"), check_at_least_zero),
     **dict.fromkeys(
         (
             "scale_embeddings",
@@ -193,62 +119,26 @@ _FIELD_CHECKS = {
             "classifier_transform",
             "longrope_recompute_cache",
         ),
-        _check_bool,
+        check_bool,
     ),
-    **dict.fromkeys(("final_norm", "attention_output_bias"), _check_optional_bool),
-    **dict.fromkeys(("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"), _check_token_id_type),
-    "attention_score": lambda field, value: _check_choice(field, value, tuple(SCORES)),
-    "position_encoding": lambda field, value: _check_choice(field, value, _position_encodings()),
-    "norm_position": lambda field, value: _check_choice(field, value, NORM_POSITIONS),
-    "norm_type": lambda field, value: _check_choice(field, value, tuple(NORMS)),
-    "hidden_act": lambda field, value: _check_choice(field, value, HIDDEN_ACTS),
-    "sinusoidal_layout": lambda field, value: _check_choice(field, value, SINUSOIDAL_LAYOUTS),
-    "classifier_pooling": lambda field, value: _check_choice(field, value, CLASSIFIER_POOLINGS),
-    "rope_type": lambda field, value: _check_choice(field, value, tuple(ROPE_SCALINGS)),
-    "rope_scaling_options": lambda field, value: _check_options(field, value),
-    "qk_norm": lambda field, value: _check_choice(field, value, QK_NORMS),
+    **dict.fromkeys(("final_norm", "attention_output_bias"), check_optional_bool),
+    **dict.fromkeys(("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"), check_token_id_type),
+    "attention_score": lambda field, value: check_choice(field, value, tuple(SCORES)),
+    "position_encoding": lambda field, value: check_choice(field, value, _position_encodings()),
+    "norm_position": lambda field, value: check_choice(field, value, NORM_POSITIONS),
+    "norm_type": lambda field, value: check_choice(field, value, tuple(NORMS)),
+    "hidden_act": lambda field, value: check_choice(field, value, HIDDEN_ACTS),
+    "sinusoidal_layout": lambda field, value: check_choice(field, value, SINUSOIDAL_LAYOUTS),
+    "classifier_pooling": lambda field, value: check_choice(field, value, CLASSIFIER_POOLINGS),
+    "rope_type": lambda field, value: check_choice(field, value, tuple(ROPE_SCALINGS)),
+    "rope_scaling_options": lambda field, value: check_options(field, value),
+    "qk_norm": lambda field, value: check_choice(field, value, QK_NORMS),
     "layer_types": lambda field, value: _check_layer_types(field, value),
-    "nope_layers": lambda field, value: _check_layer_indices(field, value),
+    "nope_layers": lambda field, value: check_layer_indices(field, value),
 }
-TOKEN_ID_FIELDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
 
 
-def id_outside_vocabulary(ids, vocab_size: int) -> int | None:
-    """An id of `ids` outside the vocabulary [0, vocab_size): the largest if one is too large, else the smallest;
-    None when all are inside.
-
-    Args:
-        ids: A tensor of token ids (its min and max: a device sync off the CPU), or a sequence of ints (None entries,
-            unset ids, are skipped).
-        vocab_size: The vocabulary's size.
-    """
-    if hasattr(ids, "numel"):  # a tensor (this module does not import torch)
-        if not ids.numel():
-            return None
-        low, high = int(ids.min()), int(ids.max())
-    else:
-        known = [token for token in ids if token is not None]
-        if not known:
-            return None
-        low, high = min(known), max(known)
-    if high >= vocab_size:
-        return high
-    return low if low < 0 else None
-
-
-def check_token_ids(config: PretrainedConfig) -> None:
-    """Special token ids must be None or in [0, vocab_size): each one is embedded or compared with the logits."""
-    for field in TOKEN_ID_FIELDS:
-        value = getattr(config, field, None)
-        ids = value if isinstance(value, (list, tuple)) else [value]
-        if id_outside_vocabulary(ids, config.vocab_size) is not None:
-            raise ValueError(
-                f"{field}={value!r} is outside the vocabulary: token ids must be None or in "
-                f"[0, vocab_size={config.vocab_size})."
-            )
-
-
-class HFAttentionConfigBase(PretrainedConfig):
+class HFAttentionConfigBase(CheckedFields, PretrainedConfig):
     """Knobs shared by the three families.
 
     Args:
@@ -342,6 +232,7 @@ class HFAttentionConfigBase(PretrainedConfig):
     """
 
     keys_to_ignore_at_inference = ["cache", "past_key_values"]  # the cache's name from transformers 5.24, and before
+    _field_checks = FIELD_CHECKS
     # The stacks this family builds: True = bidirectional (encoder), False = causal (decoder). The positional scheme
     # checks the config for each (T5's relative buckets need a different minimum in each direction).
     _stack_directions = (True, False)
@@ -466,12 +357,6 @@ class HFAttentionConfigBase(PretrainedConfig):
         super().__init__(**kwargs)
         self._validate_knobs()
 
-    def __setattr__(self, key, value):
-        check = _FIELD_CHECKS.get(key)
-        if check is not None:
-            check(key, value)
-        super().__setattr__(key, value)
-
     @property
     def logit_scale(self) -> float | None:
         """The factor on the vocabulary logits when `scale_lm_head_input` is the only head option, else None.
@@ -522,7 +407,7 @@ class HFAttentionConfigBase(PretrainedConfig):
                 )
             # Derived values are written into the config: HF caches read `head_dim` directly.
             self.head_dim = self.hidden_size // self.num_attention_heads
-        _check_positive("head_dim", self.head_dim)
+        check_positive("head_dim", self.head_dim)
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError(
                 f"num_attention_heads={self.num_attention_heads} is not divisible by num_key_value_heads="
@@ -596,10 +481,7 @@ class HFAttentionConfigBase(PretrainedConfig):
                     f"layer_types={self.layer_types!r} is for the encoder and decoder families, whose layers form one "
                     "stack; leave it None here."
                 )
-            if len(self.layer_types) != layers:
-                raise ValueError(
-                    f"layer_types has {len(self.layer_types)} entries for {layers} layers; give one per layer."
-                )
+            self._check_layer_types_length()
             if "sliding_attention" in self.layer_types and self.sliding_window is None:
                 raise ValueError("layer_types has 'sliding_attention' layers but sliding_window is None: set it.")
         if self.sliding_window is not None and self.layer_count() is None:
@@ -729,152 +611,3 @@ class HFAttentionSeq2SeqConfig(HFAttentionConfigBase):
         super().__init__(**kwargs)
         self.decoder_start_token_id = self.bos_token_id if decoder_start_token_id is None else decoder_start_token_id
         self._check_token_ids()
-
-
-RECURRENT_CELLS = ("gru", "lstm")
-NO_ATTENTION = "none"
-ATTENTION_STYLES = ("bahdanau", "luong")
-
-
-def check_attention_style(attention_style: str, input_feeding: bool, *, has_attention: bool) -> None:
-    """ValueError unless the recurrent decoder's attention style and input feeding go together and with its
-    attention: Luong's style needs attention (it is when the decoder attends), input feeding needs Luong's style
-    (Bahdanau's decoder already feeds its context c_t to the RNN)."""
-    _check_choice("attention_style", attention_style, ATTENTION_STYLES)
-    _check_bool("input_feeding", input_feeding)
-    if attention_style == "luong" and not has_attention:
-        raise ValueError(
-            f"attention_style='luong' needs attention over the source, but attention_score={NO_ATTENTION!r}: choose "
-            "a score (e.g. 'additive' or 'dot') or leave attention_style='bahdanau'."
-        )
-    if input_feeding and attention_style != "luong":
-        raise ValueError(
-            "input_feeding=True feeds Luong's attentional state h̃_{t−1} to the next step and needs "
-            "attention_style='luong' (Bahdanau's decoder already feeds its context c_t to the RNN)."
-        )
-
-
-_RECURRENT_FIELD_CHECKS = {
-    **_FIELD_CHECKS,
-    "embedding_size": _optional(_check_positive),
-    "dropout": _check_probability,
-    "bidirectional_encoder": _check_bool,
-    "cell": lambda field, value: _check_choice(field, value, RECURRENT_CELLS),
-    "attention_score": lambda field, value: _check_choice(field, value, (*SCORES, NO_ATTENTION)),
-    "attention_style": lambda field, value: _check_choice(field, value, ATTENTION_STYLES),
-    "input_feeding": _check_bool,
-}
-
-
-class HFAttentionRecurrentConfig(PretrainedConfig):
-    """The recurrent encoder-decoder that came before the Transformer: an RNN reads the source, another writes the
-    target, with or without attention over the source (Cho et al. 2014; Sutskever et al. 2014; Bahdanau et al. 2015).
-
-    Args:
-        vocab_size: Size of the token vocabulary (shared by source and target).
-        hidden_size: Width H of each recurrent layer's state (per direction in the encoder).
-        embedding_size: Width of the token embeddings; `None` means hidden_size.
-        encoder_layers: Stacked recurrent layers of the encoder.
-        decoder_layers: Stacked recurrent layers of the decoder.
-        cell: `gru` (Cho et al. 2014) or `lstm` (Hochreiter & Schmidhuber 1997).
-        bidirectional_encoder: The encoder reads the source both ways and each position's annotation is the pair of
-            states (Bahdanau et al. 2015 §3.2).
-        attention_score: How the decoder looks back at the source. `none`: it does not; it sees one fixed vector,
-            the encoder's final states (the fixed-size bottleneck of Cho et al. 2014). `additive`: Bahdanau's
-            wᵀtanh(W_q s + W_k h) over every source annotation; the dot-product and Gaussian scores of
-            `scores.SCORES` work too (Luong et al. 2015's "dot").
-        attention_style: When the decoder attends. `bahdanau` (default): before its RNN step, with the previous
-            state s_{t−1} as the query, and the context c_t joins the RNN's input (Bahdanau et al. 2015). `luong`:
-            after it, with the new state s_t as the query (Luong et al. 2015); the RNN's input is the token alone.
-            Needs attention (`attention_score` not `none`).
-        input_feeding: Luong's input feeding: the previous attentional state h̃_{t−1} = tanh(W_c[s_{t−1}; c_{t−1}])
-            joins the token at the RNN's input, so the decoder knows what it attended to before. Needs
-            `attention_style="luong"`; default False.
-        dropout: Dropout on embeddings, between stacked recurrent layers and before the output layer.
-        initializer_range: Std of the normal initialisation of embeddings and linear layers (the recurrent weights
-            keep PyTorch's uniform ±1/√H). 0.1 as OpenNMT's recurrent models (uniform ±0.1): at the Transformer's
-            0.02 the embeddings reach the recurrent gates too weakly, and a copy task did not start learning in
-            1200 steps.
-        label_smoothing: ε of the token loss computed from `labels`, as `F.cross_entropy(label_smoothing=ε)`:
-            (1 − ε)(−log p[y]) + ε · mean over the vocabulary of −log p[v]. In [0, 1); default 0.0, the plain
-            cross-entropy.
-        unlikelihood_weight: α of the token-level unlikelihood term added to that loss, as in the Transformer
-            configs (`losses.repeat_unlikelihood`): α · Σ −log(1 − p[c]) over the one or two previous target tokens
-            c that differ from the target. ≥ 0; default 0.0, no term.
-        tie_word_embeddings: Share the embedding matrix with the output projection.
-        use_cache: `generate()` carries the decoder's state from one token to the next instead of re-reading the
-            whole target at every step.
-    """
-
-    model_type = "hf_attention_rnn"
-    keys_to_ignore_at_inference = ["cache", "past_key_values"]
-
-    def __init__(
-        self,
-        vocab_size: int = 8000,
-        hidden_size: int = 256,
-        embedding_size: int | None = None,
-        encoder_layers: int = 1,
-        decoder_layers: int = 1,
-        cell: str = "gru",
-        bidirectional_encoder: bool = True,
-        attention_score: str = "additive",
-        attention_style: str = "bahdanau",
-        input_feeding: bool = False,
-        dropout: float = 0.1,
-        initializer_range: float = 0.1,
-        label_smoothing: float = 0.0,
-        unlikelihood_weight: float = 0.0,
-        tie_word_embeddings: bool = True,
-        use_cache: bool = True,
-        decoder_start_token_id: int | None = None,
-        **kwargs,
-    ):
-        self.use_cache = use_cache
-        self.vocab_size = vocab_size
-        self.hidden_size = hidden_size
-        self.embedding_size = embedding_size
-        self.encoder_layers = encoder_layers
-        self.decoder_layers = decoder_layers
-        self.cell = cell
-        self.bidirectional_encoder = bidirectional_encoder
-        self.attention_score = attention_score
-        self.attention_style = attention_style
-        self.input_feeding = input_feeding
-        check_attention_style(attention_style, input_feeding, has_attention=self.has_attention)
-        self.dropout = dropout
-        self.initializer_range = initializer_range
-        self.label_smoothing = label_smoothing
-        self.unlikelihood_weight = unlikelihood_weight
-        kwargs["is_encoder_decoder"] = True
-        kwargs.setdefault("pad_token_id", 0)
-        kwargs.setdefault("bos_token_id", 1)
-        kwargs.setdefault("eos_token_id", 2)
-        super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)
-        self.decoder_start_token_id = self.bos_token_id if decoder_start_token_id is None else decoder_start_token_id
-        check_token_ids(self)
-
-    def __setattr__(self, key, value):
-        check = _RECURRENT_FIELD_CHECKS.get(key)
-        if check is not None:
-            check(key, value)
-        super().__setattr__(key, value)
-
-    @property
-    def has_attention(self) -> bool:
-        """Whether the decoder attends over the source (False: the fixed-vector encoder-decoder)."""
-        return self.attention_score != NO_ATTENTION
-
-    @property
-    def attention_kinds(self) -> tuple[str, ...]:
-        """The attention weights the model computes, for heatmaps: the decoder's over the source, if any."""
-        return ("cross",) if self.has_attention else ()
-
-    @property
-    def position_limit(self) -> None:
-        """None: a recurrent model reads any number of positions (it has no position table)."""
-        return None
-
-    @property
-    def word_embedding_size(self) -> int:
-        return self.hidden_size if self.embedding_size is None else self.embedding_size

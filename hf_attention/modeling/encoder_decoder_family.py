@@ -19,7 +19,8 @@ from transformers.modeling_outputs import (
 from transformers.utils import ModelOutput
 
 from .cache_argument import CACHE_FIELD, cache_from_arguments
-from .configuration_hf_attention import HFAttentionSeq2SeqConfig, id_outside_vocabulary
+from .configuration_hf_attention import HFAttentionSeq2SeqConfig
+from .field_checks import id_outside_vocabulary
 from .generation_mixin import EncoderDecoderGeneration, GenerationOverrides
 from .losses import check_labels, label_shape, logit_slice, shift_tokens_right
 from .pretrained import SharedEmbeddingModel, TransformerPreTrainedModel

@@ -14,7 +14,7 @@ from transformers import GenerationMixin
 
 from .attention import MultiHeadAttention
 from .cache_argument import CACHE_FIELD, check_one_cache
-from .configuration_hf_attention import id_outside_vocabulary
+from .field_checks import id_outside_vocabulary
 from .kv_cache import generation_cache
 
 

@@ -13,7 +13,7 @@ reports `decoder_input_ids`, `decoder_attention_mask`, ... (`input_prefix`).
 import torch
 from torch import Tensor, nn
 
-from .configuration_hf_attention import id_outside_vocabulary
+from .field_checks import id_outside_vocabulary
 
 
 def is_integer_tensor(tensor: Tensor) -> bool:

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from .configuration_hf_attention import id_outside_vocabulary
+from .field_checks import id_outside_vocabulary
 from .linear_products import plain_linear
 
 # Rows per chunk: enough for dW += (softmax − onehot)ᵀ h, a product over the chunk's rows, to run at full matmul speed

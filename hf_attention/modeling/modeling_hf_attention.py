@@ -14,9 +14,9 @@ from .builders import build_attention, build_layer, build_norm, build_positional
 from .configuration_hf_attention import (
     HFAttentionDecoderConfig,
     HFAttentionEncoderConfig,
-    HFAttentionRecurrentConfig,
     HFAttentionSeq2SeqConfig,
 )
+from .configuration_recurrent import HFAttentionRecurrentConfig
 from .decoder_family import (
     DecoderHead,
     HFAttentionDecoderForSequenceClassification,

@@ -32,7 +32,7 @@ from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2
 
 from .attention import eager_attention_forward
 from .cache_argument import CACHE_FIELD
-from .configuration_hf_attention import HFAttentionRecurrentConfig, check_attention_style
+from .configuration_recurrent import HFAttentionRecurrentConfig, check_attention_style
 from .generation_mixin import EncoderDecoderGeneration
 from .input_checks import check_attention_mask, check_mask_kind, check_token_inputs, embed_token_ids
 from .losses import check_labels, label_shape, repeat_unlikelihood, shift_tokens_right, token_cross_entropy
