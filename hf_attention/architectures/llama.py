@@ -11,7 +11,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, LlamaForSequenceClassifi
 from ..modeling.activations import GATED_ACTIVATIONS
 from ..modeling.configuration_hf_attention import HFAttentionConfigBase, HFAttentionDecoderConfig
 from ..modeling.modeling_hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM
-from ..modeling.positional import ROPE_SCALINGS
+from ..modeling.rope_scaling import ROPE_SCALINGS
 from .base import (
     Architecture,
     ConversionRow,

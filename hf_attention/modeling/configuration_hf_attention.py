@@ -36,7 +36,8 @@ from .field_checks import (
     optional,
 )
 from .norms import NORMS
-from .positional import NO_POSITIONAL_ENCODING, POSITIONAL_ENCODINGS, ROPE_SCALINGS
+from .positional import NO_POSITIONAL_ENCODING, POSITIONAL_ENCODINGS
+from .rope_scaling import ROPE_SCALINGS
 from .scores import SCORES, dot_product_scores
 
 
@@ -169,7 +170,7 @@ class HFAttentionConfigBase(CheckedFields, PretrainedConfig):
         position_offset: Added to position ids before the learned-table lookup (BART reserves 2 rows).
         sinusoidal_layout: `interleaved` (sin, cos, sin, … as in the paper) or `concat` ([sin…, cos…], Marian).
         rope_theta: Base of the rotary frequencies.
-        rope_type: How the rotary frequencies stretch to contexts longer than training's (`positional.ROPE_SCALINGS`):
+        rope_type: How the rotary frequencies stretch to contexts longer than training's (`ROPE_SCALINGS`):
             `default` (none), `linear` (position interpolation, Chen et al. 2023), `dynamic` (NTK-aware, recomputed
             once the input outgrows max_position_embeddings), `yarn` (Peng et al. 2023), `llama3` (Llama 3.1's
             per-wavelength blend), `longrope` (Phi-3's per-frequency factors, Ding et al. 2024).
