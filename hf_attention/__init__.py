@@ -74,8 +74,8 @@ from .conversion.to_hf import to_hf  # noqa: E402
 
 
 class _Package(types.ModuleType):
-    """`hf_attention.from_hf` and `hf_attention.conversion.to_hf` stay the functions: importing the old module path
-    `hf_attention.conversion.to_hf` would otherwise bind the module to the package's attribute of that name."""
+    """`hf_attention.from_hf` and `hf_attention.to_hf` stay the functions: importing the old module path
+    `hf_attention.to_hf` (moved_modules.py) would otherwise bind that module to the package's attribute of the name."""
 
     def __setattr__(self, name, value):
         if name in ("from_hf", "to_hf") and isinstance(value, types.ModuleType):
