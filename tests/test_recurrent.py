@@ -17,7 +17,8 @@ from hf_attention import (
     HFAttentionRecurrentModel,
     HFAttentionSeq2SeqConfig,
 )
-from hf_attention.modeling.recurrent import RecurrentState, SourceAttention
+from hf_attention.modeling.recurrent import RecurrentState
+from hf_attention.modeling.recurrent_layers import SourceAttention
 from hf_attention.modeling.scores import AdditiveScore
 
 VOCAB = 40
