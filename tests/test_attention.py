@@ -15,10 +15,10 @@ from hf_attention.modeling import scores
 from hf_attention.modeling.attention import (
     MultiHeadAttention,
     eager_attention_forward,
-    get_attention_function,
     repeat_kv,
     sdpa_attention_forward,
 )
+from hf_attention.modeling.attention_backends import get_attention_function
 from hf_attention.modeling.masks import causal_mask
 from hf_attention.modeling.scores import AdditiveScore, GaussianScore, make_score
 

@@ -355,8 +355,8 @@ CLAIMS = [
     Claim(
         ARCHITECTURE,
         "the module that owns an elementwise region (RMSNorm in `norms.py`, the gated product in `layers.py`, the "
-        "rotary rotation in `positional.py`) keeps its plain function and asks the region",
-        lambda: read_by_each("hf_attention.modeling.compiled_regions", *hf("norms", "layers", "positional")),
+        "rotary rotation in `attention.py`) keeps its plain function and asks the region",
+        lambda: read_by_each("hf_attention.modeling.compiled_regions", *hf("norms", "layers", "attention")),
     ),
     Claim(
         ARCHITECTURE,

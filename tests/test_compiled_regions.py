@@ -9,7 +9,7 @@ import torch
 from conftest import build, right_pad
 from torch import nn
 
-from hf_attention import HFAttentionForCausalLM, compiled_regions, layers, norms, positional
+from hf_attention import HFAttentionForCausalLM, attention, compiled_regions, layers, norms
 
 pytestmark = pytest.mark.slow  # compiling: a few seconds per region
 
@@ -27,7 +27,7 @@ REGIONS = {
         ),
     ),
     "rotary": (
-        positional.rotary_region,
+        attention.rotary_region,
         lambda dtype, length: (
             torch.randn(2, 4, length, 8, dtype=dtype),
             torch.randn(2, 2, length, 8, dtype=dtype),
@@ -70,8 +70,10 @@ def test_compiled_region_equals_its_plain_function_at_every_length(name, dtype):
 def test_regions_apply_only_while_training_on_their_devices(monkeypatch):
     x = torch.randn(2, 3, requires_grad=True)
     region = norms.rms_norm_region
-    assert {"cuda"} == compiled_regions.DEVICE_TYPES and not region.applies(x)  # the CPU runs the plain path
-    monkeypatch.setattr(compiled_regions, "DEVICE_TYPES", frozenset({"cpu"}))
+    assert {"cuda"} == compiled_regions.ElementwiseRegion.device_types and not region.applies(
+        x
+    )  # the CPU runs the plain path
+    monkeypatch.setattr(compiled_regions.ElementwiseRegion, "device_types", frozenset({"cpu"}))
     assert region.applies(x)
     assert not region.applies(x.detach())  # no gradient needed: inference
     with torch.no_grad():
@@ -103,8 +105,8 @@ def test_training_step_with_the_regions_equals_the_plain_step(monkeypatch):
 
     plain_loss, plain_grads = step()
     calls = []
-    monkeypatch.setattr(compiled_regions, "DEVICE_TYPES", frozenset({"cpu"}))
-    for region in (norms.rms_norm_region, layers.gated_product_region, positional.rotary_region):
+    monkeypatch.setattr(compiled_regions.ElementwiseRegion, "device_types", frozenset({"cpu"}))
+    for region in (norms.rms_norm_region, layers.gated_product_region, attention.rotary_region):
         applies = region.applies
 
         def counting(*tensors, applies=applies, name=region.__name__):

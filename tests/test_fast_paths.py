@@ -14,11 +14,12 @@ from torch import nn
 from transformers.activations import ACT2FN
 
 from hf_attention import from_hf
-from hf_attention.modeling import losses, norms
+from hf_attention.modeling import losses, norms, projection_speedups
 from hf_attention.modeling.activations import activation_function
-from hf_attention.modeling.attention import FUSED_PROJECTION_MIN_ROWS, MultiHeadAttention, fused_linear
+from hf_attention.modeling.attention import MultiHeadAttention
 from hf_attention.modeling.layers import GatedFeedForward
 from hf_attention.modeling.norms import RMSNorm
+from hf_attention.modeling.projection_speedups import FUSED_PROJECTION_MIN_ROWS, fused_linear
 
 ROWS = FUSED_PROJECTION_MIN_ROWS  # batch 2 × length ROWS / 2: just enough rows to take the fused path
 
@@ -41,7 +42,7 @@ def _compare_fused_and_plain(module: nn.Module, call, inputs, monkeypatch) -> No
     module.train()
     fused_output, fused_grads = _run(module, call, inputs)
     # Raising the row threshold forces the plain path on the same inputs.
-    monkeypatch.setattr("hf_attention.modeling.attention.FUSED_PROJECTION_MIN_ROWS", 10**9)
+    monkeypatch.setattr("hf_attention.modeling.projection_speedups.FUSED_PROJECTION_MIN_ROWS", 10**9)
     monkeypatch.setattr("hf_attention.modeling.layers.FUSED_PROJECTION_MIN_ROWS", 10**9)
     plain_output, plain_grads = _run(module, call, inputs)
     torch.testing.assert_close(fused_output, plain_output, rtol=1e-6, atol=1e-6)
@@ -58,9 +59,10 @@ def test_fused_self_attention_projection_equals_separate(num_kv_heads, bias, mon
         hidden_size=32, num_heads=4, num_kv_heads=num_kv_heads, head_dim=8, bias=bias, is_causal=True
     )
     fused_calls = []
-    original = MultiHeadAttention._project_fused
+    original = projection_speedups.project_fused
     monkeypatch.setattr(
-        MultiHeadAttention, "_project_fused", lambda self, *a: fused_calls.append(len(a[0])) or original(self, *a)
+        "hf_attention.modeling.attention.project_fused",
+        lambda module, *a: fused_calls.append(len(a[0])) or original(module, *a),
     )
     hidden = torch.randn(2, ROWS // 2, 32)
     _compare_fused_and_plain(attention, lambda m, x: m(x)[0], (hidden,), monkeypatch)
@@ -71,9 +73,10 @@ def test_fused_cross_attention_keys_values_equal_separate(monkeypatch):
     torch.manual_seed(0)
     attention = MultiHeadAttention(hidden_size=32, num_heads=4, num_kv_heads=4, head_dim=8, is_cross_attention=True)
     fused_calls = []
-    original = MultiHeadAttention._project_fused
+    original = projection_speedups.project_fused
     monkeypatch.setattr(
-        MultiHeadAttention, "_project_fused", lambda self, *a: fused_calls.append(len(a[0])) or original(self, *a)
+        "hf_attention.modeling.attention.project_fused",
+        lambda module, *a: fused_calls.append(len(a[0])) or original(module, *a),
     )
     queries, encoder = torch.randn(2, 5, 32), torch.randn(2, ROWS // 2, 32)
     _compare_fused_and_plain(attention, lambda m, q, kv: m(q, key_value_states=kv)[0], (queries, encoder), monkeypatch)
@@ -82,7 +85,7 @@ def test_fused_cross_attention_keys_values_equal_separate(monkeypatch):
 
 def test_projections_stay_separate_in_eval_and_without_grad(monkeypatch):
     attention = MultiHeadAttention(hidden_size=32, num_heads=4, num_kv_heads=4, head_dim=8)
-    monkeypatch.setattr(MultiHeadAttention, "_project_fused", lambda *a: pytest.fail("fused path taken"))
+    monkeypatch.setattr("hf_attention.modeling.attention.project_fused", lambda *a: pytest.fail("fused path taken"))
     hidden = torch.randn(2, ROWS, 32)
     attention.eval()(hidden)
     with torch.no_grad():

@@ -4,6 +4,7 @@ import pytest
 import torch
 from reference import naive
 
+from hf_attention.modeling.attention import apply_rotary, rotate_half
 from hf_attention.modeling.positional import (
     POSITIONAL_ENCODINGS,
     ALiBiBias,
@@ -12,9 +13,7 @@ from hf_attention.modeling.positional import (
     RotaryEmbedding,
     SinusoidalPositionalEmbedding,
     alibi_slopes,
-    apply_rotary,
     relative_position_bucket,
-    rotate_half,
 )
 
 # --- sinusoidal -------------------------------------------------------------------------------------------------

@@ -32,13 +32,13 @@ from torch import nn
 from tutorial_support import Report, parse_args, plt, save_figure, table
 
 import hf_attention
+from hf_attention.modeling.attention import apply_rotary
 from hf_attention.modeling.positional import (
     ALiBiBias,
     LearnedPositionalEmbedding,
     RotaryEmbedding,
     SinusoidalPositionalEmbedding,
     alibi_slopes,
-    apply_rotary,
     relative_position_bucket,
 )
 

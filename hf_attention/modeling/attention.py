@@ -1,4 +1,5 @@
-"""Attention: the eager and SDPA backends, and multi-head attention for self- and cross-attention.
+"""Attention: the eager and SDPA backends, the rotary turn of queries and keys, and multi-head attention for self- and
+cross-attention.
 
 Notation: B batch, T query length, S key length, H query heads, K key/value heads, D head dim, E model dim.
 
@@ -9,26 +10,25 @@ registered in `transformers.AttentionInterface` can be plugged in by name.
 """
 
 from collections.abc import Callable
-from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
 from transformers import PretrainedConfig
 from transformers.cache_utils import Cache, EncoderDecoderCache
-from transformers.masking_utils import (
-    ALL_MASK_ATTENTION_FUNCTIONS,
-    eager_mask,
-    flash_attention_mask,
-    flex_attention_mask,
-    sdpa_mask,
-)
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+from .attention_backends import ATTENTION_BACKENDS, AttentionBackend, get_attention_backend
+from .compiled_regions import ElementwiseRegion
 from .decoding import DecodingState
 from .flex import flex_attention_forward
-from .linear_products import on_cpu_as_plain_tensors, plain_linear, stack_weights
 from .masks import causal_mask
-from .positional import apply_rotary, rotate_query_and_key
+from .projection_speedups import (
+    StackedProjections,
+    fuse_projections,
+    make_stacked_projections,
+    project_fused,
+    project_stacked,
+    stacked_product_applies,
+)
 
 
 def repeat_kv(x: Tensor, groups: int) -> Tensor:
@@ -40,6 +40,43 @@ def repeat_kv(x: Tensor, groups: int) -> Tensor:
         return x
     batch, kv_heads, length, dim = x.shape
     return x[:, :, None].expand(batch, kv_heads, groups, length, dim).reshape(batch, kv_heads * groups, length, dim)
+
+
+# Rotary positions (RoPE, Su et al. 2021) act here, on each layer's queries and keys: the positional scheme
+# (positional.RotaryEmbedding) makes the (cos, sin) tables once per call, the attention modules turn q and k by them.
+
+
+def rotate_half(x: Tensor) -> Tensor:
+    """[x1, x2] → [-x2, x1] on the last axis: the 90° turn of every (x_i, x_{i+D/2}) pair."""
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate (B, H, T, D) queries or keys by the (B, T, R) tables (or (B, 1, T, R), already broadcast over heads,
+    as the model passes them): x·cos + rotate_half(x)·sin on the first R dimensions, the rest unchanged."""
+    if cos.dim() == x.dim() - 1:
+        cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, R)
+    rotary_dim = cos.shape[-1]
+    if rotary_dim == x.shape[-1]:
+        return x * cos + rotate_half(x) * sin
+    rotated, passed = x[..., :rotary_dim], x[..., rotary_dim:]  # partial rotation (GPT-NeoX, Phi)
+    return torch.cat((rotated * cos + rotate_half(rotated) * sin, passed), dim=-1)
+
+
+def _rotate_query_and_key(query: Tensor, key: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
+    return apply_rotary(query, cos, sin), apply_rotary(key, cos, sin)
+
+
+# Both rotations fused into one kernel forward and one backward while training on a GPU (see compiled_regions.py).
+rotary_region = ElementwiseRegion(_rotate_query_and_key)
+
+
+def rotate_query_and_key(query: Tensor, key: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
+    """`apply_rotary` to the queries and to the keys: as one compiled region while training on a GPU."""
+    if query.device.type in rotary_region.device_types and rotary_region.applies(query, key):
+        return rotary_region(query, key, cos, sin)
+    return _rotate_query_and_key(query, key, cos, sin)
 
 
 def eager_attention_forward(
@@ -126,7 +163,20 @@ def sdpa_attention_forward(
     ):  # one new token, no mask, no bias, fp32
         return _sdpa_decoding_step(query, key, value, scaling, dropout), None
     if position_bias is not None and torch.compiler.is_exporting():
-        return _sdpa_exportable(module, query, key, value, attention_mask, scaling, dropout, position_bias, is_causal)
+        # torch.export's decomposition of the kernel with a float bias mask does not survive ONNX translation (NaN
+        # rows, a failing reshape); the written-out path computes the same attention and exports cleanly.
+        output, _ = eager_attention_forward(
+            module,
+            query,
+            key,
+            value,
+            attention_mask,
+            scaling=scaling,
+            dropout=dropout,
+            position_bias=position_bias,
+            is_causal=is_causal,
+        )
+        return output, None
     causal = module.is_causal if is_causal is None else is_causal
     if query.device.type == "cpu" and (
         torch.is_autocast_enabled("cpu")
@@ -159,34 +209,6 @@ def _sdpa_decoding_step(query: Tensor, key: Tensor, value: Tensor, scaling: floa
         query, key, value, dropout_p=dropout, scale=scaling, enable_gqa=grouped
     )
     return output.transpose(1, 2).contiguous()  # (B, T, H, D)
-
-
-def _sdpa_exportable(
-    module: nn.Module,
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    attention_mask: Tensor | None,
-    scaling: float,
-    dropout: float,
-    position_bias: Tensor,
-    is_causal: bool | None,
-) -> tuple[Tensor, None]:
-    """A position bias under torch.export: torch.export's decomposition of the kernel with a float bias mask does not
-    survive ONNX translation (NaN rows, a failing reshape); the written-out path computes the same attention and
-    exports cleanly."""
-    output, _ = eager_attention_forward(
-        module,
-        query,
-        key,
-        value,
-        attention_mask,
-        scaling=scaling,
-        dropout=dropout,
-        position_bias=position_bias,
-        is_causal=is_causal,
-    )
-    return output, None
 
 
 def _sdpa_upcast(
@@ -255,98 +277,16 @@ def _sdpa_general(
     return output.transpose(1, 2).contiguous().to(value.dtype)
 
 
-class AttentionBackend(NamedTuple):
-    """An attention function and the form of mask it takes.
-
-    mask_format: "bool" ((B|1, 1, T, S), True = attend), "additive" (0 where allowed, the dtype's minimum elsewhere),
-        "block" (a FlexAttention BlockMask), or None (the function gets no mask: it attends to everything it is
-        given, as a serving stack's own attention does).
-    implicit_causal: The function applies a causal stack's mask itself when nothing else restricts the keys (it
-        reads `module.is_causal`, as SDPA's causal flag), so the stack may pass no mask then.
-    """
-
-    function: Callable
-    mask_format: str | None
-    implicit_causal: bool = False
-
-
-# Our backends. "paged|eager" is the name continuous batching gives eager attention (its masks are the same).
-ATTENTION_BACKENDS: dict[str, AttentionBackend] = {
-    "eager": AttentionBackend(eager_attention_forward, "bool"),
-    "paged|eager": AttentionBackend(eager_attention_forward, "bool"),
-    "sdpa": AttentionBackend(sdpa_attention_forward, "bool", implicit_causal=True),
-    "flex_attention": AttentionBackend(flex_attention_forward, "block"),
-}
-
-# The mask builders transformers registers in its AttentionMaskInterface, by the form of mask they make: a function
-# registered with one of them gets its masks from the stack in that form, as it would from transformers' models.
-_MASK_FORMATS = ((sdpa_mask, "bool", True), (eager_mask, "additive", False), (flex_attention_mask, "block", False))
-
-
-def get_attention_backend(name: str) -> AttentionBackend:
-    """The backend for an `attn_implementation` name: ours, or a function registered with
-    `transformers.AttentionInterface.register(name, fn)`, whose mask form follows the mask builder registered under
-    the same name with `transformers.AttentionMaskInterface` (none registered: no mask, as in transformers)."""
-    if name in ATTENTION_BACKENDS:
-        return ATTENTION_BACKENDS[name]
-    if name not in ALL_ATTENTION_FUNCTIONS:
-        raise ValueError(
-            f"attn_implementation={name!r} is not available; use 'eager', 'sdpa', 'flex_attention' or a name "
-            "registered with transformers.AttentionInterface.register()."
-        )
-    function = ALL_ATTENTION_FUNCTIONS[name]
-    if name not in ALL_MASK_ATTENTION_FUNCTIONS:
-        return AttentionBackend(function, None)
-    builder = ALL_MASK_ATTENTION_FUNCTIONS[name]
-    for known, mask_format, implicit_causal in _MASK_FORMATS:
-        if builder is known:
-            return AttentionBackend(function, mask_format, implicit_causal)
-    if builder is flash_attention_mask:
-        raise ValueError(
-            f"attn_implementation={name!r} takes flash attention's masks; hf-attention models add position biases "
-            "and custom scores that flash kernels cannot take: use 'sdpa', 'eager' or 'flex_attention'."
-        )
-    return AttentionBackend(function, "bool")  # a mask builder of the user's own: our boolean masks
-
-
-def get_attention_function(name: str) -> Callable:
-    """Backend function for an `attn_implementation` name."""
-    return get_attention_backend(name).function
-
-
-# Fewer (batch × length) rows than this: the q/k/v projections run separately even in training (the fused product's
-# weight concatenation is a fixed cost that small batches do not repay).
-FUSED_PROJECTION_MIN_ROWS = 256
-
-
-def fused_linear(projections: tuple[nn.Linear, ...], states: Tensor) -> Tensor:
-    """The outputs of several nn.Linear on the same input, side by side, from one matmul over their stacked weights."""
-    return nn.functional.linear(states, *stack_weights(projections))
-
-
-# Stacked q/k/v weights above this many elements (12.6M: q/k/v at E = 2048) are not made: products that large
-# dominate the cost of a call, and a large model should not pay memory for a negligible saving.
-MAX_STACKED_ELEMENTS = 3 * 2048 * 2048
-
-
-class StackedProjections(NamedTuple):
-    """The q, k and v weights of one attention module stacked into one (3·H·D, E) matrix (H + 2K heads with grouped
-    heads), made when a generation starts (`MultiHeadAttention.stack_projections`), and per row count whether the
-    stacked product gave the three separate products' bits on its first use.
-
-    `sources` are the weights and biases it copied and `versions` their version counters then: autograd bumps a
-    tensor's counter at every in-place change it sees (an optimizer step, `load_state_dict`, `copy_` under no_grad),
-    so comparing a few integers tells whether the copy is still theirs, at a step's cost of a few attribute reads."""
-
-    weight: Tensor
-    bias: Tensor | None
-    is_exact: dict[int, bool]
-    sources: tuple[Tensor, ...]
-    versions: list[int]
-
-    def is_current(self) -> bool:
-        """Whether no weight it copied was changed in place since."""
-        return [source._version for source in self.sources] == self.versions
+# Our backends by name, registered in the table that attention_backends.py resolves names with. "paged|eager" is the
+# name continuous batching gives eager attention (its masks are the same).
+ATTENTION_BACKENDS.update(
+    {
+        "eager": AttentionBackend(eager_attention_forward, "bool"),
+        "paged|eager": AttentionBackend(eager_attention_forward, "bool"),
+        "sdpa": AttentionBackend(sdpa_attention_forward, "bool", implicit_causal=True),
+        "flex_attention": AttentionBackend(flex_attention_forward, "block"),
+    }
+)
 
 
 class MultiHeadAttention(nn.Module):
@@ -429,42 +369,37 @@ class MultiHeadAttention(nn.Module):
         """Self-attention's queries, keys and values: (B, H, T, D), (B, K, T, D), (B, K, T, D), q and k rotated when
         rotary (cos, sin) tables are given.
 
-        While generate() runs (`stack_projections`), a one-token step projects them with one stacked product.
+        The plain path: three products viewed as heads (with QK-norm), then the rotation. Two situations take a
+        faster way to the same numbers (projection_speedups.py), behind the one test below: a one-token step while
+        generate() runs (`stack_projections`: one stacked product) and a training step (one fused product).
         """
-        stacked = self._stacked.value if self._stacked.users else None  # (no call while no generate() runs)
-        if stacked is not None and self._stacked_product_applies(stacked, hidden_states):
-            return self._project_stacked(stacked, hidden_states, position_embeddings)
-        norms = (self.q_norm, self.k_norm, None)  # QK-norm (None, None, None without it)
-        if self._fuse_projections(hidden_states):
-            query, key, value = self._project_fused((self.q_proj, self.k_proj, self.v_proj), hidden_states, norms)
-        else:
-            query = self._project_heads(self.q_proj, hidden_states, self.num_heads, self.q_norm)  # (B, H, T, D)
-            key = self._project_heads(self.k_proj, hidden_states, self.num_kv_heads, self.k_norm)  # (B, K, T, D)
-            value = self._project_heads(self.v_proj, hidden_states, self.num_kv_heads)  # (B, K, T, D)
-        if position_embeddings is not None:
-            cos, sin = position_embeddings
-            query, key = rotate_query_and_key(query, key, cos, sin)
-        return query, key, value
+        if self._stacked.users or self.training:  # (attribute reads: plain inference never leaves this file)
+            stacked = self._stacked.value if self._stacked.users else None
+            if stacked is not None and stacked_product_applies(self, stacked, hidden_states):
+                return project_stacked(self, stacked, hidden_states, position_embeddings, apply_rotary)
+            if fuse_projections(self, hidden_states):
+                query, key, value = project_fused(
+                    self, (self.q_proj, self.k_proj, self.v_proj), hidden_states, (self.q_norm, self.k_norm, None)
+                )
+                return (*self.rotate(query, key, position_embeddings), value)
+        query = self.project_heads(self.q_proj, hidden_states, self.num_heads, self.q_norm)  # (B, H, T, D)
+        key = self.project_heads(self.k_proj, hidden_states, self.num_kv_heads, self.k_norm)  # (B, K, T, D)
+        value = self.project_heads(self.v_proj, hidden_states, self.num_kv_heads)  # (B, K, T, D)
+        return (*self.rotate(query, key, position_embeddings), value)
+
+    @staticmethod
+    def rotate(query: Tensor, key: Tensor, position_embeddings: tuple[Tensor, Tensor] | None) -> tuple[Tensor, Tensor]:
+        """q and k turned by the rotary tables (cos, sin), unchanged without them."""
+        if position_embeddings is None:
+            return query, key
+        return rotate_query_and_key(query, key, *position_embeddings)
 
     def stack_projections(self) -> None:
-        """Decoding state, switched on by generate() for its call: q, k and v of one-token steps from one product.
-
-        A decoding step projects one token per sequence: each of the three (E → H·D) products is a small
-        matrix-vector product, and on CPU the fixed cost of a call (dispatch, output allocation) is a large share of
-        it. With the weights stacked into one (3·H·D, E) matrix, one call does the work of three. The stacked copy is
-        made here for this generate() call alone, read only by it (in its thread: a forward() in another thread, or
-        a generation that starts meanwhile, never reads it) and dropped by the matching `unstack_projections`:
-        weights may change between and during generations, and no copy outlives its call. Within the call it is
-        used only while the weights it copied are unchanged (`StackedProjections.is_current`).
-
-        Only causal self-attention is stacked (it runs once per new token; an encoder's runs once per generation,
-        and cross-attention projects its keys and values once per generation), and only where the stacked product
-        computes what calling the layers computes: plain CPU nn.Linear without hooks (a PEFT adapter, a quantized
-        layer or a forward hook must see its own call) of one dtype and bias layout, up to `MAX_STACKED_ELEMENTS`.
-        (A gated feed-forward network's gate and up projections were tried too: there the wider product and its
-        strided halves cost more than the saved call.)
-        """
-        self._stacked.enter(self._make_stacked_projections)
+        """Decoding state, switched on by generate() for its call: q, k and v of one-token steps from one product
+        (`projection_speedups.StackedProjections`, which says when it is made and used). The stacked copy is made here
+        for this generate() call alone, read only by it (in its thread) and dropped by the matching
+        `unstack_projections`: weights may change between and during generations, and no copy outlives its call."""
+        self._stacked.enter(lambda: make_stacked_projections(self))
 
     def unstack_projections(self) -> None:
         """The end of a `stack_projections`: the call's stacked weights are dropped."""
@@ -482,71 +417,11 @@ class MultiHeadAttention(nn.Module):
         """The end of a `pin_backend`: the call's backend is dropped."""
         self._pinned_backend.leave()
 
-    def _make_stacked_projections(self) -> StackedProjections | None:
-        projections = (self.q_proj, self.k_proj, self.v_proj)
-        if not self.is_causal or self.is_cross_attention or (self.q_norm is not None and not self.norm_each_head):
-            return None  # (a norm over the whole projection needs the heads side by side again: not worth it)
-        if not all(plain_linear(p) for p in projections) or not on_cpu_as_plain_tensors(projections):
-            return None
-        if len({p.weight.dtype for p in projections}) != 1 or len({p.bias is None for p in projections}) != 1:
-            return None
-        if sum(p.weight.numel() for p in projections) > MAX_STACKED_ELEMENTS:
-            return None
-        sources = tuple(t for p in projections for t in (p.weight, p.bias) if t is not None)
-        if any(source.is_inference() for source in sources):
-            return None  # made under torch.inference_mode: no version counter to tell a stale copy by
-        versions = [source._version for source in sources]  # read first: an update made while copying marks it stale
-        with torch.no_grad():
-            return StackedProjections(*stack_weights(projections), is_exact={}, sources=sources, versions=versions)
-
-    def _stacked_product_applies(self, stacked: StackedProjections, hidden_states: Tensor) -> bool:
-        """A one-token step without gradients, with a row count whose stacked product gives the separate products'
-        bits. A BLAS picks its kernel and blocking by matrix shape, and for some shapes the wider product sums over E
-        in another order (seen with MKL in float32: E = 128 with 4 rows; E = 384 with grouped heads and 4 rows), so
-        the first step with a given row count computes both ways and compares them. Weights changed in place since
-        the copy was made (during this call) leave the copy unused for the rest of the call. A compiled step
-        (torch.compile) takes the stacked product unchecked: inductor chooses its own kernels there, and a graph
-        does not read version counters."""
-        batch, length, _ = hidden_states.shape
-        if length != 1 or torch.is_grad_enabled():
-            return False
-        if torch.compiler.is_compiling():
-            return True
-        if not stacked.is_current():
-            return False
-        exact = stacked.is_exact.get(batch)
-        if exact is None:
-            together = nn.functional.linear(hidden_states, stacked.weight, stacked.bias)
-            separate = torch.cat([p(hidden_states) for p in (self.q_proj, self.k_proj, self.v_proj)], dim=-1)
-            exact = stacked.is_exact[batch] = torch.equal(together, separate)
-        return exact
-
-    def _project_stacked(
-        self, stacked: StackedProjections, hidden_states: Tensor, position_embeddings: tuple[Tensor, Tensor] | None
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        """`project_qkv` from one product, viewed as H + 2K heads. With rotary tables q and k are rotated together
-        (one elementwise pass over their H + K heads instead of two: the same values)."""
-        batch, length, _ = hidden_states.shape
-        heads = nn.functional.linear(hidden_states, stacked.weight, stacked.bias)
-        heads = heads.view(batch, length, -1, self.head_dim).transpose(1, 2)  # (B, H + 2K, T, D)
-        query_and_key_heads = self.num_heads + self.num_kv_heads
-        query_and_key = heads[:, :query_and_key_heads]  # (B, H + K, T, D)
-        if self.q_norm is not None:  # QK-norm of each head (Qwen3, Gemma 3), then the rotation as unstacked
-            query, key = query_and_key.split((self.num_heads, self.num_kv_heads), dim=1)
-            query, key = self.q_norm(query), self.k_norm(key)
-            if position_embeddings is not None:
-                query, key = rotate_query_and_key(query, key, *position_embeddings)
-            return query, key, heads[:, query_and_key_heads:]
-        if position_embeddings is not None:
-            query_and_key = apply_rotary(query_and_key, *position_embeddings)
-        query, key = query_and_key.split((self.num_heads, self.num_kv_heads), dim=1)
-        return query, key, heads[:, query_and_key_heads:]
-
-    def _project_heads(self, proj: nn.Linear, states: Tensor, heads: int, norm: nn.Module | None = None) -> Tensor:
+    def project_heads(self, proj: nn.Linear, states: Tensor, heads: int, norm: nn.Module | None = None) -> Tensor:
         batch, length, _ = states.shape
-        return self._as_heads(proj(states), batch, length, heads, norm)  # (B, heads, L, D)
+        return self.as_heads(proj(states), batch, length, heads, norm)  # (B, heads, L, D)
 
-    def _as_heads(self, projected: Tensor, batch: int, length: int, heads: int, norm: nn.Module | None) -> Tensor:
+    def as_heads(self, projected: Tensor, batch: int, length: int, heads: int, norm: nn.Module | None) -> Tensor:
         """(B, L, heads·D) → (B, heads, L, D), with QK-norm on the way: over the whole projection (OLMo 2) before the
         view, or over each head's D values (Qwen3, Gemma 3) while a token's heads still lie side by side."""
         if norm is not None and not self.norm_each_head:
@@ -556,43 +431,16 @@ class MultiHeadAttention(nn.Module):
             projected = norm(projected)
         return projected.transpose(1, 2)
 
-    def _project_fused(
-        self, projections: tuple[nn.Linear, ...], states: Tensor, norms: tuple[nn.Module | None, ...] = (None,) * 3
-    ) -> tuple[Tensor, ...]:
-        """Several projections of the same states as one matmul over their concatenated weights, split back.
-
-        Used while training: one (B·T, E) × (E, 3·H·D) product forward and one of each kind backward run faster on
-        CPU than three thin ones, in fp32 and more so in bf16. Without gradients the weight copy at every call would
-        cost more than it saves, so inference keeps separate projections, except inside generate(), which stacks the
-        weights once per call (`stack_projections`). The parameters stay separate (q_proj, k_proj, v_proj), as in
-        the checkpoints.
-        """
-        batch, length, _ = states.shape
-        fused = fused_linear(projections, states)
-        sizes = [proj.out_features for proj in projections]
-        return tuple(
-            self._as_heads(part, batch, length, size // self.head_dim, norm)
-            for part, size, norm in zip(fused.split(sizes, -1), sizes, norms, strict=False)
-        )
-
-    def _fuse_projections(self, states: Tensor) -> bool:
-        return (
-            self.training
-            and torch.is_grad_enabled()
-            and self.q_proj.weight.requires_grad
-            and states.shape[0] * states.shape[1] >= FUSED_PROJECTION_MIN_ROWS
-        )
-
     def _cross_keys_values(self, key_value_states: Tensor, cache: Cache | None) -> tuple[Tensor, Tensor]:
         """Encoder keys/values: projected once per generation, then read back from the cross-attention cache."""
         if isinstance(cache, EncoderDecoderCache) and cache.is_updated.get(self.layer_idx):
             layer = cache.cross_attention_cache.layers[self.layer_idx]
             return layer.keys, layer.values
-        if self._fuse_projections(key_value_states):
-            key, value = self._project_fused((self.k_proj, self.v_proj), key_value_states)  # (B, K, S, D) each
+        if self.training and fuse_projections(self, key_value_states):  # a speed path (projection_speedups.py)
+            key, value = project_fused(self, (self.k_proj, self.v_proj), key_value_states)  # (B, K, S, D) each
         else:
-            key = self._project_heads(self.k_proj, key_value_states, self.num_kv_heads)  # (B, K, S, D)
-            value = self._project_heads(self.v_proj, key_value_states, self.num_kv_heads)  # (B, K, S, D)
+            key = self.project_heads(self.k_proj, key_value_states, self.num_kv_heads)  # (B, K, S, D)
+            value = self.project_heads(self.v_proj, key_value_states, self.num_kv_heads)  # (B, K, S, D)
         if isinstance(cache, EncoderDecoderCache):
             key, value = cache.cross_attention_cache.update(key, value, self.layer_idx)
             cache.is_updated[self.layer_idx] = True
@@ -633,7 +481,7 @@ class MultiHeadAttention(nn.Module):
         """
         batch, length, _ = hidden_states.shape
         if self.is_cross_attention:
-            query = self._project_heads(self.q_proj, hidden_states, self.num_heads)  # (B, H, T, D)
+            query = self.project_heads(self.q_proj, hidden_states, self.num_heads)  # (B, H, T, D)
             key, value = self._cross_keys_values(key_value_states, cache)
         else:
             query, key, value = self.project_qkv(hidden_states, position_embeddings)
@@ -667,7 +515,8 @@ class MultiHeadAttention(nn.Module):
             return pinned
         if self.config is None:
             return sdpa_attention_forward
-        return get_attention_backend(self.config._attn_implementation).function
+        name = self.config._attn_implementation
+        return (ATTENTION_BACKENDS.get(name) or get_attention_backend(name)).function  # (ours: a dict read, no call)
 
     def _cached_keys_values(self, cache, key: Tensor, value: Tensor, kwargs: dict) -> tuple[Tensor, Tensor]:
         """Append this step's keys and values to the self-attention cache; returns every cached key and value.

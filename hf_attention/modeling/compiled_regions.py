@@ -3,13 +3,15 @@
 Eager PyTorch runs every elementwise op as its own kernel, one pass over memory each: RMSNorm is a square, a mean, an
 add, a reciprocal square root, two products and the casts around them, forward and again backward. On a GPU these
 passes, not the matmuls, take most of the time of a small model's step. The modules that own such a region (the norm
-in norms.py, the gated product in layers.py, the rotary rotation in positional.py) wrap its plain function in an
-`ElementwiseRegion`; while training on a device of `DEVICE_TYPES` (CUDA, where torch.compile generates Triton
-kernels) they call it, and it runs through `torch.compile(dynamic=True)`, which fuses the region into one kernel
-forward and one or two backward, once for all sequence lengths. Elsewhere (the CPU, inference, inside a model that is
-itself being compiled or exported) the modules run their plain path, which the tests compare the compiled region with.
+in norms.py, the gated product in layers.py, the rotary rotation in attention.py) wrap its plain function in an
+`ElementwiseRegion`; while training on a device of `ElementwiseRegion.device_types` (CUDA, where torch.compile
+generates Triton kernels) they call it, and it runs through `torch.compile(dynamic=True)`, which fuses the region into
+one kernel forward and one or two backward, once for all sequence lengths. Elsewhere (the CPU, inference, inside a
+model that is itself being compiled or exported) the modules run their plain path, which the tests compare the
+compiled region with.
 
-The first training step on a GPU compiles each region (seconds). `DEVICE_TYPES = frozenset()` turns the regions off;
+The first training step on a GPU compiles each region (seconds). `ElementwiseRegion.device_types = frozenset()` turns
+the regions off;
 if compiling fails (no Triton for that GPU, say), the region warns once and runs its plain function from then on.
 This file imports only torch: norms.py, which the configuration imports, uses it.
 """
@@ -29,8 +31,12 @@ class ElementwiseRegion:
     """A plain function of tensors (and constants), and its torch.compile'd twin for training on a GPU.
 
     `applies(*tensors)` says whether the owner should call the region instead of its own plain path; calling the
-    region runs the compiled function (compiled on the first call), or `plain` once compiling has failed.
+    region runs the compiled function (compiled on the first call), or `plain` once compiling has failed. Owners test
+    `tensor.device.type in region.device_types` inline first, an attribute read: on the CPU the plain path then runs
+    without a call into this file.
     """
+
+    device_types: frozenset[str] = DEVICE_TYPES  # set on the class: every region follows
 
     def __init__(self, plain: Callable):
         functools.update_wrapper(self, plain)
@@ -39,14 +45,14 @@ class ElementwiseRegion:
         self._failed = False
 
     def applies(self, *tensors: Tensor) -> bool:
-        """Training (a gradient will be needed) on a device of DEVICE_TYPES, outside another compilation."""
+        """Training (a gradient will be needed) on a device of `device_types`, outside another compilation."""
         # Cheapest first: under no_grad (inference, every decoding step) only the first test runs; inside a compiled
         # model only the first two are traced.
         return (
             torch.is_grad_enabled()
             and not torch.compiler.is_compiling()
             and not self._failed
-            and tensors[0].device.type in DEVICE_TYPES
+            and tensors[0].device.type in self.device_types
             and any(t.requires_grad for t in tensors)
         )
 

@@ -59,7 +59,9 @@ class HFAttentionDecoderModel(OneStackModel, HFAttentionDecoderPreTrainedModel):
             self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
         )
         return_dict = self.config.return_dict if return_dict is None else return_dict
-        cache = cache_from_arguments(cache, kwargs.pop("past_key_values", None))
+        past_key_values = kwargs.pop("past_key_values", None)
+        if cache is not None or past_key_values is not None:  # a cache of the caller's, under either name
+            cache = cache_from_arguments(cache, past_key_values)
         if use_cache is None:
             use_cache = self.config.use_cache and not self.training
         if use_cache and cache is None:
@@ -120,8 +122,7 @@ class DecoderHead(HFAttentionDecoderPreTrainedModel):
         return_dict = self.config.return_dict if return_dict is None else return_dict
         own = {name: kwargs.pop(name, None) for name in self.head_inputs}
         if labels is not None:
-            shape = label_shape(input_ids, 2, logits_to_keep) or label_shape(inputs_embeds, 3, logits_to_keep)
-            self._check_labels(labels, shape, **own)
+            self._check_labels(labels, input_ids, inputs_embeds, logits_to_keep, **own)
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -144,9 +145,16 @@ class DecoderHead(HFAttentionDecoderPreTrainedModel):
         )
         return output if return_dict else output.to_tuple()
 
-    def _check_labels(self, labels: Tensor, shape: tuple[int, ...] | None, **own) -> None:
-        """Raise ValueError for labels that do not fit the inputs of `shape` (batch, kept length); default: no
-        check."""
+    def _check_labels(
+        self,
+        labels: Tensor,
+        input_ids: Tensor | None,
+        inputs_embeds: Tensor | None,
+        logits_to_keep: int | Tensor,
+        **own,
+    ) -> None:
+        """Raise ValueError for labels that do not fit the inputs (one per position whose logits are computed,
+        `losses.label_shape`); default: no check."""
 
     def _head_output(
         self,
@@ -193,12 +201,19 @@ class HFAttentionForCausalLM(GenerationOverrides, DecoderHead, GenerationMixin):
                 )
         super().__setattr__(name, value)
 
-    def _check_labels(self, labels: Tensor, shape: tuple[int, ...] | None, *, shift_labels: Tensor | None) -> None:
-        check_labels(labels, shape, self.config.vocab_size, "vocab_size", per="input token")
-        if shift_labels is not None:
-            check_labels(
-                shift_labels, shape, self.config.vocab_size, "vocab_size", per="input token", name="shift_labels"
-            )
+    def _check_labels(
+        self,
+        labels: Tensor,
+        input_ids: Tensor | None,
+        inputs_embeds: Tensor | None,
+        logits_to_keep: int | Tensor,
+        *,
+        shift_labels: Tensor | None,
+    ) -> None:
+        shape = label_shape(input_ids, 2, logits_to_keep) or label_shape(inputs_embeds, 3, logits_to_keep)
+        for name, given in (("labels", labels), ("shift_labels", shift_labels)):
+            if given is not None:
+                check_labels(given, shape, self.config.vocab_size, "vocab_size", per="input token", name=name)
 
     def _head_output(
         self,

@@ -10,9 +10,13 @@ compilation; token-id range checks cost a sync off the CPU, so they run where th
 reports `decoder_input_ids`, `decoder_attention_mask`, ... (`input_prefix`).
 """
 
+from typing import NamedTuple
+
 import torch
 from torch import Tensor, nn
+from transformers.cache_utils import Cache, EncoderDecoderCache
 
+from .cache_argument import is_paged
 from .field_checks import id_outside_vocabulary
 
 
@@ -91,8 +95,23 @@ def embed_token_ids(embedding: nn.Embedding, input_ids: Tensor, name: str, first
         raise
 
 
+class CheckedCall(NamedTuple):
+    """A stack's call after its checks: its sizes, the caller's mask split by kind, the cache's lengths and the token
+    vectors (`StackInputChecks.checked_call`)."""
+
+    batch: int
+    length: int
+    ready_mask: Tensor | None  # a caller's ready (B, 1, T, S) mask
+    padding: Tensor | None  # or a (B, past + T) 0/1 padding mask
+    past: int | Tensor  # tokens already in the self-attention cache
+    key_length: int  # keys of this call's full-attention layers
+    inputs_embeds: Tensor  # (B, T, E) token vectors before positions
+    paged: bool  # the cache is continuous batching's
+
+
 class StackInputChecks:
-    """Mixin of TransformerStack: the checks of its inputs. Reads `config`, `is_decoder` and `input_prefix`."""
+    """Mixin of TransformerStack: the checks of its inputs. Reads `config`, `is_decoder`, `input_prefix`,
+    `embed_tokens` and `layer_plan`."""
 
     # What the stack and its layers pass to attention modules and attention functions: not for a caller's kwargs.
     _SET_BY_THE_STACK = frozenset(
@@ -106,6 +125,43 @@ class StackInputChecks:
             "encoder_attention_mask",
         }
     )
+
+    def checked_call(
+        self,
+        input_ids: Tensor | None,
+        inputs_embeds: Tensor | None,
+        token_type_ids: Tensor | None,
+        attention_mask: Tensor | None,
+        position_ids: Tensor | None,
+        encoder_attention_mask: Tensor | None,
+        encoder_hidden_states: Tensor | None,
+        cache,
+        kwargs: dict,
+    ) -> CheckedCall:
+        """Every check of a stack's call, in one pass before any work, and what the stack reads from its inputs on
+        the way: the kind of cache, the caller's mask split by kind, the cache's lengths, the token ids embedded
+        (refused by name outside the vocabulary: free on the CPU, off it on the first call of a generation only)."""
+        paged = cache is not None and not isinstance(cache, Cache) and is_paged(cache)
+        batch, length = self.check_call(
+            input_ids,
+            inputs_embeds,
+            token_type_ids,
+            attention_mask,
+            encoder_attention_mask,
+            encoder_hidden_states,
+            cache,
+            kwargs,
+            paged=paged,
+        )
+        ready_mask, padding = split_mask(attention_mask)
+        past, key_length = cache_lengths(cache, length, ready_mask, paged, self.layer_plan.first_full)
+        self.check_shapes(
+            position_ids, padding, ready_mask, batch=batch, length=length, past=past, key_length=key_length
+        )
+        if inputs_embeds is None:
+            first_call = cache is None or (isinstance(past, int) and past == 0)
+            inputs_embeds = embed_token_ids(self.embed_tokens, input_ids, self.input_prefix + "input_ids", first_call)
+        return CheckedCall(batch, length, ready_mask, padding, past, key_length, inputs_embeds, paged)
 
     def check_call(
         self,
@@ -277,3 +333,27 @@ def check_attention_mask(attention_mask: Tensor | None, batch_size: int, length:
             f"{name} has shape {tuple(attention_mask.shape)}, expected (batch, length) = ({batch_size}, {length}): "
             "one 0/1 entry per token, cached tokens included."
         )
+
+
+def split_mask(attention_mask: Tensor | None) -> tuple[Tensor | None, Tensor | None]:
+    """(a caller's ready 4-D mask, a (B, past + T) 0/1 padding mask): one of them, or neither, is given."""
+    ready_mask = attention_mask if attention_mask is not None and attention_mask.dim() == 4 else None
+    return ready_mask, None if ready_mask is not None else attention_mask
+
+
+def cache_lengths(
+    cache: Cache | None, length: int, ready_mask: Tensor | None, paged: bool, full_layer: int | None
+) -> tuple:
+    """(tokens already in the self-attention cache, key length of this call's full-attention layers): (0, T) without
+    a cache. A paged cache (continuous batching) holds many requests; its keys are those its ready mask covers. With
+    only sliding-window layers (`full_layer` None) the length is that of a full layer: the tokens seen and new."""
+    if paged:
+        return 0, length if ready_mask is None else ready_mask.shape[-1]
+    if isinstance(cache, EncoderDecoderCache):
+        cache = cache.self_attention_cache
+    if cache is None:
+        return 0, length
+    past = cache.get_seq_length()
+    if full_layer is None:
+        return past, past + length
+    return past, cache.get_mask_sizes(length, full_layer)[0]

@@ -16,8 +16,9 @@ from torch import Tensor, nn
 from transformers.modeling_layers import GradientCheckpointingLayer
 
 from .activations import GATED_ACTIVATIONS, activation_function
-from .attention import FUSED_PROJECTION_MIN_ROWS, MultiHeadAttention, fused_linear
+from .attention import MultiHeadAttention
 from .compiled_regions import ElementwiseRegion
+from .projection_speedups import FUSED_PROJECTION_MIN_ROWS, fused_linear
 
 
 def maybe_dropout(module: nn.Dropout, x: Tensor) -> Tensor:
@@ -85,7 +86,7 @@ class GatedFeedForward(nn.Module):
         """Training in 16-bit (autocast or bf16/fp16 weights) on enough rows. In fp32 the two products already run at
         the matmul ceiling, so the fused one's weight copy and strided halves cost more than they save (the fused
         block measured slower forward + backward); in bf16 the wider product pays, as it does for q/k/v
-        (`MultiHeadAttention._project_fused`)."""
+        (`projection_speedups.project_fused`)."""
         if not (self.training and torch.is_grad_enabled() and x.shape[:-1].numel() >= FUSED_PROJECTION_MIN_ROWS):
             return False
         return torch.is_autocast_enabled(x.device.type) or x.dtype in (torch.bfloat16, torch.float16)
@@ -93,11 +94,12 @@ class GatedFeedForward(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """(B, T, E) → (B, T, E)."""
         if self._fuse_gate_and_up(x):
-            # One (E, 2F) product instead of two (E, F) ones (see MultiHeadAttention._project_fused).
+            # One (E, 2F) product instead of two (E, F) ones (see projection_speedups.project_fused).
             gate, up = fused_linear((self.gate_proj, self.up_proj), x).chunk(2, dim=-1)
         else:
             gate, up = self.gate_proj(x), self.up_proj(x)
-        product = gated_product_region if gated_product_region.applies(gate, up) else _gated_product
+        region = gated_product_region
+        product = region if gate.device.type in region.device_types and region.applies(gate, up) else _gated_product
         return self.down_proj(maybe_dropout(self.dropout, product(gate, up, self.act)))
 
 

@@ -96,11 +96,13 @@ def check_labels(
             f"{name} has shape {tuple(labels.shape)}, expected {tuple(shape)}: one label per {per} whose logits are "
             "computed (-100 where there is none)."
         )
-    if not torch.compiler.is_compiling():
-        bad = id_outside_vocabulary(labels.masked_fill(labels == -100, 0), num_classes)  # -100: no label
-        if bad is not None:
+    if not torch.compiler.is_compiling() and labels.numel():
+        ids = labels.masked_fill(labels == -100, 0)  # -100: no label
+        low, high = (int(value) for value in torch.aminmax(ids))
+        if low < 0 or high >= num_classes:  # (the range test here, the id to report from field_checks)
             raise ValueError(
-                f"{name} contains {bad}, outside [0, {bound}={num_classes}); use -100 for positions without a label."
+                f"{name} contains {id_outside_vocabulary(ids, num_classes)}, outside [0, {bound}={num_classes}); use "
+                "-100 for positions without a label."
             )
 
 

@@ -67,7 +67,7 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """(…, E) → (…, E)."""
-        if rms_norm_region.applies(x, self.weight):
+        if x.device.type in rms_norm_region.device_types and rms_norm_region.applies(x, self.weight):
             return rms_norm_region(x, self.weight, self.eps)
         fp32 = x.dtype == self.weight.dtype == torch.float32
         if (

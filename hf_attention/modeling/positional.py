@@ -26,7 +26,6 @@ import torch
 from torch import Tensor, nn
 from transformers import initialization as init
 
-from .compiled_regions import ElementwiseRegion
 from .rope_scaling import ROPE_SCALINGS, LongRopeScaling
 
 # The config value for "no positional signal" (bag-of-words attention); it builds no module.
@@ -340,39 +339,6 @@ class RotaryEmbedding(PositionalEncoding):
     def rotary_tables(self, position_ids: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
         cos, sin = self(position_ids, dtype)
         return cos[:, None], sin[:, None]  # (B, 1, T, R): broadcast over heads, shared by every layer
-
-
-def rotate_half(x: Tensor) -> Tensor:
-    """[x1, x2] → [-x2, x1] on the last axis: the 90° turn of every (x_i, x_{i+D/2}) pair."""
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotate (B, H, T, D) queries or keys by the (B, T, R) tables (or (B, 1, T, R), already broadcast over heads,
-    as the model passes them): x·cos + rotate_half(x)·sin on the first R dimensions, the rest unchanged."""
-    if cos.dim() == x.dim() - 1:
-        cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, R)
-    rotary_dim = cos.shape[-1]
-    if rotary_dim == x.shape[-1]:
-        return x * cos + rotate_half(x) * sin
-    rotated, passed = x[..., :rotary_dim], x[..., rotary_dim:]  # partial rotation (GPT-NeoX, Phi)
-    return torch.cat((rotated * cos + rotate_half(rotated) * sin, passed), dim=-1)
-
-
-def _rotate_query_and_key(query: Tensor, key: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
-    return apply_rotary(query, cos, sin), apply_rotary(key, cos, sin)
-
-
-# Both rotations fused into one kernel forward and one backward while training on a GPU (see compiled_regions.py).
-rotary_region = ElementwiseRegion(_rotate_query_and_key)
-
-
-def rotate_query_and_key(query: Tensor, key: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
-    """`apply_rotary` to the queries and to the keys: as one compiled region while training on a GPU."""
-    if rotary_region.applies(query, key):
-        return rotary_region(query, key, cos, sin)
-    return _rotate_query_and_key(query, key, cos, sin)
 
 
 def alibi_slopes(num_heads: int) -> list[float]:

@@ -17,12 +17,12 @@ from torch import Tensor, nn
 from transformers.cache_utils import Cache, EncoderDecoderCache
 from transformers.modeling_outputs import BaseModelOutputWithPastAndCrossAttentions
 
-from .attention import AttentionBackend, get_attention_backend
+from .attention import ATTENTION_BACKENDS, AttentionBackend, get_attention_backend
 from .builders import build_layer, build_norm, build_positional
-from .cache_argument import CACHE_FIELD, is_paged
+from .cache_argument import CACHE_FIELD
 from .configuration_hf_attention import HFAttentionConfigBase
 from .flex import block_mask
-from .input_checks import StackInputChecks, embed_token_ids
+from .input_checks import StackInputChecks
 from .masks import MaskParts, fit_to_length, has_padding, packed_documents, to_additive
 from .positional import RotaryEmbedding
 
@@ -107,29 +107,23 @@ class TransformerStack(StackInputChecks, nn.Module):
         token, which keeps every positional scheme right under left padding and caching. Other keyword arguments
         reach the attention function of every layer (and a paged cache), as in transformers' models.
         """
-        # The masks take the form of the backend that the attention modules look up by the same name.
-        backend = get_attention_backend("eager" if output_attentions else self.config._attn_implementation)
-        paged = is_paged(cache)
-        batch, length = self.check_call(
+        # The masks take the form of the backend that the attention modules look up by the same name (ours are read
+        # from the table directly: this runs at every decoding step).
+        name = "eager" if output_attentions else self.config._attn_implementation
+        backend = ATTENTION_BACKENDS[name] if name in ATTENTION_BACKENDS else get_attention_backend(name)
+        call = self.checked_call(
             input_ids,
             inputs_embeds,
             token_type_ids,
             attention_mask,
+            position_ids,
             encoder_attention_mask,
             encoder_hidden_states,
             cache,
             kwargs,
-            paged=paged,
         )
-        ready_mask, padding = _split_mask(attention_mask)
-        past, key_length = _cache_lengths(cache, length, ready_mask, paged, self.layer_plan.first_full)
+        batch, length, ready_mask, padding, past, key_length, inputs_embeds, paged = call
         checking = not torch.compiler.is_compiling()
-        self.check_shapes(
-            position_ids, padding, ready_mask, batch=batch, length=length, past=past, key_length=key_length
-        )
-        if inputs_embeds is None:  # ids outside the vocabulary are refused by name, off the CPU on the first call only
-            first_call = cache is None or (isinstance(past, int) and past == 0)
-            inputs_embeds = embed_token_ids(self.embed_tokens, input_ids, self.input_prefix + "input_ids", first_call)
         hidden = self.embed(inputs_embeds, token_type_ids)  # (B, T, E)
         documents = self._packed_documents(position_ids, attention_mask, cache, batch, checking)
         position_ids, key_positions = self._positions(padding, position_ids, length, key_length, past)
@@ -408,30 +402,6 @@ def _paged_key_positions(cumulative_key_lengths, key_length: int) -> Tensor:
     keys = torch.arange(key_length, device=bounds.device)
     request = torch.searchsorted(bounds[1:], keys, right=True).clamp(max=bounds.numel() - 2)
     return (keys - bounds[request])[None]
-
-
-def _split_mask(attention_mask: Tensor | None) -> tuple[Tensor | None, Tensor | None]:
-    """(a caller's ready 4-D mask, a (B, past + T) 0/1 padding mask): one of them, or neither, is given."""
-    ready_mask = attention_mask if attention_mask is not None and attention_mask.dim() == 4 else None
-    return ready_mask, None if ready_mask is not None else attention_mask
-
-
-def _cache_lengths(
-    cache: Cache | None, length: int, ready_mask: Tensor | None, paged: bool, full_layer: int | None
-) -> tuple:
-    """(tokens already in the self-attention cache, key length of this call's full-attention layers): (0, T) without
-    a cache. A paged cache (continuous batching) holds many requests; its keys are those its ready mask covers. With
-    only sliding-window layers (`full_layer` None) the length is that of a full layer: the tokens seen and new."""
-    if paged:
-        return 0, length if ready_mask is None else ready_mask.shape[-1]
-    if isinstance(cache, EncoderDecoderCache):
-        cache = cache.self_attention_cache
-    if cache is None:
-        return 0, length
-    past = cache.get_seq_length()
-    if full_layer is None:
-        return past, past + length
-    return past, cache.get_mask_sizes(length, full_layer)[0]
 
 
 class LayerPlan(NamedTuple):
