@@ -305,10 +305,11 @@ def hf(*names: str) -> tuple[str, ...]:
 CLAIMS = [
     Claim(
         ARCHITECTURE,
-        "configuration_hf_attention.py the configs (encoder, decoder, encoder-decoder) on one base; validation "
-        "against the registries below",
-        lambda: reads_all(
-            "hf_attention.modeling.configuration_hf_attention", *hf("scores", "positional", "norms", "activations")
+        "configuration_hf_attention.py the configs (encoder, decoder, encoder-decoder) on one base, built from "
+        "knobs.py, the one table of every knob",
+        lambda: (
+            reads_all("hf_attention.modeling.configuration_hf_attention", *hf("knobs"))
+            + reads_all("hf_attention.modeling.knobs", *hf("scores", "positional", "norms", "activations"))
         ),
     ),
     Claim(
@@ -376,17 +377,16 @@ CLAIMS = [
     ),
     Claim(
         README,
-        "norms.py the norms (NORMS: read by the config, builders.py and pretrained.py)",
-        lambda: read_exactly_by(hf("norms"), set(hf("configuration_hf_attention", "builders", "pretrained"))),
+        "norms.py the norms (NORMS: read by the knobs, the config, builders.py, pretrained.py)",
+        lambda: read_exactly_by(hf("norms"), set(hf("knobs", "configuration_hf_attention", "builders", "pretrained"))),
     ),
     Claim(
         README,
-        "activations.py feed-forward activations (read by the config, layers.py, pretrained.py, converters)",
+        "activations.py feed-forward activations (read by the knobs, layers.py, pretrained.py, converters)",
         lambda: (
             read_exactly_by(
                 hf("activations"),
-                set(hf("configuration_hf_attention", "layers", "pretrained"))
-                | (readers(hf("activations")[0]) & CONVERTERS),
+                set(hf("knobs", "layers", "pretrained")) | (readers(hf("activations")[0]) & CONVERTERS),
             )
             + ([] if readers(hf("activations")[0]) & CONVERTERS else ["no converter reads activations.py"])
         ),

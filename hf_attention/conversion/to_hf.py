@@ -43,8 +43,8 @@ from ..architectures.base import Architecture
 from ..architectures.weights import Weights
 from ..commands.destinations import check_destination
 from ..commands.paths import TOKENIZER_FILES, check_checkpoint
-from ..modeling.configuration_hf_attention import FIELD_CHECKS, HFAttentionConfigBase
-from ..modeling.field_checks import TOKEN_ID_FIELDS
+from ..modeling.configuration_hf_attention import HFAttentionConfigBase
+from ..modeling.knobs import KNOBS
 from ..modeling.modeling_hf_attention import (
     HFAttentionDecoderForSequenceClassification,
     HFAttentionEncoderModel,
@@ -70,31 +70,14 @@ def _target_classes() -> dict[type, dict[str, type[PreTrainedModel]]]:
 
 _TARGET_CLASSES = _target_classes()
 
-# Fields that act only in training: carried where the architecture has them, otherwise reported, never refused.
-_TRAINING_ONLY = {
-    "hidden_dropout_prob",
-    "attention_dropout",
-    "activation_dropout",
-    "classifier_dropout",
-    "initializer_range",
-    "freeze_lm_head_bias",
-    "label_smoothing",
-    "unlikelihood_weight",
-    "use_cache",
-}
-# Fields that matter only for one positional scheme.
-_SCHEME_FIELDS = {
-    "sinusoidal_layout": "sinusoidal",
-    "rope_theta": "rotary",
-    "relative_attention_num_buckets": "relative",
-    "relative_attention_max_distance": "relative",
-    "position_offset": "learned",
-}
-# Fields of the vocabulary head, which models without an LM head do not have.
-_LM_HEAD_FIELDS = {"tie_word_embeddings", "lm_head_bias", "lm_head_transform", "scale_lm_head_input"}
-_LAYER_COUNTS = ("num_hidden_layers", "encoder_layers", "decoder_layers")
-# The knobs compared: every checked field of the config, the layer counts and the special tokens.
-_COMPARED = tuple(dict.fromkeys((*FIELD_CHECKS, *_LAYER_COUNTS, *TOKEN_ID_FIELDS)))
+# What each knob's row in the knob table (knobs.py) says to_hf does with it: fields that change only training (a
+# difference is reported, not refused), fields that act with one positional scheme only, and fields of the
+# vocabulary head, which models without an LM head do not have.
+_TRAINING_ONLY = {name for name, knob in KNOBS.items() if knob.to_hf == "training"}
+_SCHEME_FIELDS = {name: knob.scheme for name, knob in KNOBS.items() if knob.scheme is not None}
+_LM_HEAD_FIELDS = {name for name, knob in KNOBS.items() if knob.to_hf == "lm_head"}
+# The knobs compared: every field of the knob table, the layer counts and the special tokens included.
+_COMPARED = tuple(KNOBS)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

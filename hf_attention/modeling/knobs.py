@@ -1,0 +1,417 @@
+"""Every knob of the Transformer families' configurations, declared once: `KNOBS`.
+
+A knob is a field of the config that chooses what the model computes or how it trains. Its row says everything about
+it: its default, the check its value must pass (run whenever the field is set: in the constructor, when a
+config.json is loaded, and on assignment), the idea it stands for with its source, and what `to_hf` does with it when
+a model is exported to a standard architecture:
+- "compared" (the default): the standard class must compute the same, or the export is refused;
+- "training": it changes only training (dropout, the loss, the initialisation): a difference is reported, not refused;
+- "lm_head": it belongs to the vocabulary head: compared only for models that have one;
+- with `scheme`, it acts only with that positional scheme: compared only when the model uses it.
+The configuration classes (configuration_hf_attention.py) read this table for their constructors, their field
+checks and their documentation, and to_hf.py for its field lists. Checks across fields (the head dim dividing the
+width, the rotary knobs needing rotary positions, ...) are the configuration's `_validate_knobs`.
+
+This file is shipped with every checkpoint (remote code): it imports the standard library and the registries
+(scores.py, positional.py, norms.py, activations.py, rope_scaling.py), which import only torch and transformers.
+"""
+
+import textwrap
+from collections.abc import Callable
+from typing import NamedTuple
+
+from .activations import HIDDEN_ACTS
+from .field_checks import (
+    check_at_least_zero,
+    check_bool,
+    check_choice,
+    check_fraction,
+    check_greater_than_zero,
+    check_layer_indices,
+    check_non_negative,
+    check_optional_bool,
+    check_options,
+    check_positive,
+    check_probability,
+    check_token_id_type,
+    optional,
+)
+from .norms import NORMS
+from .positional import NO_POSITIONAL_ENCODING, POSITIONAL_ENCODINGS
+from .rope_scaling import ROPE_SCALINGS
+from .scores import SCORES
+
+FAMILIES = ("encoder", "decoder", "seq2seq")
+
+
+class Knob(NamedTuple):
+    """One field of the configs: its default, its check, its idea, what to_hf does with it, the families it is for."""
+
+    default: object
+    check: Callable[[str, object], None] | None  # check(field, value): raises ValueError/TypeError naming the field
+    idea: str  # the sentence of the docs, with its source
+    to_hf: str = "compared"  # "compared", "training" or "lm_head" (see the module docstring)
+    scheme: str | None = None  # the positional scheme it acts with, if only one
+    families: tuple[str, ...] = FAMILIES  # the config classes that have it
+
+
+def position_encodings() -> tuple[str, ...]:
+    """The registered positional schemes and "none"."""
+    return (*POSITIONAL_ENCODINGS, NO_POSITIONAL_ENCODING)
+
+
+def choice(allowed) -> Callable[[str, object], None]:
+    """The check that a value is one of `allowed`: a tuple, a registry (read at each check, so that an entry
+    registered later is allowed too) or a function returning the names."""
+
+    def check_one_of(field: str, value) -> None:
+        check_choice(field, value, tuple(allowed() if callable(allowed) else allowed))
+
+    return check_one_of
+
+
+def check_layer_types(field: str, value) -> None:
+    """None, or one of `LAYER_TYPES` per layer (the count is checked against the layers by the config)."""
+    if value is None:
+        return
+    if not isinstance(value, (list, tuple)) or not all(kind in LAYER_TYPES for kind in value):
+        raise ValueError(
+            f"{field}={value!r} must be None or a list with one entry per layer, each one of "
+            f"{', '.join(map(repr, LAYER_TYPES))}."
+        )
+
+
+# The allowed values of the string knobs that no registry names.
+NORM_POSITIONS = ("post", "pre", "sandwich", "output")
+# Per-layer attention types, named as transformers 5 names them in `layer_types` (so its caches read them too).
+LAYER_TYPES = ("full_attention", "sliding_attention")
+QK_NORMS = ("none", "head", "projection")
+SINUSOIDAL_LAYOUTS = ("interleaved", "concat")
+CLASSIFIER_POOLINGS = ("mean", "first")
+
+KNOBS: dict[str, Knob] = {
+    "vocab_size": Knob(8000, check_positive, "Size of the token vocabulary."),
+    "hidden_size": Knob(512, check_positive, "Model width d_model (E)."),
+    "num_attention_heads": Knob(8, check_positive, "Query heads H."),
+    "num_key_value_heads": Knob(
+        None,
+        check_positive,
+        "Key/value heads K for grouped-query attention; `None` means K = H (multi-head).",
+    ),
+    "head_dim": Knob(
+        None,
+        optional(check_positive),
+        "Width of one head D; `None` means hidden_size // num_attention_heads.",
+    ),
+    "intermediate_size": Knob(2048, check_positive, "Inner width of the position-wise feed-forward network."),
+    "hidden_act": Knob(
+        "relu",
+        choice(HIDDEN_ACTS),
+        "`relu`, `gelu`, `gelu_new`, `silu`, or the gated `swiglu` / `geglu` (Shazeer 2020); `geglu_new` gates "
+        'with the tanh-approximated `gelu_new` (T5 v1.1\'s "gated-gelu").',
+    ),
+    "max_position_embeddings": Knob(
+        512,
+        check_positive,
+        "Longest sequence the `learned` table covers (other schemes extrapolate).",
+    ),
+    "attention_score": Knob(
+        "scaled_dot",
+        choice(SCORES),
+        "`scaled_dot` softmax(QKᵀ/√D)V (Vaswani 2017), `dot` unscaled (T5), `additive` wᵀtanh(W_q q + W_k k) "
+        "(Bahdanau 2015), `gaussian` kernel −‖q−k‖²/(2σ²) (Nadaraya–Watson).",
+    ),
+    "position_encoding": Knob(
+        "sinusoidal",
+        choice(position_encodings),
+        "`sinusoidal`, `learned`, `rotary` (Su 2021), `alibi` (Press 2022), `relative` (T5 buckets, Raffel 2020) "
+        "or `none`.",
+    ),
+    "norm_position": Knob(
+        "post",
+        choice(NORM_POSITIONS),
+        "`post` (Add & Norm of the 2017 paper), `pre` (GPT-2 / Llama), `sandwich` (a norm before the sublayer and "
+        "one on its output, before the residual add: Gemma 2/3) or `output` (only the norm on the sublayer's "
+        "output, x + Norm(Sublayer(x)): OLMo 2).",
+    ),
+    "norm_type": Knob(
+        "layernorm",
+        choice(NORMS),
+        "`layernorm`, `rmsnorm` (Zhang & Sennrich 2019) or `offset_rmsnorm` (RMSNorm with gain 1 + w, w starting "
+        "at 0: Gemma).",
+    ),
+    "scale_embeddings": Knob(True, check_bool, "Multiply token embeddings by √hidden_size (paper §3.4)."),
+    "attention_bias": Knob(True, check_bool, "Biases on the q/k/v/o projections."),
+    "mlp_bias": Knob(True, check_bool, "Biases on the feed-forward projections."),
+    "embedding_norm": Knob(False, check_bool, "A norm right after the embeddings (BERT, BART)."),
+    "final_norm": Knob(
+        None,
+        check_optional_bool,
+        'A norm after the last layer; `None` means "yes for pre-norm, no for post-norm".',
+    ),
+    "type_vocab_size": Knob(
+        0,
+        check_non_negative,
+        "Number of token-type (segment) embeddings; 0 disables them (BERT uses 2).",
+    ),
+    "position_offset": Knob(
+        0,
+        check_non_negative,
+        "Added to position ids before the learned-table lookup (BART reserves 2 rows).",
+        scheme="learned",
+    ),
+    "sinusoidal_layout": Knob(
+        "interleaved",
+        choice(SINUSOIDAL_LAYOUTS),
+        "`interleaved` (sin, cos, sin, … as in the paper) or `concat` ([sin…, cos…], Marian).",
+        scheme="sinusoidal",
+    ),
+    "rope_theta": Knob(10000.0, check_greater_than_zero, "Base of the rotary frequencies.", scheme="rotary"),
+    "rope_type": Knob(
+        "default",
+        choice(ROPE_SCALINGS),
+        "How the rotary frequencies stretch to contexts longer than training's (`ROPE_SCALINGS`): `default` "
+        "(none), `linear` (position interpolation, Chen et al. 2023), `dynamic` (NTK-aware, recomputed once the "
+        "input outgrows max_position_embeddings), `yarn` (Peng et al. 2023), `llama3` (Llama 3.1's per-wavelength "
+        "blend), `longrope` (Phi-3's per-frequency factors, Ding et al. 2024).",
+    ),
+    "rope_scaling_options": Knob(
+        None,
+        check_options,
+        "That scaling's numbers, named as transformers names them (`factor`, `original_max_position_embeddings`, "
+        "`low_freq_factor`, `high_freq_factor`, `beta_fast`, `beta_slow`, `mscale`, `mscale_all_dim`, "
+        "`attention_factor`, `truncate`, `short_factor`, `long_factor`).",
+    ),
+    "longrope_recompute_cache": Knob(
+        False,
+        check_bool,
+        "With `longrope`, generate() runs the step at which the sequence first grows past the original length "
+        "without its cache, so that the cached keys, rotated with the short factors, are rotated again with the "
+        "long ones (Phi-3's generate()). Default False: cached keys keep their rotation.",
+    ),
+    "partial_rotary_factor": Knob(
+        1.0,
+        check_fraction,
+        "The share of each head's dimensions that rotate (the first int(D · factor); the rest carry no position: "
+        "GPT-NeoX, Phi-4-mini). Default 1.0.",
+    ),
+    "local_rope_theta": Knob(
+        None,
+        optional(check_greater_than_zero),
+        "Base of the rotary frequencies of the sliding-window layers (Gemma 3: 10 000 locally, 10⁶ globally; "
+        "ModernBERT); None: the same rotation as the full layers.",
+    ),
+    "nope_layers": Knob(
+        None,
+        check_layer_indices,
+        'Indices of layers whose attention gets no rotary positions at all ("NoPE", Kazemnejad et al. 2023; '
+        "SmolLM3 every fourth layer): the causal mask alone tells them the order.",
+    ),
+    "sliding_window": Knob(
+        None,
+        optional(check_positive),
+        "W of local attention (Beltagy et al. 2020; Mistral): a query sees only keys less than W positions away "
+        "(in a decoder the W most recent tokens, itself included). Which layers it applies to: `layer_types`. "
+        "None: no window.",
+    ),
+    "layer_types": Knob(
+        None,
+        check_layer_types,
+        "One entry per layer, `full_attention` or `sliding_attention` (transformers' names; Gemma 3's five local "
+        "layers to one global, ModernBERT's alternation); None: every layer sliding when `sliding_window` is set, "
+        "else every layer full.",
+    ),
+    "qk_norm": Knob(
+        "none",
+        choice(QK_NORMS),
+        "A norm (`norm_type`) on queries and keys before the rotation: `head` normalises each head's D values "
+        "(Qwen3, Gemma 3), `projection` the whole H·D projection (OLMo 2); `none` by default.",
+    ),
+    "attention_output_bias": Knob(
+        None,
+        check_optional_bool,
+        "A bias on the output projection; None: as `attention_bias` (Qwen2 has q/k/v biases and none on the output).",
+    ),
+    "attn_logit_softcapping": Knob(
+        None,
+        optional(check_greater_than_zero),
+        "c in scores ← c·tanh(scores / c), after the scaling and before the mask (Gemma 2): no score can grow "
+        "beyond ±c. None: no cap. Fused SDPA kernels cannot apply it (eager or flex_attention).",
+    ),
+    "final_logit_softcapping": Knob(
+        None,
+        optional(check_greater_than_zero),
+        "The same cap on the vocabulary logits (Gemma 2/3). None: no cap.",
+    ),
+    "query_pre_attn_scalar": Knob(
+        None,
+        optional(check_greater_than_zero),
+        "Scale q·k by this number's -1/2 power instead of head_dim's (Gemma).",
+    ),
+    "norm_bias": Knob(True, check_bool, "LayerNorm with a bias (False: ModernBERT's norms, which have none)."),
+    "first_attention_norm": Knob(
+        True,
+        check_bool,
+        "Whether the first layer has its attention norm; False where the embedding norm already normalised its "
+        "input (ModernBERT). Needs pre-norm.",
+    ),
+    "head_transform_bias": Knob(
+        True,
+        check_bool,
+        "A bias on the dense layer of `lm_head_transform` and of the encoder's `classifier_transform` (BERT has "
+        "one, ModernBERT not).",
+    ),
+    "relative_attention_num_buckets": Knob(
+        32,
+        check_positive,
+        "T5 bucketing of relative distances. Half the buckets (per direction in an encoder) hold exact distances, "
+        "so an encoder needs at least 4 buckets and a decoder 2, and max_distance must exceed the exact range "
+        "(num_buckets // 4 in an encoder, // 2 in a decoder), or the log-spaced buckets come out negative.",
+        scheme="relative",
+    ),
+    "relative_attention_max_distance": Knob(
+        128,
+        check_positive,
+        "T5 bucketing of relative distances. Half the buckets (per direction in an encoder) hold exact distances, "
+        "so an encoder needs at least 4 buckets and a decoder 2, and max_distance must exceed the exact range "
+        "(num_buckets // 4 in an encoder, // 2 in a decoder), or the log-spaced buckets come out negative.",
+        scheme="relative",
+    ),
+    "layer_norm_eps": Knob(1e-05, check_greater_than_zero, "Epsilon of the norms (> 0)."),
+    "hidden_dropout_prob": Knob(
+        0.1,
+        check_probability,
+        "Dropout on embeddings and on each sub-layer output before the residual add.",
+        to_hf="training",
+    ),
+    "activation_dropout": Knob(
+        0.0,
+        check_probability,
+        "Dropout inside the feed-forward network, after the activation.",
+        to_hf="training",
+    ),
+    "attention_dropout": Knob(
+        0.0,
+        check_probability,
+        "Dropout on the attention weights (training only).",
+        to_hf="training",
+    ),
+    "initializer_range": Knob(0.02, check_at_least_zero, "Std of the normal initialisation.", to_hf="training"),
+    "label_smoothing": Knob(
+        0.0,
+        check_probability,
+        "ε of the token losses computed from `labels` (language-model and token-classification heads), as "
+        "`F.cross_entropy(label_smoothing=ε)`: (1 − ε)(−log p[y]) + ε · mean over the vocabulary of −log p[v]. In "
+        "[0, 1); default 0.0, the plain cross-entropy.",
+        to_hf="training",
+    ),
+    "unlikelihood_weight": Knob(
+        0.0,
+        check_at_least_zero,
+        "α of the token-level unlikelihood term added to the loss of the heads that generate left to right, "
+        "causal LM and encoder-decoder, not the masked LM (`losses.repeat_unlikelihood`): α · Σ −log(1 − p[c]) "
+        "over the one or two previous target tokens c that differ from the target, which trains the model not to "
+        "repeat the token it has just written. ≥ 0; default 0.0, no term.",
+        to_hf="training",
+    ),
+    "use_cache": Knob(
+        True,
+        check_bool,
+        "forward() returns the KV cache that generate() reads at the next step (not while training).",
+        to_hf="training",
+    ),
+    "tie_word_embeddings": Knob(
+        True,
+        check_bool,
+        "Share the input embedding matrix with the output projection.",
+        to_hf="lm_head",
+    ),
+    "pad_token_id": Knob(0, check_token_id_type, "Id of the padding token (None: none)."),
+    "bos_token_id": Knob(
+        1,
+        check_token_id_type,
+        "Id of the beginning-of-sequence token; the encoder-decoder's default decoder start.",
+    ),
+    "eos_token_id": Knob(
+        2,
+        check_token_id_type,
+        "Id of the end-of-sequence token (or a list of them): generation stops there.",
+    ),
+    "lm_head_bias": Knob(
+        False,
+        check_bool,
+        "A bias on the vocabulary projection `lm_head` (BERT's MLM bias, BART/Marian's `final_logits_bias`). "
+        "Default False: the paper's output layer is the (tied) embedding matrix alone.",
+        to_hf="lm_head",
+    ),
+    "freeze_lm_head_bias": Knob(
+        False,
+        check_bool,
+        "Keep that bias out of training (`requires_grad=False`), as BART/Marian's `final_logits_bias`, a buffer "
+        "that HF never updates. Needs `lm_head_bias`. Default False.",
+        to_hf="training",
+    ),
+    "lm_head_transform": Knob(
+        False,
+        check_bool,
+        "Before the vocabulary projection, map the last hidden state through dense → activation (`hidden_act`, or "
+        "its gate for gated ones) → norm (BERT's MLM head). Default False.",
+        to_hf="lm_head",
+    ),
+    "scale_lm_head_input": Knob(
+        False,
+        check_bool,
+        "Multiply the last hidden state by hidden_size**-0.5 before the vocabulary projection (T5 with tied "
+        "embeddings: the mirror of `scale_embeddings` on the way out). Default False.",
+        to_hf="lm_head",
+    ),
+    "num_hidden_layers": Knob(6, check_positive, "Number of layers of the stack.", families=("encoder", "decoder")),
+    "classifier_dropout": Knob(
+        None,
+        optional(check_probability),
+        "Dropout before the classification heads; `None` uses hidden_dropout_prob.",
+        to_hf="training",
+        families=("encoder", "decoder"),
+    ),
+    "classifier_pooling": Knob(
+        "mean",
+        choice(CLASSIFIER_POOLINGS),
+        'How the sequence classifier summarises a text: "mean" of the real tokens\' states, or the "first" token\'s '
+        "state (BERT's [CLS]).",
+        families=("encoder",),
+    ),
+    "classifier_transform": Knob(
+        False,
+        check_bool,
+        "The classifiers map each vector through dense → activation → norm before their linear layer "
+        "(ModernBERT's heads). Default False.",
+        families=("encoder",),
+    ),
+    "encoder_layers": Knob(6, check_positive, "Number of encoder layers.", families=("seq2seq",)),
+    "decoder_layers": Knob(6, check_positive, "Number of decoder layers.", families=("seq2seq",)),
+    "decoder_start_token_id": Knob(
+        None,
+        check_token_id_type,
+        "First decoder input; `None` uses bos_token_id.",
+        families=("seq2seq",),
+    ),
+}
+
+
+def knobs_of(family: str | None) -> dict[str, Knob]:
+    """The knobs a family's config has, in the order of the table; None: those every family has."""
+    families = FAMILIES if family is None else (family,)
+    return {name: knob for name, knob in KNOBS.items() if all(kind in knob.families for kind in families)}
+
+
+def field_checks() -> dict[str, Callable[[str, object], None]]:
+    """Every knob's check, by field name (what `field_checks.CheckedFields` runs on assignment)."""
+    return {name: knob.check for name, knob in KNOBS.items() if knob.check is not None}
+
+
+def documentation(knobs: dict[str, Knob], indent: str = "        ") -> str:
+    """The "Args:" lines of a config's docstring: one entry per knob, its idea, wrapped as the code is."""
+    return "\n".join(
+        textwrap.fill(f"{name}: {knob.idea}", 119, initial_indent=indent, subsequent_indent=indent + "    ")
+        for name, knob in knobs.items()
+    )
