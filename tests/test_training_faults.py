@@ -267,7 +267,8 @@ def test_an_argument_the_objective_does_not_read_is_refused(tmp_path, objective,
 
 
 def test_every_objective_option_is_read_by_some_objective_and_defaults_are_accepted():
-    from training.args import OBJECTIVE_OPTIONS, DataArguments, TrainArguments, check_objective_options
+    from training.args import DataArguments, TrainArguments
+    from training.argument_checks import OBJECTIVE_OPTIONS, check_objective_options
 
     declared = {name for objective in objectives.OBJECTIVES.values() for name in objective.options}
     assert declared == set(OBJECTIVE_OPTIONS)  # no objective names an argument that is not one, none is unread

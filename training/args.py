@@ -6,168 +6,33 @@ The YAML file holds the fields of `ModelArguments`, `DataArguments` and `TrainAr
 optional `model_config:` mapping with the fields of the model configuration (our `HFAttention*Config`, or the
 Hugging Face config named by `model_type`, e.g. BART's `d_model`, `encoder_layers`). Command-line flags override the
 YAML values; `--model_config '{"hidden_size": 128}'` (JSON) updates single model-config fields.
+
+The checks of single fields (`check_fields` and its rules) and of the options only some objectives read
+(`OBJECTIVE_OPTIONS`) are in training/argument_checks.py; reading the YAML file, and which of its values a run keeps,
+in training/config_file.py. training.finetune shares both with its own arguments.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import sys
-import warnings
-from dataclasses import MISSING, dataclass, field, fields
-from pathlib import Path
-
-import yaml
-from transformers import HfArgumentParser
+from dataclasses import dataclass, field
 
 from hf_attention.conversion.to_hf import ARCHITECTURES
+from training.argument_checks import LARGEST, at_least, between, check_fields, finite
+from training.config_file import (
+    config_model_config,
+    leave_out_file_corpus_options,
+    parse_into,
+    read_config,
+    with_model_config_flag,
+)
 from training.data.corpora import DEFAULT_LANGUAGES
-from training.objective import TRAIN, Objective
-from training.objectives import DEFAULTS, OBJECTIVES, names, objective_for
+from training.objective import TRAIN
+from training.objectives import DEFAULTS, names, objective_for
 
 # How causal-LM text becomes rows (training/objectives/causal_lm.py).
 CAUSAL_LM_LAYOUTS = ("blocks", "padded", "packed")
 REPORT_TO = ("tensorboard", "none")
 EXPORT_TARGETS = (*ARCHITECTURES, "auto")
-# The arguments that only some objectives read: the corpus of one kind (pydoc topics, gettext catalogs, a text or a
-# pair column), how its texts become rows, and what a translation objective generates and scores. Each objective
-# names those it reads (`Objective.options`); `check_objective_options` refuses the others.
-OBJECTIVE_OPTIONS = (
-    "text_column",
-    "max_topics",
-    "block_size",
-    "causal_lm_layout",
-    "max_length",
-    "mlm_probability",
-    "source_column",
-    "target_column",
-    "target_lang",
-    "max_chars",
-    "max_catalogs",
-    "system_catalogs",
-    "catalog_packages",
-    "heldout_catalog_packages",
-    "max_ood_samples",
-    "markup_augmentation",
-    "protect_placeholders",
-    "max_source_length",
-    "max_target_length",
-    "languages",
-    "max_per_language",
-    "generation_num_beams",
-    "generation_length_penalty",
-    "generation_max_new_tokens",
-    "bleu_samples",
-    "eval_bleu_during_training",
-)
-
-
-# The largest number a counting argument (steps, sizes, lengths, the seed, threads) may take: a 32-bit integer, what
-# every consumer of these numbers takes (torch.set_num_threads a C int, NumPy's seed less than 2**32). A larger one
-# would pass the checks here and fail later with an OverflowError that names nothing.
-LARGEST = 2**31 - 1
-
-
-def _is_number(value) -> bool:
-    """A finite int or float (not a bool, not NaN or infinity)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def at_least(minimum: float, *, optional: bool = False):
-    """A rule for `check_fields`: a finite number (an int where the field is an int) from `minimum` to LARGEST."""
-
-    def rule(value) -> bool:
-        return (optional and value is None) or (_is_number(value) and minimum <= value <= LARGEST)
-
-    rule.allowed = f"at least {minimum} and at most {LARGEST}" + (" (or None)" if optional else "")
-    return rule
-
-
-def between(low: float, high: float, *, low_open: bool = False, high_open: bool = False):
-    def rule(value) -> bool:
-        if not _is_number(value):
-            return False
-        return (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
-
-    rule.allowed = f"in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
-    return rule
-
-
-def finite(value) -> bool:
-    """A rule for `check_fields`: any finite number."""
-    return _is_number(value)
-
-
-finite.allowed = "a finite number"
-
-
-def check_checkpoint_folder(name: str, flag: str) -> None:
-    """A model to start from: an existing folder with a config.json, or a Hub id ("name" or "owner/name").
-
-    Anything that looks like a local path (starts with '.', '/' or '~', or has more than one '/') must exist, so a
-    mistyped path fails at once with its name, instead of as a Hub lookup with network retries.
-    """
-    path = Path(name).expanduser()
-    if path.exists():
-        if not path.is_dir() or not (path / "config.json").is_file():
-            raise ValueError(
-                f"{flag}={name!r} is not a model folder: it has no config.json (expected a folder "
-                "written by save_pretrained, such as a training run's final/)."
-            )
-        return
-    if name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name or not name.strip():
-        raise ValueError(
-            f"{flag}={name!r}: no such folder. Give a folder written by save_pretrained (such as a "
-            "training run's final/) or a Hub model id (owner/name)."
-        )
-
-
-def check_objective_options(objective: Objective, *arguments) -> None:
-    """Refuse an argument of OBJECTIVE_OPTIONS that `objective` does not read, set away from its default: the run
-    would accept it and do nothing with it. The error names the argument, the objective and those that read it."""
-    for group in arguments:
-        for argument in fields(group):
-            if argument.name not in OBJECTIVE_OPTIONS or argument.name in objective.options:
-                continue
-            value, default = getattr(group, argument.name), _default(argument)
-            if value != default:
-                readers = [name for name, other in OBJECTIVES.items() if argument.name in other.options]
-                raise ValueError(
-                    f"--{argument.name}={value!r} does not act in objective {objective.name!r}: it applies to "
-                    f"{', '.join(map(repr, readers))}. Remove it (its default is {default!r})."
-                )
-    check_corpus_options(objective, *arguments)
-
-
-def check_corpus_options(objective: Objective, *arguments) -> None:
-    """Refuse an option that chooses the objective's own corpus (`Objective.corpus_options`) beside the user's
-    --dataset, which replaces that corpus: the run would record the option and read none of it."""
-    dataset = next((group.dataset for group in arguments if hasattr(group, "dataset")), None)
-    if dataset is None:
-        return
-    for group in arguments:
-        for argument in fields(group):
-            if argument.name not in objective.corpus_options:
-                continue
-            value, default = getattr(group, argument.name), _default(argument)
-            if value != default:
-                raise ValueError(
-                    f"--{argument.name}={value!r} does not act with --dataset={dataset!r}: it chooses the built-in "
-                    f"corpus of objective {objective.name!r}, which your dataset replaces. Remove it (its default is "
-                    f"{default!r})."
-                )
-
-
-def _default(argument):
-    return argument.default if argument.default_factory is MISSING else argument.default_factory()
-
-
-def check_fields(arguments, rules: dict) -> None:
-    """Raise a ValueError naming the first field of `arguments` that breaks its rule, its value and what is allowed."""
-    for name, rule in rules.items():
-        value = getattr(arguments, name)
-        if not rule(value):
-            raise ValueError(f"--{name}={value!r} is not allowed: {name} must be {rule.allowed}.")
 
 
 @dataclass
@@ -479,132 +344,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[ModelArguments, DataArgum
     """
     config = read_config(argv)
     model_args, data_args, train_args = parse_into(ARGUMENT_CLASSES, config)
-    leave_out_file_corpus_options(config, model_args, data_args, train_args)
-    model_config = with_model_config_flag(config_model_config(config, model_args), model_args.model_config)
+    leave_out_file_corpus_options(config, model_args.objective, data_args, train_args)
+    file_model_config = config_model_config(config, model_args.objective, model_args.model_type)
+    model_config = with_model_config_flag(file_model_config, model_args.model_config)
     model_args.model_config = None
     return model_args, data_args, train_args, model_config
-
-
-def leave_out_file_corpus_options(config: ConfigFile, model_args: ModelArguments, *groups) -> None:
-    """With --dataset, the config file's options that choose the built-in corpus go back to their defaults.
-
-    A recipe file (training/configs/translation_en_de.yaml) names its corpus beside its recipe; a user who runs it
-    with their own data means the recipe, not the corpus, and a warning says what is left out. The same options typed
-    on the command line are refused (`check_corpus_options`): the user asked for them and would not get them.
-    """
-    objective = OBJECTIVES.get(model_args.objective)
-    dataset = next((group.dataset for group in groups if hasattr(group, "dataset")), None)
-    if objective is None or dataset is None:
-        return
-    typed = {flag.split("=")[0][2:].replace("-", "_") for flag in config.argv if flag.startswith("--")}
-    left_out = []
-    for group in groups:
-        for argument in fields(group):
-            name = argument.name
-            if name in objective.corpus_options and name in config.values and name not in typed:
-                setattr(group, name, _default(argument))
-                left_out.append(name)
-    if left_out:
-        warnings.warn(
-            f"--dataset={dataset!r} replaces the built-in corpus, so {config.path}'s {', '.join(left_out)} (which "
-            "choose that corpus) are not used.",
-            stacklevel=3,
-        )
-
-
-def config_model_config(config: ConfigFile, model_args: ModelArguments) -> dict:
-    """The config file's `model_config`, or nothing when the command line switched to another model type.
-
-    The file's fields are written for its own model type (BART's `d_model` is no field of GPT-2's config): when
-    --model_type or --objective on the command line builds another type, merging them would fail on keys the user
-    never typed. The new type starts from its own defaults and --model_config (a warning says so).
-    """
-    file_type = model_type_of(config.values.get("objective", DEFAULTS[TRAIN]), config.values.get("model_type"))
-    run_type = model_type_of(model_args.objective, model_args.model_type)
-    if not config.model_config or file_type == run_type:
-        return config.model_config
-    warnings.warn(
-        f"The model_config of {config.path} is written for model type {file_type!r}; the command line trains "
-        f"{run_type!r}, so it is not used: {run_type!r} starts from its defaults (give its fields with "
-        "--model_config).",
-        stacklevel=3,
-    )
-    return {}
-
-
-def model_type_of(objective: str, model_type: str | None) -> str | None:
-    """The model type a run builds: `model_type`, or by default our family for the objective."""
-    if model_type is not None:
-        return model_type
-    known = OBJECTIVES.get(objective)
-    return known.model.our_model_type if known is not None else None
-
-
-@dataclass(frozen=True)
-class ConfigFile:
-    """A command line with its `--config file.yaml` read: the other flags, and the file's values."""
-
-    argv: list[str]  # the command line without `--config PATH`
-    path: str | None
-    values: dict  # argument name → value
-    model_config: dict  # the file's `model_config:` mapping
-
-
-def read_config(argv: list[str] | None = None) -> ConfigFile:
-    """Take `--config PATH` out of `argv` (default: `sys.argv[1:]`) and read that YAML file, if there is one."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    path = None
-    if "--config" in argv:
-        index = argv.index("--config")
-        if index + 1 >= len(argv):
-            raise ValueError("--config needs a path to a YAML file.")
-        path = argv[index + 1]
-        del argv[index : index + 2]
-    values = load_yaml(path) if path else {}
-    model_config = dict(values.pop("model_config", None) or {})
-    return ConfigFile(argv=argv, path=path, values=values, model_config=model_config)
-
-
-def parse_into(classes: tuple[type, ...], config: ConfigFile, *, defaults: dict | None = None) -> tuple:
-    """Instances of the dataclasses `classes` from the command line, over the config file's values, over `defaults`.
-
-    Raises:
-        ValueError: If the config file has keys that no class knows.
-    """
-    known = {f.name for cls in classes for f in fields(cls)}
-    unknown = sorted(set(config.values) - known)
-    if unknown:
-        raise ValueError(f"Unknown keys in {config.path}: {unknown}. Model-config fields go under 'model_config:'.")
-    parser = HfArgumentParser(classes)
-    # The file's values become the defaults, so flags given on the command line win.
-    parser.set_defaults(**{**(defaults or {}), **config.values})
-    return tuple(parser.parse_args_into_dataclasses(args=config.argv))
-
-
-def with_model_config_flag(model_config: dict, flag: str | None) -> dict:
-    """The config file's `model_config` mapping updated with the `--model_config` JSON flag, if given."""
-    return {**model_config, **parse_model_config(flag)} if flag else model_config
-
-
-def parse_model_config(text: str) -> dict:
-    """The `--model_config` flag: a JSON object of model-config fields, or a ValueError that shows the form."""
-    try:
-        overrides = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ValueError(
-            f"--model_config must be a JSON object such as '{{\"hidden_size\": 128}}'; {text!r} is not JSON ({error})."
-        ) from error
-    if not isinstance(overrides, dict):
-        raise ValueError(f"--model_config must be a JSON object such as '{{\"hidden_size\": 128}}', got {text!r}.")
-    return overrides
-
-
-def load_yaml(path: str | Path) -> dict:
-    """Read a YAML config into a dict, with a clear error for a missing file or a non-mapping document."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"Config file not found: {path}")
-    values = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(values, dict):
-        raise ValueError(f"Config {path} must be a YAML mapping of argument names to values.")
-    return values

@@ -55,15 +55,9 @@ from transformers import (
 
 import hf_attention  # noqa: F401  (registers the hf_attention model types with the Auto classes)
 from hf_attention.modeling.placeholders import protect, tokenizer_protects
-from training.args import (
-    DataArguments,
-    at_least,
-    check_checkpoint_folder,
-    check_fields,
-    parse_into,
-    read_config,
-    with_model_config_flag,
-)
+from training.args import DataArguments
+from training.argument_checks import at_least, check_checkpoint_folder, check_fields
+from training.config_file import parse_into, read_config, with_model_config_flag
 from training.data.corpora import DEFAULT_LANGUAGES
 from training.data.splits import corpus_checksum, split_corpus
 from training.data.tokenizer import make_tokenizer, saved_tokenizer

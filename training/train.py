@@ -39,7 +39,8 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase, get_cosine_sche
 from hf_attention.commands.destinations import CHECKPOINT, Output
 from hf_attention.conversion.to_hf import ARCHITECTURES
 from hf_attention.runtime.hardware import cpu_has_fast_bf16
-from training.args import DataArguments, ModelArguments, TrainArguments, check_objective_options, parse_args
+from training.args import DataArguments, ModelArguments, TrainArguments, parse_args
+from training.argument_checks import check_objective_options
 from training.data.batching import Loaders, make_loaders, train_sampler
 from training.data.splits import split_corpus
 from training.data.tokenizer import check_vocab_size, make_tokenizer, uses_sentinels
