@@ -1,4 +1,5 @@
-"""Builders: a config → the leaf modules of a stack (positional scheme, attention, layers, norms).
+"""Builders: a config → the leaf modules of a stack (positional scheme, attention, norms); the layers that hold them
+are put together by layer_plan.py.
 
 Notation: E model dim.
 
@@ -13,7 +14,6 @@ from torch import nn
 
 from .attention import MultiHeadAttention
 from .configuration_hf_attention import HFAttentionConfigBase
-from .layers import DecoderLayer, EncoderLayer, make_feed_forward
 from .norms import make_norm
 from .positional import NO_POSITIONAL_ENCODING, POSITIONAL_ENCODINGS, PositionalEncoding
 from .scores import make_score
@@ -62,34 +62,3 @@ def build_attention(config: HFAttentionConfigBase, layer_idx: int, *, is_causal:
         qk_norm=config.qk_norm,
         softcap=config.attn_logit_softcapping,
     )
-
-
-def build_layer(config: HFAttentionConfigBase, layer_idx: int, *, is_decoder: bool, has_cross_attention: bool):
-    """An EncoderLayer, or a DecoderLayer (causal; with cross-attention in the encoder-decoder family)."""
-
-    sandwich = config.norm_position == "sandwich"
-    # ModernBERT: the embedding norm already normalised the first layer's input
-    first_norm = config.first_attention_norm or layer_idx > 0
-    common = {
-        "self_attn": build_attention(config, layer_idx, is_causal=is_decoder, is_cross=False),
-        "self_attn_norm": build_norm(config) if first_norm else nn.Identity(),
-        "self_attn_output_norm": build_norm(config) if sandwich else None,
-        "mlp_output_norm": build_norm(config) if sandwich else None,
-        "mlp": make_feed_forward(
-            config.hidden_act,
-            hidden_size=config.hidden_size,
-            intermediate_size=config.intermediate_size,
-            bias=config.mlp_bias,
-            dropout=config.activation_dropout,
-        ),
-        "mlp_norm": build_norm(config),
-        "norm_position": config.norm_position,
-        "dropout": config.hidden_dropout_prob,
-    }
-    if not is_decoder:
-        return EncoderLayer(**common)
-    if has_cross_attention:
-        common["cross_attn"] = build_attention(config, layer_idx, is_causal=False, is_cross=True)
-        common["cross_attn_norm"] = build_norm(config)
-        common["cross_attn_output_norm"] = build_norm(config) if sandwich else None
-    return DecoderLayer(**common)

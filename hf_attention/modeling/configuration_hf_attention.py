@@ -245,6 +245,11 @@ class HFAttentionConfigBase(CheckedFields, PretrainedConfig):
         kind = "sliding_attention" if self.sliding_window is not None else "full_attention"
         return [kind] * (self.layer_count() or 0)
 
+    def feed_forward_types(self) -> list[str]:
+        """Each layer's feed-forward network, by its name in `layer_plan.FEED_FORWARDS`: "dense" for every layer (the
+        one kind there is; a mixture-of-experts kind will be chosen per layer here from its knobs)."""
+        return ["dense"] * (self.layer_count() or 0)
+
     def check_attention_implementation(self, implementation: str) -> None:
         """Raise ValueError when the attention score cannot run on the backend `implementation`: fused kernels such
         as SDPA compute q·k themselves, so a score that is not a dot product needs the eager backend ("paged|eager"

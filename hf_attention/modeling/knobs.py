@@ -83,7 +83,8 @@ def check_layer_types(field: str, value) -> None:
 
 # The allowed values of the string knobs that no registry names.
 NORM_POSITIONS = ("post", "pre", "sandwich", "output")
-# Per-layer attention types, named as transformers 5 names them in `layer_types` (so its caches read them too).
+# Per-layer token mixers, named as transformers 5 names them in `layer_types` (so its caches read them too, and its
+# config checks them against its own list of names): the keys of layer_plan.TOKEN_MIXERS.
 LAYER_TYPES = ("full_attention", "sliding_attention")
 QK_NORMS = ("none", "head", "projection")
 SINUSOIDAL_LAYOUTS = ("interleaved", "concat")

@@ -10,7 +10,7 @@ imports every family, which makes it, with the configurations and the pipeline, 
 import importlib
 
 from .auto_classes import AUTO_CLASS_PATHS, auto_map_of
-from .builders import build_attention, build_layer, build_norm, build_positional
+from .builders import build_attention, build_norm, build_positional
 from .configuration_hf_attention import (
     HFAttentionDecoderConfig,
     HFAttentionEncoderConfig,
@@ -39,6 +39,7 @@ from .encoder_family import (
     HFAttentionForSequenceClassification,
     HFAttentionForTokenClassification,
 )
+from .layer_plan import build_layer
 from .losses import shift_tokens_right
 from .pretrained import HFAttentionPreTrainedModel, OneStackModel, TransformerPreTrainedModel
 from .recurrent import (

@@ -10,7 +10,6 @@ inputs are checked first (input_checks.py); its modules come from the builders (
 """
 
 import math
-from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -18,11 +17,12 @@ from transformers.cache_utils import Cache, EncoderDecoderCache
 from transformers.modeling_outputs import BaseModelOutputWithPastAndCrossAttentions
 
 from .attention import ATTENTION_BACKENDS, AttentionBackend, get_attention_backend
-from .builders import build_layer, build_norm, build_positional
+from .builders import build_norm, build_positional
 from .cache_argument import CACHE_FIELD
 from .configuration_hf_attention import HFAttentionConfigBase
 from .flex import block_mask
 from .input_checks import StackInputChecks
+from .layer_plan import build_layer, plan_layers
 from .masks import MaskParts, fit_to_length, has_padding, packed_documents, to_additive
 from .positional import RotaryEmbedding
 
@@ -63,11 +63,18 @@ class TransformerStack(StackInputChecks, nn.Module):
         self.local_position = (
             RotaryEmbedding.local_from_config(config) if config.position_encoding == "rotary" else None
         )
-        self.layer_plan = _layer_plan(config, num_layers)
+        self.layer_plan = plan_layers(config, num_layers)  # each layer's token mixer and feed-forward network
         self.embedding_norm = build_norm(config) if config.embedding_norm else None
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.layers = nn.ModuleList(
-            build_layer(config, i, is_decoder=is_decoder, has_cross_attention=has_cross_attention)
+            build_layer(
+                config,
+                i,
+                is_decoder=is_decoder,
+                has_cross_attention=has_cross_attention,
+                mixer=self.layer_plan.mixers[i],
+                feed_forward=self.layer_plan.feed_forwards[i],
+            )
             for i in range(num_layers)
         )
         self.norm = build_norm(config) if config.final_norm else None
@@ -402,35 +409,3 @@ def _paged_key_positions(cumulative_key_lengths, key_length: int) -> Tensor:
     keys = torch.arange(key_length, device=bounds.device)
     request = torch.searchsorted(bounds[1:], keys, right=True).clamp(max=bounds.numel() - 2)
     return (keys - bounds[request])[None]
-
-
-class LayerPlan(NamedTuple):
-    """What differs between the layers of a stack: each layer's (attention type, rotation), where a rotation is
-    "global" (the stack's rotary scheme), "local" (the sliding layers' own base) or None (no rotation: NoPE)."""
-
-    layers: list[tuple[str, str | None]]
-    first_full: int | None
-    first_sliding: int | None
-    uniform: bool
-
-
-def _layer_plan(config: HFAttentionConfigBase, num_layers: int) -> LayerPlan:
-    types = config.attention_types() if config.layer_count() == num_layers else []
-    types = types or ["full_attention"] * num_layers
-    rotary = config.position_encoding == "rotary"
-    local = rotary and config.local_rope_theta is not None
-    layers = []
-    for index, kind in enumerate(types):
-        rotation = "global" if rotary else None
-        if rotary and index in config.nope_layers:
-            rotation = None
-        elif local and kind == "sliding_attention":
-            rotation = "local"
-        layers.append((kind, rotation))
-    uniform = set(layers) <= {("full_attention", "global" if rotary else None)}
-    return LayerPlan(
-        layers=layers,
-        first_full=types.index("full_attention") if "full_attention" in types else None,
-        first_sliding=types.index("sliding_attention") if "sliding_attention" in types else None,
-        uniform=uniform,
-    )
