@@ -356,8 +356,10 @@ CLAIMS = [
     Claim(
         ARCHITECTURE,
         "the module that owns an elementwise region (RMSNorm in `norms.py`, the gated product in `layers.py`, the "
-        "rotary rotation in `attention.py`) keeps its plain function and asks the region",
-        lambda: read_by_each("hf_attention.modeling.compiled_regions", *hf("norms", "layers", "attention")),
+        "rotary rotation in `attention.py`) keeps its plain function and its region, which speed_paths.py asks",
+        lambda: read_by_each(
+            "hf_attention.modeling.compiled_regions", *hf("norms", "layers", "attention", "speed_paths")
+        ),
     ),
     Claim(
         ARCHITECTURE,

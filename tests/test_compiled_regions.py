@@ -117,7 +117,7 @@ def test_training_step_with_the_regions_equals_the_plain_step(monkeypatch):
 
         monkeypatch.setattr(region, "applies", counting)
     region_loss, region_grads = step()
-    assert {"_rms_norm", "_gated_product", "_rotate_query_and_key"} <= set(calls)
+    assert {"_rms_norm", "_gated_product", "rotate_query_and_key"} <= set(calls)
     torch.testing.assert_close(region_loss, plain_loss, rtol=1e-5, atol=1e-6)
     for name, grad in plain_grads.items():
         torch.testing.assert_close(region_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)

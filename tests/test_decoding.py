@@ -17,10 +17,10 @@ from transformers import LogitsProcessor, LogitsProcessorList
 
 import hf_attention
 from hf_attention import HFAttentionForCausalLM, HFAttentionForSeq2SeqLM, attention, linear_products
-from hf_attention.modeling import projection_speedups
+from hf_attention.modeling import speed_paths
 from hf_attention.modeling.attention import MultiHeadAttention
 from hf_attention.modeling.pretrained import TransformerPreTrainedModel
-from hf_attention.modeling.projection_speedups import StackedProjections
+from hf_attention.modeling.speed_paths import StackedProjections
 
 GENERATIVE = [
     (HFAttentionForCausalLM, "decoder", {"position_encoding": "rotary", "hidden_act": "swiglu"}),
@@ -71,22 +71,20 @@ def _generate(model, options, dtype=torch.float32, prompts=TWO_PROMPTS):
 def test_stacked_projections_change_nothing(model_class, family, overrides, options, dtype, monkeypatch):
     model = build(model_class, family, **overrides)
     stacked = _generate(model, options, dtype)
-    monkeypatch.setattr(
-        projection_speedups, "MAX_STACKED_ELEMENTS", 0
-    )  # nothing is stackable: three products per layer
+    monkeypatch.setattr(speed_paths, "MAX_STACKED_ELEMENTS", 0)  # nothing is stackable: three products per layer
     separate = _generate(model, options, dtype)
     assert torch.equal(stacked.sequences, separate.sequences)
     assert all(torch.equal(a, b) for a, b in zip(stacked.scores, separate.scores, strict=True))
 
 
 def _count_products(model, prompt, new_tokens, *, stack: bool):
-    saved = projection_speedups.MAX_STACKED_ELEMENTS
-    projection_speedups.MAX_STACKED_ELEMENTS = saved if stack else 0
+    saved = speed_paths.MAX_STACKED_ELEMENTS
+    speed_paths.MAX_STACKED_ELEMENTS = saved if stack else 0
     try:
         with _CountMatmuls() as mode:
             model.generate(prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
     finally:
-        projection_speedups.MAX_STACKED_ELEMENTS = saved
+        speed_paths.MAX_STACKED_ELEMENTS = saved
     return mode.counts["mm"] + mode.counts["addmm"]
 
 
@@ -118,13 +116,13 @@ def test_a_stacked_product_that_differs_is_never_used(monkeypatch):
     here the stacked weights are made to differ in their last bits, and the result is still the separate one."""
     model = build(HFAttentionForCausalLM, "decoder", position_encoding="rotary")
     expected = _generate(model, {"do_sample": False, "num_beams": 2})
-    exact_stack = projection_speedups.stack_weights
+    exact_stack = speed_paths.stack_weights
 
     def perturbed(projections):
         weight, bias = exact_stack(projections)
         return torch.nextafter(weight, torch.full_like(weight, torch.inf)), bias
 
-    monkeypatch.setattr(projection_speedups, "stack_weights", perturbed)
+    monkeypatch.setattr(speed_paths, "stack_weights", perturbed)
     observed = _generate(model, {"do_sample": False, "num_beams": 2})
     assert torch.equal(observed.sequences, expected.sequences)
     assert all(torch.equal(a, b) for a, b in zip(observed.scores, expected.scores, strict=True))
@@ -139,14 +137,14 @@ def test_stacking_is_exact_where_a_blas_sums_the_wider_product_differently(rows)
     ids = torch.randint(5, 90, (rows, 6))
 
     def scores(stack):
-        saved = projection_speedups.MAX_STACKED_ELEMENTS
-        projection_speedups.MAX_STACKED_ELEMENTS = saved if stack else 0
+        saved = speed_paths.MAX_STACKED_ELEMENTS
+        speed_paths.MAX_STACKED_ELEMENTS = saved if stack else 0
         try:
             return model.generate(
                 ids, max_new_tokens=5, do_sample=False, output_scores=True, return_dict_in_generate=True
             ).scores
         finally:
-            projection_speedups.MAX_STACKED_ELEMENTS = saved
+            speed_paths.MAX_STACKED_ELEMENTS = saved
 
     assert all(torch.equal(a, b) for a, b in zip(scores(True), scores(False), strict=True))
 
@@ -451,6 +449,6 @@ def test_generate_runs_only_what_the_classes_define(model_class, family, overrid
     assert check.steps == 4 and not check.found
     unknown = called - _package_code()
     assert not unknown, sorted(f"{code.co_filename}:{code.co_firstlineno} {code.co_name}" for code in unknown)
-    assert projection_speedups.stacked_product_applies.__code__ in called  # the stacked state, read by project_qkv
+    assert speed_paths.stacked_product_applies.__code__ in called  # the stacked state, read by project_qkv
     assert TransformerPreTrainedModel.vocabulary_projection.__code__ in called
     assert linear_products.BlockedLinear.blocked.__code__ in called  # the blocked head ran (its first-step check)

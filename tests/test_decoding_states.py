@@ -27,7 +27,7 @@ from hf_attention import (
     HFAttentionSeq2SeqConfig,
     attention,
 )
-from hf_attention.modeling import projection_speedups
+from hf_attention.modeling import speed_paths
 
 MODELS = {
     "decoder": (HFAttentionForCausalLM, {"position_encoding": "rotary", "attention_bias": True}),
@@ -224,7 +224,7 @@ def test_an_in_place_update_during_a_call_is_seen_by_its_later_steps(family, mon
         return _Hold(meanwhile=lambda: target.load_state_dict(weights))
 
     observed = _generate(model, inputs, updating(model))
-    monkeypatch.setattr(projection_speedups, "MAX_STACKED_ELEMENTS", 0)  # nothing is stacked
+    monkeypatch.setattr(speed_paths, "MAX_STACKED_ELEMENTS", 0)  # nothing is stacked
     expected = _generate(plain_model, inputs, updating(plain_model))
     _assert_same(observed, expected)
     _assert_no_decoding_state(model)

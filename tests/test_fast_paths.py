@@ -14,12 +14,12 @@ from torch import nn
 from transformers.activations import ACT2FN
 
 from hf_attention import from_hf
-from hf_attention.modeling import losses, norms, projection_speedups
+from hf_attention.modeling import losses, speed_paths
 from hf_attention.modeling.activations import activation_function
 from hf_attention.modeling.attention import MultiHeadAttention
 from hf_attention.modeling.layers import GatedFeedForward
 from hf_attention.modeling.norms import RMSNorm
-from hf_attention.modeling.projection_speedups import FUSED_PROJECTION_MIN_ROWS, fused_linear
+from hf_attention.modeling.speed_paths import FUSED_PROJECTION_MIN_ROWS, fused_linear
 
 ROWS = FUSED_PROJECTION_MIN_ROWS  # batch 2 × length ROWS / 2: just enough rows to take the fused path
 
@@ -42,8 +42,7 @@ def _compare_fused_and_plain(module: nn.Module, call, inputs, monkeypatch) -> No
     module.train()
     fused_output, fused_grads = _run(module, call, inputs)
     # Raising the row threshold forces the plain path on the same inputs.
-    monkeypatch.setattr("hf_attention.modeling.projection_speedups.FUSED_PROJECTION_MIN_ROWS", 10**9)
-    monkeypatch.setattr("hf_attention.modeling.layers.FUSED_PROJECTION_MIN_ROWS", 10**9)
+    monkeypatch.setattr("hf_attention.modeling.speed_paths.FUSED_PROJECTION_MIN_ROWS", 10**9)
     plain_output, plain_grads = _run(module, call, inputs)
     torch.testing.assert_close(fused_output, plain_output, rtol=1e-6, atol=1e-6)
     assert fused_grads.keys() == plain_grads.keys()
@@ -59,9 +58,9 @@ def test_fused_self_attention_projection_equals_separate(num_kv_heads, bias, mon
         hidden_size=32, num_heads=4, num_kv_heads=num_kv_heads, head_dim=8, bias=bias, is_causal=True
     )
     fused_calls = []
-    original = projection_speedups.project_fused
+    original = speed_paths.project_fused
     monkeypatch.setattr(
-        "hf_attention.modeling.attention.project_fused",
+        "hf_attention.modeling.speed_paths.project_fused",
         lambda module, *a: fused_calls.append(len(a[0])) or original(module, *a),
     )
     hidden = torch.randn(2, ROWS // 2, 32)
@@ -73,7 +72,7 @@ def test_fused_cross_attention_keys_values_equal_separate(monkeypatch):
     torch.manual_seed(0)
     attention = MultiHeadAttention(hidden_size=32, num_heads=4, num_kv_heads=4, head_dim=8, is_cross_attention=True)
     fused_calls = []
-    original = projection_speedups.project_fused
+    original = speed_paths.project_fused
     monkeypatch.setattr(
         "hf_attention.modeling.attention.project_fused",
         lambda module, *a: fused_calls.append(len(a[0])) or original(module, *a),
@@ -85,7 +84,8 @@ def test_fused_cross_attention_keys_values_equal_separate(monkeypatch):
 
 def test_projections_stay_separate_in_eval_and_without_grad(monkeypatch):
     attention = MultiHeadAttention(hidden_size=32, num_heads=4, num_kv_heads=4, head_dim=8)
-    monkeypatch.setattr("hf_attention.modeling.attention.project_fused", lambda *a: pytest.fail("fused path taken"))
+    for owner in ("attention", "speed_paths"):
+        monkeypatch.setattr(f"hf_attention.modeling.{owner}.project_fused", lambda *a: pytest.fail("fused path taken"))
     hidden = torch.randn(2, ROWS, 32)
     attention.eval()(hidden)
     with torch.no_grad():
@@ -100,7 +100,7 @@ def test_fused_gate_and_up_projection_equals_separate_under_bf16_autocast(bias, 
     hidden = torch.randn(2, ROWS // 2, 32)
     fused_calls = []
     monkeypatch.setattr(
-        "hf_attention.modeling.layers.fused_linear",
+        "hf_attention.modeling.speed_paths.fused_linear",
         lambda projections, x: fused_calls.append(len(projections)) or fused_linear(projections, x),
     )
 
@@ -110,7 +110,7 @@ def test_fused_gate_and_up_projection_equals_separate_under_bf16_autocast(bias, 
 
     fused_output, fused_grads = _run(mlp, call, (hidden,))
     assert fused_calls == [2], "the bf16 training run did not take the fused gate/up path"
-    monkeypatch.setattr("hf_attention.modeling.layers.FUSED_PROJECTION_MIN_ROWS", 10**9)
+    monkeypatch.setattr("hf_attention.modeling.speed_paths.FUSED_PROJECTION_MIN_ROWS", 10**9)
     plain_output, plain_grads = _run(mlp, call, (hidden,))
     assert fused_calls == [2]
     torch.testing.assert_close(fused_output, plain_output, rtol=1e-2, atol=1e-3)  # the same bf16 products
@@ -120,7 +120,9 @@ def test_fused_gate_and_up_projection_equals_separate_under_bf16_autocast(bias, 
 
 def test_gate_and_up_projections_stay_separate_in_fp32(monkeypatch):
     mlp = GatedFeedForward(hidden_size=32, intermediate_size=64, activation="silu").train()
-    monkeypatch.setattr("hf_attention.modeling.layers.fused_linear", lambda *a: pytest.fail("fused gate/up in fp32"))
+    monkeypatch.setattr(
+        "hf_attention.modeling.speed_paths.fused_linear", lambda *a: pytest.fail("fused gate/up in fp32")
+    )
     mlp(torch.randn(2, ROWS, 32, requires_grad=True)).sum().backward()
 
 
@@ -138,8 +140,8 @@ def test_rms_norm_closed_form_gradient_equals_autograd_of_the_composite(frozen_w
     norm.weight.data.normal_()
     norm.weight.requires_grad_(not frozen_weight)
     calls = []
-    original = norms._RMSNormFunction.apply
-    monkeypatch.setattr(norms._RMSNormFunction, "apply", lambda *a: calls.append(1) or original(*a))
+    original = speed_paths.RMSNormFunction.apply
+    monkeypatch.setattr(speed_paths.RMSNormFunction, "apply", lambda *a: calls.append(1) or original(*a))
     x = (torch.randn(3, 5, 64) * 3).requires_grad_()
     upstream = torch.randn(3, 5, 64)
     ours = norm(x)
@@ -158,7 +160,7 @@ def test_rms_norm_closed_form_gradient_equals_autograd_of_the_composite(frozen_w
 
 
 def test_rms_norm_keeps_the_composite_path_without_grad_and_in_16_bit(monkeypatch):
-    monkeypatch.setattr(norms._RMSNormFunction, "apply", lambda *a: pytest.fail("closed-form path taken"))
+    monkeypatch.setattr(speed_paths.RMSNormFunction, "apply", lambda *a: pytest.fail("closed-form path taken"))
     norm, x = RMSNorm(8), torch.randn(2, 8, requires_grad=True)
     with torch.no_grad():
         norm(x)

@@ -21,11 +21,12 @@ from .compiled_regions import ElementwiseRegion
 from .decoding import DecodingState
 from .flex import flex_attention_forward
 from .masks import causal_mask
-from .projection_speedups import (
+from .speed_paths import (
+    DecodingStates,
     StackedProjections,
     fuse_projections,
-    make_stacked_projections,
     project_fused,
+    project_qkv_for_training,
     project_stacked,
     stacked_product_applies,
 )
@@ -64,19 +65,13 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return torch.cat((rotated * cos + rotate_half(rotated) * sin, passed), dim=-1)
 
 
-def _rotate_query_and_key(query: Tensor, key: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
+def rotate_query_and_key(query: Tensor, key: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
+    """`apply_rotary` to the queries and to the keys."""
     return apply_rotary(query, cos, sin), apply_rotary(key, cos, sin)
 
 
 # Both rotations fused into one kernel forward and one backward while training on a GPU (see compiled_regions.py).
-rotary_region = ElementwiseRegion(_rotate_query_and_key)
-
-
-def rotate_query_and_key(query: Tensor, key: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
-    """`apply_rotary` to the queries and to the keys: as one compiled region while training on a GPU."""
-    if query.device.type in rotary_region.device_types and rotary_region.applies(query, key):
-        return rotary_region(query, key, cos, sin)
-    return _rotate_query_and_key(query, key, cos, sin)
+rotary_region = ElementwiseRegion(rotate_query_and_key)
 
 
 def eager_attention_forward(
@@ -289,7 +284,7 @@ ATTENTION_BACKENDS.update(
 )
 
 
-class MultiHeadAttention(nn.Module):
+class MultiHeadAttention(DecodingStates, nn.Module):
     """Multi-head attention (Vaswani 2017 §3.2.2) for self-attention (keys from the same sequence) and
     cross-attention (keys from the encoder output), with grouped-query heads (Ainslie et al. 2023).
 
@@ -360,8 +355,8 @@ class MultiHeadAttention(nn.Module):
         self.q_norm, self.k_norm = query_norm, key_norm
         self.norm_each_head = qk_norm == "head"
         self.softcap = softcap
-        self._stacked: DecodingState[StackedProjections] = DecodingState()  # see stack_projections
-        self._pinned_backend: DecodingState[Callable] = DecodingState()  # see pin_backend
+        self._stacked: DecodingState[StackedProjections] = DecodingState()  # generate()'s (speed_paths.py)
+        self._pinned_backend: DecodingState[Callable] = DecodingState()
 
     def project_qkv(
         self, hidden_states: Tensor, position_embeddings: tuple[Tensor, Tensor] | None
@@ -370,52 +365,22 @@ class MultiHeadAttention(nn.Module):
         rotary (cos, sin) tables are given.
 
         The plain path: three products viewed as heads (with QK-norm), then the rotation. Two situations take a
-        faster way to the same numbers (projection_speedups.py), behind the one test below: a one-token step while
-        generate() runs (`stack_projections`: one stacked product) and a training step (one fused product).
+        faster way to the same numbers (speed_paths.py), each behind one test of attributes: a one-token step while
+        generate() runs (`stack_projections`: one stacked product) and a training step (a fused product, a compiled
+        rotation).
         """
-        if self._stacked.users or self.training:  # (attribute reads: plain inference never leaves this file)
-            stacked = self._stacked.value if self._stacked.users else None
+        if self._stacked.users:  # inside generate() (`users` first: a plain attribute)
+            stacked = self._stacked.value
             if stacked is not None and stacked_product_applies(self, stacked, hidden_states):
                 return project_stacked(self, stacked, hidden_states, position_embeddings, apply_rotary)
-            if fuse_projections(self, hidden_states):
-                query, key, value = project_fused(
-                    self, (self.q_proj, self.k_proj, self.v_proj), hidden_states, (self.q_norm, self.k_norm, None)
-                )
-                return (*self.rotate(query, key, position_embeddings), value)
+        if self.training and torch.is_grad_enabled():
+            return project_qkv_for_training(self, hidden_states, position_embeddings, rotary_region)
         query = self.project_heads(self.q_proj, hidden_states, self.num_heads, self.q_norm)  # (B, H, T, D)
         key = self.project_heads(self.k_proj, hidden_states, self.num_kv_heads, self.k_norm)  # (B, K, T, D)
         value = self.project_heads(self.v_proj, hidden_states, self.num_kv_heads)  # (B, K, T, D)
-        return (*self.rotate(query, key, position_embeddings), value)
-
-    @staticmethod
-    def rotate(query: Tensor, key: Tensor, position_embeddings: tuple[Tensor, Tensor] | None) -> tuple[Tensor, Tensor]:
-        """q and k turned by the rotary tables (cos, sin), unchanged without them."""
-        if position_embeddings is None:
-            return query, key
-        return rotate_query_and_key(query, key, *position_embeddings)
-
-    def stack_projections(self) -> None:
-        """Decoding state, switched on by generate() for its call: q, k and v of one-token steps from one product
-        (`projection_speedups.StackedProjections`, which says when it is made and used). The stacked copy is made here
-        for this generate() call alone, read only by it (in its thread) and dropped by the matching
-        `unstack_projections`: weights may change between and during generations, and no copy outlives its call."""
-        self._stacked.enter(lambda: make_stacked_projections(self))
-
-    def unstack_projections(self) -> None:
-        """The end of a `stack_projections`: the call's stacked weights are dropped."""
-        self._stacked.leave()
-
-    def pin_backend(self) -> None:
-        """Decoding state, switched on by generate() for its call: the backend looked up by name once for the whole
-        call instead of at every step. Reading `config._attn_implementation` goes through transformers' config
-        attribute machinery, a few µs, which is a share of a one-token step of a small model. The backend is the
-        call's own (see `DecodingState`): `set_attn_implementation` during the call is seen by every call that
-        starts after it and by forward() calls outside generate(), not by the rest of this call."""
-        self._pinned_backend.enter(lambda: None if self.config is None else self.backend_function())
-
-    def unpin_backend(self) -> None:
-        """The end of a `pin_backend`: the call's backend is dropped."""
-        self._pinned_backend.leave()
+        if position_embeddings is not None:
+            query, key = rotate_query_and_key(query, key, *position_embeddings)
+        return query, key, value
 
     def project_heads(self, proj: nn.Linear, states: Tensor, heads: int, norm: nn.Module | None = None) -> Tensor:
         batch, length, _ = states.shape
@@ -436,7 +401,7 @@ class MultiHeadAttention(nn.Module):
         if isinstance(cache, EncoderDecoderCache) and cache.is_updated.get(self.layer_idx):
             layer = cache.cross_attention_cache.layers[self.layer_idx]
             return layer.keys, layer.values
-        if self.training and fuse_projections(self, key_value_states):  # a speed path (projection_speedups.py)
+        if self.training and fuse_projections(self, key_value_states):  # a speed path (speed_paths.py)
             key, value = project_fused(self, (self.k_proj, self.v_proj), key_value_states)  # (B, K, S, D) each
         else:
             key = self.project_heads(self.k_proj, key_value_states, self.num_kv_heads)  # (B, K, S, D)

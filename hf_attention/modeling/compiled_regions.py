@@ -4,16 +4,15 @@ Eager PyTorch runs every elementwise op as its own kernel, one pass over memory 
 add, a reciprocal square root, two products and the casts around them, forward and again backward. On a GPU these
 passes, not the matmuls, take most of the time of a small model's step. The modules that own such a region (the norm
 in norms.py, the gated product in layers.py, the rotary rotation in attention.py) wrap its plain function in an
-`ElementwiseRegion`; while training on a device of `ElementwiseRegion.device_types` (CUDA, where torch.compile
-generates Triton kernels) they call it, and it runs through `torch.compile(dynamic=True)`, which fuses the region into
-one kernel forward and one or two backward, once for all sequence lengths. Elsewhere (the CPU, inference, inside a
-model that is itself being compiled or exported) the modules run their plain path, which the tests compare the
-compiled region with.
+`ElementwiseRegion`; in a training step on a device of `ElementwiseRegion.device_types` (CUDA, where torch.compile
+generates Triton kernels) their speed paths (speed_paths.py) call it, and it runs through
+`torch.compile(dynamic=True)`, which fuses the region into one kernel forward and one or two backward, once for all
+sequence lengths. Elsewhere (the CPU, inference, inside a model that is itself being compiled or exported) the modules
+run their plain path, which the tests compare the compiled region with.
 
 The first training step on a GPU compiles each region (seconds). `ElementwiseRegion.device_types = frozenset()` turns
-the regions off;
-if compiling fails (no Triton for that GPU, say), the region warns once and runs its plain function from then on.
-This file imports only torch: norms.py, which the configuration imports, uses it.
+the regions off; if compiling fails (no Triton for that GPU, say), the region warns once and runs its plain function
+from then on. This file imports only torch: norms.py, which the configuration imports, uses it.
 """
 
 import functools

@@ -20,6 +20,7 @@ import inspect
 
 from transformers import PretrainedConfig
 
+from .activations import HIDDEN_ACTS
 from .field_checks import CheckedFields, check_positive, check_token_ids
 from .knobs import (  # the allowed values, for callers (the checks themselves live in the table)
     CLASSIFIER_POOLINGS,
@@ -48,7 +49,24 @@ ROPE_TYPES = tuple(ROPE_SCALINGS)
 # transformers' own configs validate their fields on assignment: every knob's check (knobs.py). Checks across fields
 # run in `_validate_knobs`.
 FIELD_CHECKS = field_checks()
-__all__ = ["CLASSIFIER_POOLINGS", "KNOBS", "LAYER_TYPES", "NORM_POSITIONS", "QK_NORMS", "SINUSOIDAL_LAYOUTS"]
+__all__ = [  # the names of this module, re-exported allowed values included
+    "ATTENTION_SCORES",
+    "CLASSIFIER_POOLINGS",
+    "FIELD_CHECKS",
+    "HIDDEN_ACTS",
+    "KNOBS",
+    "LAYER_TYPES",
+    "NORM_POSITIONS",
+    "NORM_TYPES",
+    "POSITION_ENCODINGS",
+    "QK_NORMS",
+    "ROPE_TYPES",
+    "SINUSOIDAL_LAYOUTS",
+    "HFAttentionConfigBase",
+    "HFAttentionDecoderConfig",
+    "HFAttentionEncoderConfig",
+    "HFAttentionSeq2SeqConfig",
+]
 
 
 class HFAttentionConfigBase(CheckedFields, PretrainedConfig):

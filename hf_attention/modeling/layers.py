@@ -18,7 +18,7 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from .activations import GATED_ACTIVATIONS, activation_function
 from .attention import MultiHeadAttention
 from .compiled_regions import ElementwiseRegion
-from .projection_speedups import FUSED_PROJECTION_MIN_ROWS, fused_linear
+from .speed_paths import gated_product_for_training
 
 
 def maybe_dropout(module: nn.Dropout, x: Tensor) -> Tensor:
@@ -82,25 +82,13 @@ class GatedFeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=bias)
 
-    def _fuse_gate_and_up(self, x: Tensor) -> bool:
-        """Training in 16-bit (autocast or bf16/fp16 weights) on enough rows. In fp32 the two products already run at
-        the matmul ceiling, so the fused one's weight copy and strided halves cost more than they save (the fused
-        block measured slower forward + backward); in bf16 the wider product pays, as it does for q/k/v
-        (`projection_speedups.project_fused`)."""
-        if not (self.training and torch.is_grad_enabled() and x.shape[:-1].numel() >= FUSED_PROJECTION_MIN_ROWS):
-            return False
-        return torch.is_autocast_enabled(x.device.type) or x.dtype in (torch.bfloat16, torch.float16)
-
     def forward(self, x: Tensor) -> Tensor:
         """(B, T, E) → (B, T, E)."""
-        if self._fuse_gate_and_up(x):
-            # One (E, 2F) product instead of two (E, F) ones (see projection_speedups.project_fused).
-            gate, up = fused_linear((self.gate_proj, self.up_proj), x).chunk(2, dim=-1)
+        if self.training and torch.is_grad_enabled():  # a training step's speed paths (speed_paths.py)
+            gated = gated_product_for_training(self, x, gated_product_region)
         else:
-            gate, up = self.gate_proj(x), self.up_proj(x)
-        region = gated_product_region
-        product = region if gate.device.type in region.device_types and region.applies(gate, up) else _gated_product
-        return self.down_proj(maybe_dropout(self.dropout, product(gate, up, self.act)))
+            gated = _gated_product(self.gate_proj(x), self.up_proj(x), self.act)
+        return self.down_proj(maybe_dropout(self.dropout, gated))
 
 
 def make_feed_forward(

@@ -11,34 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from .compiled_regions import ElementwiseRegion
-
-
-class _RMSNormFunction(torch.autograd.Function):
-    """g ⊙ x̂ with x̂ = x·r, r = (mean(x²) + ε)^(-1/2), and its gradient in closed form (fp32 training).
-
-    dL/dx = r·(g' − x̂·mean(g'·x̂)) with g' = dL/dy ⊙ g, and dL/dg = Σ dL/dy ⊙ x̂ over all rows. Autograd through the
-    composite form runs a dozen elementwise passes backward; this runs five, which matters because a T5 step has 22
-    norms.
-    """
-
-    @staticmethod
-    def forward(ctx, x: Tensor, weight: Tensor, eps: float) -> Tensor:
-        rstd = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)  # (…, 1)
-        normed = x * rstd
-        ctx.save_for_backward(normed, rstd, weight)
-        return weight * normed
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_output: Tensor):
-        normed, rstd, weight = ctx.saved_tensors
-        grad_x = grad_weight = None
-        if ctx.needs_input_grad[0]:
-            grad_normed = grad_output * weight
-            grad_x = (grad_normed - normed * (grad_normed * normed).mean(-1, keepdim=True)).mul_(rstd)
-        if ctx.needs_input_grad[1]:
-            grad_weight = (grad_output * normed).reshape(-1, normed.shape[-1]).sum(0)
-        return grad_x, grad_weight, None
+from .speed_paths import rms_norm_for_training
 
 
 def _rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
@@ -67,19 +40,13 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """(…, E) → (…, E)."""
-        if x.device.type in rms_norm_region.device_types and rms_norm_region.applies(x, self.weight):
-            return rms_norm_region(x, self.weight, self.eps)
-        fp32 = x.dtype == self.weight.dtype == torch.float32
-        if (
-            fp32
-            and torch.is_grad_enabled()
-            and not torch.compiler.is_compiling()
-            and (x.requires_grad or self.weight.requires_grad)
-        ):
-            return _RMSNormFunction.apply(x, self.weight, self.eps)
-        # torch's kernel computes exactly x·rsqrt(mean(x²) + ε) (bit-identical to the three-op form above); in fp32
-        # it also applies the gain (the same products as `weight * normed`, one op fewer per call).
-        if fp32:
+        if self.training and torch.is_grad_enabled():  # a training step's speed paths (speed_paths.py)
+            fast = rms_norm_for_training(x, self.weight, self.eps, rms_norm_region)
+            if fast is not None:
+                return fast
+        if x.dtype == self.weight.dtype == torch.float32:
+            # torch's kernel computes exactly x·rsqrt(mean(x²) + ε), and in fp32 also applies the gain (the same
+            # products as `_rms_norm`, one op fewer per call)
             return nn.functional.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
         return _rms_norm(x, self.weight, self.eps)
 

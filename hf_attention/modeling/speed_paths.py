@@ -1,19 +1,22 @@
-"""The speed paths of attention's q/k/v projections, beside the plain path of `MultiHeadAttention.project_qkv`.
+"""The speed paths of the layers, beside their plain paths: other ways to the same numbers where they pay.
 
-Notation: B batch, T length, H query heads, K key/value heads, D head dim, E model dim.
+Notation: B batch, T length, H query heads, K key/value heads, D head dim, E model dim, F feed-forward dim.
 
-The plain path is three products, `q_proj(x)`, `k_proj(x)` and `v_proj(x)`, viewed as heads. Two situations pay for
-another way to compute the same numbers, and `project_qkv` hands them here, at its one seam (two attribute reads, so
-plain inference never enters this file):
-- **training** (`fuse_projections`, `project_fused`): one (B·T, E) × (E, 3·H·D) product over the concatenated weights
-  forward, and one of each kind backward, run faster than three thin ones (CPU, fp32 and more so bf16). The gated
-  feed-forward network's gate and up projections take the same product in 16-bit training (layers.py).
+The plain paths (attention.py, norms.py, layers.py) are what inference runs: three q/k/v products viewed as heads,
+RMSNorm as its formula, the gated product. Two situations pay for another way, and each module hands them here from
+one test of attributes at the top of its forward, so plain inference never enters this file:
+- **a training step** (`module.training` with gradients): q/k/v from one (B·T, E) × (E, 3·H·D) product over the
+  concatenated weights forward and one of each kind backward (`project_fused`; the gate and up projections likewise
+  in 16-bit); RMSNorm with its gradient in closed form (`RMSNormFunction`); and on a GPU the elementwise regions
+  (the norm, the gated product, the rotation) compiled into fused kernels (compiled_regions.py).
 - **a one-token decoding step inside generate()** (`StackedProjections`, `project_stacked`): each of the three
   products is a small matrix-vector product whose fixed cost (dispatch, output allocation) is a large share of it on
   CPU; with the weights stacked once per generate() call, one product does the work of three.
-Each path is compared with the plain one by the tests (tests/test_fast_paths.py, tests/test_decoding.py).
+Each path is compared with the plain one by the tests (tests/test_fast_paths.py, tests/test_decoding.py,
+tests/test_compiled_regions.py).
 
-This module is inside the remote-code closure: it imports only torch and its sibling linear_products.py.
+This module is inside the remote-code closure: it imports only torch and its siblings linear_products.py and
+compiled_regions.py.
 """
 
 from collections.abc import Callable
@@ -22,6 +25,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
+from .compiled_regions import ElementwiseRegion
 from .linear_products import on_cpu_as_plain_tensors, plain_linear, stack_weights
 
 # Fewer (batch × length) rows than this: the q/k/v projections run separately even in training (the fused product's
@@ -118,6 +122,34 @@ def make_stacked_projections(module: nn.Module) -> StackedProjections | None:
         return StackedProjections(*stack_weights(projections), is_exact={}, sources=sources, versions=versions)
 
 
+class DecodingStates:
+    """Mixin of MultiHeadAttention: the decoding states that generate() switches on for its call and off when it
+    returns (generation_mixin.py), each held in a `decoding.DecodingState` (`_stacked`, `_pinned_backend`)."""
+
+    def stack_projections(self) -> None:
+        """Decoding state, switched on by generate() for its call: q, k and v of one-token steps from one product
+        (`speed_paths.StackedProjections`, which says when it is made and used). The stacked copy is made here
+        for this generate() call alone, read only by it (in its thread) and dropped by the matching
+        `unstack_projections`: weights may change between and during generations, and no copy outlives its call."""
+        self._stacked.enter(lambda: make_stacked_projections(self))
+
+    def unstack_projections(self) -> None:
+        """The end of a `stack_projections`: the call's stacked weights are dropped."""
+        self._stacked.leave()
+
+    def pin_backend(self) -> None:
+        """Decoding state, switched on by generate() for its call: the backend looked up by name once for the whole
+        call instead of at every step. Reading `config._attn_implementation` goes through transformers' config
+        attribute machinery, a few µs, which is a share of a one-token step of a small model. The backend is the
+        call's own (see `DecodingState`): `set_attn_implementation` during the call is seen by every call that
+        starts after it and by forward() calls outside generate(), not by the rest of this call."""
+        self._pinned_backend.enter(lambda: None if self.config is None else self.backend_function())
+
+    def unpin_backend(self) -> None:
+        """The end of a `pin_backend`: the call's backend is dropped."""
+        self._pinned_backend.leave()
+
+
 def stacked_product_applies(module: nn.Module, stacked: StackedProjections, hidden_states: Tensor) -> bool:
     """A one-token step without gradients, with a row count whose stacked product gives the separate products' bits.
 
@@ -167,3 +199,90 @@ def project_stacked(
         query_and_key = rotate(query_and_key, *position_embeddings)
     query, key = query_and_key.split((module.num_heads, module.num_kv_heads), dim=1)
     return query, key, value
+
+
+def project_qkv_for_training(
+    module: nn.Module,
+    hidden_states: Tensor,
+    position_embeddings: tuple[Tensor, Tensor] | None,
+    rotary_region: ElementwiseRegion,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """`MultiHeadAttention.project_qkv` in a training step: one fused product on enough rows (`fuse_projections`),
+    and the rotation as its compiled region on a GPU (`rotary_region`, whose plain function is the plain rotation)."""
+    if fuse_projections(module, hidden_states):
+        query, key, value = project_fused(
+            module,
+            (module.q_proj, module.k_proj, module.v_proj),
+            hidden_states,
+            (module.q_norm, module.k_norm, None),
+        )
+    else:
+        query = module.project_heads(module.q_proj, hidden_states, module.num_heads, module.q_norm)
+        key = module.project_heads(module.k_proj, hidden_states, module.num_kv_heads, module.k_norm)
+        value = module.project_heads(module.v_proj, hidden_states, module.num_kv_heads)
+    if position_embeddings is not None:
+        region = rotary_region
+        rotate = region if query.device.type in region.device_types and region.applies(query, key) else region.plain
+        query, key = rotate(query, key, *position_embeddings)
+    return query, key, value
+
+
+class RMSNormFunction(torch.autograd.Function):
+    """g ⊙ x̂ with x̂ = x·r, r = (mean(x²) + ε)^(-1/2), and its gradient in closed form (fp32 training).
+
+    dL/dx = r·(g' − x̂·mean(g'·x̂)) with g' = dL/dy ⊙ g, and dL/dg = Σ dL/dy ⊙ x̂ over all rows. Autograd through the
+    composite form runs a dozen elementwise passes backward; this runs five, which matters because a T5 step has 22
+    norms.
+    """
+
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, eps: float) -> Tensor:
+        rstd = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)  # (…, 1)
+        normed = x * rstd
+        ctx.save_for_backward(normed, rstd, weight)
+        return weight * normed
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_output: Tensor):
+        normed, rstd, weight = ctx.saved_tensors
+        grad_x = grad_weight = None
+        if ctx.needs_input_grad[0]:
+            grad_normed = grad_output * weight
+            grad_x = (grad_normed - normed * (grad_normed * normed).mean(-1, keepdim=True)).mul_(rstd)
+        if ctx.needs_input_grad[1]:
+            grad_weight = (grad_output * normed).reshape(-1, normed.shape[-1]).sum(0)
+        return grad_x, grad_weight, None
+
+
+def rms_norm_for_training(x: Tensor, weight: Tensor, eps: float, region: ElementwiseRegion) -> Tensor | None:
+    """RMSNorm in a training step: the compiled region on a GPU, the closed-form gradient in fp32; None where neither
+    applies (the norm then runs its plain path)."""
+    if x.device.type in region.device_types and region.applies(x, weight):
+        return region(x, weight, eps)
+    fp32 = x.dtype == weight.dtype == torch.float32
+    if fp32 and not torch.compiler.is_compiling() and (x.requires_grad or weight.requires_grad):
+        return RMSNormFunction.apply(x, weight, eps)
+    return None
+
+
+def fuse_gate_and_up(x: Tensor) -> bool:
+    """Whether a training step's gated feed-forward network computes its gate and up projections as one product: in
+    16-bit (autocast or bf16/fp16 weights) on enough rows. In fp32 the two products already run at the matmul
+    ceiling, so the fused one's weight copy and strided halves cost more than they save (the fused block measured
+    slower forward + backward); in bf16 the wider product pays, as it does for q/k/v (`project_fused`)."""
+    if x.shape[:-1].numel() < FUSED_PROJECTION_MIN_ROWS:
+        return False
+    return torch.is_autocast_enabled(x.device.type) or x.dtype in (torch.bfloat16, torch.float16)
+
+
+def gated_product_for_training(module: nn.Module, x: Tensor, region: ElementwiseRegion) -> Tensor:
+    """act(x W_gate) ⊙ x W_up of a GatedFeedForward in a training step: one (E, 2F) product instead of two (E, F) ones
+    in 16-bit (`fuse_gate_and_up`), and the product as its compiled region on a GPU (`region`, whose plain function
+    is the gated product)."""
+    if fuse_gate_and_up(x):
+        gate, up = fused_linear((module.gate_proj, module.up_proj), x).chunk(2, dim=-1)
+    else:
+        gate, up = module.gate_proj(x), module.up_proj(x)
+    product = region if gate.device.type in region.device_types and region.applies(gate, up) else region.plain
+    return product(gate, up, module.act)
