@@ -1,5 +1,6 @@
 """Parity with the reference implementations: HF GPT-2, Llama, BERT, BART, Marian and T5 with random tiny weights,
-converted by `hf_attention.from_hf`, give the same hidden states, attentions, logits and generated tokens."""
+converted by `hf_attention.from_hf`, give the same hidden states, attentions, logits and generated tokens. The
+references are those the architectures' modules declare (`Architecture.parity_references`)."""
 
 import copy
 
@@ -14,20 +15,14 @@ from transformers import (
     AutoModelForSequenceClassification,
     BartConfig,
     BartForConditionalGeneration,
-    BertConfig,
-    BertForMaskedLM,
     BertForSequenceClassification,
-    BertModel,
     GPT2Config,
-    GPT2ForSequenceClassification,
     GPT2LMHeadModel,
     GPT2Model,
     LlamaConfig,
     LlamaForCausalLM,
-    LlamaForSequenceClassification,
     MarianConfig,
     MarianMTModel,
-    T5Config,
     T5ForConditionalGeneration,
 )
 from transformers.activations import ACT2FN
@@ -39,31 +34,11 @@ from hf_attention import (
     HFAttentionForSeq2SeqLM,
     from_hf,
 )
+from hf_attention.architectures import REGISTRY, bert, t5
+from hf_attention.architectures.tiny import BART_SIZES
 from hf_attention.conversion import from_hf as convert_module
 
 TOLERANCE = 1e-4
-BART_LIKE = {
-    "vocab_size": 99,
-    "d_model": 32,
-    "encoder_layers": 2,
-    "decoder_layers": 2,
-    "encoder_attention_heads": 4,
-    "decoder_attention_heads": 4,
-    "encoder_ffn_dim": 37,
-    "decoder_ffn_dim": 37,
-    "max_position_embeddings": 64,
-    "dropout": 0.0,
-}
-BERT = {
-    "vocab_size": 99,
-    "hidden_size": 32,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "intermediate_size": 37,
-    "max_position_embeddings": 64,
-    "hidden_dropout_prob": 0.0,
-    "attention_probs_dropout_prob": 0.0,
-}
 GPT2_SMALL = {
     "vocab_size": 99,
     "n_embd": 32,
@@ -73,103 +48,19 @@ GPT2_SMALL = {
     "bos_token_id": 1,
     "eos_token_id": 2,
 }
-T5 = {
-    "vocab_size": 99,
-    "d_model": 32,
-    "d_kv": 8,
-    "d_ff": 37,
-    "num_layers": 2,
-    "num_heads": 4,
-    "dropout_rate": 0.0,
-    "decoder_start_token_id": 0,
-}
-
-# name → (reference class, its tiny config). Special tokens sit inside the 99-token vocabulary.
+# name → (reference class, its tiny config), from every architecture of the registry (`parity_references`, at the
+# sizes of architectures/tiny.py's first parity suite). Special tokens sit inside the 99-token vocabulary.
 REFERENCES = {
-    "gpt2": (
-        GPT2LMHeadModel,
-        lambda: GPT2Config(
-            vocab_size=99,
-            n_embd=32,
-            n_layer=2,
-            n_head=4,
-            n_positions=64,
-            resid_pdrop=0.0,
-            embd_pdrop=0.0,
-            attn_pdrop=0.0,
-            bos_token_id=98,
-            eos_token_id=98,
-            pad_token_id=0,
-        ),
-    ),
-    "llama": (
-        LlamaForCausalLM,
-        lambda: LlamaConfig(
-            vocab_size=99,
-            hidden_size=32,
-            intermediate_size=37,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=64,
-            pad_token_id=0,
-        ),
-    ),
-    "gpt2_classifier": (
-        GPT2ForSequenceClassification,
-        lambda: GPT2Config(
-            vocab_size=99,
-            n_embd=32,
-            n_layer=2,
-            n_head=4,
-            n_positions=64,
-            resid_pdrop=0.0,
-            embd_pdrop=0.0,
-            attn_pdrop=0.0,
-            bos_token_id=98,
-            eos_token_id=98,
-            pad_token_id=0,
-            num_labels=3,
-        ),
-    ),
-    "llama_classifier": (
-        LlamaForSequenceClassification,
-        lambda: LlamaConfig(
-            vocab_size=99,
-            hidden_size=32,
-            intermediate_size=37,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=64,
-            pad_token_id=0,
-            num_labels=3,
-        ),
-    ),
-    "bert": (BertModel, lambda: BertConfig(**BERT)),
-    "bert_mlm": (BertForMaskedLM, lambda: BertConfig(**BERT)),
-    "bart": (BartForConditionalGeneration, lambda: BartConfig(**BART_LIKE)),
-    "marian": (
-        MarianMTModel,
-        lambda: MarianConfig(
-            **BART_LIKE,
-            pad_token_id=98,
-            decoder_start_token_id=98,
-            eos_token_id=1,
-            forced_eos_token_id=1,
-            scale_embedding=True,
-            activation_function="swish",
-        ),
-    ),
-    "t5": (T5ForConditionalGeneration, lambda: T5Config(**T5)),
-    "t5_v1_1": (
-        T5ForConditionalGeneration,
-        lambda: T5Config(**T5, feed_forward_proj="gated-gelu", tie_word_embeddings=False),
-    ),
-    # Not generated with: HF 5.23's T5 sizes its generation cache by the encoder depth and fails on a deeper decoder.
-    "t5_deeper_decoder": (T5ForConditionalGeneration, lambda: T5Config(**T5, num_decoder_layers=3)),
+    name: (reference.model_class, reference.config)
+    for architecture in REGISTRY.values()
+    for name, reference in architecture.parity_references.items()
 }
-GENERATIVE = ["gpt2", "llama", "bart", "marian", "t5"]
+GENERATIVE = [
+    name
+    for architecture in REGISTRY.values()
+    for name, reference in architecture.parity_references.items()
+    if reference.model_class.can_generate() and reference.generates
+]
 AUTO = {
     HFAttentionDecoderForSequenceClassification: AutoModelForSequenceClassification,
     HFAttentionForCausalLM: AutoModelForCausalLM,
@@ -356,7 +247,7 @@ def test_unsupported_model_class_is_refused():
     with pytest.raises(ValueError, match=r"GPT2Model is not supported; supported classes are .*GPT2LMHeadModel"):
         from_hf(GPT2Model(GPT2Config(**GPT2_SMALL)))
     with pytest.raises(ValueError, match="BertForSequenceClassification is not supported"):
-        from_hf(BertForSequenceClassification(BertConfig(**BERT)))
+        from_hf(BertForSequenceClassification(bert.parity_config()))
 
 
 @pytest.mark.parametrize(
@@ -384,14 +275,14 @@ def test_unsupported_model_class_is_refused():
         ),
         (
             T5ForConditionalGeneration,
-            T5Config(**{**T5, "feed_forward_proj": "gated-relu"}),
+            t5.parity_config(feed_forward_proj="gated-relu"),
             "feed_forward_proj='relu'",
         ),
-        (BartForConditionalGeneration, BartConfig(**{**BART_LIKE, "decoder_ffn_dim": 40}), "different encoder and"),
+        (BartForConditionalGeneration, BartConfig(**{**BART_SIZES, "decoder_ffn_dim": 40}), "different encoder and"),
         (
             MarianMTModel,
             MarianConfig(
-                **BART_LIKE, pad_token_id=98, decoder_start_token_id=98, share_encoder_decoder_embeddings=False
+                **BART_SIZES, pad_token_id=98, decoder_start_token_id=98, share_encoder_decoder_embeddings=False
             ),
             "share_encoder_decoder_embeddings",
         ),

@@ -18,6 +18,7 @@ from .base import (
     our_token_ids,
     their_token_ids,
 )
+from .tiny import BART_SIZES, TinyReference
 from .weights import Weights, tied, unsupported
 
 
@@ -136,6 +137,8 @@ def bart_like_fields(c: HFAttentionConfigBase) -> dict:
     }
 
 
+PARITY_REFERENCES = {"bart": TinyReference(BartForConditionalGeneration, lambda: BartConfig(**BART_SIZES))}
+
 ARCHITECTURE = Architecture(
     name="bart",
     model_type="bart",
@@ -145,6 +148,7 @@ ARCHITECTURE = Architecture(
     checkpoint_classes=(("", BartForConditionalGeneration),),
     position_table=True,
     left_padding_note=f"{FROM_THE_FIRST_COLUMN}, {NO_POSITION_IDS}.",
+    parity_references=PARITY_REFERENCES,
     docs=ConversionRow(
         title="BART",
         from_hf="test_parity_hf.py",

@@ -67,9 +67,12 @@ class Architecture:
     position_table: bool = False
     # What the exported model card says about rows padded on the left (None: padding changes nothing).
     left_padding_note: str | None = None
-    # The tiny random references the parity tests of today's architectures build of it (tiny.py): case name → class and
-    # config. (GPT-2, Llama's classic case, BERT, BART, Marian and T5 are built at the sizes of test_parity_hf.py.)
+    # The tiny random references the parity tests of today's architectures build of it (tiny.py: case name → class and
+    # config), run by tests/test_modern_parity.py and the tests that read tests/modern_references.py.
     tiny_references: Mapping[str, TinyReference] = field(default_factory=dict)
+    # Its references in the first parity suite (tests/test_parity_hf.py: every hidden state and attention weight at
+    # 1e-4, greedy and beam generation with and without cache, the Auto classes), at that suite's sizes (tiny.py).
+    parity_references: Mapping[str, TinyReference] = field(default_factory=dict)
     # Its row of docs/conversion.md's table (a test checks the page against the registry): what is converted, and
     # what generate(), llama.cpp and CTranslate2 were shown to do with it.
     docs: ConversionRow | None = None

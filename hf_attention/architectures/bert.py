@@ -15,6 +15,7 @@ from .base import (
     our_token_ids,
     their_token_ids,
 )
+from .tiny import PARITY_VOCAB, TinyReference
 from .weights import Weights, tied, unsupported
 
 
@@ -113,6 +114,24 @@ def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
     )
 
 
+def parity_config() -> BertConfig:
+    return BertConfig(
+        vocab_size=PARITY_VOCAB,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=37,
+        max_position_embeddings=64,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+
+
+PARITY_REFERENCES = {
+    "bert": TinyReference(BertModel, parity_config),
+    "bert_mlm": TinyReference(BertForMaskedLM, parity_config),
+}
+
 ARCHITECTURE = Architecture(
     name="bert",
     model_type="bert",
@@ -123,6 +142,7 @@ ARCHITECTURE = Architecture(
     checkpoint_classes=(("MaskedLM", BertForMaskedLM), ("PreTraining", BertForMaskedLM), ("", BertModel)),
     position_table=True,
     left_padding_note=f"{FROM_THE_FIRST_COLUMN}: {POSITION_IDS}.",
+    parity_references=PARITY_REFERENCES,
     docs=ConversionRow(
         title="BERT",
         heads="base, masked LM",

@@ -17,6 +17,7 @@ from .base import (
     their_labels,
     their_token_ids,
 )
+from .tiny import PARITY_SPECIAL, PARITY_VOCAB, TinyReference
 from .weights import Weights, tied, unsupported
 
 
@@ -92,6 +93,28 @@ def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
     )
 
 
+def parity_config(**extra) -> GPT2Config:
+    return GPT2Config(
+        vocab_size=PARITY_VOCAB,
+        n_embd=32,
+        n_layer=2,
+        n_head=4,
+        n_positions=64,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=PARITY_SPECIAL,
+        eos_token_id=PARITY_SPECIAL,
+        pad_token_id=0,
+        **extra,
+    )
+
+
+PARITY_REFERENCES = {
+    "gpt2": TinyReference(GPT2LMHeadModel, parity_config),
+    "gpt2_classifier": TinyReference(GPT2ForSequenceClassification, lambda: parity_config(num_labels=3)),
+}
+
 ARCHITECTURE = Architecture(
     name="gpt2",
     model_type="gpt2",
@@ -104,6 +127,7 @@ ARCHITECTURE = Architecture(
     checkpoint_classes=(("ForSequenceClassification", GPT2ForSequenceClassification), ("", GPT2LMHeadModel)),
     position_table=True,
     left_padding_note=f"{FROM_THE_FIRST_COLUMN}: {POSITION_IDS}. `generate()` passes them itself: the same tokens.",
+    parity_references=PARITY_REFERENCES,
     docs=ConversionRow(
         title="GPT-2",
         heads="LM, classifier",

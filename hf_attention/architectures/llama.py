@@ -22,7 +22,7 @@ from .base import (
     their_labels,
     their_token_ids,
 )
-from .tiny import DECODER, ORIGINAL_LENGTH, THETA, TinyReference
+from .tiny import DECODER, ORIGINAL_LENGTH, PARITY_VOCAB, THETA, TinyReference
 from .weights import Weights, tied, unsupported
 
 # The keys of transformers' `rope_parameters` that are not a scaling's options.
@@ -218,6 +218,26 @@ TINY_REFERENCES = {
     ),
 }
 
+
+def parity_config(**extra) -> LlamaConfig:
+    return LlamaConfig(
+        vocab_size=PARITY_VOCAB,
+        hidden_size=32,
+        intermediate_size=37,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        **extra,
+    )
+
+
+PARITY_REFERENCES = {
+    "llama": TinyReference(LlamaForCausalLM, parity_config),
+    "llama_classifier": TinyReference(LlamaForSequenceClassification, lambda: parity_config(num_labels=3)),
+}
+
 ARCHITECTURE = Architecture(
     name="llama",
     model_type="llama",
@@ -228,6 +248,7 @@ ARCHITECTURE = Architecture(
     to_ours=to_ours,
     reference_config=reference_config,
     checkpoint_classes=(("ForSequenceClassification", LlamaForSequenceClassification), ("", LlamaForCausalLM)),
+    parity_references=PARITY_REFERENCES,
     tiny_references=TINY_REFERENCES,
     docs=ConversionRow(
         title="Llama",

@@ -8,6 +8,7 @@ from ..modeling.modeling_hf_attention import HFAttentionForSeq2SeqLM
 from ..modeling.positional import SinusoidalPositionalEmbedding
 from .bart import bart_like_config, bart_like_fields, bart_like_weights
 from .base import FROM_THE_FIRST_COLUMN, NO_POSITION_IDS, PLAIN, Architecture, ConversionRow
+from .tiny import BART_SIZES, PARITY_SPECIAL, TinyReference
 from .weights import Weights, unsupported
 
 
@@ -32,6 +33,21 @@ def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
     return MarianConfig(activation_function=activation, share_encoder_decoder_embeddings=True, **bart_like_fields(c))
 
 
+PARITY_REFERENCES = {
+    "marian": TinyReference(
+        MarianMTModel,
+        lambda: MarianConfig(
+            **BART_SIZES,
+            pad_token_id=PARITY_SPECIAL,
+            decoder_start_token_id=PARITY_SPECIAL,
+            eos_token_id=1,
+            forced_eos_token_id=1,
+            scale_embedding=True,
+            activation_function="swish",
+        ),
+    )
+}
+
 ARCHITECTURE = Architecture(
     name="marian",
     model_type="marian",
@@ -42,6 +58,7 @@ ARCHITECTURE = Architecture(
     # Marian computes its sinusoids once, into a table of max_position_embeddings rows.
     position_table=True,
     left_padding_note=f"{FROM_THE_FIRST_COLUMN}, {NO_POSITION_IDS}.",
+    parity_references=PARITY_REFERENCES,
     docs=ConversionRow(
         title="Marian",
         from_hf="test_parity_hf.py",

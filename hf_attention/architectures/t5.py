@@ -5,6 +5,7 @@ from transformers import PretrainedConfig, T5Config, T5ForConditionalGeneration
 from ..modeling.configuration_hf_attention import HFAttentionConfigBase, HFAttentionSeq2SeqConfig
 from ..modeling.modeling_hf_attention import HFAttentionForSeq2SeqLM
 from .base import PLAIN, Architecture, ConversionRow, activation, our_token_ids, their_token_ids
+from .tiny import PARITY_VOCAB, TinyReference
 from .weights import Weights, tied
 
 
@@ -105,6 +106,35 @@ def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
 
 # Relative position buckets: attention sees only the distances between tokens, so no table, and left padding changes
 # nothing.
+
+
+def parity_config(**extra) -> T5Config:
+    return T5Config(
+        vocab_size=PARITY_VOCAB,
+        d_model=32,
+        d_kv=8,
+        d_ff=37,
+        num_layers=2,
+        num_heads=4,
+        dropout_rate=0.0,
+        decoder_start_token_id=0,
+        **extra,
+    )
+
+
+PARITY_REFERENCES = {
+    "t5": TinyReference(T5ForConditionalGeneration, parity_config),
+    "t5_v1_1": TinyReference(
+        T5ForConditionalGeneration,
+        lambda: parity_config(feed_forward_proj="gated-gelu", tie_word_embeddings=False),
+        generates=False,
+    ),
+    # HF 5.23's T5 sizes its generation cache by the encoder depth and fails on a deeper decoder: not generated.
+    "t5_deeper_decoder": TinyReference(
+        T5ForConditionalGeneration, lambda: parity_config(num_decoder_layers=3), generates=False
+    ),
+}
+
 ARCHITECTURE = Architecture(
     name="t5",
     model_type="t5",
@@ -112,6 +142,7 @@ ARCHITECTURE = Architecture(
     to_ours=to_ours,
     reference_config=reference_config,
     checkpoint_classes=(("", T5ForConditionalGeneration),),
+    parity_references=PARITY_REFERENCES,
     docs=ConversionRow(
         title="T5",
         from_hf="test_parity_hf.py",

@@ -1,9 +1,10 @@
-"""The tiny random references the tests build of each architecture (never downloaded), at one set of sizes.
+"""The tiny random references the tests build of each architecture (never downloaded), at two sets of sizes.
 
 Each architecture module lists its references (`Architecture.tiny_references`): one HF class and a tiny config chosen
 so that every feature that sets the architecture apart is exercised by a 24-token batch: sliding windows of 8 tokens,
 RoPE variants whose original length (16) is exceeded, layers of both kinds where an architecture mixes them. The
-parity tests build every reference of the registry, so adding an architecture adds its tests.
+parity tests build every reference of the registry, so adding an architecture adds its tests. The first parity suite
+(GPT-2, Llama, BERT, BART, Marian, T5: `Architecture.parity_references`) keeps the smaller sizes it was written at.
 """
 
 from collections.abc import Callable
@@ -32,6 +33,25 @@ DECODER = {
 }
 
 
+# The sizes of the first parity suite (tests/test_parity_hf.py: GPT-2, Llama, BERT, BART, Marian, T5), every output
+# compared, hidden states and attention weights included, on right-padded batches of 9 tokens: a 99-token vocabulary
+# whose last id (98) serves as the special token where an architecture needs one apart from 0.
+PARITY_VOCAB = 99
+PARITY_SPECIAL = PARITY_VOCAB - 1
+BART_SIZES = {
+    "vocab_size": PARITY_VOCAB,
+    "d_model": 32,
+    "encoder_layers": 2,
+    "decoder_layers": 2,
+    "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4,
+    "encoder_ffn_dim": 37,
+    "decoder_ffn_dim": 37,
+    "max_position_embeddings": 64,
+    "dropout": 0.0,
+}
+
+
 @dataclass(frozen=True)
 class TinyReference:
     """An HF class and the tiny config the tests build it from (with random weights, every one moved from its
@@ -39,6 +59,9 @@ class TinyReference:
 
     model_class: type[PreTrainedModel]
     config: Callable[..., PretrainedConfig]
+    # Whether the generation tests run it (when its class generates at all): False where the reference's own
+    # generate() fails on that config.
+    generates: bool = True
 
     def classifier(self, model_class: type[PreTrainedModel], **extra) -> "TinyReference":
         """The sequence (or token) classifier `model_class` on this config, with NUM_LABELS labels."""
