@@ -16,8 +16,6 @@ registries and the knob table (knobs.py, scores.py, positional.py, norms.py, act
 torch (loaded by transformers anyway) and transformers' init functions and activation table; never the modeling code.
 """
 
-import inspect
-
 from transformers import PretrainedConfig
 
 from .activations import HIDDEN_ACTS
@@ -29,7 +27,7 @@ from .knobs import (  # the allowed values, for callers (the checks themselves l
     NORM_POSITIONS,
     QK_NORMS,
     SINUSOIDAL_LAYOUTS,
-    documentation,
+    document_constructor,
     field_checks,
     knobs_of,
     position_encodings,
@@ -331,20 +329,13 @@ class HFAttentionSeq2SeqConfig(HFAttentionConfigBase):
 
 
 def _document_knobs(config_class: type[HFAttentionConfigBase]) -> None:
-    """The class's docstring lists its knobs from the table (its family's own only, after the shared ones of the
-    base), and its signature names them all, so that help() and IDEs show what the constructor takes."""
-    own = knobs_of(config_class.family)
+    """The class's docstring lists its knobs from the table (a family's own only, after the shared ones of the base),
+    and its signature names them all."""
+    listed = knobs_of(config_class.family)
     if config_class.family is not None:
-        own = {name: knob for name, knob in own.items() if name not in knobs_of(None)}
+        listed = {name: knob for name, knob in listed.items() if name not in knobs_of(None)}
     note = "" if config_class.family is None else "\n        **kwargs: The knobs of `HFAttentionConfigBase`."
-    config_class.__doc__ = f"{config_class.__doc__.rstrip()}\n\n    Args:\n{documentation(own)}{note}\n    "
-    parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    parameters += [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=knob.default)
-        for name, knob in knobs_of(config_class.family).items()
-    ]
-    parameters.append(inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD))
-    config_class.__init__.__signature__ = inspect.Signature(parameters)
+    document_constructor(config_class, knobs_of(config_class.family), listed, note)
 
 
 for _config_class in (

@@ -16,6 +16,7 @@ This file is shipped with every checkpoint (remote code): it imports the standar
 (scores.py, positional.py, norms.py, activations.py, rope_scaling.py), which import only torch and transformers.
 """
 
+import inspect
 import textwrap
 from collections.abc import Callable
 from typing import NamedTuple
@@ -41,7 +42,7 @@ from .positional import NO_POSITIONAL_ENCODING, POSITIONAL_ENCODINGS
 from .rope_scaling import ROPE_SCALINGS
 from .scores import SCORES
 
-FAMILIES = ("encoder", "decoder", "seq2seq")
+FAMILIES = ("encoder", "decoder", "seq2seq")  # the Transformer families (the recurrent one has its own table)
 
 
 class Knob(NamedTuple):
@@ -416,3 +417,16 @@ def documentation(knobs: dict[str, Knob], indent: str = "        ") -> str:
         textwrap.fill(f"{name}: {knob.idea}", 119, initial_indent=indent, subsequent_indent=indent + "    ")
         for name, knob in knobs.items()
     )
+
+
+def document_constructor(config_class: type, knobs: dict[str, Knob], listed: dict[str, Knob], note: str = "") -> None:
+    """`config_class`'s docstring gets an "Args:" list of the `listed` knobs (and `note`), and its constructor, which
+    takes keyword arguments, a signature naming all its `knobs` with their defaults, so that help() and IDEs show
+    what it takes."""
+    config_class.__doc__ = f"{config_class.__doc__.rstrip()}\n\n    Args:\n{documentation(listed)}{note}\n    "
+    parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    parameters += [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=knob.default) for name, knob in knobs.items()
+    ]
+    parameters.append(inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD))
+    config_class.__init__.__signature__ = inspect.Signature(parameters)
