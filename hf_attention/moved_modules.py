@@ -39,7 +39,6 @@ _MODELING = [
     "pretrained",
     "recurrent",
     "scores",
-    "signatures",
     "stack",
     "pipelines",
     "placeholder_constraint",
@@ -48,6 +47,7 @@ _MODELING = [
 
 MOVED = {
     **{f"hf_attention.{name}": f"hf_attention.modeling.{name}" for name in _MODELING},
+    "hf_attention.signatures": "hf_attention.modeling.pretrained",  # its one function lives there now
     "hf_attention.convert": "hf_attention.conversion.from_hf",
     "hf_attention.to_hf": "hf_attention.conversion.to_hf",
     "hf_attention.attention_maps": "hf_attention.inspection.attention_maps",

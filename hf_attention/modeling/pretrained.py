@@ -6,6 +6,7 @@ losses.py, next to the loss), and the base model of one stack.
 Notation: B batch, T length, E model dim, V vocabulary.
 """
 
+import inspect
 from pathlib import Path
 
 from torch import Tensor, nn
@@ -24,8 +25,22 @@ from .losses import VocabularyLoss, soft_cap
 from .norms import NORMS
 from .positional import PositionalEncoding
 from .scores import ScoreModule
-from .signatures import store_forward_signature
 from .stack import TransformerStack
+
+
+def store_forward_signature(model_class: type) -> None:
+    """Store the signature of the `forward` that `model_class` defines on the function itself (an inherited one got
+    it with the class that defines it).
+
+    generate() asks at every step whether a remote-code model's forward takes `cache_position` (and registered Auto
+    classes count as remote code), which `inspect.signature` answers by parsing the function each time: a signature
+    stored on the function (`__signature__`, which inspect returns as is) makes that question a lookup. The base of
+    every model class stores it when each class is made (`HFAttentionPreTrainedModel.__init_subclass__`), so a class
+    loaded as remote code from its family's module alone gets it too.
+    """
+    forward = model_class.__dict__.get("forward")
+    if forward is not None:
+        forward.__signature__ = inspect.signature(forward)
 
 
 class HFAttentionPreTrainedModel(PreTrainedModel):
