@@ -8,7 +8,7 @@ import sys
 
 import pytest
 import torch
-from test_training import REPO, argv, train_losses
+from test_training import REPO, argv, free_port, train_losses
 from transformers import AutoModelForCausalLM
 
 from training.args import parse_args
@@ -39,6 +39,8 @@ def _launch_fsdp(output_dir, *extra) -> subprocess.CompletedProcess:
         str(REPO / "training" / "accelerate_configs" / "fsdp.yaml"),
         "--num_processes",
         "2",
+        "--main_process_port",
+        free_port(),
         "--mixed_precision",
         "no",
         "-m",

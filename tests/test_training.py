@@ -5,6 +5,7 @@ push_to_hub uploads the export (fake HfApi); bad inputs fail with clear errors b
 import json
 import math
 import os
+import socket
 import stat
 import subprocess
 import sys
@@ -25,6 +26,16 @@ from training.run.metrics_log import read_metrics
 from training.train import main, run
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> str:
+    """A TCP port nothing listens on now, for one multi-process launch: two launches that run at the same time (on two
+    pytest-xdist workers) would otherwise both rendezvous on accelerate's default port, 29500, and one would fail."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return str(probe.getsockname()[1])
+
+
 CONFIGS = [
     REPO / "training" / "configs" / f"{name}.yaml"
     for name in (
@@ -374,6 +385,8 @@ def test_two_processes_match_one_process(tmp_path):
         "--multi_gpu",
         "--num_processes",
         "2",
+        "--main_process_port",
+        free_port(),
         "--num_machines",
         "1",
         "--mixed_precision",
