@@ -1,8 +1,9 @@
 """Attention backends by name: ours, and any function registered with `transformers.AttentionInterface`.
 
 A model's `config._attn_implementation` names the function its attention layers run and, through the mask builder
-transformers registers under the same name, the form of mask the stack makes for it. Our own functions (attention.py)
-are registered in `ATTENTION_BACKENDS`; other names resolve through transformers' registries (`get_attention_backend`).
+transformers registers under the same name, the form of mask the stack makes for it. Our own functions are registered
+in `ATTENTION_BACKENDS` by attention.py, which defines them, when it is imported (every model imports it, and the
+stack reads this table through it); other names resolve through transformers' registries (`get_attention_backend`).
 """
 
 from collections.abc import Callable

@@ -16,7 +16,7 @@ another call ran, is seen: an in-place weight update (an optimizer step, `load_s
 merged LoRA adapter) or `set_attn_implementation`. A copy of weights is also checked, at each use, against the
 version counters of the weights it copied, so that an in-place update during its own call is seen by that call's
 later steps, provided autograd sees it (an update through `param.data` bypasses the counters: it is seen from the
-next call on; see `attention.StackedProjections`).
+next call on; see `speed_paths.StackedProjections`).
 
 This module is inside the remote-code closure: it imports only the standard library.
 """
