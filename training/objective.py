@@ -113,8 +113,9 @@ class Objective:
     data: DataSpec
     evaluation: EvaluationSpec
     card: CardSpec
-    # The run arguments that act only for some objectives (training/argument_checks.py, OBJECTIVE_OPTIONS) that this one reads:
-    # training.train refuses the others when they are set away from their defaults, since the run would ignore them.
+    # The run arguments that act only for some objectives (training/argument_checks.py, OBJECTIVE_OPTIONS) that this
+    # one reads: training.train refuses the others when they are set away from their defaults, since the run would
+    # ignore them.
     options: tuple[str, ...] = ()
     # Those of `options` that only choose or cut the objective's own corpus (which catalogs, how many topics): a
     # user's `dataset` replaces that corpus, so training.train refuses them beside it.
