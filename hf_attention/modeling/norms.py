@@ -3,8 +3,9 @@
 Notation: E model dim.
 
 A norm takes `(dim, eps=)` and starts as the identity scale (weight 1, bias 0 if it has one; `_init_weights` does this
-for every registered norm). This file imports only torch, so the config (shipped alone with every checkpoint) can
-validate `norm_type` against the table without loading the modeling code.
+for every registered norm). This file imports only torch and two siblings that import only torch (compiled_regions.py,
+speed_paths.py), so the config (knobs.py) can validate `norm_type` against the table without loading the modeling
+code.
 """
 
 import torch
