@@ -20,11 +20,12 @@ This module is not shipped with checkpoints; it imports neither front end.
 import argparse
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from ..commands.paths import check_checkpoint
+from ..commands.paths import check_checkpoint, check_text_argument
 from ..modeling.placeholder_constraint import sentinel_constraint
 from ..modeling.placeholders import SENTINELS, protect_pair, tokenizer_protects
 
@@ -435,3 +436,46 @@ def positive_int_argument(largest: int | None = None) -> Callable[[str], int]:
         return number
 
     return parse
+
+
+def add_size_arguments(parser: argparse.ArgumentParser, *, verb: str) -> None:
+    """The arguments both commands end with: --max-new-tokens, --max-tokens, --truncate (`verb`: what the command does
+    with the first tokens of a longer text) and --trust-remote-code."""
+    parser.add_argument(
+        "--max-new-tokens", type=positive_int_argument(), default=20, help="length of a generated target"
+    )
+    parser.add_argument(
+        "--max-tokens",
+        type=positive_int_argument(MAX_TOKENS_LIMIT),
+        default=MAX_TOKENS,
+        help=f"most tokens per axis, up to {MAX_TOKENS_LIMIT}; a longer text is refused unless "
+        "--truncate (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--truncate", action="store_true", help=f"{verb} the first --max-tokens tokens of a longer text"
+    )
+    parser.add_argument("--trust-remote-code", action="store_true", help="load code shipped with the checkpoint")
+
+
+def check_text_arguments(args: argparse.Namespace, *, verb: str) -> None:
+    """--text and --target as both commands take them: text (no lone surrogates, ...), and --text not empty (`verb`:
+    what the command does with attention, for the message)."""
+    check_text_argument("--text", args.text)
+    check_text_argument("--target", args.target)
+    if not args.text.strip():
+        raise ValueError(f"--text is empty: there are no tokens to {verb} attention between.")
+
+
+def load_checked(args: argparse.Namespace, output_path: Callable[[str], Path]) -> tuple:
+    """The rest of what both commands check before the model loads (an empty --target, the --out path, which
+    `output_path` resolves, and the --model folder), then the model and its tokenizer: (out, folder, model,
+    tokenizer)."""
+    if args.target is not None and not args.target.strip():
+        raise ValueError("--target is empty: pass a target text, or leave --target out to generate one.")
+    try:
+        out = output_path(args.out)
+    except ValueError as error:
+        raise ValueError(f"--out: {error}") from None
+    folder = check_checkpoint(args.model, argument="--model", tokenizer=True)
+    model, tokenizer = load_model_and_tokenizer(folder, trust_remote_code=args.trust_remote_code)
+    return out, folder, model, tokenizer

@@ -40,13 +40,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..commands.paths import check_checkpoint, check_text_argument, output_file
+from ..commands.paths import output_file
 from .attention_maps import (
     KINDS,
     MAX_TOKENS,
-    MAX_TOKENS_LIMIT,
     HeatmapTooLarge,
     Tokens,
+    add_size_arguments,
     attention_kinds,
     attention_layers,
     check_finite,
@@ -56,13 +56,13 @@ from .attention_maps import (
     check_max_tokens,
     check_target,
     check_text,
+    check_text_arguments,
     decoded_text,
     head_argument,
     is_int,
-    load_model_and_tokenizer,
+    load_checked,
     num_heads,
     num_layers,
-    positive_int_argument,
     token_labels,
     tokenize,
     unknown_ids,
@@ -443,35 +443,14 @@ def add_explore_command(subparsers: argparse._SubParsersAction) -> None:
         default="mean",
         help="head the page opens on: an index, or 'mean' for the average (default: %(default)s)",
     )
-    parser.add_argument(
-        "--max-new-tokens", type=positive_int_argument(), default=20, help="length of a generated target"
-    )
-    parser.add_argument(
-        "--max-tokens",
-        type=positive_int_argument(MAX_TOKENS_LIMIT),
-        default=MAX_TOKENS,
-        help=f"most tokens per axis, up to {MAX_TOKENS_LIMIT}; a longer text is refused unless "
-        "--truncate (default: %(default)s)",
-    )
-    parser.add_argument("--truncate", action="store_true", help="use the first --max-tokens tokens of a longer text")
-    parser.add_argument("--trust-remote-code", action="store_true", help="load code shipped with the checkpoint")
+    add_size_arguments(parser, verb="use")
     parser.set_defaults(run=_run_explore)
 
 
 def _run_explore(args: argparse.Namespace) -> int:
     # Everything that can be checked without the model is checked before loading it.
-    check_text_argument("--text", args.text)
-    check_text_argument("--target", args.target)
-    if not args.text.strip():
-        raise ValueError("--text is empty: there are no tokens to show attention between.")
-    if args.target is not None and not args.target.strip():
-        raise ValueError("--target is empty: pass a target text, or leave --target out to generate one.")
-    try:
-        out = output_path(args.out)
-    except ValueError as error:
-        raise ValueError(f"--out: {error}") from None
-    folder = check_checkpoint(args.model, argument="--model", tokenizer=True)
-    model, tokenizer = load_model_and_tokenizer(folder, trust_remote_code=args.trust_remote_code)
+    check_text_arguments(args, verb="show")
+    out, folder, model, tokenizer = load_checked(args, output_path)
     if args.target is not None and not getattr(model.config, "is_encoder_decoder", False):
         raise ValueError(
             f"--target: {folder} holds a {type(model).__name__}, not an encoder-decoder model, so there "

@@ -43,13 +43,14 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from ..commands.paths import check_checkpoint, check_text_argument, output_file
+from ..commands.paths import output_file
 from ..modeling.placeholders import SENTINELS
 from .attention_maps import (
     KINDS,
     MAX_TOKENS,
     MAX_TOKENS_LIMIT,
     HeatmapTooLarge,
+    add_size_arguments,
     attention_kinds,
     attention_layers,
     check_finite,
@@ -59,11 +60,12 @@ from .attention_maps import (
     check_max_tokens,
     check_target,
     check_text,
+    check_text_arguments,
     decoded_text,
     head_argument,
+    load_checked,
     load_model_and_tokenizer,
     num_heads,
-    positive_int_argument,
     protection,
     token_labels,
     tokenize,
@@ -367,40 +369,19 @@ def add_attention_map_command(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--kind", choices=KINDS, default="self", help="which attention (default: %(default)s)")
     parser.add_argument("--target", default=None, help="target text for --kind decoder/cross (default: generate)")
-    parser.add_argument(
-        "--max-new-tokens", type=positive_int_argument(), default=20, help="length of a generated target"
-    )
-    parser.add_argument(
-        "--max-tokens",
-        type=positive_int_argument(MAX_TOKENS_LIMIT),
-        default=MAX_TOKENS,
-        help=f"most tokens per axis, up to {MAX_TOKENS_LIMIT}; a longer text is refused unless "
-        "--truncate (default: %(default)s)",
-    )
-    parser.add_argument("--truncate", action="store_true", help="draw the first --max-tokens tokens of a longer text")
-    parser.add_argument("--trust-remote-code", action="store_true", help="load code shipped with the checkpoint")
+    add_size_arguments(parser, verb="draw")
     parser.set_defaults(run=_run_attention_map)
 
 
 def _run_attention_map(args: argparse.Namespace) -> int:
     # Everything that can be checked without the model is checked before loading it.
-    check_text_argument("--text", args.text)
-    check_text_argument("--target", args.target)
-    if not args.text.strip():
-        raise ValueError("--text is empty: there are no tokens to draw attention between.")
+    check_text_arguments(args, verb="draw")
     if args.target is not None and args.kind == "self":
         raise ValueError(
             "--target is only drawn with --kind decoder or --kind cross (the decoder attention of an "
             "encoder-decoder model); --kind self draws the text's self-attention."
         )
-    if args.target is not None and not args.target.strip():
-        raise ValueError("--target is empty: pass a target text, or leave --target out to generate one.")
-    try:
-        out = output_path(args.out)
-    except ValueError as error:
-        raise ValueError(f"--out: {error}") from None
-    folder = check_checkpoint(args.model, argument="--model", tokenizer=True)
-    model, tokenizer = load_model_and_tokenizer(folder, trust_remote_code=args.trust_remote_code)
+    out, _, model, tokenizer = load_checked(args, output_path)
     try:
         result = plot_attention(
             model,
