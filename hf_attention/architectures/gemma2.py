@@ -9,7 +9,7 @@ from ..modeling.activations import GATED_ACTIVATIONS, PLAIN_ACTIVATIONS
 from ..modeling.configuration_hf_attention import HFAttentionConfigBase
 from ..modeling.modeling_hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM
 from .base import Architecture, ConversionRow, activation, decoder_head
-from .gemma3 import GEMMA3_NORMS
+from .gemma3 import GEMMA3_NORMS, IDLE_WINDOW
 from .llama import copy_layers, decoder_config, layer_types_of, reference_fields, reference_rope, rope_knobs
 from .tiny import DECODER, WINDOW, TinyReference
 from .weights import Weights, unsupported
@@ -52,7 +52,7 @@ def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
         query_pre_attn_scalar=c.query_pre_attn_scalar if c.query_pre_attn_scalar is not None else c.head_dim,
         attn_logit_softcapping=c.attn_logit_softcapping,
         final_logit_softcapping=c.final_logit_softcapping,
-        sliding_window=c.sliding_window,
+        sliding_window=c.sliding_window if c.sliding_window is not None else IDLE_WINDOW,  # (see IDLE_WINDOW)
         layer_types=c.attention_types(),
         rope_parameters=reference_rope(c),
     )

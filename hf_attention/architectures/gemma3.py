@@ -19,6 +19,11 @@ GEMMA3_NORMS = {
     "mlp_output_norm": "post_feedforward_layernorm",
 }
 
+# The window written for a model none of whose layers slides (Gemma 3's default). Gemma's attention masks always build
+# a sliding-window mask, whether a layer uses it or not, and raise on any input when `sliding_window` is null; a
+# value no layer reads changes nothing, and `from_hf` reads it back as no window.
+IDLE_WINDOW = 4096
+
 
 def to_ours(model: Gemma3ForCausalLM | Gemma3TextForSequenceClassification, w: Weights):
     c = model.config
@@ -71,7 +76,7 @@ def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
         attention_bias=c.attention_bias,
         query_pre_attn_scalar=c.query_pre_attn_scalar if c.query_pre_attn_scalar is not None else c.head_dim,
         final_logit_softcapping=c.final_logit_softcapping,
-        sliding_window=c.sliding_window,
+        sliding_window=c.sliding_window if c.sliding_window is not None else IDLE_WINDOW,
         layer_types=types,
         rope_parameters={
             "full_attention": reference_rope(c),

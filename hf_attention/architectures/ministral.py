@@ -19,6 +19,11 @@ from .llama import (
 from .tiny import DECODER, WINDOW, TinyReference
 from .weights import Weights
 
+# The window written for a model none of whose layers slides (Ministral's default): its attention masks always build a
+# sliding-window mask, and raise on any input when `sliding_window` is null; a value no layer reads changes nothing,
+# and `from_hf` reads it back as no window.
+IDLE_WINDOW = 4096
+
 
 def to_ours(model: MinistralForCausalLM | MinistralForSequenceClassification, w: Weights):
     c = model.config
@@ -41,7 +46,7 @@ def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
     return MinistralConfig(
         **reference_fields(c),
         head_dim=c.head_dim,
-        sliding_window=c.sliding_window,
+        sliding_window=c.sliding_window if c.sliding_window is not None else IDLE_WINDOW,
         layer_types=c.attention_types(),
         rope_parameters=reference_rope(c),
     )

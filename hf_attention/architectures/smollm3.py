@@ -45,10 +45,24 @@ def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
         mlp_bias=c.mlp_bias,
         rope_parameters=reference_rope(c),
         no_rope_layers=[int(index not in c.nope_layers) for index in range(c.num_hidden_layers)],
+        no_rope_layer_interval=nope_interval(c.nope_layers, c.num_hidden_layers),
         use_sliding_window=sliding,
         sliding_window=c.sliding_window if sliding else None,
         layer_types=types,
     )
+
+
+def nope_interval(nope_layers: list[int], num_layers: int) -> int:
+    """SmolLM3's `no_rope_layer_interval` for our NoPE layers: the k that makes layers k-1, 2k-1, ... the NoPE ones
+    (4, the default, when it does). The model reads only `no_rope_layers`, written beside it; the interval describes
+    that list, and a converted checkpoint should give back the interval its source had, not the default."""
+    nope = sorted(set(nope_layers))
+
+    def fits(k: int) -> bool:
+        return nope == [index for index in range(num_layers) if (index + 1) % k == 0]
+
+    # No interval describes no NoPE layer at all, or an irregular pattern: the default, as SmolLM3's configs say.
+    return 4 if fits(4) else next((k for k in range(1, num_layers + 1) if fits(k)), 4)
 
 
 # Interval 2: layers 1 and 3 skip RoPE (NoPE), layers 0 and 2 use it.

@@ -31,6 +31,7 @@ import argparse
 import copy
 import logging
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -71,12 +72,17 @@ def from_hf(model: PreTrainedModel) -> PreTrainedModel:
         train/eval mode.
 
     Raises:
-        ValueError: For another model class, or an option of a supported one that hf_attention cannot express.
+        ValueError: For another model class (a PEFT wrapper: saying to merge its adapters first), a model whose
+            weights are on the meta device, or an option of a supported one that hf_attention cannot express.
     """
     convert = CONVERTERS.get(type(model))
     if convert is None:
         supported = ", ".join(cls.__name__ for cls in CONVERTERS)
-        raise ValueError(f"from_hf: {type(model).__name__} is not supported; supported classes are {supported}.")
+        raise ValueError(
+            f"from_hf: {type(model).__name__} is not supported; supported classes are {supported}."
+            + peft_hint(model, "from_hf")
+        )
+    check_not_on_meta(model, "from_hf")
     weights = Weights(model)
     model_class, config, dropped = convert(model, weights)
     # Several architectures compute the same function (a Mistral without a window is a Llama): the converted model
@@ -93,6 +99,40 @@ def from_hf(model: PreTrainedModel) -> PreTrainedModel:
     if model.can_generate():
         converted.generation_config = copy.deepcopy(model.generation_config)
     return converted.train(model.training)
+
+
+def peft_hint(model, caller: str) -> str:
+    """What to do with a PEFT wrapper (a PeftModel around a supported model), as the end of a refusal; "" for any
+    other model. peft is looked up only where it was imported already: a model cannot be a PeftModel without it."""
+    peft = sys.modules.get("peft")
+    if peft is None or not isinstance(model, getattr(peft, "PeftModel", ())):
+        return ""
+    base = type(model.get_base_model()).__name__
+    return (
+        f" This is a PEFT {type(model).__name__} (adapters on a {base}): call `model = model.merge_and_unload()` "
+        f"first, which folds the adapters (LoRA and the other adapters that merge) into the {base}'s weights, and "
+        f"pass that {base} to {caller}."
+    )
+
+
+def check_not_on_meta(model: PreTrainedModel, caller: str) -> None:
+    """ValueError when a tensor of `model` is on the meta device (built under `torch.device("meta")` or accelerate's
+    `init_empty_weights`): it has a shape but no values to convert, and comparing it fails deep inside torch."""
+    tensors = (*model.named_parameters(), *model.named_buffers())
+    empty = [name for name, tensor in tensors if tensor.is_meta]
+    if empty:
+        name = type(model).__name__
+        # (init_empty_weights leaves the buffers where they were: every parameter on meta is "the weights")
+        which = (
+            f"the weights of this {name} are"
+            if all(parameter.is_meta for parameter in model.parameters())
+            else f"{len(empty)} of the {len(tensors)} tensors of this {name} (the first: {empty[0]}) are"
+        )
+        raise ValueError(
+            f'{caller}: {which} on the meta device (built under `torch.device("meta")` or `init_empty_weights()`): '
+            "they have shapes but no values to convert. Load the weights first (`from_pretrained`, or "
+            f"`load_state_dict(..., assign=True)`), then call {caller} again."
+        )
 
 
 def _load(model: PreTrainedModel, state_dict: dict[str, Tensor]) -> None:

@@ -35,6 +35,7 @@ import re
 from pathlib import Path
 
 import torch
+import transformers
 from torch import Tensor
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
 
@@ -52,7 +53,7 @@ from ..modeling.modeling_hf_attention import (
     HFAttentionForMaskedLM,
     HFAttentionForSeq2SeqLM,
 )
-from .from_hf import CONVERTERS, _check_weight_files
+from .from_hf import CONVERTERS, _check_weight_files, check_not_on_meta, peft_hint
 
 logger = logging.getLogger(__name__)
 
@@ -127,13 +128,16 @@ class _Match:
 
     def __init__(self, model: PreTrainedModel, architecture: str, reference_class: type[PreTrainedModel]):
         self.architecture = architecture
-        reference_config = REGISTRY[architecture].reference_config(model.config)
         # Built in float32 (float64 for a float64 model), whatever the model's dtype: our weights are copied into it
         # exactly, and to_hf casts the result once at the end.
         wide = torch.float64 if next(model.parameters()).dtype == torch.float64 else torch.float32
-        self.reference = reference_class(reference_config).to(wide)
-        self.weights = Weights(self.reference)
-        model_class, derived, self.dropped = CONVERTERS[reference_class](self.reference, self.weights)
+        try:
+            reference_config = REGISTRY[architecture].reference_config(model.config)
+            self.reference = reference_class(reference_config).to(wide)
+            self.weights = Weights(self.reference)
+            model_class, derived, self.dropped = CONVERTERS[reference_class](self.reference, self.weights)
+        except Exception as error:  # whatever transformers (or the converter reading its model) raises
+            raise _Unbuildable(architecture, error) from error
         if model_class is not type(model):  # the tables above and the converters disagree: a bug, not bad input
             raise RuntimeError(f"to_hf: {reference_class.__name__} converts to {model_class.__name__}")
         self.blocking, self.training_only = _differences(model, derived)
@@ -163,6 +167,26 @@ class _Match:
         return zeroed
 
 
+class _Unbuildable(Exception):
+    """A candidate whose reference cannot be built from the config written for it (transformers' own checks, or its
+    RoPE code, refuse a combination ours takes): it stands in the way as a whole, for the reason given. The checks
+    of our own tables that follow (`_Match`'s RuntimeErrors) are bugs, and are not this."""
+
+    def __init__(self, architecture: str, error: Exception):
+        self.architecture = architecture
+        self.reason = f"its model cannot be built from this config ({type(error).__name__}: {error})"
+        super().__init__(f"{architecture}: {self.reason}")
+
+
+def _try(model: PreTrainedModel, architecture: str, reference_class: type[PreTrainedModel]) -> "_Match | _Unbuildable":
+    """The candidate `architecture` built against `model`, or why it cannot be (the candidate is out, and a message
+    that lists the candidates says why)."""
+    try:
+        return _Match(model, architecture, reference_class)
+    except _Unbuildable as unbuildable:
+        return unbuildable
+
+
 def _describe(differences: list[tuple], architecture: str) -> str:
     return "; ".join(f"{field}={mine!r} ({architecture} needs {theirs!r})" for field, mine, theirs in differences)
 
@@ -173,7 +197,7 @@ def _candidates(model: PreTrainedModel) -> dict[str, type[PreTrainedModel]]:
         exportable = ", ".join(cls.__name__ for cls in _TARGET_CLASSES)
         raise ValueError(
             f"to_hf: {type(model).__name__} has no standard counterpart among {'/'.join(ARCHITECTURES)}; the classes "
-            f"that export are {exportable}."
+            f"that export are {exportable}." + peft_hint(model, "to_hf")
         )
     return targets
 
@@ -182,40 +206,55 @@ def _choose(model: PreTrainedModel, to: str) -> _Match:
     if to != "auto" and to not in ARCHITECTURES:
         raise ValueError(f"to={to!r} is not an architecture; choose one of {', '.join(ARCHITECTURES)} or 'auto'.")
     targets = _candidates(model)
+    # (before any reference is built: placing meta tensors, which have no storage, would fail as a bug of ours)
+    check_not_on_meta(model, "to_hf")
     if to != "auto":
         if to not in targets:
             raise ValueError(
                 f"to_hf: {type(model).__name__} cannot be written as {to}; it has the counterparts "
                 f"{', '.join(targets)}."
             )
-        match = _Match(model, to, targets[to])
+        match = _try(model, to, targets[to])
+        if isinstance(match, _Unbuildable):
+            raise ValueError(
+                f"to_hf: this {type(model).__name__} cannot be written as {to}: {match.reason}. Nothing was written."
+            )
         if match.blocking:
             raise ValueError(
                 f"to_hf: this {type(model).__name__} is not a {to} model: {_describe(match.blocking, to)}. "
                 "Nothing was written."
             )
         return match
-    # The architecture a converted model came from first (`from_hf` records it), then the registry's order.
+    # The architecture a converted model came from first (`from_hf` records it), then the registry's order; the first
+    # that matches is the answer, and the others are not built at all (one may not build from this config).
     source = getattr(model.config, "converted_from", None)
     order = sorted(targets, key=lambda architecture: architecture != source)
-    matches = [_Match(model, architecture, targets[architecture]) for architecture in order]
-    exact = [m for m in matches if not m.blocking]
-    if exact:
-        return exact[0]
-    raise ValueError(_no_architecture_message(model, matches))
+    tried = []
+    for architecture in order:
+        match = _try(model, architecture, targets[architecture])
+        if isinstance(match, _Match) and not match.blocking:
+            return match
+        tried.append(match)
+    raise ValueError(_no_architecture_message(model, tried))
 
 
-def _no_architecture_message(model: PreTrainedModel, matches: list[_Match]) -> str:
-    """Why no candidate fits: first the values that no candidate accepts, then each candidate's list."""
-    names = "/".join(m.architecture for m in matches)
-    fields = [{field for field, _, _ in m.blocking} for m in matches]
-    nowhere = sorted(set.intersection(*fields))
+def _no_architecture_message(model: PreTrainedModel, tried: list["_Match | _Unbuildable"]) -> str:
+    """Why no candidate fits: first the values that no candidate accepts, then each candidate's list (or why it could
+    not be built)."""
+    names = "/".join(m.architecture for m in tried)
+    built = [m for m in tried if isinstance(m, _Match)]
+    fields = [{field for field, _, _ in m.blocking} for m in built]
+    nowhere = sorted(set.intersection(*fields)) if fields else []
     c = model.config
     lines = [f"to_hf: this {type(model).__name__} matches none of {names}."]
     if nowhere:
         nowhere_values = ", ".join(f"{field}={getattr(c, field)!r}" for field in nowhere)
-        lines.append(f"No standard architecture among {names} has {nowhere_values}.")
-    lines += [f"{m.architecture}: {_describe(m.blocking, m.architecture)}." for m in matches]
+        # (said of the candidates that were built: of one that was not, it is not known)
+        lines.append(f"No standard architecture among {'/'.join(m.architecture for m in built)} has {nowhere_values}.")
+    lines += [
+        f"{m.architecture}: {_describe(m.blocking, m.architecture) if isinstance(m, _Match) else m.reason}."
+        for m in tried
+    ]
     return " ".join(lines) + " Nothing was written."
 
 
@@ -244,7 +283,8 @@ def to_hf(model: PreTrainedModel, to: str = "auto") -> PreTrainedModel:
 
     Raises:
         ValueError: Before anything is built from the weights, naming every field of the config that the
-            architecture cannot express and the value it needs (for "auto": for each candidate).
+            architecture cannot express and the value it needs (for "auto": for each candidate, or why its model
+            could not be built), or when `model`'s weights are on the meta device.
     """
     match = _choose(model, to)
     if match.training_only:
@@ -353,7 +393,9 @@ def export_checkpoint(
 
     The folder is written beside `destination` and renamed into place once complete; a refusal (a config the
     architecture cannot express, a destination that holds other files, is the current folder or is not named in
-    UTF-8) comes before anything is written.
+    UTF-8) comes before anything is written. Before the swap, the written folder is loaded with transformers alone
+    (the Auto class of the export) and run on a few tokens: an export that does not run is refused, and nothing is
+    left at `destination`.
     """
     source = check_checkpoint(source, argument="source")
     target = check_destination(destination, source=source, overwrite=overwrite)
@@ -362,6 +404,7 @@ def export_checkpoint(
 
     def write(folder: Path) -> None:
         exported.save_pretrained(folder)
+        _check_runs_alone(folder, exported)
         has_tokenizer = os.path.isdir(source) and any(
             os.path.exists(os.path.join(source, name)) for name in TOKENIZER_FILES
         )
@@ -380,11 +423,51 @@ def export_checkpoint(
     return exported
 
 
+def _auto_name(model: PreTrainedModel) -> str:
+    """The name of the Auto class that loads an export (`model`: the standard model `to_hf` returned)."""
+    architecture = by_reference_class(type(model))
+    ours = next(cls for cls, theirs in architecture.classes.items() if theirs is type(model))
+    return _AUTO_NAMES[ours]
+
+
+# The tokens of the forward pass that checks a written export: a few, so that the check costs one step of the model.
+_PROBE_LENGTH = 4
+
+
+def _check_runs_alone(folder: Path, exported: PreTrainedModel) -> None:
+    """Load the checkpoint written to `folder` as its users will (transformers' Auto class, from the folder alone)
+    and run it on a few tokens: a config that transformers saves but cannot run (a field its forward pass needs,
+    written as null) is refused here, before the folder is swapped in, rather than reported as written.
+
+    Raises:
+        ValueError: Naming the class, the step that failed and transformers' error.
+    """
+    auto = _auto_name(exported)
+    c = exported.config
+    # Token ids inside the vocabulary, and no more positions than a position table holds
+    length = max(1, min(_PROBE_LENGTH, getattr(c, "max_position_embeddings", None) or _PROBE_LENGTH))
+    ids = (torch.arange(length) % c.vocab_size).unsqueeze(0)
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    if c.is_encoder_decoder:
+        inputs["decoder_input_ids"] = ids
+    step = f"{auto}.from_pretrained"
+    try:
+        loaded = getattr(transformers, auto).from_pretrained(folder, dtype=exported.dtype)
+        step = f"a forward pass of the {type(loaded).__name__} it loads on {length} tokens"
+        with torch.no_grad():
+            loaded.eval()(**inputs)
+    except Exception as error:  # whatever transformers raises: the export is not what it should be
+        raise ValueError(
+            f"export: the {c.model_type} checkpoint written does not run in transformers: {step} failed "
+            f"({type(error).__name__}: {error}). Nothing was written. hf-attention wrote a config that "
+            "transformers cannot run: please report it, with this model's config.json."
+        ) from error
+
+
 def export_card(model: PreTrainedModel, name: str, source_card: str) -> str:
     """A model card for an exported checkpoint: how to load it, then the hf-attention card it came from."""
     architecture = by_reference_class(type(model))
-    ours = next(cls for cls, theirs in architecture.classes.items() if theirs is type(model))
-    auto = _AUTO_NAMES[ours]
+    auto = _auto_name(model)
     model_type = model.config.model_type
     left_padding_note = architecture.left_padding_note
     body = re.sub(r"\A---\n.*?\n---\n", "", source_card, flags=re.DOTALL).strip()

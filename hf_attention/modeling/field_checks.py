@@ -79,6 +79,13 @@ def check_options(field: str, value) -> None:
 def check_layer_indices(field: str, value) -> None:
     if not isinstance(value, (list, tuple)) or not all(is_int(index) and index >= 0 for index in value):
         raise ValueError(f"{field}={value!r} must be a list of layer indices (integers >= 0).")
+    # A layer is in the set or not: a repeated index is a typo (an index meant for another layer, say) to name.
+    repeated = sorted({index for index in value if list(value).count(index) > 1})
+    if repeated:
+        raise ValueError(
+            f"{field}={value!r} names layer{'s' if len(repeated) > 1 else ''} {', '.join(map(str, repeated))} more "
+            "than once; give each layer index once (a list of distinct integers >= 0)."
+        )
 
 
 def optional(check):
