@@ -141,3 +141,15 @@ def sources(tmp_path_factory) -> dict:
     build_reference("gpt2").save_pretrained(root / "gpt2")
     build(hf_attention.HFAttentionForCausalLM, "decoder", **LLAMA).eval().save_pretrained(root / "ours")
     return {"convert": root / "gpt2", "export": root / "ours"}
+
+
+def pytest_configure(config):
+    # The marks of transformers' own model tests (tests/test_transformers_model_tests.py runs them).
+    for name in (
+        "accelerate_tests",
+        "flash_attn_test",
+        "flash_attn_3_test",
+        "flash_attn_4_test",
+        "torch_compile_test",
+    ):
+        config.addinivalue_line("markers", f"{name}: a mark of transformers' model tests")

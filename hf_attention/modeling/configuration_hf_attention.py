@@ -90,7 +90,7 @@ class HFAttentionConfigBase(CheckedFields, PretrainedConfig):
             values["final_norm"] = values["norm_position"] == "pre"
         values["rope_scaling_options"] = dict(values["rope_scaling_options"] or {})
         values["nope_layers"] = list(values["nope_layers"] or [])
-        if values["layer_types"] is not None:
+        if values.get("layer_types") is not None:
             values["layer_types"] = list(values["layer_types"])
         # None when it is the same as attention_bias: one value per computation, so that configs compare equal
         if values["attention_output_bias"] == values["attention_bias"]:
@@ -213,26 +213,29 @@ class HFAttentionConfigBase(CheckedFields, PretrainedConfig):
 
     def _check_layer_types_length(self) -> None:
         layers = getattr(self, "num_hidden_layers", None)
-        if self.layer_types is not None and layers is not None and len(self.layer_types) != layers:
+        if getattr(self, "layer_types", None) is not None and layers is not None and len(self.layer_types) != layers:
             raise ValueError(
                 f"layer_types has {len(self.layer_types)} entries for {layers} layers; give one per layer."
             )
 
     def _validate_layer_knobs(self) -> None:
         """Per-layer attention types: one per layer, and a window for the sliding ones."""
-        if self.layer_types is not None:
+        # Both fields belong to the encoder and decoder families; an encoder-decoder config holds them only when
+        # they were given (or read from an older config.json), and then only None is allowed.
+        layer_types, sliding_window = getattr(self, "layer_types", None), getattr(self, "sliding_window", None)
+        if layer_types is not None:
             layers = self.layer_count()
             if layers is None:
                 raise ValueError(
-                    f"layer_types={self.layer_types!r} is for the encoder and decoder families, whose layers form one "
+                    f"layer_types={layer_types!r} is for the encoder and decoder families, whose layers form one "
                     "stack; leave it None here."
                 )
             self._check_layer_types_length()
-            if "sliding_attention" in self.layer_types and self.sliding_window is None:
+            if "sliding_attention" in layer_types and sliding_window is None:
                 raise ValueError("layer_types has 'sliding_attention' layers but sliding_window is None: set it.")
-        if self.sliding_window is not None and self.layer_count() is None:
+        if sliding_window is not None and self.layer_count() is None:
             raise ValueError(
-                f"sliding_window={self.sliding_window} is for the encoder and decoder families; the encoder-decoder "
+                f"sliding_window={sliding_window} is for the encoder and decoder families; the encoder-decoder "
                 "family has no windowed layers."
             )
         if not self.first_attention_norm and self.norm_position != "pre":
@@ -256,9 +259,9 @@ class HFAttentionConfigBase(CheckedFields, PretrainedConfig):
 
     def attention_types(self) -> list[str]:
         """Each layer's attention type: `layer_types`, or the same for every layer (sliding when a window is set)."""
-        if self.layer_types is not None:
+        if getattr(self, "layer_types", None) is not None:
             return list(self.layer_types)
-        kind = "sliding_attention" if self.sliding_window is not None else "full_attention"
+        kind = "sliding_attention" if getattr(self, "sliding_window", None) is not None else "full_attention"
         return [kind] * (self.layer_count() or 0)
 
     def feed_forward_types(self) -> list[str]:

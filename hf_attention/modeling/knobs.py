@@ -215,6 +215,9 @@ KNOBS: dict[str, Knob] = {
         "W of local attention (Beltagy et al. 2020; Mistral): a query sees only keys less than W positions away "
         "(in a decoder the W most recent tokens, itself included). Which layers it applies to: `layer_types`. "
         "None: no window.",
+        # The encoder-decoder family has no windowed layers, so its config does not carry the field at all (code
+        # that sets a window on every config that has one, as transformers' own model tests do, leaves it alone).
+        families=("encoder", "decoder"),
     ),
     "layer_types": Knob(
         None,
@@ -222,6 +225,7 @@ KNOBS: dict[str, Knob] = {
         "One entry per layer, `full_attention` or `sliding_attention` (transformers' names; Gemma 3's five local "
         "layers to one global, ModernBERT's alternation); None: every layer sliding when `sliding_window` is set, "
         "else every layer full.",
+        families=("encoder", "decoder"),
     ),
     "qk_norm": Knob(
         "none",

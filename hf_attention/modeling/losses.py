@@ -385,17 +385,21 @@ def linear_cross_entropy(
     label_smoothing: float = 0.0,
     unlikelihood_weight: float = 0.0,
     softcap: float | None = None,
+    fused: bool = True,
 ) -> tuple[Tensor, Tensor]:
     """Logits `projection(hidden)` (…, V) and their token cross-entropy against `labels` (…), as `token_cross_entropy`
     (with the same `label_smoothing`), plus `unlikelihood_weight` × `repeat_unlikelihood` when that is not 0. With
     `softcap` c the logits are c·tanh(logits / c) (Gemma's final cap), computed unfused.
 
-    While training (a gradient is needed) the projection and the loss run fused, chunk by chunk (see the module
-    docstring); under `torch.compile`, without gradients, or when something intercepts the projection (hooks,
-    adapters), they run as `projection` followed by `token_cross_entropy`. Both give the same values.
+    With `fused` and a gradient to compute, the projection and the loss run fused, chunk by chunk (see the module
+    docstring): the loss is computed beside the logits, from the same hidden states, so it is not a function of the
+    returned logits in autograd's graph (`torch.autograd.grad(loss, logits)` finds no path; the logits still carry
+    gradients to the weights). Otherwise — not `fused`, no gradient, under `torch.compile`, or when something
+    intercepts the projection (hooks, adapters) — they run as `projection` followed by `token_cross_entropy`, and the
+    loss is a function of the logits. Both give the same values. The models pass `fused=self.training`.
     """
     _check_label_shape(labels, hidden.shape[:-1])  # the fused path reads labels by flat row: a mismatch is silent
-    needs_grad = torch.is_grad_enabled() and (hidden.requires_grad or projection.weight.requires_grad)
+    needs_grad = fused and torch.is_grad_enabled() and (hidden.requires_grad or projection.weight.requires_grad)
     if not needs_grad or torch.compiler.is_compiling() or not plain_linear(projection) or softcap is not None:
         logits = soft_cap(projection(hidden), softcap)
         loss = token_cross_entropy(logits, labels, num_items_in_batch, label_smoothing)
@@ -440,9 +444,12 @@ class VocabularyLoss:
         generative: bool = True,
     ) -> tuple[Tensor, Tensor | None]:
         """`vocabulary_logits`, and with `labels` (B, T) their token cross-entropy (label-smoothed, plus the repeat
-        unlikelihood term, as the config says); while training the vocabulary projection and the loss run fused
-        (`linear_cross_entropy`). The unlikelihood term is for heads that generate left to right (`generative`): a
-        masked LM's labels are not a sequence the model writes, so it never gets the term."""
+        unlikelihood term, as the config says). In training mode the vocabulary projection and the loss run fused
+        (`linear_cross_entropy`: no (N, V) buffer is kept for the backward), and the loss is computed beside the
+        returned logits rather than from them; in eval mode the loss is computed from the returned logits, so that
+        it can be differentiated with respect to them (saliency, attacks, transformers' own model tests). The
+        unlikelihood term is for heads that generate left to right (`generative`): a masked LM's labels are not a
+        sequence the model writes, so it never gets the term."""
         if labels is None:
             return self.vocabulary_logits(hidden), None
         return linear_cross_entropy(
@@ -454,6 +461,7 @@ class VocabularyLoss:
             # A config saved before the option existed has no such field.
             getattr(self.config, "unlikelihood_weight", 0.0) if generative else 0.0,
             getattr(self.config, "final_logit_softcapping", None),
+            fused=self.training,
         )
 
     def _lm_head_input(self, hidden: Tensor) -> Tensor:

@@ -158,6 +158,8 @@ class HFAttentionRecurrentModel(SharedEmbeddingModel, HFAttentionRecurrentPreTra
         state = _recurrent_state(cache, past_key_values)
         return_dict = self.config.return_dict if return_dict is None else return_dict
         use_cache = self.config.use_cache if use_cache is None else use_cache
+        if output_hidden_states is None:
+            output_hidden_states = self.config.output_hidden_states
         if decoder_input_ids is None:
             raise ValueError("decoder_input_ids are required (or labels, from which the LM head builds them).")
         check_token_inputs(decoder_input_ids, None, prefix="decoder_", embedding_size=self.config.word_embedding_size)
@@ -182,8 +184,9 @@ class HFAttentionRecurrentModel(SharedEmbeddingModel, HFAttentionRecurrentPreTra
         lengths = source_lengths(attention_mask, batch, length, annotations.device)
         source_mask = (torch.arange(length, device=annotations.device)[None, :] < lengths[:, None])[:, None, None]
         summary = self.encoder.summary(annotations, lengths)
+        embedded = self.decoder.embed(decoder_input_ids, first_call=state is None)
         hidden, new_state, weights = self.decoder(
-            decoder_input_ids,
+            embedded,
             annotations,
             summary,
             source_mask,
@@ -200,6 +203,8 @@ class HFAttentionRecurrentModel(SharedEmbeddingModel, HFAttentionRecurrentPreTra
             cross_attentions=cross_attentions,
             encoder_last_hidden_state=annotations,
             encoder_hidden_states=encoder_outputs.hidden_states,
+            # as the encoder's: what the stacked RNN reads and what the decoder outputs
+            decoder_hidden_states=(embedded, hidden) if output_hidden_states else None,
             **{CACHE_FIELD: state if use_cache else None},
         )
         return output if return_dict else output.to_tuple()
@@ -322,6 +327,7 @@ class HFAttentionRecurrentForSeq2SeqLM(EncoderDecoderGeneration, HFAttentionRecu
             cross_attentions=outputs.cross_attentions,
             encoder_last_hidden_state=outputs.encoder_last_hidden_state,
             encoder_hidden_states=outputs.encoder_hidden_states,
+            decoder_hidden_states=outputs.decoder_hidden_states,
             **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
         )
         return output if return_dict else output.to_tuple()

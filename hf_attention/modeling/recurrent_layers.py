@@ -211,20 +211,24 @@ class RecurrentDecoder(nn.Module):
         hidden = hidden.transpose(0, 1).contiguous()
         return (hidden, torch.zeros_like(hidden)) if self.cell == "lstm" else hidden
 
+    def embed(self, input_ids: Tensor, *, first_call: bool) -> Tensor:
+        """Decoder inputs (B, T) → what the RNN reads: their embeddings after dropout (B, T, E)."""
+        embedded = embed_token_ids(self.embed_tokens, input_ids, "decoder_input_ids", first_call=first_call)
+        return self.dropout(embedded)
+
     def forward(
         self,
-        input_ids: Tensor,
+        embedded: Tensor,
         annotations: Tensor,
         summary: Tensor,
         source_mask: Tensor,
         state: Tensor | tuple | None,
         attentional: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | tuple, Tensor | None]:
-        """Decoder inputs (B, T) → attentional states (B, T, E), the state after the last step, and the attention
-        weights (B, T, S) (None without attention). `state` None starts from the encoder's summary; `attentional`
-        is the h̃ of the step before the first (input feeding; None: zeros, as before the first target token)."""
-        embedded = embed_token_ids(self.embed_tokens, input_ids, "decoder_input_ids", first_call=state is None)
-        embedded = self.dropout(embedded)  # (B, T, E)
+        """Embedded decoder inputs (B, T, E) (`embed`) → attentional states (B, T, E), the state after the last step,
+        and the attention weights (B, T, S) (None without attention). `state` None starts from the encoder's summary;
+        `attentional` is the h̃ of the step before the first (input feeding; None: zeros, as before the first target
+        token)."""
         state = self.initial_state(summary) if state is None else state
         if self.attention is None:
             # One context for every step: the whole target can run through the RNN in one call.
