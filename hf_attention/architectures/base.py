@@ -10,6 +10,7 @@ The record is frozen and its later fields have defaults, so that a new need (a c
 is converted, say) is a field with a default here and a line in the modules that use it.
 """
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -20,6 +21,8 @@ from ..modeling.configuration_hf_attention import HFAttentionConfigBase
 from ..modeling.modeling_hf_attention import HFAttentionDecoderForSequenceClassification, HFAttentionForCausalLM
 from .tiny import TinyReference
 from .weights import Weights, unsupported
+
+logger = logging.getLogger(__name__)
 
 # reference model, its tensors → (our model class, our config, reference tensors dropped: name prefix → why)
 Converter = Callable[[PreTrainedModel, Weights], tuple[type[PreTrainedModel], HFAttentionConfigBase, dict[str, str]]]
@@ -97,10 +100,75 @@ def activation(name: str, field: str, *, gated: bool = False) -> str:
     return hidden_act
 
 
-def their_token_ids(config: PretrainedConfig, **extra) -> dict:
-    """The special-token ids of a reference config (T5 has no bos_token_id at all)."""
+# Special ids that no forward pass reads from the config (bos, eos; an encoder's cls and sep): generate() reads its
+# generation config, which from_hf copies unchanged. One outside the vocabulary is no logit's index (generation never
+# produces it) and no embedding row (an input holding it fails in the reference as in ours), so transformers only warns
+# of it, and the converted config holds None in its place: the same logits and tokens.
+MARKER_IDS = ("bos_token_id", "eos_token_id", "cls_token_id", "sep_token_id")
+
+
+def their_token_ids(config: PretrainedConfig, *, reads_pad: bool = True, **extra) -> dict:
+    """The special-token ids of a reference config (T5 has no bos_token_id at all), with `extra` ids of its own
+    (decoder_start_token_id, cls_token_id, ...), each in the vocabulary or None.
+
+    An id outside [0, vocab_size) becomes None with a warning where the model never reads it (`MARKER_IDS`; the pad
+    id when not `reads_pad`: a causal LM's forward pass ignores it); where the model reads it (a classifier's or an
+    encoder-decoder's pad id, the decoder's start), it is refused in the source's words.
+    """
     names = ("pad_token_id", "bos_token_id", "eos_token_id")
-    return {**{name: getattr(config, name, None) for name in names}, **extra}
+    ids = {**{name: getattr(config, name, None) for name in names}, **extra}
+    return {name: _inside_vocabulary(config, name, value, reads_pad=reads_pad) for name, value in ids.items()}
+
+
+def _inside_vocabulary(config: PretrainedConfig, name: str, value, *, reads_pad: bool):
+    vocab_size = config.vocab_size
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    outside = [token for token in values if isinstance(token, int) and not 0 <= token < vocab_size]
+    if not outside:
+        return value
+    source = f"{type(config).__name__}.{name}={value!r}"
+    if isinstance(value, (list, tuple)):
+        source += f" holds {', '.join(map(str, outside))}, which {'is' if len(outside) == 1 else 'are'}"
+    else:
+        source += " is"
+    if name in MARKER_IDS or (name == "pad_token_id" and not reads_pad):
+        kept = [token for token in values if token not in outside]
+        converted = (kept or None) if isinstance(value, (list, tuple)) else None
+        logger.warning(
+            "from_hf: %s outside the vocabulary [0, vocab_size=%d): no token of this model can be that id, and no "
+            "forward pass reads it; converted as %s=%r (the same logits; generate() reads the generation config, "
+            "which is copied as it is).",
+            source,
+            vocab_size,
+            name,
+            converted,
+        )
+        return converted
+    use = (
+        "the decoder's first input, looked up in the embedding"
+        if name == "decoder_start_token_id"
+        else "read by the model (a sequence classifier finds each row's last real token with it; an encoder-decoder "
+        "pads the decoder inputs it builds from labels with it)"
+    )
+    raise ValueError(
+        f"from_hf: {source} outside the vocabulary [0, vocab_size={vocab_size}), and this id is {use}, so the "
+        f"model cannot be converted exactly. Set config.{name} to the token's id in [0, {vocab_size}) (or resize the "
+        "embeddings to hold it: model.resize_token_embeddings) before converting."
+    )
+
+
+def build_config(
+    config_class: type[HFAttentionConfigBase], source: PretrainedConfig, **fields
+) -> HFAttentionConfigBase:
+    """Our config from the fields a converter read off `source`. The converters check what they know in the source's
+    words first; a refusal left to our config still says which source it came from."""
+    try:
+        return config_class(**fields)
+    except ValueError as error:
+        raise ValueError(
+            f"from_hf: the {type(source).__name__} gives hf_attention's {config_class.__name__} a value it refuses, "
+            f"so the model cannot be converted: {error}"
+        ) from None
 
 
 def their_labels(config: PretrainedConfig) -> dict:
@@ -124,10 +192,14 @@ def decoder_head(w: Weights, config: HFAttentionConfigBase, lm_head: str, *, cla
 PLAIN = tuple(PLAIN_ACTIVATIONS)  # the activations every reference names as we do
 
 
-def our_token_ids(c: HFAttentionConfigBase, *, seq2seq: bool = False) -> dict:
+def our_token_ids(c: HFAttentionConfigBase, *, seq2seq: bool = False, markers: bool = False) -> dict:
+    """The special-token ids a reference config takes from ours; `markers`: an encoder's cls and sep too, which
+    ModernBERT's config has (None written as None: the class's defaults may lie outside a small vocabulary)."""
     ids = {"pad_token_id": c.pad_token_id, "bos_token_id": c.bos_token_id, "eos_token_id": c.eos_token_id}
     if seq2seq:
         ids["decoder_start_token_id"] = c.decoder_start_token_id
+    if markers:
+        ids |= {name: getattr(c, name, None) for name in ("cls_token_id", "sep_token_id")}
     return ids
 
 

@@ -12,11 +12,15 @@ from .base import (
     Architecture,
     ConversionRow,
     activation,
+    build_config,
     our_token_ids,
     their_token_ids,
 )
 from .tiny import PARITY_VOCAB, TinyReference
 from .weights import Weights, tied, unsupported
+
+# The ids of [CLS] and [SEP]: not fields of BertConfig, which keeps them as extra ones when given.
+_MARKERS = ("cls_token_id", "sep_token_id")
 
 
 def to_ours(model: BertModel | BertForMaskedLM, w: Weights):
@@ -36,7 +40,9 @@ def to_ours(model: BertModel | BertForMaskedLM, w: Weights):
 
 def _our_config(c, w: Weights, *, masked_lm: bool, word_embeddings: str) -> HFAttentionEncoderConfig:
     """BERT as our encoder: post-norm, learned positions, token types and a norm over the embeddings."""
-    return HFAttentionEncoderConfig(
+    return build_config(
+        HFAttentionEncoderConfig,
+        c,
         vocab_size=c.vocab_size,
         hidden_size=c.hidden_size,
         num_hidden_layers=c.num_hidden_layers,
@@ -59,7 +65,8 @@ def _our_config(c, w: Weights, *, masked_lm: bool, word_embeddings: str) -> HFAt
         lm_head_transform=masked_lm,
         lm_head_bias=masked_lm,
         tie_word_embeddings=tied(w, "cls.predictions.decoder.weight", word_embeddings, c.tie_word_embeddings),
-        **their_token_ids(c),
+        # (an export of ours writes them when set)
+        **their_token_ids(c, **{name: getattr(c, name, None) for name in _MARKERS}),
     )
 
 
@@ -95,6 +102,7 @@ def _lm_head_weights(w: Weights, config: HFAttentionEncoderConfig) -> dict[str, 
 
 
 def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
+    ids = our_token_ids(c, markers=True)
     return BertConfig(
         vocab_size=c.vocab_size,
         hidden_size=c.hidden_size,
@@ -110,7 +118,8 @@ def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
         classifier_dropout=getattr(c, "classifier_dropout", None),
         initializer_range=c.initializer_range,
         tie_word_embeddings=c.tie_word_embeddings,
-        **our_token_ids(c),
+        # cls/sep as extra fields, and only when set: a BERT config without them stays as BERT writes it
+        **{name: value for name, value in ids.items() if name not in _MARKERS or value is not None},
     )
 
 

@@ -11,6 +11,7 @@ from .base import (
     Architecture,
     ConversionRow,
     activation,
+    build_config,
     decoder_head,
     our_labels,
     our_token_ids,
@@ -29,7 +30,9 @@ def to_ours(model: GPT2LMHeadModel | GPT2ForSequenceClassification, w: Weights):
     if c.add_cross_attention:
         raise unsupported("GPT-2 with add_cross_attention=True")
     # reorder_and_upcast_attn only changes the order of fp32 operations (a mixed-precision safeguard): same maths.
-    config = HFAttentionDecoderConfig(
+    config = build_config(
+        HFAttentionDecoderConfig,
+        c,
         vocab_size=c.vocab_size,
         hidden_size=c.n_embd,
         num_hidden_layers=c.n_layer,
@@ -48,7 +51,7 @@ def to_ours(model: GPT2LMHeadModel | GPT2ForSequenceClassification, w: Weights):
         attention_dropout=c.attn_pdrop,
         initializer_range=c.initializer_range,
         tie_word_embeddings=tied(w, "lm_head.weight", "transformer.wte.weight", c.tie_word_embeddings),
-        **their_token_ids(c),
+        **their_token_ids(c, reads_pad=classifier),  # only the classifier reads it (each row's last real token)
         **(their_labels(c) if classifier else {}),
     )
     w.copy("model.decoder.embed_tokens", "transformer.wte")

@@ -16,6 +16,7 @@ from .base import (
     Architecture,
     ConversionRow,
     activation,
+    build_config,
     decoder_head,
     our_labels,
     our_token_ids,
@@ -70,6 +71,21 @@ def layer_types_of(c: PretrainedConfig) -> dict:
     types = list(getattr(c, "layer_types", None) or [])
     if "sliding_attention" not in types:
         return {"sliding_window": None, "layer_types": None}
+    if window is None:
+        # transformers builds such a model, then fails on its first forward pass (its cache and its mask need the
+        # window): there is no computation to convert.
+        name = type(c).__name__
+        sliding = [index for index, kind in enumerate(types) if kind == "sliding_attention"]
+        flag = (
+            f" (and use_sliding_window=True: {name} keeps the window only with it)"
+            if getattr(c, "use_sliding_window", None) is False
+            else ""
+        )
+        raise ValueError(
+            f"from_hf: {name}.layer_types makes layers {sliding} 'sliding_attention' but {name}.sliding_window=None: "
+            f"those layers have no window (transformers' own forward pass fails on them). Set config.sliding_window "
+            f"to the window they were trained with{flag}, or make them 'full_attention', before converting."
+        )
     if all(kind == "sliding_attention" for kind in types):
         return {"sliding_window": window, "layer_types": None}
     return {"sliding_window": window, "layer_types": types}
@@ -100,10 +116,29 @@ def decoder_config(c: PretrainedConfig, w: Weights, *, classifier: bool, **knobs
         "attention_dropout": c.attention_dropout,
         "initializer_range": c.initializer_range,
         "tie_word_embeddings": tied(w, "lm_head.weight", "model.embed_tokens.weight", c.tie_word_embeddings),
-        **their_token_ids(c),
+        # only the classifier reads the pad id (each row's last real token); a causal LM's forward pass does not
+        **their_token_ids(c, reads_pad=classifier),
         **(their_labels(c) if classifier else {}),
     }
-    return HFAttentionDecoderConfig(**{**fields, **knobs})
+    fields |= knobs
+    _check_rope_options(c, fields)
+    return build_config(HFAttentionDecoderConfig, c, **fields)
+
+
+def _check_rope_options(c: PretrainedConfig, fields: dict) -> None:
+    """Refuse, in the source's words, the RoPE scaling options our config refuses (a `factor` of 0 where transformers'
+    formula divides by it, a negative number), of which transformers' own validation only warns."""
+    rope_type = fields.get("rope_type", "default")
+    if rope_type not in ROPE_SCALINGS:  # our config names the type and what it allows
+        return
+    rotary_dim = int(fields["head_dim"] * fields.get("partial_rotary_factor", 1.0))
+    field = f"{type(c).__name__}.rope_parameters"
+    try:
+        ROPE_SCALINGS[rope_type].check_options(
+            fields.get("rope_scaling_options") or {}, rotary_dim=rotary_dim, field=field
+        )
+    except ValueError as error:
+        raise ValueError(f"from_hf: {error} Correct config.rope_parameters before converting.") from None
 
 
 def copy_layers(w: Weights, num_layers: int, *, norms: dict[str, str], qk_norm: bool = False) -> None:

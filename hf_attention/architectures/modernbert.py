@@ -12,7 +12,7 @@ from transformers import (
     PretrainedConfig,
 )
 
-from ..modeling.activations import GATED_ACTIVATIONS
+from ..modeling.activations import GATED_ACTIVATIONS, PLAIN_ACTIVATIONS, gate_activation, hidden_act_of
 from ..modeling.configuration_hf_attention import HFAttentionConfigBase, HFAttentionEncoderConfig
 from ..modeling.modeling_hf_attention import (
     HFAttentionEncoderModel,
@@ -20,7 +20,16 @@ from ..modeling.modeling_hf_attention import (
     HFAttentionForSequenceClassification,
     HFAttentionForTokenClassification,
 )
-from .base import Architecture, ConversionRow, activation, our_labels, our_token_ids, their_labels, their_token_ids
+from .base import (
+    Architecture,
+    ConversionRow,
+    activation,
+    build_config,
+    our_labels,
+    our_token_ids,
+    their_labels,
+    their_token_ids,
+)
 from .tiny import BOS, EOS, PAD, VOCAB, WINDOW, TinyReference
 from .weights import Weights, tied, unsupported
 
@@ -42,14 +51,30 @@ def to_ours(model: ModernBertModel, w: Weights):
     for kind, rope in (("global", full), ("local", local)):
         if rope.get("rope_type", "default") != "default":
             raise unsupported(f"ModernBERT {kind} layers with rope_type={rope['rope_type']!r} (only 'default')")
-    if head and c.classifier_activation != GATED_ACTIVATIONS[hidden_act]:
+    # Our heads apply the feed-forward gate's activation: the head's must compute the same function. Names are
+    # compared by what they compute (activations.py's synonyms: gelu_pytorch_tanh is gelu_new, swish is silu).
+    if head and hidden_act_of(c.classifier_activation, gated=False) != gate_activation(hidden_act):
         raise unsupported(
             f"ModernBERT classifier_activation={c.classifier_activation!r} with hidden_activation="
-            f"{c.hidden_activation!r} (the head's activation is the feed-forward gate's)"
+            f"{c.hidden_activation!r} (the head's activation must compute the feed-forward gate's function, "
+            f"{c.hidden_activation!r})"
+        )
+    if masked_lm and model.sparse_prediction:  # what forward() reads (set from the config when it was built)
+        raise ValueError(
+            f"from_hf: ModernBertConfig.sparse_prediction=True (sparse_pred_ignore_index="
+            f"{model.sparse_pred_ignore_index}): given labels, ModernBertForMaskedLM returns logits only for the "
+            f"positions whose label is not {model.sparse_pred_ignore_index}, flattened to (positions, vocab_size), "
+            "and its loss leaves the others out; hf_attention's masked LM returns (batch, length, vocab_size) logits "
+            "with the loss over labels != -100, so the model cannot be converted exactly. The weights are the same "
+            "either way: set model.sparse_prediction = False (and config.sparse_prediction = False), or load it with "
+            "from_pretrained(..., sparse_prediction=False), then convert; give labels -100 at the positions to leave "
+            "out of the loss."
         )
     types = list(c.layer_types)
     sliding = "sliding_attention" in types
-    config = HFAttentionEncoderConfig(
+    config = build_config(
+        HFAttentionEncoderConfig,
+        c,
         vocab_size=c.vocab_size,
         hidden_size=c.hidden_size,
         num_hidden_layers=c.num_hidden_layers,
@@ -84,7 +109,7 @@ def to_ours(model: ModernBertModel, w: Weights):
         lm_head_bias=masked_lm and c.decoder_bias,
         tie_word_embeddings=masked_lm
         and tied(w, "decoder.weight", "model.embeddings.tok_embeddings.weight", c.tie_word_embeddings),
-        **their_token_ids(c),
+        **their_token_ids(c, cls_token_id=c.cls_token_id, sep_token_id=c.sep_token_id),
         **(their_labels(c) if classifier else {}),
     )
     encoder = "model.encoder" if head else "encoder"
@@ -130,7 +155,9 @@ def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
     types = c.attention_types()
     window = c.sliding_window or 1
     full_every = next((i for i, kind in enumerate(types) if i and kind == "full_attention"), len(types))
-    gate = GATED_ACTIVATIONS.get(c.hidden_act, "gelu")
+    # The kernel our layers run for the gate (gelu_new runs as gelu_pytorch_tanh): the export computes the same bits,
+    # and a source's "gelu_pytorch_tanh" comes back by that name.
+    gate = PLAIN_ACTIVATIONS[GATED_ACTIVATIONS.get(c.hidden_act, "gelu")]
     return ModernBertConfig(
         vocab_size=c.vocab_size,
         hidden_size=c.hidden_size,
@@ -157,7 +184,7 @@ def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
         attention_dropout=c.attention_dropout,
         initializer_range=c.initializer_range,
         tie_word_embeddings=c.tie_word_embeddings,
-        **our_token_ids(c),
+        **our_token_ids(c, markers=True),
         **our_labels(c),
     )
 

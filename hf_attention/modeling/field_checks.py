@@ -107,7 +107,14 @@ def check_token_id_type(field: str, value) -> None:
         raise ValueError(f"{field}={value!r} must be {allowed}.")
 
 
-TOKEN_ID_FIELDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
+TOKEN_ID_FIELDS = (
+    "pad_token_id",
+    "bos_token_id",
+    "eos_token_id",
+    "decoder_start_token_id",
+    "cls_token_id",
+    "sep_token_id",
+)
 
 
 def id_outside_vocabulary(ids, vocab_size: int) -> int | None:

@@ -386,6 +386,21 @@ KNOBS: dict[str, Knob] = {
         "state (BERT's [CLS]).",
         families=("encoder",),
     ),
+    # An encoder's text markers, as BERT-style tokenizers and ModernBERT's config name them: no layer reads them,
+    # but a converted config keeps its source's (and an export writes them back) rather than the defaults of the
+    # standard class, which may lie outside a small vocabulary.
+    "cls_token_id": Knob(
+        None,
+        check_token_id_type,
+        "Id of the classification token that starts a text ([CLS]; ModernBERT's config has it). None: none.",
+        families=("encoder",),
+    ),
+    "sep_token_id": Knob(
+        None,
+        check_token_id_type,
+        "Id of the separator token that ends a text or segment ([SEP]; ModernBERT's config has it). None: none.",
+        families=("encoder",),
+    ),
     "classifier_transform": Knob(
         False,
         check_bool,

@@ -25,40 +25,48 @@ class RopeScaling:
 
     required: tuple[str, ...] = ()
     optional: tuple[str, ...] = ()
+    # The options whose value 0 the formula reads as transformers does: as "unset" (YaRN's `mscale`, whose 0 means
+    # "no mscale", as None does) or as a number it computes with (a LongRoPE `factor` <= 1 means no attention
+    # factor). Every other number must be > 0.
+    zero_allowed: tuple[str, ...] = ()
     length_dependent = False
 
     @classmethod
-    def check_options(cls, options: dict, *, rotary_dim: int) -> None:
-        """Raise ValueError naming the option when `options` does not fit this scaling."""
+    def check_options(cls, options: dict, *, rotary_dim: int, field: str = "rope_scaling_options") -> None:
+        """Raise ValueError naming the option when `options` does not fit this scaling. `field` names the options in
+        the message: ours, or the `rope_parameters` of a config being converted."""
         name = next(key for key, value in ROPE_SCALINGS.items() if value is cls)
         allowed = (*cls.required, *cls.optional)
         unknown = [key for key in options if key not in allowed]
         if unknown:
             listed = ", ".join(allowed) if allowed else "none"
             raise ValueError(
-                f"rope_scaling_options has {', '.join(map(repr, unknown))}, which rope_type={name!r} does not read "
+                f"{field} has {', '.join(map(repr, unknown))}, which rope_type={name!r} does not read "
                 f"(it reads: {listed})."
             )
         missing = [key for key in cls.required if options.get(key) is None]
         if missing:
-            raise ValueError(f"rope_type={name!r} needs rope_scaling_options {', '.join(map(repr, missing))}.")
+            raise ValueError(f"rope_type={name!r} needs {field} {', '.join(map(repr, missing))}.")
         for key, value in options.items():
             if key in ("short_factor", "long_factor"):
                 if not isinstance(value, (list, tuple)) or len(value) != rotary_dim // 2:
                     raise ValueError(
-                        f"rope_scaling_options[{key!r}] must be a list of {rotary_dim // 2} numbers (one per rotated "
-                        f"pair of dimensions), got {value!r}."
+                        f"{field}[{key!r}] must be a list of {rotary_dim // 2} numbers (one per rotated pair of "
+                        f"dimensions), got {value!r}."
                     )
             elif key == "truncate":
-                if not isinstance(value, bool):
-                    raise ValueError(f"rope_scaling_options['truncate']={value!r} must be true or false.")
+                # None reads as transformers reads it: false (`if truncate:`), no rounding of the ramp's ends
+                if value is not None and not isinstance(value, bool):
+                    raise ValueError(f"{field}['truncate']={value!r} must be true, false or null.")
             elif value is not None and (
                 not isinstance(value, (int, float))
                 or isinstance(value, bool)
                 or not math.isfinite(value)
-                or value <= 0
+                or value < 0
+                or (value == 0 and key not in cls.zero_allowed)
             ):
-                raise ValueError(f"rope_scaling_options[{key!r}]={value!r} must be a number > 0.")
+                bound = ">= 0" if key in cls.zero_allowed else "> 0"
+                raise ValueError(f"{field}[{key!r}]={value!r} must be a number {bound} (rope_type={name!r}).")
 
     @staticmethod
     def base_frequencies(base, dim: int, device) -> Tensor:
@@ -92,6 +100,7 @@ class DynamicScaling(RopeScaling):
     slow dimensions most and leaves the fast ones nearly as trained. `RotaryEmbedding` recomputes it as inputs grow."""
 
     required = ("factor",)
+    zero_allowed = ("factor",)  # base·(0·L/M + 1)^…: the plain frequencies, as transformers computes them
     length_dependent = True
 
     @classmethod
@@ -116,14 +125,22 @@ class YarnScaling(RopeScaling):
 
     required = ("original_max_position_embeddings",)
     optional = ("factor", "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate")
+    # transformers reads beta_fast/beta_slow with `or` (0: 32 and 1), mscale/mscale_all_dim with `if mscale and
+    # mscale_all_dim` (0: unset, as DeepSeek-style configs write it), attention_factor with `is None` (0 is a factor).
+    zero_allowed = ("attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim")
 
     @staticmethod
     def _mscale(scale: float, mscale: float = 1) -> float:
         return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
 
+    @staticmethod
+    def _factor(options: dict, max_positions: int) -> float:
+        factor = options.get("factor")  # None only: transformers' `if factor is None`
+        return max_positions / _original_length(options, max_positions) if factor is None else factor
+
     @classmethod
     def attention_factor(cls, options: dict, max_positions: int) -> float:
-        factor = options.get("factor") or max_positions / _original_length(options, max_positions)
+        factor = cls._factor(options, max_positions)
         attention_factor = options.get("attention_factor")
         mscale, mscale_all_dim = options.get("mscale"), options.get("mscale_all_dim")
         if attention_factor is None:
@@ -136,7 +153,7 @@ class YarnScaling(RopeScaling):
     @classmethod
     def frequencies(cls, *, base, dim, options, max_positions, device, length=None):
         original = _original_length(options, max_positions)
-        factor = options.get("factor") or max_positions / original
+        factor = cls._factor(options, max_positions)
         attention_factor = cls.attention_factor(options, max_positions)
         beta_fast, beta_slow = options.get("beta_fast") or 32, options.get("beta_slow") or 1
 
@@ -183,12 +200,16 @@ class LongRopeScaling(RopeScaling):
 
     required = ("short_factor", "long_factor", "original_max_position_embeddings")
     optional = ("factor", "attention_factor")
+    # `factor` only chooses the attention factor (none when <= 1, so 0 too); attention_factor is read with `is None`
+    zero_allowed = ("factor", "attention_factor")
     length_dependent = True
 
     @classmethod
     def attention_factor(cls, options: dict, max_positions: int) -> float:
         original = options["original_max_position_embeddings"]
-        factor = options.get("factor") or max_positions / original
+        factor = options.get("factor")  # None only, as transformers reads it: a factor of 0 is <= 1, no scaling
+        if factor is None:
+            factor = max_positions / original
         attention_factor = options.get("attention_factor")
         if attention_factor is None:
             attention_factor = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
