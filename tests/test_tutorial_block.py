@@ -83,13 +83,19 @@ def test_attention_dropout(block):
 
 def test_hand_written_pieces_equal_the_library(block):
     numbers, _ = block
-    # The same operations in the same order as the eager backend, nn.Linear and EncoderLayer: the very same bits.
-    assert numbers["single_head_eager_max_abs"] == 0.0
-    assert numbers["single_head_weights_max_abs"] == 0.0
-    assert numbers["multi_head_eager_max_abs"] == 0.0
-    assert numbers["ffn_max_abs"] == 0.0
-    assert numbers["post_norm_layer_torch_norm_max_abs"] == 0.0
-    assert numbers["pre_norm_layer_torch_norm_max_abs"] == 0.0
+    # The same operations in the same order as the eager backend, nn.Linear and EncoderLayer: the same bits on the
+    # committed run's CPU, but the library's layout of the same products (a batch of one, nn.Linear's bias added inside
+    # the product) may take other kernels on another CPU. What holds everywhere is float32 rounding: outputs of order 1
+    # after sums over D = 16 and 4·D = 64 terms, a few 1e-7; a wrong mask, scale or missing term moves them by > 1e-3.
+    for key in (
+        "single_head_eager_max_abs",
+        "multi_head_eager_max_abs",
+        "ffn_max_abs",
+        "post_norm_layer_torch_norm_max_abs",
+        "pre_norm_layer_torch_norm_max_abs",
+    ):
+        assert numbers[key] < 5e-6, key
+    assert numbers["single_head_weights_max_abs"] < 1e-6  # softmax weights, each in [0, 1]
     # Another order of additions (fused SDPA, strided slices, one row at a time, LayerNorm's kernel): rounding only.
     for key in (
         "single_head_sdpa_max_abs",

@@ -48,7 +48,9 @@ def test_each_step_does_better(language_model):
 def test_the_library_computes_the_same_model(language_model):
     numbers, _ = language_model
     assert numbers["library_class"] == "HFAttentionForCausalLM"
-    assert numbers["library_eager_vs_hand_logits_max_abs"] == 0.0  # the same operations in the same order
+    # The eager backend runs the same operations in the same order: the same bits on the committed run's CPU, float32
+    # rounding where the matrix library picks other kernels for the library's layout (as SDPA's bound below).
+    assert numbers["library_eager_vs_hand_logits_max_abs"] < 1e-5
     assert numbers["library_vs_hand_logits_max_abs"] < 1e-5  # SDPA: another order of additions
     assert numbers["reloaded_vs_hand_logits_max_abs"] < 1e-5  # save_pretrained / from_pretrained
     assert numbers["greedy_by_hand"] == numbers["greedy_generate"]

@@ -294,10 +294,12 @@ print(
 print(f"by hand vs library, SDPA backend:  output {report['single_head_sdpa_max_abs']:.1e}")
 
 # %% [markdown]
-# Against the eager backend the difference is **0.0**: the library runs the same products, the same scale, the same
-# softmax and the same weighted sum in the same order, so every bit agrees. Against SDPA it is float rounding, a few
-# times $10^{-8}$: the fused kernel computes the softmax its own way (over blocks of keys, with a running maximum and
-# a running sum, and vectorised exponentials), so its additions and roundings fall differently.
+# Against the eager backend the difference is **0.0** on the CPU of this run: the library runs the same products, the
+# same scale, the same softmax and the same weighted sum in the same order. That is not a promise for every CPU: the
+# matrix library may pick other kernels for the library's layout of the same products (a batch of one, the bias added
+# inside the product), and the two then differ by float32 rounding, as the other paths below do. Against SDPA it is
+# float rounding, a few times $10^{-8}$: the fused kernel computes the softmax its own way (over blocks of keys, with a
+# running maximum and a running sum, and vectorised exponentials), so its additions and roundings fall differently.
 #
 # ## Multi-head attention: split, attend, concatenate, $W_o$
 #
@@ -342,11 +344,12 @@ print(
 )
 
 # %% [markdown]
-# Batched over heads (a view and a transpose, then one product for all heads), the hand version is again
-# bit-identical to the eager backend, which does the same. Cut into strided column slices and run one head at a
-# time it is not, although it is the same arithmetic on the same numbers: a matrix product picks its kernel and the
-# order of its sums by the shapes and the memory layout it is given, so a strided slice may be summed in another
-# order than a contiguous block. Bit-exactness is a property of the whole sequence of operations, not of the formula.
+# Batched over heads (a view and a transpose, then one product for all heads), the hand version again gives the
+# numbers of the eager backend, which does the same (to the last bit on this run's CPU). Cut into strided column
+# slices and run one head at a time it need not, although it is the same arithmetic on the same numbers: a matrix
+# product picks its kernel and the order of its sums by the shapes and the memory layout it is given, so a strided
+# slice may be summed in another order than a contiguous block. Bit-exactness is a property of the whole sequence of
+# operations and of the kernels the CPU runs for them, not of the formula.
 #
 # ## Is multi-head attention a convolution with channels?
 #
@@ -601,7 +604,8 @@ print(
 )
 
 # %% [markdown]
-# By hand: identical bits (`nn.Linear` is the same product plus bias). One row at a time gives the same function of
+# By hand: the same numbers (`nn.Linear` is the same product plus bias; to the last bit on this run's CPU, to float
+# rounding where the matrix library adds the bias inside the product). One row at a time gives the same function of
 # each row, hence "position-wise", but not always the same bits: a $1 \times D$ product and a $T \times D$ product
 # go through different kernels (a matrix-vector and a matrix-matrix routine), which add in different orders.
 #
@@ -764,7 +768,8 @@ print(table(rows, ("vs library EncoderLayer (eager)", "all by hand", "by hand, t
 # the variance in one fused pass over the row (Welford's running update) and multiplies by a reciprocal square
 # root, where the hand version makes two passes and divides by a square root. That is the *only* source of
 # difference in the whole layer: with torch's own `layer_norm` function in place of the hand-written one, the
-# hand-written post-norm and pre-norm layers give the library's `EncoderLayer` bit for bit.
+# hand-written post-norm and pre-norm layers give the library's `EncoderLayer`: to the last bit on this run's CPU, to
+# float rounding on one whose matrix library picks other kernels for the library's layout.
 #
 # ### LayerNorm over a token, not over a sentence
 #
@@ -1249,8 +1254,9 @@ save_figure(figure, args.figures, "07_loss", **{f"curve_{i}": c for i, c in enum
 #
 # * Attention is four lines of torch: $Q, K, V = XW_q, XW_k, XW_v$; $\mathrm{softmax}(QK^\top/\sqrt d)\,V$.
 #   Multi-head attention cuts the columns into $H$ groups, attends in each, puts the outputs side by side and mixes
-#   them with $W_o$. Written that way, with the library's weights, it gives hf-attention's eager backend bit for bit;
-#   SDPA and LayerNorm's fused kernel agree to float rounding, because they add in another order.
+#   them with $W_o$. Written that way, with the library's weights, it gives hf-attention's eager backend (to the last
+#   bit where the same kernels run, as on this run's CPU); SDPA and LayerNorm's fused kernel agree to float rounding,
+#   because they add in another order.
 # * $W_q \ne W_k$ lets "$i$ looks for $j$" differ from "$j$ looks for $i$". Tied, the scores are a symmetric Gram
 #   matrix: tokens favour themselves, and no two tokens can favour each other.
 # * Dropout on the attention weights is training-time noise: a row keeps its sum only on average, and eval mode is
@@ -1273,7 +1279,7 @@ save_figure(figure, args.figures, "07_loss", **{f"curve_{i}": c for i, c in enum
 # ## Exercises
 #
 # 1. Give every head the width $d = 8$ ($D = 32$, $H = 4$) and compare `multi_head_by_hand` with the eager backend
-#    again. What difference do you expect, and what small change to `scaled_dot_product` makes it 0.0 again?
+#    again. What difference do you expect, and what small change to `scaled_dot_product` removes it?
 # 2. Show that with $W_k = W_q$ the score matrix is positive semidefinite: $u^\top S u \ge 0$ for every vector $u$.
 #    Does it stay so with biases on the projections (tied too)?
 # 3. Why can no model of the form "one weighted average of the two digits' vectors (with weights that do not depend
@@ -1295,7 +1301,7 @@ save_figure(figure, args.figures, "07_loss", **{f"curve_{i}": c for i, c in enum
 # 1. $1/\sqrt 8$ is not a power of two: the hand version divides by the rounded $\sqrt 8$, the library multiplies by
 #    the rounded $8^{-1/2}$, and the two differ in the last bit of some scores; the outputs then differ by float
 #    rounding. Writing `* K.shape[-1] ** -0.5` instead of `/ math.sqrt(K.shape[-1])` runs the library's very
-#    operation and gives 0.0 again.
+#    operation: the scores agree again, and the outputs are as close as they were above.
 # 2. $S = AA^\top$ with $A = XW + \mathbf 1 b^\top$ (queries and keys are the same rows $a_i$), so
 #    $u^\top S u = u^\top A A^\top u = \lVert A^\top u\rVert^2 \ge 0$. Biases change $A$ but not the form $AA^\top$:
 #    still positive semidefinite, and still symmetric.
@@ -1313,10 +1319,11 @@ save_figure(figure, args.figures, "07_loss", **{f"curve_{i}": c for i, c in enum
 # 5. In the final LayerNorm at the end of the stack: it brings the stream back to unit scale before the classifier.
 #    Without it the classifier's logits would scale with the depth of the model, and their size (how sure the model
 #    is) would depend on how many layers it has, not on what it has learned.
-# 6. Only padding: with statistics over the five real tokens, the padded sentence gives its real tokens exactly the
-#    outputs they get alone (difference 0.0). A later token still moves position 0 (by 0.11, as before), and so does
-#    an appended one: the statistics still mix the positions. A causal version would need statistics over each
-#    prefix, a different normaliser for every position; per token there is nothing to repair.
+# 6. Only padding: with statistics over the five real tokens, the padded sentence gives its real tokens the outputs
+#    they get alone, to float rounding (its sums also run over the rows of zeros, which may group the additions
+#    differently). A later token still moves position 0 (by 0.11, as before), and so does an appended one: the
+#    statistics still mix the positions. A causal version would need statistics over each prefix, a different
+#    normaliser for every position; per token there is nothing to repair.
 # 7. Five heads whose masks allow the offsets $-2, -1, 0, 1, 2$ (head $h$: key $j = i + h - 2$), `v_proj` five stacked
 #    identities, `o_proj` the five taps side by side: it equals the convolution to float rounding. Dilation 2 with
 #    3 taps: three heads with offsets $-2, 0, 2$. The mask says where a head looks, the head count is the number of

@@ -831,11 +831,13 @@ print(
 )
 
 # %% [markdown]
-# The same logits: with the eager backend, which runs the hand-written operations in the same order, the very same bits
-# (0.0); with the library's default, the fused SDPA kernel, to float rounding, since it adds its sums in another order
-# (tutorial 07). And being the library's model, it has everything a `transformers` model has: `save_pretrained`,
-# `from_pretrained`, and `generate()`, with its key-value cache. Greedy decoding of the second half of a sentence, by
-# hand (the whole context again at every step) and with `generate()` (the cache, one new token per step):
+# The same logits: with the eager backend, which runs the hand-written operations in the same order, the same bits on
+# this run's CPU (a difference of 0.0), and float32 rounding, within 1e-5, on a CPU whose matrix library picks other
+# kernels for the library's layout of the same products; with the library's default, the fused SDPA kernel, to float
+# rounding, since it adds its sums in another order (tutorial 07). And being the library's model, it has everything a
+# `transformers` model has: `save_pretrained`, `from_pretrained`, and `generate()`, with its key-value cache. Greedy
+# decoding of the second half of a sentence, by hand (the whole context again at every step) and with `generate()`
+# (the cache, one new token per step):
 
 # %%
 prompt = "gus has a white kite. the"

@@ -421,12 +421,12 @@ print(
 )
 
 # %% [markdown]
-# With the eager backend the logits are the very same bits (difference 0.0), and so are the cross-attention weights: it
+# With the eager backend the logits and the cross-attention weights are equal to float32 rounding, within 1e-5: it
 # runs the hand-written operations in the same order (its masked scores get the most negative float instead of
-# $-\infty$, and both give a weight of exactly 0). That is this run's CPU: where the matrix library picks other kernels
-# for the library's layout of the same products (one of the AMD EPYC test machines does), the two differ by float
-# rounding too. With the default SDPA backend they agree to float rounding, 4.3e-06 at most, on logits as large as
-# 10.8: the fused kernel adds its sums in another order (tutorial 07).
+# $-\infty$, and both give a weight of exactly 0). On this run's CPU that gives the same bits (a difference of 0.0);
+# where the matrix library picks other kernels for the library's layout of the same products, the last bits differ
+# (by 1.4e-6 on an AVX2-only AMD EPYC, 2.6e-6 on a Zen 4 EPYC). With the default SDPA backend they agree to float
+# rounding, 4.3e-06 at most, on logits as large as 10.8: the fused kernel adds its sums in another order (tutorial 07).
 #
 # Then decoding: `generate()` with greedy search (`num_beams=1, do_sample=False`) on the whole test set, against the
 # loop above. `generate()` runs the encoder once and the decoder one token at a time with a key-value cache, so its

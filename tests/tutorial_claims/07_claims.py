@@ -310,7 +310,6 @@ GIVEN = [
     ("The projections are $1 \\times 1$ convolutions", "a pointwise convolution's kernel size"),
     # Exercises and answers: their own settings and the algebra of the answers.
     ("1. Give every head the width $d = 8$ ($D = 32$, $H = 4$)", "the exercise's setting"),
-    ("makes it 0.0 again?", "what the answer shows"),
     ("2. Show that with $W_k = W_q$", "list number"),
     ("$u^\\top S u \\ge 0$ for every vector", "formula"),
     ("3. Why can no model", "list number"),
@@ -329,7 +328,6 @@ GIVEN = [
         "the answer's arithmetic",
     ),
     ("Writing `* K.shape[-1] ** -0.5` instead of `/ math.sqrt(K.shape[-1])`", "code"),
-    ("runs the library's very operation and gives 0.0 again", "the same operations give the same bits"),
     ("2. $S = AA^\\top$ with $A = XW + \\mathbf 1 b^\\top$", "formula"),
     ("\\lVert A^\\top u\\rVert^2 \\ge 0$", "formula"),
     ("3. A linear classifier on $\\alpha e(a) + (1 - \\alpha) e(b)$", "formula"),
@@ -342,7 +340,6 @@ GIVEN = [
     ("can reach 100%", "copying is exact"),
     ("5. In the final LayerNorm", "list number"),
     ("6. Only padding", "list number"),
-    ("(difference 0.0)", "exact: the same statistics over the same real tokens"),
     ("7. Five heads whose masks allow the offsets $-2, -1, 0, 1, 2$ (head $h$: key $j = i + h - 2$)", "the answer"),
     ("Dilation 2 with 3 taps: three heads with offsets $-2, 0, 2$", "the answer"),
 ]
