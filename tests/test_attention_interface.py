@@ -8,6 +8,7 @@ from conftest import POSITION_ENCODINGS, build, left_pad, right_pad
 from transformers import AttentionInterface, AttentionMaskInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward as hf_sdpa_attention
 from transformers.masking_utils import eager_mask, sdpa_mask
+from transformers.models.gemma2.modeling_gemma2 import eager_attention_forward as gemma2_eager_attention
 from transformers.models.t5.modeling_t5 import eager_attention_forward as t5_eager_attention
 
 from hf_attention import HFAttentionEncoderModel, HFAttentionForCausalLM, HFAttentionForSeq2SeqLM
@@ -103,3 +104,96 @@ def test_keywords_the_model_computes_itself_are_refused():
     model = build(HFAttentionForCausalLM, "decoder")
     with pytest.raises(TypeError, match="position_bias: this is computed by the model itself"):
         model(torch.tensor([[5, 6, 7]]), position_bias=torch.zeros(1, 4, 3, 3))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# A score cap (attn_logit_softcapping) reaches a registered function as `softcap=`, as transformers' Gemma 2 passes it
+
+# Gemma 2's own eager function applies its `softcap` keyword (c·tanh(s / c) before the additive mask).
+AttentionInterface.register("test_gemma2_eager", gemma2_eager_attention)
+AttentionMaskInterface.register("test_gemma2_eager", eager_mask)
+
+
+def recording_gemma2_eager(module, query, key, value, attention_mask, **kwargs):
+    """Gemma 2's eager function, recording the keywords each call receives."""
+    SEEN.append(kwargs)
+    return gemma2_eager_attention(module, query, key, value, attention_mask, **kwargs)
+
+
+AttentionInterface.register("test_recording_gemma2_eager", recording_gemma2_eager)
+AttentionMaskInterface.register("test_recording_gemma2_eager", eager_mask)
+
+
+def capped_decoder(cap: float | None):
+    """A decoder whose scores are large enough for a cap of 1 to change the logits a lot (initializer_range 0.5)."""
+    torch.manual_seed(0)
+    return build(
+        HFAttentionForCausalLM,
+        "decoder",
+        position_encoding="rotary",
+        attn_logit_softcapping=cap,
+        attn_implementation="eager",
+        initializer_range=0.5,
+    )
+
+
+def test_a_registered_function_that_applies_softcap_gives_the_eager_logits():
+    model, uncapped = capped_decoder(1.0), capped_decoder(None)
+    uncapped.load_state_dict(model.state_dict())
+    ids, mask = left_pad([[5, 17, 33, 8, 61], [7, 21, 3]])
+    real = mask.bool()
+    with torch.no_grad():
+        expected = model(ids, attention_mask=mask).logits[real]
+        assert (uncapped(ids, attention_mask=mask).logits[real] - expected).abs().max() > 0.1  # the cap matters
+        model.set_attn_implementation("test_gemma2_eager")
+        got = model(ids, attention_mask=mask).logits[real]
+    # float32, logits of order 10 after two layers; the same formula in another order of operations: rounding only,
+    # while a cap left out moves them by more than 0.1 (above)
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)
+
+
+def test_the_cap_is_passed_only_where_there_is_one():
+    for cap in (1.0, None):
+        model = capped_decoder(cap)
+        model.set_attn_implementation("test_recording_gemma2_eager")
+        SEEN.clear()
+        with torch.no_grad():
+            model(torch.tensor([[5, 17, 33]]))
+        assert len(SEEN) == model.config.num_hidden_layers
+        assert all(call.get("softcap", "none passed") == (cap or "none passed") for call in SEEN), cap
+
+
+@pytest.mark.parametrize(
+    ("name", "refused"),
+    [
+        ("eager", False),
+        ("paged|eager", False),
+        ("flex_attention", False),
+        ("test_gemma2_eager", False),  # registered: it receives the cap as `softcap=`
+        ("sdpa", True),
+        ("test_hf_sdpa", True),  # transformers' SDPA, registered under another name
+    ],
+)
+def test_softcap_refusal_names_only_the_backends_that_cannot_cap(name, refused):
+    from hf_attention.modeling.attention_backends import softcap_refusal
+
+    assert softcap_refusal(name, None) is None  # nothing capped: every backend can
+    message = softcap_refusal(name, 30.0)
+    if not refused:
+        assert message is None
+        return
+    for words in (
+        "attn_logit_softcapping=30.0 needs attn_implementation='eager', 'flex_attention' or a function registered",
+        f"(got {name!r})",
+        "cannot cap the scores",
+        "attn_logit_softcapping=None",
+    ):
+        assert words in message, (words, message)
+
+
+def test_a_capped_model_takes_a_registered_function_and_refuses_sdpa():
+    model = capped_decoder(1.0)
+    model.set_attn_implementation("test_gemma2_eager")
+    assert model.config._attn_implementation == "test_gemma2_eager"
+    with pytest.raises(ValueError, match="attn_logit_softcapping=1.0 needs attn_implementation='eager'"):
+        model.set_attn_implementation("sdpa")

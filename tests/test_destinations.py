@@ -166,6 +166,55 @@ def test_a_destination_filled_while_the_command_works_is_left_alone(workdir, cap
     assert [p.name for p in (workdir / "empty" / "out").iterdir()] == ["thesis.txt"]
 
 
+# An earlier release's refresh-code wrote each file of a checkpoint as `.NAME.<8 hex>.partial` beside it, then renamed
+# it over; a run killed between the two left that hidden file, without a marker (those releases wrote none).
+EARLIER_PARTIALS = [
+    ".modeling_hf_attention.py.0123abcd.partial",
+    ".config.json.89abcdef.partial",
+    ".signatures.py.deadbeef.partial",  # a module an earlier release shipped, which today's code no longer has
+]
+
+
+def test_overwrite_replaces_a_checkpoint_holding_what_an_earlier_refresh_code_left_half_written(workdir, capsys):
+    old = workdir / "empty" / "old"
+    convert_checkpoint(str(workdir / "src"), old)
+    for name in EARLIER_PARTIALS:
+        (old / name).write_text("# the first half of a file\n")
+    code, _, err = run(capsys, ["convert", "../src", "old", "--overwrite"])
+    assert code == 0, err
+    assert not [p.name for p in old.iterdir() if p.name.startswith(".")]  # gone with the folder they were in
+    assert (old / "config.json").is_file() and (old / "model.safetensors").is_file()
+    assert sorted(p.name for p in (workdir / "empty").iterdir()) == ["old"]  # and nothing hidden beside it
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        (".notes.txt.0123abcd.partial", "file"),  # not a file refresh-code writes
+        (".my_model.py.0123abcd.partial", "file"),  # not a module hf-attention ships
+        (".layers.py.0123ABCD.partial", "file"),  # not the form: the hex is lower case
+        (".layers.py.0123abc.partial", "file"),  # not the form: 8 hex digits
+        (".layers.py.0123abcd.partial", "folder"),  # the form, but refresh-code wrote files
+        (".layers.py.0123abcd.partial", "link"),  # the form, but a link: what it points to is anyone's
+    ],
+)
+def test_overwrite_still_refuses_a_hidden_file_of_that_kind_that_is_not_ours(workdir, capsys, name, kind):
+    old = workdir / "empty" / "old"
+    convert_checkpoint(str(workdir / "src"), old)
+    path = old / name
+    if kind == "file":
+        path.write_text("mine")
+    elif kind == "folder":
+        path.mkdir()
+        (path / "data.txt").write_text("mine")
+    else:
+        path.symlink_to(workdir / "src" / "config.json")
+    before = state(workdir)
+    code, _, err = run(capsys, ["convert", "../src", "old", "--overwrite"])
+    assert_error(code, err, ["destination old", "not only a model checkpoint", f"it also holds {name}"])
+    assert state(workdir) == before
+
+
 def test_overwrite_names_a_malformed_auto_map_of_the_destination(workdir, capsys):
     taken = workdir / "empty" / "taken"
     taken.mkdir()

@@ -415,3 +415,65 @@ def test_a_title_or_text_holding_the_templates_markers_is_written_as_it_is(saved
     page = explore(model, tokenizer, "a __TITLE__ b", title="x __DATA__ y").html
     assert "<title>Attention explorer: x __DATA__ y</title>" in page
     assert embedded_data(page)["text"] == "a __TITLE__ b"
+
+
+@pytest.fixture(scope="module")
+def protecting_model():
+    """A tiny random translation model whose tokenizer holds the placeholder sentinels (a model trained with
+    placeholder protection reads its source with them), with a tokenizer of the same kind that holds none."""
+    from hf_attention.modeling.placeholders import protect_pair
+    from training.data.tokenizer import train_tokenizer
+
+    pairs = [
+        protect_pair(f"Delete %(name)s in the {w} <b>%s</b>", f"%(name)s im {w} löschen") for w in ("file", "page")
+    ]
+    texts = [text for source, target, _ in pairs for text in (source, target)] * 10
+    tokenizer = train_tokenizer(texts, 320, kind="seq2seq", placeholder_sentinels=True, min_frequency=1)
+    plain = train_tokenizer(texts, 320, kind="seq2seq", min_frequency=1)
+    torch.manual_seed(0)
+    model = HFAttentionForSeq2SeqLM(tiny_config("seq2seq", vocab_size=len(tokenizer), max_position_embeddings=64))
+    return model.eval(), tokenizer, plain
+
+
+def header_lines(page: OpenPage) -> list[tuple[str, str]]:
+    """(id, text) of each line of the page's header that is shown, top to bottom."""
+    shown = "lines => lines.filter(p => !p.hidden && p.offsetParent !== null).map(p => [p.id, p.innerText])"
+    return [tuple(line) for line in page.tab.eval_on_selector_all("header p.meta", shown)]
+
+
+def test_browser_shows_the_placeholder_line_under_the_protected_text(browser, protecting_model, tmp_path):
+    """docs/generation.md: a protected model's page shows the text as the model reads it (sentinels in place of the
+    placeholders) and adds a line with what each sentinel stands for, `⟦ph_0⟧ = %(name)s, …`; the placeholders are
+    shown as text (`<b>` is not markup there)."""
+    from hf_attention.modeling.placeholders import SENTINELS, protect, protect_pair
+
+    model, tokenizer, _ = protecting_model
+    text, target = "Delete %(name)s in the <b>file</b>", "%(name)s in der <b>Datei</b> löschen"
+    masked, originals = protect(text)
+    assert originals == ["%(name)s", "<b>", "</b>"]
+    explore(model, tokenizer, text, target=target, path=tmp_path / "page.html")
+    page = OpenPage(browser, tmp_path / "page.html")
+    try:
+        mapping = ", ".join(f"{SENTINELS[i]} = {original}" for i, original in enumerate(originals))
+        assert header_lines(page) == [
+            ("meta-text", f"Text (protected, as the model reads it): {masked}"),
+            ("meta-placeholders", f"Placeholders: {mapping}."),
+            ("meta-target", f"Target: {protect_pair(text, target)[1]}"),
+        ]
+        assert page.tab.eval_on_selector("#meta-placeholders", "p => p.children.length") == 0  # text, not markup
+        assert page.tab.locator("header b").count() == 0
+    finally:
+        page.close()
+
+
+@pytest.mark.parametrize("case", ["protecting tokenizer, no placeholder in the text", "tokenizer without sentinels"])
+def test_browser_shows_no_placeholder_line_when_nothing_was_protected(browser, protecting_model, tmp_path, case):
+    model, protecting, plain = protecting_model
+    tokenizer, text = (protecting, "Delete the file") if case.startswith("protecting") else (plain, "Delete %s")
+    explore(model, tokenizer, text, target="Datei löschen", path=tmp_path / "page.html")
+    page = OpenPage(browser, tmp_path / "page.html")
+    try:
+        assert header_lines(page) == [("meta-text", f"Text: {text}"), ("meta-target", "Target: Datei löschen")]
+        assert page.tab.locator("#meta-placeholders").is_hidden()
+    finally:
+        page.close()

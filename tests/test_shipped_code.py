@@ -174,6 +174,8 @@ def test_a_checkpoint_saved_before_the_move_runs_its_own_code_and_after_refresh_
     assert str(folder) in capsys.readouterr().out
     for name in closure_files():
         assert (folder / name).read_bytes() == (PACKAGE / name).read_bytes(), name
-    assert any(old_code[name] != (folder / name).read_bytes() for name in old_code)  # the code did change
+    new_code = {path.name: path.read_bytes() for path in folder.glob("*.py")}
+    assert sorted(new_code) == closure_files()  # signatures.py, which the new code no longer has, is gone
+    assert any(old_code[name] != new_code.get(name) for name in old_code)  # the code did change
     (tmp_path / "modules").rename(tmp_path / "modules-before")  # the new code, not a cached copy of the old
     torch.testing.assert_close(_remote_logits(tmp_path, folder, family), expected, rtol=0, atol=1e-5)

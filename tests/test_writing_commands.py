@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from test_destinations import state
 from test_training import LLAMA_SHAPE, _FakeAccelerator, _FakeScheduler, argv
 
 from hf_attention.commands import destinations
-from hf_attention.commands.checkpoint_files import not_only_a_checkpoint
+from hf_attention.commands.checkpoint_files import code_files, not_only_a_checkpoint
 from hf_attention.modeling.closure import PACKAGE, closure_files
 from training import objectives
 from training.args import parse_args
@@ -32,6 +33,7 @@ from training.train import configure, start_output_dir
 from training.train import run as train
 
 FIXTURES = Path(__file__).parent / "fixtures" / "release_0_1_0"
+BEFORE_THE_SHIPPED_FOLDER = Path(__file__).parent / "fixtures" / "before_the_shipped_folder"
 
 
 def can_write_read_only_folders(tmp_path: Path) -> bool:
@@ -117,6 +119,63 @@ def test_refresh_code_replaces_the_code_the_checkpoint_ships(tmp_path, capsys):
     assert (folder / "notes.txt").read_text() == "mine"
     assert (folder / "model.safetensors").stat().st_ino == weights
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint"]  # nothing hidden left beside it
+
+
+def _before_the_shipped_folder(tmp_path: Path) -> Path:
+    """A checkpoint saved before the shipped code had a folder of its own: its code includes signatures.py, which its
+    pretrained.py imports and today's code no longer has (the function moved into pretrained.py)."""
+    with tarfile.open(BEFORE_THE_SHIPPED_FOLDER / "decoder.tar.gz") as archive:
+        archive.extractall(tmp_path, filter="data")
+    folder = tmp_path / "decoder"
+    assert "signatures.py" in code_files(folder, json.loads((folder / "config.json").read_text()), "config.json")
+    assert "signatures.py" not in closure_files()
+    return folder
+
+
+def test_refresh_code_removes_the_modules_it_shipped_that_the_installed_code_no_longer_has(tmp_path, capsys):
+    """signatures.py (shipped, imported by the checkpoint's own code, gone from today's) and what an earlier
+    refresh-code left half written are removed; a user's files stay, one named as an earlier module among them."""
+    folder = _before_the_shipped_folder(tmp_path)
+    (folder / ".layers.py.0123abcd.partial").write_text("# the first half of a file\n")
+    (folder / "heads.py").write_text("# mine: the checkpoint's code does not import it\n")  # a name 0.x shipped
+    (folder / ".notes.txt.0123abcd.partial").write_text("mine")  # the form, but not a file refresh-code writes
+    (folder / "notes.py").write_text("mine")
+    code, out, err = run(capsys, ["refresh-code", str(folder)])
+    assert code == 0, err
+    assert "removed .layers.py.0123abcd.partial, signatures.py" in out
+    assert sorted(p.name for p in folder.glob("*.py")) == sorted([*closure_files(), "heads.py", "notes.py"])
+    for name in ("heads.py", ".notes.txt.0123abcd.partial", "notes.py"):
+        assert (folder / name).read_text().startswith(("mine", "# mine")), name
+    assert not (folder / ".layers.py.0123abcd.partial").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["decoder"]  # nothing hidden left beside it
+    assert not_only_a_checkpoint(folder) == "it also holds .notes.txt.0123abcd.partial, heads.py, notes.py"
+
+
+def test_refresh_code_keeps_an_earlier_module_that_config_json_still_names(tmp_path, capsys):
+    """An auto_map entry that today's does not replace still loads from signatures.py: it is still used, so kept."""
+    folder = _before_the_shipped_folder(tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    config["auto_map"]["AutoModelForTokenClassification"] = "signatures.Tagger"
+    (folder / "config.json").write_text(json.dumps(config))
+    signatures = (folder / "signatures.py").read_bytes()
+    code, _, err = run(capsys, ["refresh-code", str(folder)])
+    assert code == 0, err
+    assert (folder / "signatures.py").read_bytes() == signatures
+    assert json.loads((folder / "config.json").read_text())["auto_map"]["AutoModelForTokenClassification"] == (
+        "signatures.Tagger"
+    )
+
+
+def test_refresh_code_keeps_a_users_module_that_the_shipped_code_was_edited_to_import(tmp_path, capsys):
+    """Imported by the checkpoint's code, but not a name hf-attention ever shipped: the user's, so it stays."""
+    folder = _before_the_shipped_folder(tmp_path)
+    with (folder / "modeling_hf_attention.py").open("a") as modeling:
+        modeling.write("from .my_head import MyHead  # noqa\n")
+    (folder / "my_head.py").write_text("class MyHead: ...\n")
+    code, _, err = run(capsys, ["refresh-code", str(folder)])
+    assert code == 0, err
+    assert (folder / "my_head.py").read_text() == "class MyHead: ...\n"
+    assert not (folder / "signatures.py").exists()
 
 
 def test_refresh_code_refuses_the_current_folder(tmp_path, capsys, monkeypatch):

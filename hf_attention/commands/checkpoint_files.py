@@ -7,7 +7,10 @@ may replace) from one that also holds someone's files; `refresh-code`, to refuse
 check the fields of config.json it updates.
 
 The code files are found by following the folder's own imports, not the installed package's: a checkpoint saved by an
-older release ships the files that release imported.
+older release ships the files that release imported. A file an earlier release's refresh-code left half written (it
+wrote each file beside its destination, `.NAME.<8 hex>.partial`, then renamed it over; a run killed between the two
+left it) is ours too, when NAME is config.json or a module hf-attention ships or shipped: `--overwrite` replaces a
+folder holding one, and refresh-code leaves it out of the updated folder.
 
 This module is not shipped with checkpoints; of the package it imports only closure.py (standard library only).
 """
@@ -16,7 +19,7 @@ import json
 import re
 from pathlib import Path
 
-from ..modeling.closure import ENTRY_FILES, import_closure
+from ..modeling.closure import ENTRY_FILES, closure_files, import_closure
 
 # The files a saved model folder holds besides its weights and code (transformers' config, generation config, tokenizer
 # files, a model card).
@@ -46,12 +49,36 @@ WEIGHT_FILES = (
 )
 SHARDED_WEIGHTS = re.compile(r"(model|pytorch_model)-\d+-of-\d+\.(safetensors|bin)")
 WEIGHTS_DESCRIPTION = "model.safetensors, pytorch_model.bin, their shards or a shard index"
+# Modules that the shipped code of an earlier release had and the installed one no longer has (their code moved into
+# other modules). With the installed shipped files, they are every name hf-attention has shipped as code. A module
+# removed from hf_attention/modeling/ is added here, so that refresh-code removes it from the checkpoints it updates.
+EARLIER_SHIPPED_MODULES = ("heads.py", "projection_speedups.py", "signatures.py")
+# What an earlier release's refresh-code named a file while writing it (`destinations._beside` of those releases).
+_EARLIER_PARTIAL = re.compile(r"\.(?P<name>.+)\.[0-9a-f]{8}\.partial")
 
 
 def weight_files(folder: Path) -> list[str]:
     """The names of the weight files in `folder` (a single file, shards or a shard index), sorted."""
     names = (p.name for p in folder.iterdir() if p.is_file())
     return sorted(name for name in names if name in WEIGHT_FILES or SHARDED_WEIGHTS.fullmatch(name))
+
+
+def shipped_module_names() -> set[str]:
+    """Every file name hf-attention ships, or shipped, as a checkpoint's code."""
+    return {*closure_files(), *EARLIER_SHIPPED_MODULES}
+
+
+def earlier_partial_files(folder: Path) -> list[str]:
+    """The files in `folder` that an earlier release's refresh-code left half written, sorted: regular files (not
+    links) named `.NAME.<8 hex>.partial`, NAME being config.json or a module hf-attention ships or shipped, the only
+    files it wrote there. Anything else of that form is someone else's."""
+    ours = {"config.json", *shipped_module_names()}
+    found = []
+    for path in folder.iterdir():
+        match = _EARLIER_PARTIAL.fullmatch(path.name)
+        if match and match["name"] in ours and path.is_file() and not path.is_symlink():
+            found.append(path.name)
+    return sorted(found)
 
 
 def remote_code_fields(config: dict, where: str) -> tuple[dict, dict]:
@@ -126,7 +153,7 @@ def not_only_a_checkpoint(folder: Path, also: tuple[str, ...] = ()) -> str | Non
         return str(error).rstrip(".")
     names = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir())
     weights = weight_files(folder)
-    known = {*CHECKPOINT_FILES, *also, *code, *weights}
+    known = {*CHECKPOINT_FILES, *also, *code, *weights, *earlier_partial_files(folder)}
     others = [name for name in names if name not in known]
     if others:
         return f"it also holds {listing(others)}"

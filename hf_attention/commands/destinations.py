@@ -372,19 +372,29 @@ def _keep_permissions(old: Path, new: Path) -> None:
         os.chmod(path, stat.S_IMODE(counterpart.stat().st_mode))
 
 
-def replace_files(folder: Path, contents: dict[str, bytes], *, argument: str = "folder", name: str = "") -> None:
+def replace_files(
+    folder: Path,
+    contents: dict[str, bytes],
+    *,
+    argument: str = "folder",
+    name: str = "",
+    remove: list[str] | tuple[str, ...] = (),
+) -> None:
     """Write `contents` (file name → bytes) into `folder` in one swap: a copy of the folder is made beside it (hidden),
     each of its files a hard link to the one in `folder` (or, where the file system has none, a copy), the files of
-    `contents` are written into it, and it is renamed in place of `folder`. A kill at any instant leaves `folder` as
-    it was or as it is after; a hidden leftover is removed by the next run. A replaced file keeps its permissions, a
-    new one gets what open() gives under the umask, and the folder keeps its own. The messages name the folder as
-    `argument` `name` (`name`: the folder as given; the resolved path by default).
+    `contents` are written into it, and it is renamed in place of `folder`. The files named in `remove` (files of
+    `folder` that the caller knows to be its own) are not carried into the copy, so they are gone with the old folder.
+    A kill at any instant leaves `folder` as it was or as it is after; a hidden leftover is removed by the next run. A
+    replaced file keeps its permissions, a new one gets what open() gives under the umask, and the folder keeps its
+    own. The messages name the folder as `argument` `name` (`name`: the folder as given; the resolved path by
+    default).
 
     Raises:
-        ValueError: Before anything is written, when one of the names is a folder (or another non-file) in `folder`;
-            when `folder` is the current folder or holds it (the swap would leave the shell in a deleted folder); when
-            `folder` or the folder holding it is not writable; when something in `folder` is not a file, folder or
-            link (it cannot be carried over); and, with nothing replaced, when `folder` changed meanwhile.
+        ValueError: Before anything is written, when one of the names of `contents` or `remove` is a folder (or
+            another non-file) in `folder`, or a name of both; when `folder` is the current folder or holds it (the swap
+            would leave the shell in a deleted folder); when `folder` or the folder holding it is not writable; when
+            something in `folder` is not a file, folder or link (it cannot be carried over); and, with nothing
+            replaced, when `folder` changed meanwhile.
     """
     folder = folder.resolve()  # a link to the folder stays a link: the swap happens where it points
     name, subject = name or str(folder), f"{argument} {name or folder}"
@@ -393,19 +403,29 @@ def replace_files(folder: Path, contents: dict[str, bytes], *, argument: str = "
         if path.exists() and not path.is_file():
             kind = "a folder" if path.is_dir() else "not a regular file"
             raise ValueError(f"{path} is {kind}; only files are replaced there. Nothing was written.")
+    for file in remove:  # (a link is not removed: what it points to may be anyone's)
+        path = folder / file
+        if file != Path(file).name or path.is_symlink() or not path.is_file():
+            raise ValueError(
+                f"{path} is not a regular file in {folder}; only such files are removed. Nothing was written."
+            )
+    both = sorted(set(contents) & set(remove))
+    if both:
+        raise ValueError(f"{subject}: {', '.join(both)} would be both written and removed. Nothing was written.")
     _check_not_the_current_folder(folder, name, argument)
     check_writable(
         folder.parent, subject, f"the updated folder is written there first (hidden, beside {name}), then renamed"
     )
     check_writable(folder, subject, "its files are updated")
-    kept = _entries(folder, skip=set(contents))
+    skip = {*contents, *remove}
+    kept = _entries(folder, skip=skip)
     clean_leftovers(folder)
     partial = _new_temporary(folder)
     try:
         _link_tree(folder, partial, kept)
         for file, data in contents.items():
             _write_new_file(partial / file, folder / file, data)
-        if _entries(folder, skip=set(contents)) != kept:
+        if _entries(folder, skip=skip) != kept:
             raise ValueError(f"{subject} changed while it was updated; nothing was replaced. Run the command again.")
         os.chmod(partial, stat.S_IMODE(folder.stat().st_mode))
         swap(folder, partial)

@@ -11,6 +11,13 @@ code would replace that the checkpoint does not ship as code (a user's file whos
 module). The folder is updated the way destinations.py replaces files: a copy beside it (hard links to its files)
 receives the new ones and is swapped in at once, each replaced file keeping its permissions.
 
+What the updated folder no longer holds: the modules the checkpoint shipped that the installed code does not have
+(an earlier release's `signatures.py`, whose function moved into `pretrained.py`), and the half-written files an
+earlier release's refresh-code left (`.NAME.<8 hex>.partial`, see checkpoint_files.py). A module is removed only when
+both say it is ours: the checkpoint's own code imports it (it is part of the code the checkpoint ships, see
+`checkpoint_files.code_files`) and its name is one hf-attention shipped (`checkpoint_files.EARLIER_SHIPPED_MODULES`);
+and never while config.json's auto_map or custom_pipelines still names it. Any other file stays.
+
 This module is not shipped with checkpoints.
 """
 
@@ -20,7 +27,14 @@ from pathlib import Path
 
 from ..modeling.closure import PACKAGE, closure_files
 from ..modeling.modeling_hf_attention import AUTO_CLASSES, auto_map_of
-from .checkpoint_files import WEIGHTS_DESCRIPTION, code_files, remote_code_fields, weight_files
+from .checkpoint_files import (
+    WEIGHTS_DESCRIPTION,
+    code_files,
+    earlier_partial_files,
+    remote_code_fields,
+    shipped_module_names,
+    weight_files,
+)
 from .destinations import replace_files
 from .paths import check_text_argument
 
@@ -61,8 +75,10 @@ def refresh_shipped_code(folder: str | os.PathLike) -> list[str]:
     The folder must hold an hf-attention config.json, with an `auto_map` and `custom_pipelines` of the form
     transformers reads, and model weights (all checked before anything is written). The shipped files are written
     (the files of hf_attention/modeling/, the translation pipeline among them); `auto_map` in config.json is set to
-    what `save_pretrained` writes today. Each replaced file keeps its permissions. Weights and every other file are
-    left untouched (the folder is swapped for an updated copy that holds hard links to them).
+    what `save_pretrained` writes today. Each replaced file keeps its permissions. The modules the checkpoint shipped
+    that the installed code no longer has, and the half-written files of an earlier release's refresh-code, are left
+    out of the updated folder (`stale_files`). Weights and every other file are left untouched (the folder is swapped
+    for an updated copy that holds hard links to them).
 
     Raises:
         ValueError: Before anything is written, for a folder that is not an hf-attention checkpoint, a malformed
@@ -70,18 +86,41 @@ def refresh_shipped_code(folder: str | os.PathLike) -> list[str]:
             it), and the checks of `destinations.replace_files` (the current folder; a folder, or the one holding
             it, that is not writable).
     """
+    return _refresh(folder)[0]
+
+
+def _refresh(folder: str | os.PathLike) -> tuple[list[str], list[str]]:
+    """`refresh_shipped_code`: (the files written, the files left out of the updated folder)."""
     check_text_argument("checkpoint", os.fspath(folder), what="folder name")
     folder = Path(folder)
     config = _model_config(folder)
     auto_map, _ = remote_code_fields(config, str(folder / "config.json"))
     _check_weights(folder)
     names = closure_files()
-    _check_only_ours_replaced(folder, names, code_files(folder, config, str(folder / "config.json")))
+    shipped = code_files(folder, config, str(folder / "config.json"))
+    _check_only_ours_replaced(folder, names, shipped)
     contents = {name: (PACKAGE / name).read_bytes() for name in names}
     config["auto_map"] = {**auto_map, **auto_map_of(config["model_type"])}
     contents["config.json"] = (json.dumps(config, indent=2, sort_keys=True) + "\n").encode()
-    replace_files(folder, contents, argument="checkpoint", name=os.fspath(folder))
-    return list(contents)
+    stale = stale_files(folder, config, shipped, names)
+    replace_files(folder, contents, argument="checkpoint", name=os.fspath(folder), remove=stale)
+    return list(contents), stale
+
+
+def stale_files(folder: Path, config: dict, shipped: set[str], installed: list[str]) -> list[str]:
+    """The files of checkpoint `folder` that refresh-code leaves out of the updated folder, sorted: the modules the
+    checkpoint ships as code (`shipped`, found through its own imports) whose name hf-attention shipped but the
+    `installed` code no longer has, unless the updated `config` still names them; and the half-written files an
+    earlier release's refresh-code left there."""
+    auto_map, pipelines = remote_code_fields(config, str(folder / "config.json"))
+    entries = [name for entry in auto_map.values() for name in (entry if isinstance(entry, list) else [entry]) if name]
+    entries += [pipeline["impl"] for pipeline in pipelines.values() if pipeline.get("impl")]
+    named = {f"{entry.split('--')[-1].split('.')[0]}.py" for entry in entries}  # as code_files reads them
+    ours = shipped_module_names() - set(installed) - named
+    modules = [
+        name for name in shipped if name in ours and (folder / name).is_file() and not (folder / name).is_symlink()
+    ]
+    return sorted({*modules, *earlier_partial_files(folder)})
 
 
 def _check_only_ours_replaced(folder: Path, names: list[str], shipped: set[str]) -> None:
@@ -123,6 +162,6 @@ def add_refresh_code_command(subparsers) -> None:
 
 
 def _run(args) -> int:
-    written = refresh_shipped_code(args.checkpoint)
-    print(f"{args.checkpoint}: wrote {', '.join(written)}")
+    written, removed = _refresh(args.checkpoint)
+    print(f"{args.checkpoint}: wrote {', '.join(written)}" + (f"; removed {', '.join(removed)}" if removed else ""))
     return 0

@@ -4,11 +4,18 @@ A model's `config._attn_implementation` names the function its attention layers 
 transformers registers under the same name, the form of mask the stack makes for it. Our own functions are registered
 in `ATTENTION_BACKENDS` by attention.py, which defines them, when it is imported (every model imports it, and the
 stack reads this table through it); other names resolve through transformers' registries (`get_attention_backend`).
+
+A score cap (`attn_logit_softcapping`, Gemma 2's c·tanh(s / c)) reaches a registered function as the keyword
+`softcap=c`, as transformers' Gemma 2 passes it to its attention functions (its eager function and transformers'
+flex and paged-eager functions apply it); ours read it from the module. `softcap_refusal` names the backends that
+cannot apply one: SDPA computes softmax(q·k) in one kernel and takes no cap.
 """
 
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
+from transformers.integrations.sdpa_attention import sdpa_attention_forward as transformers_sdpa
 from transformers.masking_utils import (
     ALL_MASK_ATTENTION_FUNCTIONS,
     eager_mask,
@@ -17,6 +24,11 @@ from transformers.masking_utils import (
     sdpa_mask,
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+try:  # (transformers' SDPA for a paged cache; absent from some releases)
+    from transformers.integrations.sdpa_paged import sdpa_attention_paged_forward as transformers_paged_sdpa
+except ImportError:  # pragma: no cover - depends on the transformers release
+    transformers_paged_sdpa = transformers_sdpa
 
 
 class AttentionBackend(NamedTuple):
@@ -53,7 +65,7 @@ def get_attention_backend(name: str) -> AttentionBackend:
             f"attn_implementation={name!r} is not available; use 'eager', 'sdpa', 'flex_attention' or a name "
             "registered with transformers.AttentionInterface.register()."
         )
-    function = ALL_ATTENTION_FUNCTIONS[name]
+    function = passing_softcap(ALL_ATTENTION_FUNCTIONS[name])
     if name not in ALL_MASK_ATTENTION_FUNCTIONS:
         return AttentionBackend(function, None)
     builder = ALL_MASK_ATTENTION_FUNCTIONS[name]
@@ -71,3 +83,58 @@ def get_attention_backend(name: str) -> AttentionBackend:
 def get_attention_function(name: str) -> Callable:
     """Backend function for an `attn_implementation` name."""
     return get_attention_backend(name).function
+
+
+def passing_softcap(function: Callable) -> Callable:
+    """`function` (one registered with `AttentionInterface`), called with the keyword `softcap=c` when the calling
+    module caps its scores (`module.softcap`, from `attn_logit_softcapping`), as transformers' Gemma 2 calls its
+    attention functions; called exactly as before otherwise. One wrapper per function (cached): a backend looked up
+    again is the same function."""
+    try:
+        return _cached_softcap_wrapper(function)
+    except TypeError:  # a callable that cannot be a dict key: a wrapper of its own at each lookup
+        return _softcap_wrapper(function)
+
+
+@functools.cache
+def _cached_softcap_wrapper(function: Callable) -> Callable:
+    return _softcap_wrapper(function)
+
+
+def _softcap_wrapper(function: Callable) -> Callable:
+    @functools.wraps(function)
+    def attend(module, query, key, value, attention_mask, **kwargs):
+        softcap = getattr(module, "softcap", None)
+        if softcap is not None:
+            kwargs.setdefault("softcap", softcap)
+        return function(module, query, key, value, attention_mask, **kwargs)
+
+    return attend
+
+
+# Backends that cannot cap the scores: ours by name, and transformers' SDPA functions registered under any name.
+_SDPA_NAMES = ("sdpa", "paged|sdpa", "sdpa_paged")
+_SDPA_FUNCTIONS = (transformers_sdpa, transformers_paged_sdpa)
+
+
+def softcap_refusal(implementation: str, softcap: float | None) -> str | None:
+    """Why the backend `implementation` cannot run attention layers whose scores are capped at `softcap` (a config's
+    `attn_logit_softcapping`), as a message naming the field, the value, what is allowed and what to do; None when it
+    can (or nothing is capped).
+
+    Can: our eager (also under "paged|eager") and flex_attention, which read the module's cap, and a function
+    registered with `transformers.AttentionInterface`, which receives it as `softcap=` (`passing_softcap`), as
+    transformers' Gemma 2 functions do: applying it is that function's part, as in transformers. Cannot: SDPA (ours, or
+    transformers' registered under another name), whose fused kernel computes softmax(q·k) without a cap.
+    """
+    if softcap is None:
+        return None
+    registered = ALL_ATTENTION_FUNCTIONS.get(implementation) if implementation not in ATTENTION_BACKENDS else None
+    if implementation not in _SDPA_NAMES and not any(registered is function for function in _SDPA_FUNCTIONS):
+        return None
+    return (
+        f"attn_logit_softcapping={softcap} needs attn_implementation='eager', 'flex_attention' or a function "
+        f"registered with transformers.AttentionInterface that applies its `softcap` keyword (got "
+        f"{implementation!r}): SDPA's fused kernel computes softmax(q·k) itself and cannot cap the scores. Choose "
+        "one of those, or set attn_logit_softcapping=None to run without the cap."
+    )

@@ -19,6 +19,7 @@ torch (loaded by transformers anyway) and transformers' init functions and activ
 from transformers import PretrainedConfig
 
 from .activations import HIDDEN_ACTS
+from .attention_backends import softcap_refusal
 from .field_checks import CheckedFields, check_positive, check_token_ids
 from .knobs import (  # the allowed values, for callers (the checks themselves live in the table)
     CLASSIFIER_POOLINGS,
@@ -273,15 +274,9 @@ class HFAttentionConfigBase(CheckedFields, PretrainedConfig):
         """Raise ValueError when the attention score cannot run on the backend `implementation`: fused kernels such
         as SDPA compute q·k themselves, so a score that is not a dot product needs the eager backend ("paged|eager"
         is the name continuous batching gives it)."""
-        if self.attn_logit_softcapping is not None and implementation not in (
-            "eager",
-            "paged|eager",
-            "flex_attention",
-        ):
-            raise ValueError(
-                f"attn_logit_softcapping={self.attn_logit_softcapping} needs attn_implementation='eager' or "
-                f"'flex_attention' (got {implementation!r}): fused kernels such as SDPA cannot cap the scores."
-            )
+        refusal = softcap_refusal(implementation, self.attn_logit_softcapping)
+        if refusal is not None:
+            raise ValueError(refusal)
         if implementation not in ("eager", "paged|eager") and not SCORES[self.attention_score].dot_product:
             raise ValueError(
                 f"attention_score={self.attention_score!r} needs attn_implementation='eager' (got "
