@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 import torch
+from conftest import tiny_config
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 from hf_attention import (
@@ -438,3 +439,25 @@ def test_the_training_loss_takes_its_own_loss_and_accumulation_gives_one_batch()
     torch.testing.assert_close(accumulated, one_batch)
     for parameter, gradient in zip(model.parameters(), expected, strict=True):
         torch.testing.assert_close(parameter.grad, gradient)
+
+
+def test_a_right_padded_decoder_mask_changes_nothing_and_another_is_refused():
+    model = HFAttentionRecurrentForSeq2SeqLM(tiny_config("recurrent")).eval()
+    source, target = torch.tensor([[5, 6, 7, 8]]), torch.tensor([[1, 9, 10, 11]])
+    with torch.no_grad():
+        plain = model(source, decoder_input_ids=target).logits
+        padded = model(source, decoder_input_ids=target, decoder_attention_mask=torch.tensor([[1, 1, 1, 0]])).logits
+    torch.testing.assert_close(padded, plain, rtol=0, atol=0)  # the same computation: the mask is only checked
+    with pytest.raises(ValueError, match="decoder_attention_mask must be right-padded for a recurrent decoder"):
+        model(source, decoder_input_ids=target, decoder_attention_mask=torch.tensor([[0, 1, 1, 1]]))
+    with pytest.raises(ValueError, match="decoder_attention_mask"):
+        model(source, decoder_input_ids=target, decoder_attention_mask=torch.ones(1, 3, dtype=torch.long))
+
+
+@pytest.mark.parametrize("head", [HFAttentionRecurrentForSeq2SeqLM, HFAttentionForSeq2SeqLM])
+def test_get_encoder_gives_the_text_encoder_and_no_other_modality(head):
+    family = "recurrent" if head is HFAttentionRecurrentForSeq2SeqLM else "seq2seq"
+    model = head(tiny_config(family))
+    assert model.get_encoder() is model.model.encoder
+    for modality in ("image", "audio"):  # as transformers answers for a model without one: the model itself
+        assert model.get_encoder(modality) is model

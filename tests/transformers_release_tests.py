@@ -34,7 +34,8 @@ SDIST_SHA256 = {
     "5.25.0": "9120226c6bf170d69abc3029036799bb5d48e552f7127646a529a5c9309812e2",
 }
 
-PACKAGE = "transformers_release_tests"  # the name the release's tests/ folder is imported under
+# The name the release's tests/ folder is imported under (not this module's: its subpackages must resolve there).
+PACKAGE = "transformers_tests_of_the_release"
 
 
 def _cache_root() -> Path:

@@ -55,8 +55,10 @@ class HFAttentionSeq2SeqModel(SharedEmbeddingModel, HFAttentionSeq2SeqPreTrained
         )
         self.post_init()
 
-    def get_encoder(self, modality: str | None = None) -> TransformerStack:
-        return self.encoder
+    def get_encoder(self, modality: str | None = None) -> TransformerStack | nn.Module:
+        # The text encoder; another modality's ("image", "audio"), which this model has not, is transformers'
+        # answer (the model itself), so that exporters do not take the text encoder for an image encoder.
+        return self.encoder if modality is None else super().get_encoder(modality)
 
     def forward(
         self,
@@ -136,8 +138,10 @@ class Seq2SeqHead(HFAttentionSeq2SeqPreTrainedModel):
         super().__init__(config)
         self.model = HFAttentionSeq2SeqModel(config)
 
-    def get_encoder(self, modality: str | None = None) -> TransformerStack:
-        return self.model.encoder
+    def get_encoder(self, modality: str | None = None) -> TransformerStack | nn.Module:
+        # The text encoder; another modality's ("image", "audio"), which this model has not, is transformers'
+        # answer (the model itself), so that exporters do not take the text encoder for an image encoder.
+        return self.model.encoder if modality is None else super().get_encoder(modality)
 
     def forward(
         self,

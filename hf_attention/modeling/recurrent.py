@@ -26,7 +26,7 @@ from .generation_mixin import EncoderDecoderGeneration
 from .input_checks import check_token_inputs
 from .losses import check_labels, label_shape, repeat_unlikelihood, shift_tokens_right, token_cross_entropy
 from .pretrained import HFAttentionPreTrainedModel, SharedEmbeddingModel
-from .recurrent_layers import RecurrentDecoder, RecurrentEncoder, source_lengths
+from .recurrent_layers import RecurrentDecoder, RecurrentEncoder, check_target_mask, source_lengths
 
 
 class RecurrentState:
@@ -136,8 +136,10 @@ class HFAttentionRecurrentModel(SharedEmbeddingModel, HFAttentionRecurrentPreTra
         )
         self.post_init()
 
-    def get_encoder(self, modality: str | None = None) -> RecurrentEncoder:
-        return self.encoder
+    def get_encoder(self, modality: str | None = None) -> RecurrentEncoder | nn.Module:
+        # The text encoder; another modality's ("image", "audio"), which this model has not, is transformers'
+        # answer (the model itself), so that exporters do not take the text encoder for an image encoder.
+        return self.encoder if modality is None else super().get_encoder(modality)
 
     def forward(
         self,
@@ -163,6 +165,10 @@ class HFAttentionRecurrentModel(SharedEmbeddingModel, HFAttentionRecurrentPreTra
         if decoder_input_ids is None:
             raise ValueError("decoder_input_ids are required (or labels, from which the LM head builds them).")
         check_token_inputs(decoder_input_ids, None, prefix="decoder_", embedding_size=self.config.word_embedding_size)
+        if kwargs.get("decoder_attention_mask") is not None:  # checked, not silently dropped
+            # (with a state, the mask covers the steps already taken and the new tokens)
+            steps = decoder_input_ids.shape[1] + (0 if state is None else state.steps)
+            check_target_mask(kwargs["decoder_attention_mask"], decoder_input_ids.shape[0], steps)
         if encoder_outputs is None:
             if input_ids is None and kwargs.get("inputs_embeds") is None:
                 raise ValueError("Pass input_ids (the source) or encoder_outputs.")
@@ -234,8 +240,10 @@ class HFAttentionRecurrentForSeq2SeqLM(EncoderDecoderGeneration, HFAttentionRecu
         self.lm_head = nn.Linear(config.word_embedding_size, config.vocab_size, bias=False)
         self.post_init()
 
-    def get_encoder(self, modality: str | None = None) -> RecurrentEncoder:
-        return self.model.encoder
+    def get_encoder(self, modality: str | None = None) -> RecurrentEncoder | nn.Module:
+        # The text encoder; another modality's ("image", "audio"), which this model has not, is transformers'
+        # answer (the model itself), so that exporters do not take the text encoder for an image encoder.
+        return self.model.encoder if modality is None else super().get_encoder(modality)
 
     def get_output_embeddings(self) -> nn.Linear:
         return self.lm_head

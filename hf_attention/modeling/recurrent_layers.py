@@ -64,6 +64,24 @@ def source_lengths(attention_mask: Tensor | None, batch: int, length: int, devic
     return lengths
 
 
+def check_target_mask(mask: Tensor, batch: int, length: int) -> None:
+    """ValueError unless `mask` (a `decoder_attention_mask`) is a (batch, length) padding mask that is right-padded.
+
+    The decoder reads each target left to right, so padding after a row's last real token changes none of the outputs
+    at its real positions: such a mask is accepted and changes nothing. Padding before real tokens would be read as
+    tokens, so it is refused rather than ignored.
+    """
+    check_mask_kind(mask, "decoder_attention_mask")
+    check_attention_mask(mask, batch, length, "decoder_attention_mask")
+    expected = torch.arange(length, device=mask.device)[None, :] < mask.long().sum(dim=1)[:, None]
+    if not torch.equal(mask.bool(), expected):
+        raise ValueError(
+            "decoder_attention_mask must be right-padded for a recurrent decoder (ones for the target tokens, then "
+            "zeros): the decoder reads each target left to right, and only padding after the last real token leaves "
+            "the real positions' outputs as they are. Pad targets on the right, or leave decoder_attention_mask out."
+        )
+
+
 class RecurrentEncoder(nn.Module):
     """Embeddings and a (bidirectional) stacked RNN: the annotation h_j of each source position.
 
