@@ -11,6 +11,7 @@ import unittest
 import pytest
 import torch
 from transformers.models.auto import modeling_auto
+from transformers.utils import logging as transformers_logging
 from transformers_release_tests import GenerationTesterMixin, ModelTesterMixin, ids_tensor, random_attention_mask
 
 import hf_attention
@@ -44,6 +45,16 @@ def _our_task_names():
     yield
     for table, key in added:
         del table[key]
+
+
+@pytest.fixture(autouse=True)
+def _transformers_default_verbosity():
+    """transformers' tests read its warnings (CaptureLogger), so they run at its default level, whatever a test
+    before them on this worker set (benchmarks.run.main, run in-process by tests, silences transformers)."""
+    level = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_warning()
+    yield
+    transformers_logging.set_verbosity(level)
 
 
 class _Tester:
