@@ -49,9 +49,13 @@ def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
 def bart_like_config(c, w: Weights, **knobs) -> HFAttentionSeq2SeqConfig:
     """Our config for BART or Marian, which differ only in embeddings (`knobs`)."""
     if c.encoder_attention_heads != c.decoder_attention_heads or c.encoder_ffn_dim != c.decoder_ffn_dim:
+        name = type(c).__name__
         raise unsupported(
-            f"different encoder and decoder widths (attention heads {c.encoder_attention_heads} vs "
-            f"{c.decoder_attention_heads}, ffn dims {c.encoder_ffn_dim} vs {c.decoder_ffn_dim})"
+            f"an encoder and a decoder of different widths ({name}.encoder_attention_heads="
+            f"{c.encoder_attention_heads}, decoder_attention_heads={c.decoder_attention_heads}, encoder_ffn_dim="
+            f"{c.encoder_ffn_dim}, decoder_ffn_dim={c.decoder_ffn_dim})",
+            "hf_attention's encoder-decoder gives both stacks the same heads and feed-forward width: only a model "
+            "whose encoder_* and decoder_* values are equal converts",
         )
     for option in ("add_final_layer_norm", "normalize_before"):  # mBART-style options a BART config may carry
         if getattr(c, option, False):

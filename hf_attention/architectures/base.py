@@ -89,14 +89,18 @@ class Architecture:
 # Reading a reference config (the import)
 
 
-def activation(name: str, field: str, *, gated: bool = False) -> str:
-    """Our `hidden_act` for a reference's ACT2FN name (its gate's, for a gated network): activations.py's table."""
+def activation(name: str, field: str, *, gated: bool = False, written: str | None = None) -> str:
+    """Our `hidden_act` for a reference's ACT2FN name (its gate's, for a gated network): activations.py's table.
+    `written`: the field's value as the user wrote it, when `name` was derived from it (T5's "gated-relu" → "relu")."""
     hidden_act = hidden_act_of(name, gated=gated)
     if hidden_act is None:
         kind = "gated activation" if gated else "activation"
         known = (*PLAIN_ACTIVATIONS, *ACTIVATION_SYNONYMS)
         supported = [known_name for known_name in known if hidden_act_of(known_name, gated=gated)]
-        raise unsupported(f"{field}={name!r} ({kind}; supported: {', '.join(supported)})")
+        raise unsupported(
+            f"{field}={written or name!r} ({kind} {name!r}; supported: {', '.join(supported)})",
+            f"choose one of the supported {kind}s",
+        )
     return hidden_act
 
 

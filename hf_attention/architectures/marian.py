@@ -15,7 +15,13 @@ from .weights import Weights, unsupported
 def to_ours(model: MarianMTModel, w: Weights):
     c = model.config
     if not c.share_encoder_decoder_embeddings or (c.decoder_vocab_size or c.vocab_size) != c.vocab_size:
-        raise unsupported("Marian with separate source and target vocabularies (share_encoder_decoder_embeddings)")
+        raise unsupported(
+            f"Marian with separate source and target vocabularies (MarianConfig.share_encoder_decoder_embeddings="
+            f"{c.share_encoder_decoder_embeddings}, decoder_vocab_size={c.decoder_vocab_size}, vocab_size="
+            f"{c.vocab_size})",
+            "hf_attention's encoder-decoder shares one embedding between source and target: only a Marian model "
+            "with share_encoder_decoder_embeddings=True and one vocabulary converts",
+        )
     config = bart_like_config(c, w, position_encoding="sinusoidal", sinusoidal_layout="concat")
     bart_like_weights(w, config)
     # Marian's sinusoid tables are fixed, not learned: check they are the ones we compute instead of copying them.

@@ -35,7 +35,7 @@ def _our_config(c, w: Weights) -> HFAttentionSeq2SeqConfig:
         num_attention_heads=c.num_heads,
         head_dim=c.d_kv,
         intermediate_size=c.d_ff,
-        hidden_act=activation(c.dense_act_fn, "feed_forward_proj", gated=c.is_gated_act),
+        hidden_act=activation(c.dense_act_fn, "feed_forward_proj", gated=c.is_gated_act, written=c.feed_forward_proj),
         attention_score="dot",
         position_encoding="relative",
         relative_attention_num_buckets=c.relative_attention_num_buckets,

@@ -10,9 +10,13 @@ from torch import Tensor
 from transformers import PreTrainedModel
 
 
-def unsupported(what: str) -> ValueError:
-    """The error of an option the code cannot express: the model would not be converted exactly."""
-    return ValueError(f"from_hf: {what} is not supported by hf_attention; the model cannot be converted exactly.")
+def unsupported(what: str, instead: str | None = None) -> ValueError:
+    """The error of an option the code cannot express: the model would not be converted exactly. `instead`: what the
+    user can do (by default: keep transformers' class for this model)."""
+    instead = instead or "run this model with its transformers class, which computes it"
+    return ValueError(
+        f"from_hf: {what} is not supported by hf_attention; the model cannot be converted exactly ({instead})."
+    )
 
 
 class Weights:
@@ -20,6 +24,7 @@ class Weights:
 
     def __init__(self, model: PreTrainedModel):
         self.tensors = model.state_dict()
+        self.config = model.config
         self.used: set[str] = set()
         self.out: dict[str, Tensor] = {}
         # Reference tensor → the reference tensor whose values it repeats (see `repeat`).
@@ -63,8 +68,14 @@ class Weights:
             if reason is not None:
                 dropping.append((key, reason))
             elif key in self.repeats:
+                untied = getattr(self.config, "tie_word_embeddings", None) is False
                 raise unsupported(
-                    f"a model whose {key} differs from {self.repeats[key]} (hf_attention holds them as one tensor)"
+                    f"a model whose {key} differs from {self.repeats[key]} (hf_attention holds them as one tensor"
+                    + (f"; {type(self.config).__name__}.tie_word_embeddings=False unties them" if untied else "")
+                    + ")",
+                    "tie them, e.g. set tie_word_embeddings=True before loading the weights, if they are equal"
+                    if untied
+                    else None,
                 )
             else:
                 left.append(key)

@@ -52,6 +52,8 @@ from ..modeling.modeling_hf_attention import (
     HFAttentionForCausalLM,
     HFAttentionForMaskedLM,
     HFAttentionForSeq2SeqLM,
+    HFAttentionForSequenceClassification,
+    HFAttentionForTokenClassification,
 )
 from .from_hf import CONVERTERS, _check_weight_files, check_not_on_meta, peft_hint
 
@@ -313,7 +315,10 @@ def to_hf(model: PreTrainedModel, to: str = "auto") -> PreTrainedModel:
         reference.generation_config = copy.deepcopy(model.generation_config)
     implementation = model.config._attn_implementation
     if implementation in ("eager", "sdpa"):
-        reference.set_attn_implementation(implementation)
+        try:
+            reference.set_attn_implementation(implementation)
+        except ValueError:  # a class without SDPA (Gemma 2 caps its scores): its eager computes the same function
+            reference.set_attn_implementation("eager")
     return reference.train(model.training)
 
 
@@ -363,6 +368,8 @@ _AUTO_NAMES = {
     HFAttentionEncoderModel: "AutoModel",
     HFAttentionForMaskedLM: "AutoModelForMaskedLM",
     HFAttentionForSeq2SeqLM: "AutoModelForSeq2SeqLM",
+    HFAttentionForSequenceClassification: "AutoModelForSequenceClassification",
+    HFAttentionForTokenClassification: "AutoModelForTokenClassification",
 }
 
 
