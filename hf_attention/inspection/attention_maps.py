@@ -14,6 +14,11 @@ before the tokenizer runs, each sequence's length (against `max_tokens` and the 
 known, their own size caps (a figure's pixels, a page's numbers) before the forward pass. `HeatmapTooLarge` carries the
 command line's wording of a size error beside the API's.
 
+Attention sinks (GPT-OSS's learned softmax column, hf-attention's `attention_sinks`): the weights a model returns
+leave the sink's column out, as transformers' GPT-OSS returns them, so each row sums to less than 1; what is missing
+went to the sink (`sink_weights`), which the heatmaps draw as a column of its own and the explorer returns beside the
+weights.
+
 This module is not shipped with checkpoints; it imports neither front end.
 """
 
@@ -329,6 +334,18 @@ def forward_with_attentions(model, inputs: dict):
         return model(**inputs, output_attentions=True, return_dict=True)
     finally:
         model.set_attn_implementation(previous)
+
+
+def has_attention_sinks(model) -> bool:
+    """Whether `model`'s attention has sinks: a parameter named `sinks` in an attention module, as in hf-attention
+    models with `attention_sinks=True` and transformers' GPT-OSS."""
+    return any(name == "sinks" or name.endswith(".sinks") for name, _ in model.named_parameters())
+
+
+def sink_weights(weights: torch.Tensor) -> torch.Tensor:
+    """The weight each query gave its head's sink, from attention weights that leave the sink out: 1 − the row's
+    sum, (…, Q, K) → (…, Q), summed in float64 (clamped at 0: a model without sinks gives rounding errors only)."""
+    return (1.0 - weights.double().sum(-1)).clamp(min=0.0).to(weights.dtype)
 
 
 def check_finite(weights: torch.Tensor | np.ndarray, what: str) -> None:

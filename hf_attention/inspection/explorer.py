@@ -58,11 +58,13 @@ from .attention_maps import (
     check_text,
     check_text_arguments,
     decoded_text,
+    has_attention_sinks,
     head_argument,
     is_int,
     load_checked,
     num_heads,
     num_layers,
+    sink_weights,
     token_labels,
     tokenize,
     unknown_ids,
@@ -93,6 +95,8 @@ class AttentionPage:
         query_tokens: kind → query (row) labels.
         key_tokens: kind → key (column) labels.
         kind, layer, head: The view the page opens on (layer non-negative; head an index or "mean").
+        sink_weights: For a model with attention sinks (GPT-OSS, `attention_sinks`), whose weights leave the sink
+            out: kind → (layers, heads, queries), the weight each query gave the sink (1 − its row's sum); else None.
     """
 
     html: str
@@ -103,6 +107,7 @@ class AttentionPage:
     kind: str
     layer: int
     head: int | str
+    sink_weights: dict[str, np.ndarray] | None = None
 
 
 def explore(
@@ -272,8 +277,19 @@ def _write_page(model, tokenizer, request: _Request) -> AttentionPage:
     if request.path is not None:
         request.path.parent.mkdir(parents=True, exist_ok=True)
         request.path.write_text(page, encoding="utf-8")
+    sinks = None
+    if has_attention_sinks(model):  # the weights leave the sink out: what each row misses went to it
+        sinks = {k: sink_weights(torch.from_numpy(w)).numpy() for k, w in weights.items()}
     return AttentionPage(
-        page, request.path, weights, labels.queries, labels.keys, request.kind, layer_index, head_index
+        page,
+        request.path,
+        weights,
+        labels.queries,
+        labels.keys,
+        request.kind,
+        layer_index,
+        head_index,
+        sinks,
     )
 
 

@@ -21,6 +21,10 @@ that one call whatever backend they were loaded with; for other models saved wit
 weights, the model is switched to "eager" for the call and switched back. That pass, the token labels and every input
 check come from attention_maps.py, shared with the explorer; this module chooses what to draw and draws it.
 
+Attention sinks (GPT-OSS, `attention_sinks`): the weights leave the sink out (each row sums to less than 1), and the
+weight that went to it, 1 − the row's sum, is drawn as one more column, "⟨sink⟩", right of the keys and apart from
+them; `AttentionMap.sink_weights` holds it.
+
 Size limits: a heatmap axis shows at most `max_tokens` tokens (default `MAX_TOKENS`, at most `MAX_TOKENS_LIMIT`), and
 the whole figure at most `MAX_FIGURE_PIXELS` pixels. Drawing costs about 40 bytes per pixel of a panel (a 128-token
 panel: ~0.8 GB, 200 tokens: ~2 GB), so longer inputs are refused before the forward pass, with the length, the cap and
@@ -62,11 +66,13 @@ from .attention_maps import (
     check_text,
     check_text_arguments,
     decoded_text,
+    has_attention_sinks,
     head_argument,
     load_checked,
     load_model_and_tokenizer,
     num_heads,
     protection,
+    sink_weights,
     token_labels,
     tokenize,
     unknown_id_label,
@@ -86,9 +92,11 @@ __all__ = [
     "check_finite",
     "check_kind",
     "decoded_text",
+    "has_attention_sinks",
     "load_model_and_tokenizer",
     "output_path",
     "plot_attention",
+    "sink_weights",
     "token_labels",
     "unknown_id_label",
     "unknown_ids",
@@ -99,6 +107,7 @@ __all__ = [
 MAX_FIGURE_PIXELS = 150_000_000
 DPI = 120
 DEFAULT_FILE_NAME = "attention_map.png"  # inside a folder given as the output path
+SINK_LABEL = "⟨sink⟩"  # the label of the column that shows the weight given to attention sinks
 
 
 @dataclass
@@ -114,6 +123,8 @@ class AttentionMap:
         kind: "self", "decoder" or "cross".
         figure: The matplotlib Figure (not attached to pyplot; display it in a notebook or save it again).
         path: Where the PNG was written, or None.
+        sink_weights: For a model with attention sinks, the weight each query gave the sink, 1 − the row's sum of
+            `weights` (drawn as the last column, labelled `SINK_LABEL`): (H, Q) or (Q,) as `weights`; else None.
     """
 
     weights: np.ndarray
@@ -124,6 +135,7 @@ class AttentionMap:
     kind: str
     figure: Figure
     path: Path | None
+    sink_weights: np.ndarray | None = None
 
 
 def plot_attention(
@@ -183,17 +195,19 @@ def plot_attention(
     )
     layer_index = check_index("layer", layer if layer is not None else -1, len(layers))
     plotted = _plotted_heads(layers[layer_index], head)
-    _check_figure_size(len(plotted) if plotted.ndim == 3 else 1, len(query_tokens), len(key_tokens))
-    figure = _draw(plotted, query_tokens, key_tokens, kind=kind, layer=layer_index, head=head)
+    sink = _plotted_heads(sink_weights(layers[layer_index]), head) if has_attention_sinks(model) else None
+    columns = len(key_tokens) + (sink is not None)
+    _check_figure_size(len(plotted) if plotted.ndim == 3 else 1, len(query_tokens), columns)
+    figure = _draw(plotted, query_tokens, key_tokens, kind=kind, layer=layer_index, head=head, sink=sink)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         figure.savefig(path, dpi=DPI)
-    return AttentionMap(plotted, query_tokens, key_tokens, layer_index, head, kind, figure, path)
+    return AttentionMap(plotted, query_tokens, key_tokens, layer_index, head, kind, figure, path, sink)
 
 
 def _plotted_heads(weights: torch.Tensor, head: int | str | None) -> np.ndarray:
     """What is drawn of one layer's (H, Q, K) weights: every head (head None), their mean (Q, K), or one head's
-    (Q, K)."""
+    (Q, K); likewise of its (H, Q) sink weights."""
     if head is None:
         plotted = weights
     elif head == "mean":
@@ -318,9 +332,15 @@ def _draw(
     kind: str,
     layer: int,
     head: int | str | None,
+    sink: np.ndarray | None = None,
 ) -> Figure:
-    """One heatmap panel per head in a grid (weights (H, Q, K)), or a single panel (weights (Q, K))."""
+    """One heatmap panel per head in a grid (weights (H, Q, K)), or a single panel (weights (Q, K)); the sink
+    weights ((H, Q) or (Q,)), when there are any, as a last column set apart by a white line."""
     panels = weights if weights.ndim == 3 else weights[None]
+    if sink is not None:
+        sink_panels = sink if sink.ndim == 2 else sink[None]  # (panels, Q)
+        panels = np.concatenate([panels, sink_panels[..., None]], axis=-1)
+        key_tokens = [*key_tokens, SINK_LABEL]
     columns = min(len(panels), 4)
     rows = math.ceil(len(panels) / columns)
     figure = Figure(figsize=_figure_inches(len(panels), len(query_tokens), len(key_tokens)), layout="constrained")
@@ -338,6 +358,8 @@ def _draw(
         axis.set_ylabel("target tokens (queries)" if kind != "self" else "queries")
         label = f"head {index}" if head is None else ("mean over heads" if head == "mean" else f"head {head}")
         axis.set_title(f"{what}, layer {layer}, {label}", fontsize=9)
+        if sink is not None:
+            axis.axvline(len(key_tokens) - 1.5, color="white", linewidth=2)
         figure.colorbar(image, ax=axis, shrink=0.8)
     return figure
 

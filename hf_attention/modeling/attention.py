@@ -7,6 +7,11 @@ attention(Q, K, V) = softmax(score(Q, K) + bias, masked) · V. The score is wher
 live in scores.py. Backends follow HF's attention-function signature
 `fn(module, q, k, v, attention_mask, *, scaling, dropout, **kw) -> (out (B, T, H, D), weights | None)`, so any function
 registered in `transformers.AttentionInterface` can be plugged in by name.
+
+Two ideas of 2025 models act here, each off by default: attention sinks (GPT-OSS: a learned logit per head joins the
+softmax, `MultiHeadAttention.sinks`, read by every backend of ours) and an output gate (Qwen3-Next: σ(g) on each head's
+output, g from a q_proj twice as wide). Llama 4's turns of queries and keys around the rotation (adjacent pairs, a
+weightless norm, a temperature per position) are query_key_tuning.py's, called from `project_tuned_qkv`.
 """
 
 from collections.abc import Callable
@@ -21,10 +26,12 @@ from .compiled_regions import ElementwiseRegion
 from .decoding import DecodingState
 from .flex import flex_attention_forward
 from .masks import causal_mask
+from .query_key_tuning import QueryKeyTuning
 from .speed_paths import (
     DecodingStates,
     StackedProjections,
     fuse_projections,
+    fused_linear,
     project_fused,
     project_qkv_for_training,
     project_stacked,
@@ -89,8 +96,12 @@ def eager_attention_forward(
 ) -> tuple[Tensor, Tensor]:
     """Attention written out: scores, bias, mask, softmax, dropout, weighted sum. Returns the weights too (heatmaps).
 
+    Attention sinks (`module.sinks`, GPT-OSS): the head's sink logit joins each row's softmax as one more column,
+    dropped afterwards, as transformers' GPT-OSS computes it; the returned rows then sum to less than 1.
+
     Args:
-        module: The calling attention module (its `score` and `is_causal` are read, as HF backends do).
+        module: The calling attention module (its `score`, `softcap`, `sinks` and `is_causal` are read, as HF
+            backends do).
         query: (B, H, T, D). key, value: (B, K, S, D).
         attention_mask: (B|1, 1, T, S) bool, True = attend, causality included; or None (then `is_causal` applies).
         scaling: Factor on q·k for dot-product scores.
@@ -117,7 +128,13 @@ def eager_attention_forward(
         scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
     # at least float32 (fp16/bf16 overflow), but never below the input's precision (float64 stays float64)
     softmax_dtype = torch.promote_types(scores.dtype, torch.float32)
-    weights = torch.softmax(scores, dim=-1, dtype=softmax_dtype).to(query.dtype)  # (B, H, T, S)
+    sinks = getattr(module, "sinks", None)
+    if sinks is None:
+        weights = torch.softmax(scores, dim=-1, dtype=softmax_dtype).to(query.dtype)  # (B, H, T, S)
+    else:  # GPT-OSS: softmax([s_1 … s_S, sink_h]) without its last column
+        sink_column = sinks.to(scores.dtype).view(1, -1, 1, 1).expand(*scores.shape[:-1], 1)  # (B, H, T, 1)
+        with_sink = torch.cat([scores, sink_column], dim=-1)
+        weights = torch.softmax(with_sink, dim=-1, dtype=softmax_dtype)[..., :-1].to(query.dtype)  # (B, H, T, S)
     if attention_mask is not None:
         weights = weights.masked_fill(~attention_mask, 0.0)  # a row with no allowed key gives zeros, not uniform
     weights = nn.functional.dropout(weights, p=dropout, training=module.training)
@@ -144,11 +161,17 @@ def sdpa_attention_forward(
     """The same maths through `torch.nn.functional.scaled_dot_product_attention` (fused; never stores T×S weights).
 
     Three cases before the general one (`_sdpa_general`): the plain one-token decoding step, a position bias while
-    exporting, and low-precision inputs on CPU. Arguments as in `eager_attention_forward`; returns (B, T, H, D) and
-    None.
+    exporting, and low-precision inputs on CPU; attention sinks (`module.sinks`) take a way of their own
+    (`_sdpa_with_sinks`). Arguments as in `eager_attention_forward`; returns (B, T, H, D) and None.
     """
     # (The conditions are written inline, not as helper functions: this runs once per layer and decoded token.)
     dropout = dropout if module.training else 0.0
+    sinks = getattr(module, "sinks", None)
+    if sinks is not None:
+        causal = module.is_causal if is_causal is None else is_causal
+        return _sdpa_with_sinks(
+            query, key, value, attention_mask, scaling, dropout, position_bias, causal, sinks
+        ), None
     if (
         attention_mask is None
         and position_bias is None
@@ -272,6 +295,67 @@ def _sdpa_general(
     return output.transpose(1, 2).contiguous().to(value.dtype)
 
 
+def _sdpa_with_sinks(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    scaling: float,
+    dropout: float,
+    position_bias: Tensor | None,
+    causal: bool,
+    sinks: Tensor,
+) -> Tensor:
+    """Attention sinks (GPT-OSS) through the fused kernel, which has no sink column: one more key per key/value
+    head, whose key and value vectors are zero, and a float mask whose entry for that key is the query head's sink.
+    That key's score is then q·0·scale + sink_h = sink_h exactly and its value adds nothing, so the kernel computes
+    softmax([s_1 … s_S, sink_h])[:S] · V, the eager formula. The mask is (B|1, H, T, S + 1) (the sinks differ per
+    head), made from the boolean or float mask, the causal structure and the position bias. Returns (B, T, H, D).
+
+    (The extended keys are a copy: at each decoding step, of the whole cache. An exact way without it would need the
+    kernel's log-sum-exp, which torch's public SDPA does not return.)
+    """
+    length = query.shape[2]
+    upcast = query.device.type == "cpu" and (
+        torch.is_autocast_enabled("cpu") or any(t.dtype in _LOW_PRECISION for t in (query, key, value))
+    )  # as `_sdpa_upcast`: the CPU kernel runs in fp32, so its mask must be fp32 too
+    mask_dtype = torch.float32 if upcast else query.dtype
+    no_key = key.new_zeros(*key.shape[:2], 1, key.shape[3])  # (B, K, 1, D)
+    key, value = torch.cat([key, no_key], dim=2), torch.cat([value, no_key.to(value.dtype)], dim=2)
+    mask = _sink_mask(attention_mask, position_bias, sinks, length, key.shape[2] - 1, causal, mask_dtype)
+    if upcast:
+        return _sdpa_upcast(query, key, value, mask, scaling, dropout, None, False)
+    return _sdpa_general(query, key, value, mask, scaling, dropout, None, False)
+
+
+def _sink_mask(
+    attention_mask: Tensor | None,
+    position_bias: Tensor | None,
+    sinks: Tensor,
+    length: int,
+    keys: int,
+    causal: bool,
+    dtype: torch.dtype,
+) -> Tensor:
+    """The (B|1, H, T, S + 1) float mask of `_sdpa_with_sinks`: the position bias (or 0) where a query may see a key,
+    −inf where it may not (a boolean mask: False; a float mask is added as it is), the head's sink in the last
+    column. Without a mask, a causal layer's queries see the keys up to their own position (the cache before them
+    included)."""
+    device = sinks.device
+    allowed = attention_mask
+    if allowed is None and causal and length > 1:
+        allowed = causal_mask(length, keys, keys - length, device)
+    scores = torch.zeros(1, 1, length, keys, dtype=dtype, device=device) if position_bias is None else position_bias
+    scores = scores.to(dtype)
+    if allowed is not None and allowed.dtype == torch.bool:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    elif allowed is not None:
+        scores = scores + allowed.to(dtype)
+    rows, heads = scores.shape[0], sinks.shape[0]
+    sink_column = sinks.to(dtype).view(1, heads, 1, 1).expand(rows, heads, length, 1)
+    return torch.cat([scores.expand(rows, heads, length, keys), sink_column], dim=-1)
+
+
 # Our backends by name, registered in the table that attention_backends.py resolves names with. "paged|eager" is the
 # name continuous batching gives eager attention (its masks are the same).
 ATTENTION_BACKENDS.update(
@@ -311,6 +395,10 @@ class MultiHeadAttention(DecodingStates, nn.Module):
             or None.
         qk_norm: What those norms normalise: "head" (each head's D values) or "projection" (all H·D of a token).
         softcap: c of the score cap c·tanh(s / c) (Gemma 2), or None.
+        sinks: Attention sinks (GPT-OSS): a learned logit per query head, `self.sinks` (H,), that joins every
+            softmax as one more column and is dropped after it (the backends read it from the module).
+        output_gate: Gated attention (Qwen3-Next; Qiu et al. 2025): q_proj is twice as wide, giving each head its
+            query and a gate side by side ([q_h | g_h]), and each head's output is multiplied by σ(g_h).
     """
 
     def __init__(
@@ -334,6 +422,8 @@ class MultiHeadAttention(DecodingStates, nn.Module):
         key_norm: nn.Module | None = None,
         qk_norm: str = "head",
         softcap: float | None = None,
+        sinks: bool = False,
+        output_gate: bool = False,
     ):
         super().__init__()
         if num_heads % num_kv_heads:
@@ -348,13 +438,19 @@ class MultiHeadAttention(DecodingStates, nn.Module):
         self.scaling = head_dim**-0.5 if scaling is None else scaling
         self.score = score
         self.config = config
-        self.q_proj = nn.Linear(hidden_size, num_heads * head_dim, bias=bias)
+        self.output_gate = output_gate
+        self.q_proj = nn.Linear(hidden_size, num_heads * head_dim * (2 if output_gate else 1), bias=bias)
         self.k_proj = nn.Linear(kv_input_size, num_kv_heads * head_dim, bias=bias)
         self.v_proj = nn.Linear(kv_input_size, num_kv_heads * head_dim, bias=bias)
         self.o_proj = nn.Linear(num_heads * head_dim, hidden_size, bias=bias if output_bias is None else output_bias)
         self.q_norm, self.k_norm = query_norm, key_norm
         self.norm_each_head = qk_norm == "head"
         self.softcap = softcap
+        # zeros: at the start the sink is one more key of score 0 (a softmax with 1 added to its denominator)
+        self.sinks = nn.Parameter(torch.zeros(num_heads)) if sinks else None
+        # Llama 4's turns of queries and keys around the rotation (query_key_tuning.py): given by the layer plan to
+        # the self-attention layers of a config that sets them; None for every other model.
+        self.tuning: QueryKeyTuning | None = None
         self._stacked: DecodingState[StackedProjections] = DecodingState()  # generate()'s (speed_paths.py)
         self._pinned_backend: DecodingState[Callable] = DecodingState()
 
@@ -381,6 +477,64 @@ class MultiHeadAttention(DecodingStates, nn.Module):
         if position_embeddings is not None:
             query, key = rotate_query_and_key(query, key, *position_embeddings)
         return query, key, value
+
+    def project_gated_qkv(
+        self, hidden_states: Tensor, position_embeddings: tuple[Tensor, Tensor] | None
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """`project_qkv` of a gated module (`output_gate`, Qwen3-Next): the queries, keys and values as there, and
+        the (B, T, H·D) gate logits, which q_proj gives beside the queries. A training step takes the three products
+        as one (`fuse_projections`, as `project_qkv` does); generate()'s stacked product is not made for it."""
+        batch, length, _ = hidden_states.shape
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        if self.training and fuse_projections(self, hidden_states):  # a speed path (speed_paths.py)
+            gated_query, key, value = fused_linear(projections, hidden_states).split(
+                [p.out_features for p in projections], dim=-1
+            )
+            key = self.as_heads(key, batch, length, self.num_kv_heads, self.k_norm)  # (B, K, T, D)
+            value = self.as_heads(value, batch, length, self.num_kv_heads, None)  # (B, K, T, D)
+        else:
+            gated_query = self.q_proj(hidden_states)  # (B, T, H·2D)
+            key = self.project_heads(self.k_proj, hidden_states, self.num_kv_heads, self.k_norm)  # (B, K, T, D)
+            value = self.project_heads(self.v_proj, hidden_states, self.num_kv_heads)  # (B, K, T, D)
+        query, gate = self.split_gate(gated_query, batch, length)
+        if position_embeddings is not None:
+            query, key = rotate_query_and_key(query, key, *position_embeddings)
+        return query, key, value, gate
+
+    def project_tuned_qkv(
+        self, hidden_states: Tensor, position_embeddings: tuple[Tensor, Tensor] | None, cache
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        """`project_qkv` (or `project_gated_qkv`) of a layer with Llama 4's tuning (`self.tuning`): projected as
+        there, unrotated, then rotated between the tuning's two halves: adjacent pairs gathered before, the
+        weightless norm and the queries' temperature after. Returns q, k, v and the gate logits (None without a
+        gate). The temperature counts cache slots from the tokens this layer has cached, as transformers does."""
+        gate = None
+        if self.output_gate:
+            query, key, value, gate = self.project_gated_qkv(hidden_states, None)
+        else:
+            query, key, value = self.project_qkv(hidden_states, None)
+        if position_embeddings is not None:
+            query, key = self.tuning.before_rotation(query, key, position_embeddings[0].shape[-1])
+            query, key = rotate_query_and_key(query, key, *position_embeddings)
+        past = 0
+        if self.tuning.temperature is not None and cache is not None:
+            if isinstance(cache, EncoderDecoderCache):
+                cache = cache.self_attention_cache
+            if not isinstance(cache, Cache):
+                raise ValueError(
+                    "attn_temperature_tuning=True counts the tokens of a layer's own cache, which continuous "
+                    "batching's paged cache does not hold per sequence; generate() without it."
+                )
+            past = cache.get_seq_length(self.layer_idx)
+        query, key = self.tuning.after_rotation(query, key, past)
+        return query, key, value, gate
+
+    def split_gate(self, gated_query: Tensor, batch: int, length: int) -> tuple[Tensor, Tensor]:
+        """(B, L, H·2D) → the queries (B, H, L, D), QK-normed as `as_heads` does, and the gate logits (B, L, H·D):
+        each head's 2·D values are its query, then its gate (Qwen3-Next's `view(..., H, 2·D).chunk(2, -1)`)."""
+        query, gate = gated_query.view(batch, length, self.num_heads, 2 * self.head_dim).chunk(2, dim=-1)
+        query = self.as_heads(query.reshape(batch, length, -1), batch, length, self.num_heads, self.q_norm)
+        return query, gate.reshape(batch, length, -1)
 
     def project_heads(self, proj: nn.Linear, states: Tensor, heads: int, norm: nn.Module | None = None) -> Tensor:
         batch, length, _ = states.shape
@@ -445,11 +599,20 @@ class MultiHeadAttention(DecodingStates, nn.Module):
             (B, T, E) output and the (B, H, T, S) weights when the backend computes them.
         """
         batch, length, _ = hidden_states.shape
+        gate = None
         if self.is_cross_attention:
-            query = self.project_heads(self.q_proj, hidden_states, self.num_heads)  # (B, H, T, D)
+            if self.output_gate:
+                query, gate = self.split_gate(self.q_proj(hidden_states), batch, length)
+            else:
+                query = self.project_heads(self.q_proj, hidden_states, self.num_heads)  # (B, H, T, D)
             key, value = self._cross_keys_values(key_value_states, cache)
         else:
-            query, key, value = self.project_qkv(hidden_states, position_embeddings)
+            if self.tuning is not None:  # Llama 4's turns around the rotation
+                query, key, value, gate = self.project_tuned_qkv(hidden_states, position_embeddings, cache)
+            elif self.output_gate:  # Qwen3-Next: the gate comes with the queries
+                query, key, value, gate = self.project_gated_qkv(hidden_states, position_embeddings)
+            else:
+                query, key, value = self.project_qkv(hidden_states, position_embeddings)
             if cache is not None:
                 key, value = self._cached_keys_values(cache, key, value, kwargs)  # (B, K, past + T, D)
         if attention_function is None:
@@ -466,6 +629,8 @@ class MultiHeadAttention(DecodingStates, nn.Module):
             **kwargs,
         )  # (B, T, H, D)
         output = output.reshape(batch, length, self.num_heads * self.head_dim)  # (B, T, H·D)
+        if gate is not None:  # gated attention: each head's output scaled by σ(g), elementwise
+            output = output * torch.sigmoid(gate)
         return self.o_proj(output), weights
 
     def backend_function(self, output_attentions: bool = False) -> Callable:

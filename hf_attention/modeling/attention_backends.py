@@ -8,7 +8,10 @@ stack reads this table through it); other names resolve through transformers' re
 A score cap (`attn_logit_softcapping`, Gemma 2's c·tanh(s / c)) reaches a registered function as the keyword
 `softcap=c`, as transformers' Gemma 2 passes it to its attention functions (its eager function and transformers'
 flex and paged-eager functions apply it); ours read it from the module. `softcap_refusal` names the backends that
-cannot apply one: SDPA computes softmax(q·k) in one kernel and takes no cap.
+cannot apply one: SDPA computes softmax(q·k) in one kernel and takes no cap. Attention sinks (`attention_sinks`,
+GPT-OSS's learned softmax column) reach a registered function likewise as `s_aux=sinks`, as transformers' GPT-OSS
+passes them (its flex and flash functions apply them); `sinks_refusal` names the backends that would ignore them:
+transformers' SDPA functions (ours, "sdpa", adds them as one more key).
 """
 
 import functools
@@ -88,7 +91,8 @@ def get_attention_function(name: str) -> Callable:
 def passing_softcap(function: Callable) -> Callable:
     """`function` (one registered with `AttentionInterface`), called with the keyword `softcap=c` when the calling
     module caps its scores (`module.softcap`, from `attn_logit_softcapping`), as transformers' Gemma 2 calls its
-    attention functions; called exactly as before otherwise. One wrapper per function (cached): a backend looked up
+    attention functions, and with `s_aux=sinks` when it has attention sinks (`module.sinks`), as transformers' GPT-OSS
+    calls them; called exactly as before otherwise. One wrapper per function (cached): a backend looked up
     again is the same function."""
     try:
         return _cached_softcap_wrapper(function)
@@ -107,6 +111,9 @@ def _softcap_wrapper(function: Callable) -> Callable:
         softcap = getattr(module, "softcap", None)
         if softcap is not None:
             kwargs.setdefault("softcap", softcap)
+        sinks = getattr(module, "sinks", None)
+        if sinks is not None:  # GPT-OSS's name for them in transformers' attention functions
+            kwargs.setdefault("s_aux", sinks)
         return function(module, query, key, value, attention_mask, **kwargs)
 
     return attend
@@ -127,14 +134,42 @@ def softcap_refusal(implementation: str, softcap: float | None) -> str | None:
     transformers' Gemma 2 functions do: applying it is that function's part, as in transformers. Cannot: SDPA (ours, or
     transformers' registered under another name), whose fused kernel computes softmax(q·k) without a cap.
     """
-    if softcap is None:
-        return None
-    registered = ALL_ATTENTION_FUNCTIONS.get(implementation) if implementation not in ATTENTION_BACKENDS else None
-    if implementation not in _SDPA_NAMES and not any(registered is function for function in _SDPA_FUNCTIONS):
+    if softcap is None or not _is_sdpa(implementation):
         return None
     return (
         f"attn_logit_softcapping={softcap} needs attn_implementation='eager', 'flex_attention' or a function "
         f"registered with transformers.AttentionInterface that applies its `softcap` keyword (got "
         f"{implementation!r}): SDPA's fused kernel computes softmax(q·k) itself and cannot cap the scores. Choose "
         "one of those, or set attn_logit_softcapping=None to run without the cap."
+    )
+
+
+def _is_sdpa(implementation: str) -> bool:
+    """Whether `implementation` names an SDPA function: ours or transformers' by name, or transformers' registered
+    under another name."""
+    registered = ALL_ATTENTION_FUNCTIONS.get(implementation) if implementation not in ATTENTION_BACKENDS else None
+    return implementation in _SDPA_NAMES or any(registered is function for function in _SDPA_FUNCTIONS)
+
+
+def sinks_refusal(implementation: str, attention_sinks: bool) -> str | None:
+    """Why the backend `implementation` cannot run attention layers with sinks (a config's `attention_sinks`), as a
+    message naming the field, the value, what is allowed and what to do; None when it can (or there are none).
+
+    Can: ours ("eager", "paged|eager", "sdpa", "flex_attention"), which read the module's `sinks`, and a function
+    registered with `transformers.AttentionInterface`, which receives them as `s_aux=` (`passing_softcap`), as
+    transformers' GPT-OSS functions do (its flex and flash functions apply them; applying them is that function's
+    part). Cannot: transformers' SDPA functions ("paged|sdpa", or registered under another name), which take no sink
+    and would drop it without a word.
+    """
+    # our backends by name, also before attention.py has registered them (a checkpoint's code checks its config
+    # while transformers loads it, before the modeling module is imported)
+    ours = ("eager", "paged|eager", "sdpa", "flex_attention")
+    if not attention_sinks or implementation in ours or implementation in ATTENTION_BACKENDS:
+        return None
+    if not _is_sdpa(implementation):
+        return None
+    return (
+        f"attention_sinks=True needs attn_implementation='sdpa', 'eager', 'flex_attention' or a function registered "
+        f"with transformers.AttentionInterface that applies its `s_aux` keyword (got {implementation!r}): "
+        "transformers' SDPA functions take no sink column. Choose one of those, or set attention_sinks=False."
     )

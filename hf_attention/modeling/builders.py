@@ -34,7 +34,7 @@ def build_positional(config: HFAttentionConfigBase, *, bidirectional: bool) -> P
 
 
 def build_attention(config: HFAttentionConfigBase, layer_idx: int, *, is_causal: bool, is_cross: bool):
-    """A MultiHeadAttention with the configured score, heads, biases, QK-norm and score cap."""
+    """A MultiHeadAttention with the configured score, heads, biases, QK-norm, score cap, sinks and output gate."""
     score, scaling = make_score(config.attention_score, num_heads=config.num_attention_heads, head_dim=config.head_dim)
     if config.query_pre_attn_scalar is not None:  # Gemma: q·k / √s with s chosen apart from the head width
         scaling = config.query_pre_attn_scalar**-0.5
@@ -61,4 +61,7 @@ def build_attention(config: HFAttentionConfigBase, layer_idx: int, *, is_causal:
         key_norm=key_norm,
         qk_norm=config.qk_norm,
         softcap=config.attn_logit_softcapping,
+        # (knobs of the encoder and decoder families: an encoder-decoder config has neither)
+        sinks=getattr(config, "attention_sinks", False),
+        output_gate=getattr(config, "attention_output_gate", False),
     )

@@ -18,8 +18,8 @@ torch (loaded by transformers anyway) and transformers' init functions and activ
 
 from transformers import PretrainedConfig
 
-from .activations import HIDDEN_ACTS
-from .attention_backends import softcap_refusal
+from .activations import GATED_ACTIVATIONS, HIDDEN_ACTS
+from .attention_backends import sinks_refusal, softcap_refusal
 from .field_checks import CheckedFields, check_positive, check_token_ids
 from .knobs import (  # the allowed values, for callers (the checks themselves live in the table)
     CLASSIFIER_POOLINGS,
@@ -48,6 +48,8 @@ ROPE_TYPES = tuple(ROPE_SCALINGS)
 # transformers' own configs validate their fields on assignment: every knob's check (knobs.py). Checks across fields
 # run in `_validate_knobs`.
 FIELD_CHECKS = field_checks()
+# The knobs of a mixture of experts' router outputs: held only by configs with experts (see __init__).
+ROUTER_OUTPUT_KNOBS = ("output_router_logits", "router_aux_loss_coef")
 __all__ = [  # the names of this module, re-exported allowed values included
     "ATTENTION_SCORES",
     "CLASSIFIER_POOLINGS",
@@ -96,6 +98,14 @@ class HFAttentionConfigBase(CheckedFields, PretrainedConfig):
         # None when it is the same as attention_bias: one value per computation, so that configs compare equal
         if values["attention_output_bias"] == values["attention_bias"]:
             values["attention_output_bias"] = None
+        if values.get("moe_intermediate_size") == values["intermediate_size"]:
+            values["moe_intermediate_size"] = None
+        if values.get("num_experts", 0) is None:
+            # A dense decoder has no routers: like Llama's config, it has no router fields either (clients such as
+            # TRL take a config with `output_router_logits` for a mixture of experts and ask it for router scores).
+            for name in ROUTER_OUTPUT_KNOBS:
+                if values[name] == KNOBS[name].default:
+                    del values[name]
         for name, value in values.items():
             setattr(self, name, value)  # checked on assignment (FIELD_CHECKS)
         self._check_token_ids()  # before PretrainedConfig's own check, which only warns
@@ -146,6 +156,7 @@ class HFAttentionConfigBase(CheckedFields, PretrainedConfig):
         """
         if self.freeze_lm_head_bias and not self.lm_head_bias:
             raise ValueError("freeze_lm_head_bias=True needs lm_head_bias=True: there is no bias to freeze.")
+        self._validate_latent_attention_knobs()  # first: it gives head_dim its latent-attention value
         if self.head_dim is None:
             if self.hidden_size % self.num_attention_heads:
                 raise ValueError(
@@ -165,8 +176,11 @@ class HFAttentionConfigBase(CheckedFields, PretrainedConfig):
             for bidirectional in self._stack_directions:
                 scheme.check_config(self, bidirectional=bidirectional)
         self._validate_rotary_knobs()
+        self._validate_query_key_tuning_knobs()
         self._validate_layer_knobs()
         self._validate_attention_knobs()
+        self._validate_experts_knobs()
+        self._validate_linear_attention_knobs()
         requested = getattr(self, "_attn_implementation_internal", None)
         if isinstance(requested, str):
             self.check_attention_implementation(requested)
@@ -180,6 +194,10 @@ class HFAttentionConfigBase(CheckedFields, PretrainedConfig):
             "partial_rotary_factor": (self.partial_rotary_factor, 1.0),
             "local_rope_theta": (self.local_rope_theta, None),
             "nope_layers": (self.nope_layers, []),
+            # (decoder knobs: the other families' configs do not have them)
+            "rope_interleave": (getattr(self, "rope_interleave", False), False),
+            "rotated_qk_norm": (getattr(self, "rotated_qk_norm", False), False),
+            "attn_temperature_tuning": (getattr(self, "attn_temperature_tuning", False), False),
         }
         if self.position_encoding != "rotary":
             for field, (value, default) in rotary_knobs.items():
@@ -212,6 +230,29 @@ class HFAttentionConfigBase(CheckedFields, PretrainedConfig):
                 "sliding_window (and layer_types)."
             )
 
+    def _validate_query_key_tuning_knobs(self) -> None:
+        """Llama 4's norm after the rotation acts on the layers that rotate, its temperature on the NoPE layers
+        (query_key_tuning.py): each needs such a layer, and the temperature's numbers act only with it on."""
+        if not getattr(self, "attn_temperature_tuning", False):
+            for field in ("floor_scale", "attn_scale"):
+                value, default = getattr(self, field, KNOBS[field].default), KNOBS[field].default
+                if value != default:
+                    raise ValueError(
+                        f"{field}={value!r} sets the temperature of attn_temperature_tuning, which is False: set "
+                        f"attn_temperature_tuning=True, or leave {field} at {default!r}."
+                    )
+        elif not self.nope_layers:
+            raise ValueError(
+                "attn_temperature_tuning=True scales the queries of the nope_layers, and nope_layers is empty: name "
+                "the layers without rotation in nope_layers (Llama 4: every fourth), or leave it False."
+            )
+        layers = self.layer_count() or 0
+        if getattr(self, "rotated_qk_norm", False) and len(set(self.nope_layers)) >= layers:
+            raise ValueError(
+                f"rotated_qk_norm=True normalises the rotated queries and keys, and nope_layers={self.nope_layers!r} "
+                "leaves no layer that rotates: leave it False, or rotate some layers."
+            )
+
     def _check_layer_types_length(self) -> None:
         layers = getattr(self, "num_hidden_layers", None)
         if getattr(self, "layer_types", None) is not None and layers is not None and len(self.layer_types) != layers:
@@ -234,6 +275,7 @@ class HFAttentionConfigBase(CheckedFields, PretrainedConfig):
             self._check_layer_types_length()
             if "sliding_attention" in layer_types and sliding_window is None:
                 raise ValueError("layer_types has 'sliding_attention' layers but sliding_window is None: set it.")
+        self._validate_chunk_knobs()
         if sliding_window is not None and self.layer_count() is None:
             raise ValueError(
                 f"sliding_window={sliding_window} is for the encoder and decoder families; the encoder-decoder "
@@ -247,12 +289,140 @@ class HFAttentionConfigBase(CheckedFields, PretrainedConfig):
         if not self.norm_bias and self.norm_type != "layernorm":
             raise ValueError(f"norm_bias=False is for norm_type='layernorm'; {self.norm_type!r} has no bias.")
 
+    def _validate_chunk_knobs(self) -> None:
+        """Chunked attention (Llama 4): `chunked_attention` layers in a decoder, with a chunk size, and a chunk size
+        only where some layer is chunked."""
+        chunk, types = getattr(self, "attention_chunk_size", None), self.attention_types()
+        if "chunked_attention" in types and self.family != "decoder":
+            raise ValueError(
+                "layer_types has 'chunked_attention' layers, whose queries see the earlier keys of their chunk (a "
+                "causal mask); they are for the decoder family (HFAttentionDecoderConfig)."
+            )
+        if "chunked_attention" in types and chunk is None:
+            raise ValueError(
+                "layer_types has 'chunked_attention' layers but attention_chunk_size is None: set it (Llama 4: 8192)."
+            )
+        if chunk is not None and "chunked_attention" not in types:
+            raise ValueError(
+                f"attention_chunk_size={chunk} sizes the chunks of the 'chunked_attention' layers, and layer_types "
+                "has none: name them in layer_types, or leave attention_chunk_size None."
+            )
+
     def _validate_attention_knobs(self) -> None:
         if self.query_pre_attn_scalar is not None and self.attention_score != "scaled_dot":
             raise ValueError(
                 f"query_pre_attn_scalar={self.query_pre_attn_scalar} sets the scale of the 'scaled_dot' score; "
                 f"attention_score={self.attention_score!r} has its own."
             )
+
+    def _validate_linear_attention_knobs(self) -> None:
+        """The sizes of the `linear_attention` (Gated DeltaNet) layers: None becomes the value it stands for, written
+        into the config as `head_dim` is; each key head must serve a whole group of value heads. Set without such a
+        layer, or in an encoder (the recurrence reads left to right only), they are refused."""
+        sizes = ("linear_num_value_heads", "linear_num_key_heads", "linear_key_head_dim", "linear_value_head_dim")
+        sizes += ("linear_conv_kernel_dim",)
+        if "linear_attention" not in self.attention_types():
+            for field in sizes:
+                if getattr(self, field, None) is not None:
+                    raise ValueError(
+                        f"{field}={getattr(self, field)!r} sizes the 'linear_attention' layers, and layer_types has "
+                        "none: name them in layer_types, or leave it None."
+                    )
+            return
+        if self.family != "decoder":
+            raise ValueError(
+                "layer_types has 'linear_attention' layers, which read the sequence left to right only (a causal "
+                "recurrence); they are for the decoder family (HFAttentionDecoderConfig)."
+            )
+        if self.linear_num_value_heads is None:
+            self.linear_num_value_heads = self.num_attention_heads
+        if self.linear_num_key_heads is None:
+            self.linear_num_key_heads = self.linear_num_value_heads
+        if self.linear_key_head_dim is None:
+            self.linear_key_head_dim = self.head_dim
+        if self.linear_value_head_dim is None:
+            self.linear_value_head_dim = self.head_dim
+        if self.linear_conv_kernel_dim is None:
+            self.linear_conv_kernel_dim = 4  # Qwen3-Next's and Qwen3.5's short convolution
+        if self.linear_num_value_heads % self.linear_num_key_heads:
+            raise ValueError(
+                f"linear_num_value_heads={self.linear_num_value_heads} is not divisible by linear_num_key_heads="
+                f"{self.linear_num_key_heads}; each query/key head must serve a whole group of value heads."
+            )
+
+    def _validate_latent_attention_knobs(self) -> None:
+        """Multi-head latent attention (`kv_lora_rank`, latent_attention.py): its sizes, and the plain attention's
+        knobs it has no use for. A None size becomes the value it stands for, written into the config: v_head_dim
+        that of qk_nope_head_dim, and head_dim, the width of the rotary tables, qk_rope_head_dim (as transformers'
+        DeepSeek-V3 config writes it), so it runs before head_dim is derived from the width."""
+        rank = getattr(self, "kv_lora_rank", None)
+        if rank is None:
+            for field in ("q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+                if getattr(self, field, None) is not None:
+                    raise ValueError(
+                        f"{field}={getattr(self, field)!r} sizes the latent attention layers, and kv_lora_rank is "
+                        f"None: set kv_lora_rank (the rank of the key/value latent), or leave {field} None."
+                    )
+            return
+        if self.family != "decoder":
+            raise ValueError(
+                f"kv_lora_rank={rank} makes latent attention layers, which are for the decoder family "
+                "(HFAttentionDecoderConfig)."
+            )
+        for field in ("qk_nope_head_dim", "qk_rope_head_dim"):
+            if getattr(self, field) is None:
+                raise ValueError(
+                    f"kv_lora_rank={rank} needs {field}: each query/key head of a latent attention layer has "
+                    "qk_nope_head_dim dims decompressed from the latent and qk_rope_head_dim rotated ones "
+                    "(DeepSeek-V3: 128 and 64)."
+                )
+        rope = self.qk_rope_head_dim
+        if self.head_dim is None:
+            self.head_dim = rope
+        elif self.head_dim != rope:
+            raise ValueError(
+                f"head_dim={self.head_dim} must equal qk_rope_head_dim={rope} with kv_lora_rank: it is the width of "
+                "the rotary tables, which turn the qk_rope_head_dim dims of each head. Leave head_dim None."
+            )
+        if self.v_head_dim is None:
+            self.v_head_dim = self.qk_nope_head_dim
+        if self.num_key_value_heads != self.num_attention_heads:
+            raise ValueError(
+                f"num_key_value_heads={self.num_key_value_heads} must equal num_attention_heads="
+                f"{self.num_attention_heads} with kv_lora_rank: every head decompresses its own key and value from "
+                "the one shared latent."
+            )
+        if self.position_encoding == "rotary":
+            if rope % 2:
+                raise ValueError(f"qk_rope_head_dim={rope} must be even: RoPE turns pairs of dims.")
+            if self.partial_rotary_factor != 1.0:
+                raise ValueError(
+                    f"partial_rotary_factor={self.partial_rotary_factor} must be 1.0 with kv_lora_rank: "
+                    "qk_rope_head_dim says how many dims of each head rotate."
+                )
+        elif self.rope_interleave:
+            raise ValueError(
+                f"rope_interleave=True needs position_encoding='rotary' (got {self.position_encoding!r})."
+            )
+        unused = {  # the plain attention's choices, which a latent attention layer does not make
+            "attention_score": (self.attention_score, "scaled_dot"),
+            "query_pre_attn_scalar": (self.query_pre_attn_scalar, None),
+            "qk_norm": (self.qk_norm, "none"),
+            "attn_logit_softcapping": (self.attn_logit_softcapping, None),
+            "sliding_window": (self.sliding_window, None),
+            "attention_sinks": (getattr(self, "attention_sinks", False), False),
+            "attention_output_gate": (getattr(self, "attention_output_gate", False), False),
+            "attention_chunk_size": (getattr(self, "attention_chunk_size", None), None),
+            "rotated_qk_norm": (getattr(self, "rotated_qk_norm", False), False),
+            "attn_temperature_tuning": (getattr(self, "attn_temperature_tuning", False), False),
+        }
+        for field, (value, default) in unused.items():
+            if value != default:
+                raise ValueError(
+                    f"{field}={value!r} is not available with kv_lora_rank={rank}: latent attention layers scale "
+                    "q·k by (qk_nope_head_dim + qk_rope_head_dim)^-1/2 and normalise their latents, with no score "
+                    f"cap, window, sinks or output gate. Leave {field} at {default!r}."
+                )
 
     def layer_count(self) -> int | None:
         """Layers of the one stack of an encoder or decoder (None for the encoder-decoder family's two stacks)."""
@@ -262,19 +432,82 @@ class HFAttentionConfigBase(CheckedFields, PretrainedConfig):
         """Each layer's attention type: `layer_types`, or the same for every layer (sliding when a window is set)."""
         if getattr(self, "layer_types", None) is not None:
             return list(self.layer_types)
-        kind = "sliding_attention" if getattr(self, "sliding_window", None) is not None else "full_attention"
+        kind = "full_attention"
+        if getattr(self, "sliding_window", None) is not None:
+            kind = "sliding_attention"
+        elif getattr(self, "attention_chunk_size", None) is not None:  # as transformers' caches read such a config
+            kind = "chunked_attention"
         return [kind] * (self.layer_count() or 0)
 
     def feed_forward_types(self) -> list[str]:
-        """Each layer's feed-forward network, by its name in `layer_plan.FEED_FORWARDS`: "dense" for every layer (the
-        one kind there is; a mixture-of-experts kind will be chosen per layer here from its knobs)."""
-        return ["dense"] * (self.layer_count() or 0)
+        """Each layer's feed-forward network, by its name in `layer_plan.FEED_FORWARDS`: "mixture_of_experts" for
+        every layer when `num_experts` is set, but those of `mlp_only_layers`; else "dense"."""
+        layers = self.layer_count() or 0
+        if getattr(self, "num_experts", None) is None:
+            return ["dense"] * layers
+        dense = set(self.mlp_only_layers or [])
+        return ["dense" if index in dense else "mixture_of_experts" for index in range(layers)]
+
+    def _validate_experts_knobs(self) -> None:
+        """The mixture of experts: k of X experts, gated experts, dense layers that exist, each router's knobs set
+        only for the routers that read them (and its own check), GPT-OSS's unit with SwiGLU, a gate with its shared
+        expert."""
+        experts = getattr(self, "num_experts", None)
+        if experts is None:
+            if getattr(self, "mlp_only_layers", None):
+                raise ValueError(
+                    f"mlp_only_layers={self.mlp_only_layers!r} keeps some layers dense among experts, and "
+                    "num_experts=None makes every layer dense: set num_experts, or leave mlp_only_layers None."
+                )
+            return
+        if self.num_experts_per_tok > experts:
+            raise ValueError(
+                f"num_experts_per_tok={self.num_experts_per_tok} chooses more experts per token than "
+                f"num_experts={experts}; it must be between 1 and num_experts."
+            )
+        if self.hidden_act not in GATED_ACTIVATIONS:
+            raise ValueError(
+                f"num_experts={experts} makes gated experts (act(x W_gate) * x W_up), and hidden_act="
+                f"{self.hidden_act!r} is not gated; use one of {', '.join(map(repr, GATED_ACTIVATIONS))}."
+            )
+        outside = [index for index in self.mlp_only_layers or [] if index >= self.num_hidden_layers]
+        if outside:
+            raise ValueError(
+                f"mlp_only_layers={self.mlp_only_layers!r} names layers that do not exist (the model has "
+                f"{self.num_hidden_layers} layers)."
+            )
+        from .mixture_of_experts import ROUTER_KNOBS, ROUTERS  # the router kinds' own knobs and checks
+
+        kind = ROUTERS[self.router]
+        for field in ROUTER_KNOBS:
+            value, default = getattr(self, field), KNOBS[field].default
+            if field not in kind.reads and value != default:
+                readers = [name for name, other in ROUTERS.items() if field in other.reads]
+                raise ValueError(
+                    f"{field}={value!r} is read by the router{'s' if len(readers) > 1 else ''} "
+                    f"{', '.join(map(repr, readers))} only, and router={self.router!r} does not read it: leave it "
+                    f"{default!r} or choose one of those routers."
+                )
+        if kind.check is not None:
+            kind.check(self)
+        if self.swiglu_alpha is not None and self.hidden_act != "swiglu":
+            raise ValueError(
+                f"swiglu_alpha={self.swiglu_alpha} makes GPT-OSS's SwiGLU experts, (up + 1) * gate * sigmoid(alpha * "
+                f"gate), and hidden_act={self.hidden_act!r} names another gate; set hidden_act='swiglu'."
+            )
+        if self.shared_expert_gate and self.shared_expert_intermediate_size is None:
+            raise ValueError(
+                "shared_expert_gate=True gates the shared expert, and shared_expert_intermediate_size=None makes "
+                "none: set its width, or leave shared_expert_gate False."
+            )
 
     def check_attention_implementation(self, implementation: str) -> None:
         """Raise ValueError when the attention score cannot run on the backend `implementation`: fused kernels such
         as SDPA compute q·k themselves, so a score that is not a dot product needs the eager backend ("paged|eager"
         is the name continuous batching gives it)."""
-        refusal = softcap_refusal(implementation, self.attn_logit_softcapping)
+        refusal = softcap_refusal(implementation, self.attn_logit_softcapping) or sinks_refusal(
+            implementation, getattr(self, "attention_sinks", False)
+        )
         if refusal is not None:
             raise ValueError(refusal)
         if implementation not in ("eager", "paged|eager") and not SCORES[self.attention_score].dot_product:

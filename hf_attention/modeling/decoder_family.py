@@ -15,6 +15,8 @@ from transformers.cache_utils import Cache, DynamicCache
 from transformers.modeling_outputs import (
     BaseModelOutputWithPastAndCrossAttentions,
     CausalLMOutputWithCrossAttentions,
+    MoeCausalLMOutputWithPast,
+    MoeModelOutputWithPast,
     SequenceClassifierOutputWithPast,
 )
 from transformers.utils import ModelOutput
@@ -22,7 +24,9 @@ from transformers.utils import ModelOutput
 from .cache_argument import CACHE_FIELD, cache_from_arguments
 from .configuration_hf_attention import HFAttentionDecoderConfig
 from .generation_mixin import GenerationOverrides
+from .latent_attention import latent_cache
 from .losses import check_labels, label_shape, logit_slice, next_token_labels
+from .mixture_of_experts import load_balancing_loss, recording_router_logits
 from .pretrained import OneStackModel, TransformerPreTrainedModel
 
 
@@ -53,7 +57,10 @@ class HFAttentionDecoderModel(OneStackModel, HFAttentionDecoderPreTrainedModel):
         """(B, T) new ids (+ a cache of earlier ones) → (B, T, E); `attention_mask` covers cached + new tokens.
 
         `cache` is the KV cache, created when `use_cache` and none is given; its name before transformers 5.24,
-        `past_key_values=`, is accepted too. Other keyword arguments reach every attention function."""
+        `past_key_values=`, is accepted too. A mixture of experts returns its routers' scores (transformers'
+        `MoeModelOutputWithPast.router_logits`) when `output_router_logits`, or else the config's, asks for them; a
+        dense model ignores the argument. Other keyword arguments reach every attention function."""
+        records = self._records_router_logits(kwargs.pop("output_router_logits", None))
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         output_hidden_states = (
             self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
@@ -64,25 +71,34 @@ class HFAttentionDecoderModel(OneStackModel, HFAttentionDecoderPreTrainedModel):
             cache = cache_from_arguments(cache, past_key_values)
         if use_cache is None:
             use_cache = self.config.use_cache and not self.training
-        if use_cache and cache is None:
-            cache = DynamicCache(config=self.config)
-        output = self.decoder(  # with the cache the layers wrote to
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            cache=cache,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
+        if use_cache and cache is None:  # latent attention layers cache latents (latent_attention.py)
+            cache = DynamicCache(config=self.config) if self.config.kv_lora_rank is None else latent_cache(self.config)
+        inputs = {
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "position_ids": position_ids,
+            "inputs_embeds": inputs_embeds,
+            "cache": cache,
+            "output_attentions": output_attentions,
+            "output_hidden_states": output_hidden_states,
             **kwargs,
-        )
+        }
+        if records:
+            with recording_router_logits(self.decoder) as router_logits:
+                output = self.decoder(**inputs)
+            output = MoeModelOutputWithPast(**output, router_logits=tuple(router_logits))
+        else:
+            output = self.decoder(**inputs)  # with the cache the layers wrote to
         if cache is not None and not use_cache:  # a cache used for this call only (a caller's): not returned
-            output = BaseModelOutputWithPastAndCrossAttentions(
-                last_hidden_state=output.last_hidden_state,
-                hidden_states=output.hidden_states,
-                attentions=output.attentions,
-            )
+            output = type(output)(**{key: value for key, value in output.items() if key != CACHE_FIELD})
         return output if return_dict else output.to_tuple()
+
+    def _records_router_logits(self, requested: bool | None) -> bool:
+        """Whether this call returns the routers' scores: a mixture of experts asked to by the call (`requested`)
+        or else by its config's `output_router_logits`."""
+        if getattr(self.config, "num_experts", None) is None:
+            return False
+        return bool(self.config.output_router_logits if requested is None else requested)
 
 
 class DecoderHead(HFAttentionDecoderPreTrainedModel):
@@ -123,18 +139,23 @@ class DecoderHead(HFAttentionDecoderPreTrainedModel):
         own = {name: kwargs.pop(name, None) for name in self.head_inputs}
         if labels is not None:
             self._check_labels(labels, input_ids, inputs_embeds, logits_to_keep, **own)
-        outputs = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            cache=cache,
-            inputs_embeds=inputs_embeds,
-            use_cache=use_cache,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-            return_dict=True,
+        inputs = {
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "position_ids": position_ids,
+            "cache": cache,
+            "inputs_embeds": inputs_embeds,
+            "use_cache": use_cache,
+            "output_attentions": output_attentions,
+            "output_hidden_states": output_hidden_states,
+            "return_dict": True,
             **kwargs,
-        )
+        }
+        if "output_router_logits" in own:  # a mixture of experts' head: the scores, and the mask for their loss
+            inputs["output_router_logits"] = own["output_router_logits"]
+        outputs = self.model(**inputs)
+        if getattr(outputs, "router_logits", None) is not None:
+            own["output_router_logits"] = (outputs.router_logits, attention_mask)
         output = self._head_output(
             outputs,
             labels=labels,
@@ -179,7 +200,7 @@ class HFAttentionForCausalLM(GenerationOverrides, DecoderHead, GenerationMixin):
     """
 
     _tied_weights_keys = {"lm_head.weight": "model.decoder.embed_tokens.weight"}
-    head_inputs = ("shift_labels",)
+    head_inputs = ("shift_labels", "output_router_logits")
 
     def __init__(self, config: HFAttentionDecoderConfig):
         super().__init__(config)
@@ -209,6 +230,7 @@ class HFAttentionForCausalLM(GenerationOverrides, DecoderHead, GenerationMixin):
         logits_to_keep: int | Tensor,
         *,
         shift_labels: Tensor | None,
+        output_router_logits: bool | None,
     ) -> None:
         shape = label_shape(input_ids, 2, logits_to_keep) or label_shape(inputs_embeds, 3, logits_to_keep)
         for name, given in (("labels", labels), ("shift_labels", shift_labels)):
@@ -224,8 +246,12 @@ class HFAttentionForCausalLM(GenerationOverrides, DecoderHead, GenerationMixin):
         logits_to_keep: int | Tensor,
         num_items_in_batch: Tensor | int | None,
         shift_labels: Tensor | None,
-    ) -> CausalLMOutputWithCrossAttentions:
-        """Logits (B, T, V), and with `labels` the next-token loss."""
+        output_router_logits: tuple[tuple[Tensor, ...], Tensor | None] | bool | None,
+    ) -> CausalLMOutputWithCrossAttentions | MoeCausalLMOutputWithPast:
+        """Logits (B, T, V), and with `labels` the next-token loss. A mixture of experts returns transformers' MoE
+        output; with the routers' scores recorded (`output_router_logits`: the scores of each layer and the
+        attention mask), the load-balancing loss as `aux_loss`, and `router_aux_loss_coef` times it added to the
+        loss, as transformers' MoE models do."""
         hidden = outputs.last_hidden_state[:, logit_slice(logits_to_keep)]
         next_tokens = None
         if labels is not None:
@@ -233,11 +259,38 @@ class HFAttentionForCausalLM(GenerationOverrides, DecoderHead, GenerationMixin):
             if next_tokens is None:
                 next_tokens = next_token_labels(labels)
         logits, loss = self.vocabulary_logits_and_loss(hidden, next_tokens, num_items_in_batch)
+        if getattr(self.config, "num_experts", None) is not None:
+            return self._experts_output(outputs, logits, loss, output_router_logits)
         return CausalLMOutputWithCrossAttentions(
             loss=loss,
             logits=logits,
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
+            **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
+        )
+
+    def _experts_output(
+        self,
+        outputs: BaseModelOutputWithPastAndCrossAttentions,
+        logits: Tensor,
+        loss: Tensor | None,
+        recorded: tuple[tuple[Tensor, ...], Tensor | None] | bool | None,
+    ) -> MoeCausalLMOutputWithPast:
+        router_logits = aux_loss = None
+        if isinstance(recorded, tuple):
+            router_logits, attention_mask = recorded
+            aux_loss = load_balancing_loss(
+                router_logits, self.config.num_experts, self.config.num_experts_per_tok, attention_mask
+            )
+            if loss is not None:
+                loss = loss + self.config.router_aux_loss_coef * aux_loss.to(loss.device)
+        return MoeCausalLMOutputWithPast(
+            loss=loss,
+            aux_loss=aux_loss,
+            logits=logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+            router_logits=router_logits,
             **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
         )
 

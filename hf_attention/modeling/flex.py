@@ -26,9 +26,9 @@ from torch import Tensor, nn
 from .masks import MaskParts
 
 try:
-    from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
+    from torch.nn.attention.flex_attention import AuxRequest, BlockMask, create_block_mask, flex_attention
 except ImportError:  # pragma: no cover - torch without FlexAttention
-    BlockMask = create_block_mask = flex_attention = None
+    AuxRequest = BlockMask = create_block_mask = flex_attention = None
 
 # Compile the kernel (the point of FlexAttention). False runs torch's unfused reference implementation instead, which
 # stores the (B, H, T, S) scores: the same results without compile time, for debugging and quick tests.
@@ -42,6 +42,10 @@ COMPILED_MIN_QUERIES = 128
 # compiled per shape: inductor's dynamic-shape FlexAttention kernels for the CPU fail to build in torch 2.11 to 2.15
 # (undeclared `cur_qSplitSize`/`cur_kvSplitSize` variables in the generated C++).
 DYNAMIC_DEVICE_TYPES = frozenset({"cuda"})
+# Device types whose compiled kernel returns the log-sum-exp that attention sinks need (`with_sinks`); elsewhere (the
+# CPU: "torch.compile on CPU only supports inference and `return_lse` is not supported yet", torch 2.15) layers with
+# sinks run the plain function, which returns it everywhere.
+LSE_KERNEL_DEVICE_TYPES = frozenset({"cuda"})
 _compiled_flex_attention: dict[bool, Callable] = {}
 
 
@@ -80,7 +84,8 @@ def block_mask(parts: MaskParts, *, batch: int, device: torch.device) -> "BlockM
             return ready[b, h if per_head else 0, q, kv]
 
         return _create(mask_mod, parts, batch, ready.shape[1] if per_head else None, device)
-    rows = batch if parts.key_padding is not None or parts.documents is not None else None
+    per_row = (parts.key_padding, parts.documents, parts.query_chunks)
+    rows = batch if any(part is not None for part in per_row) else None
     conditions = []
     # tensors, not ints: a compiled kernel takes them as inputs instead of being rebuilt for every cache length
     past = torch.as_tensor(parts.past, device=device)
@@ -99,6 +104,9 @@ def block_mask(parts: MaskParts, *, batch: int, device: torch.device) -> "BlockM
     if parts.documents is not None:
         documents = parts.documents.expand(batch, -1)  # (B, T), T = S
         conditions.append(lambda b, h, q, kv: documents[b, q] == documents[b, kv])
+    if parts.query_chunks is not None:  # chunked attention (Llama 4): the keys of the query's own chunk
+        query_chunks, key_chunks = parts.query_chunks.expand(batch, -1), parts.key_chunks.expand(batch, -1)
+        conditions.append(lambda b, h, q, kv: query_chunks[b, q] == key_chunks[b, kv])
     if not conditions:
         return None
 
@@ -155,6 +163,17 @@ def softcap_score_mod(cap: float, then: Callable | None, device: torch.device) -
     return score_mod
 
 
+def with_sinks(output: Tensor, log_sum_exp: Tensor, sinks: Tensor) -> Tensor:
+    """Attention sinks (GPT-OSS) applied after FlexAttention, which has no sink column: the kernel's rows are
+    normalised by Σ exp(s) = exp(lse); with the head's sink in the softmax they are normalised by exp(lse) +
+    exp(sink), so the output is scaled by exp(lse) / (exp(lse) + exp(sink)) = σ(lse − sink). A query that sees no
+    key (lse = −inf) keeps its zero output.
+
+    output: (B, H, T, D); log_sum_exp: (B, H, T), float32; sinks: (H,). Returns (B, H, T, D)."""
+    share = torch.sigmoid(log_sum_exp - sinks.float()[:, None])  # (B, H, T): what the keys keep of each row
+    return output * share[..., None].to(output.dtype)
+
+
 def flex_attention_forward(
     module: nn.Module,
     query: Tensor,
@@ -173,7 +192,8 @@ def flex_attention_forward(
         attention_mask: A BlockMask, or None (every query sees every key).
         position_bias: The positional score bias: as the stack passes it for this backend, a score modification
             computing it from the positions (`PositionalEncoding.score_mod`); or a (B|1, H, T, S) tensor.
-        Others: as `eager_attention_forward`.
+        Others: as `eager_attention_forward`. The module's attention sinks (`module.sinks`) rescale the output by
+            the kernel's log-sum-exp (`with_sinks`).
     """
     if dropout > 0.0:
         raise ValueError(
@@ -194,6 +214,20 @@ def flex_attention_forward(
     softcap = getattr(module, "softcap", None)
     if softcap is not None:
         score_mod = softcap_score_mod(softcap, score_mod, query.device)
+    sinks = getattr(module, "sinks", None)
+    if sinks is not None:
+        kernel = _kernel(query) if query.device.type in LSE_KERNEL_DEVICE_TYPES else _plain_flex_attention
+        output, aux = kernel(
+            query,
+            key,
+            value,
+            score_mod=score_mod,
+            block_mask=attention_mask,
+            scale=scaling,
+            enable_gqa=query.shape[1] != key.shape[1],
+            return_aux=AuxRequest(lse=True),
+        )  # (B, H, T, D) and the (B, H, T) log-sum-exp
+        return with_sinks(output, aux.lse, sinks).transpose(1, 2).contiguous(), None
     output = _kernel(query)(
         query,
         key,

@@ -7,13 +7,15 @@ a model is exported to a standard architecture:
 - "compared" (the default): the standard class must compute the same, or the export is refused;
 - "training": it changes only training (dropout, the loss, the initialisation): a difference is reported, not refused;
 - "lm_head": it belongs to the vocabulary head: compared only for models that have one;
-- with `scheme`, it acts only with that positional scheme: compared only when the model uses it.
+- with `scheme`, it acts only with that positional scheme: compared only when the model uses it;
+- with `needs`, it acts only when that other knob is set (the experts' knobs, with `num_experts`).
 The configuration classes (configuration_hf_attention.py) read this table for their constructors, their field
 checks and their documentation, and to_hf.py for its field lists. Checks across fields (the head dim dividing the
 width, the rotary knobs needing rotary positions, ...) are the configuration's `_validate_knobs`.
 
 This file is shipped with every checkpoint (remote code): it imports the standard library and the registries
-(scores.py, positional.py, norms.py, activations.py, rope_scaling.py), which import only torch and transformers.
+(scores.py, positional.py, norms.py, activations.py, rope_scaling.py, mixture_of_experts.py), which import only torch
+and transformers.
 """
 
 import inspect
@@ -37,6 +39,7 @@ from .field_checks import (
     check_token_id_type,
     optional,
 )
+from .mixture_of_experts import ROUTERS
 from .norms import NORMS
 from .positional import NO_POSITIONAL_ENCODING, POSITIONAL_ENCODINGS
 from .rope_scaling import ROPE_SCALINGS
@@ -54,6 +57,7 @@ class Knob(NamedTuple):
     to_hf: str = "compared"  # "compared", "training" or "lm_head" (see the module docstring)
     scheme: str | None = None  # the positional scheme it acts with, if only one
     families: tuple[str, ...] = FAMILIES  # the config classes that have it
+    needs: str | None = None  # the knob that must be set (not None) for this one to act: compared only then
 
 
 def position_encodings() -> tuple[str, ...]:
@@ -85,8 +89,9 @@ def check_layer_types(field: str, value) -> None:
 # The allowed values of the string knobs that no registry names.
 NORM_POSITIONS = ("post", "pre", "sandwich", "output")
 # Per-layer token mixers, named as transformers 5 names them in `layer_types` (so its caches read them too, and its
-# config checks them against its own list of names): the keys of layer_plan.TOKEN_MIXERS.
-LAYER_TYPES = ("full_attention", "sliding_attention")
+# config checks them against its own list of names): keys of layer_plan.TOKEN_MIXERS, which also has the mixers a
+# plan gives layers of these types by other knobs (`latent_attention`: the full layers when `kv_lora_rank` is set).
+LAYER_TYPES = ("full_attention", "sliding_attention", "linear_attention", "chunked_attention")
 QK_NORMS = ("none", "head", "projection")
 SINUSOIDAL_LAYOUTS = ("interleaved", "concat")
 CLASSIFIER_POOLINGS = ("mean", "first")
@@ -146,6 +151,128 @@ KNOBS: dict[str, Knob] = {
     "attention_bias": Knob(True, check_bool, "Biases on the q/k/v/o projections."),
     "mlp_bias": Knob(True, check_bool, "Biases on the feed-forward projections."),
     "embedding_norm": Knob(False, check_bool, "A norm right after the embeddings (BERT, BART)."),
+    # The mixture of experts (mixture_of_experts.py): a decoder's feed-forward networks become routed experts.
+    "num_experts": Knob(
+        None,
+        optional(check_positive),
+        "X experts in each feed-forward layer, of which a router runs `num_experts_per_tok` per token (Shazeer et al. "
+        "2017; Mixtral); None: the one dense feed-forward network. Needs a gated `hidden_act`.",
+        families=("decoder",),
+    ),
+    "num_experts_per_tok": Knob(
+        2, check_positive, "k: the experts each token runs.", families=("decoder",), needs="num_experts"
+    ),
+    "moe_intermediate_size": Knob(
+        None,
+        optional(check_positive),
+        "Width of each expert (Qwen3-MoE); None: `intermediate_size`.",
+        families=("decoder",),
+        needs="num_experts",
+    ),
+    "router": Knob(
+        "softmax_top_k",
+        choice(lambda: ROUTERS),
+        "How the router's scores become k experts and their weights (`mixture_of_experts.ROUTERS`): "
+        "`softmax_top_k` (Mixtral, Qwen-MoE, OLMoE), `top_k_softmax` (the k best, then a softmax over them: "
+        "GPT-OSS), `sigmoid_group_top_k` (sigmoids chosen among the best expert groups with a balancing bias: "
+        "DeepSeek-V3, GLM-4.5), `top_k_sigmoid_input` (σ of the k best scales the experts' inputs: Llama 4).",
+        families=("decoder",),
+        needs="num_experts",
+    ),
+    "norm_topk_prob": Knob(
+        True,
+        check_bool,
+        "Divide the k chosen probabilities by their sum (Mixtral; Qwen3-MoE's option), or keep them (OLMoE); read "
+        "by the `softmax_top_k` and `sigmoid_group_top_k` routers only.",
+        families=("decoder",),
+        needs="num_experts",
+    ),
+    "router_bias": Knob(
+        False, check_bool, "A bias on the router's scores (GPT-OSS).", families=("decoder",), needs="num_experts"
+    ),
+    "n_group": Knob(
+        1,
+        check_positive,
+        "With the `sigmoid_group_top_k` router: the experts fall in n_group equal groups, each scored by the sum of "
+        "its two best scores, and only those of the `topk_group` best groups can be chosen (DeepSeek-V3's "
+        "device-limited routing); 1: one group.",
+        families=("decoder",),
+        needs="num_experts",
+    ),
+    "topk_group": Knob(
+        1, check_positive, "The groups of `n_group` kept (DeepSeek-V3).", families=("decoder",), needs="num_experts"
+    ),
+    "routed_scaling_factor": Knob(
+        1.0,
+        check_greater_than_zero,
+        "With the `sigmoid_group_top_k` router: the routed experts' weights times this (DeepSeek-V3's 2.5).",
+        families=("decoder",),
+        needs="num_experts",
+    ),
+    "expert_bias": Knob(
+        False,
+        check_bool,
+        "Biases on the experts' projections (GPT-OSS's gate_up_proj_bias, down_proj_bias).",
+        families=("decoder",),
+        needs="num_experts",
+    ),
+    "swiglu_limit": Knob(
+        None,
+        optional(check_greater_than_zero),
+        "L: the experts clamp gate ≤ L and −L ≤ up ≤ L before the gated product (GPT-OSS; DeepSeek-V4, GLM-5); None: "
+        "no clamp.",
+        families=("decoder",),
+        needs="num_experts",
+    ),
+    "swiglu_alpha": Knob(
+        None,
+        optional(check_greater_than_zero),
+        "α: the experts are GPT-OSS's, (up + 1) · gate · σ(α · gate) with gate and up rows interleaved as GPT-OSS "
+        "holds them (OpenAI 2025: 1.702); None: act(gate) · up of `hidden_act`.",
+        families=("decoder",),
+        needs="num_experts",
+    ),
+    "shared_expert_intermediate_size": Knob(
+        None,
+        optional(check_positive),
+        "Width of a shared expert that every token runs beside the routed ones (DeepSeekMoE: DeepSeek-V3's "
+        "n_shared_experts × moe_intermediate_size, Llama 4, Qwen2-MoE, Qwen3-Next); None: none.",
+        families=("decoder",),
+        needs="num_experts",
+    ),
+    "shared_expert_gate": Knob(
+        False,
+        check_bool,
+        "The shared expert's output times σ(x · w), a learned scalar per token (Qwen2-MoE, Qwen3-Next).",
+        families=("decoder",),
+        needs="num_experts",
+    ),
+    "mlp_only_layers": Knob(
+        None,
+        optional(check_layer_indices),
+        "Layers that keep a dense feed-forward network when `num_experts` is set (Qwen3-MoE's `mlp_only_layers`, "
+        "DeepSeek-V3's first dense layers).",
+        families=("decoder",),
+        needs="num_experts",
+    ),
+    "router_aux_loss_coef": Knob(
+        0.001,
+        check_at_least_zero,
+        "Weight of the load-balancing loss (Switch Transformer eqs. 4–6) added to the loss when "
+        "`output_router_logits` is set.",
+        to_hf="training",
+        families=("decoder",),
+        needs="num_experts",
+    ),
+    "output_router_logits": Knob(
+        False,
+        check_bool,
+        "Return each layer's router scores and add the load-balancing loss to the loss (transformers' MoE models; "
+        "the same softmax loss for every router, which transformers' DeepSeek-V3 and Llama 4 do not add).",
+        to_hf="training",
+        families=("decoder",),
+        needs="num_experts",
+    ),
     "final_norm": Knob(
         None,
         check_optional_bool,
@@ -222,16 +349,134 @@ KNOBS: dict[str, Knob] = {
     "layer_types": Knob(
         None,
         check_layer_types,
-        "One entry per layer, `full_attention` or `sliding_attention` (transformers' names; Gemma 3's five local "
-        "layers to one global, ModernBERT's alternation); None: every layer sliding when `sliding_window` is set, "
-        "else every layer full.",
+        "One entry per layer, `full_attention`, `sliding_attention`, `linear_attention` or `chunked_attention` "
+        "(transformers' names; Gemma 3's five local layers to one global, ModernBERT's alternation, Qwen3-Next's "
+        "three Gated DeltaNet layers to one full, Llama 4's three chunked layers to one full; `linear_attention` and "
+        "`chunked_attention` in decoders only); None: every layer sliding when `sliding_window` is set, else every "
+        "layer chunked when `attention_chunk_size` is set, else every layer full.",
         families=("encoder", "decoder"),
+    ),
+    "attention_chunk_size": Knob(
+        None,
+        optional(check_positive),
+        "C of chunked attention (Llama 4): the `chunked_attention` layers cut each row into chunks of C tokens, "
+        "counted from its first real token, and a query sees only the earlier keys of its own chunk; their cache "
+        "keeps the last C − 1 tokens. None: no chunked layer.",
+        families=("decoder",),
+    ),
+    # The sizes of the `linear_attention` layers (gated_deltanet.py), under transformers' names (Qwen3-Next, Qwen3.5).
+    "linear_num_value_heads": Knob(
+        None,
+        optional(check_positive),
+        "Value heads Hv of the `linear_attention` layers (Gated DeltaNet, Yang et al. 2024: each head keeps a "
+        "Dk × Dv state that the gated delta rule rewrites at every token); None: num_attention_heads.",
+        families=("decoder",),
+    ),
+    "linear_num_key_heads": Knob(
+        None,
+        optional(check_positive),
+        "Query/key heads Hk of those layers, each shared by Hv / Hk value heads (Qwen3-Next: 16 for 32); None: "
+        "linear_num_value_heads.",
+        families=("decoder",),
+    ),
+    "linear_key_head_dim": Knob(
+        None,
+        optional(check_positive),
+        "Dk, the width of their query/key heads (the rows of each state); None: head_dim.",
+        families=("decoder",),
+    ),
+    "linear_value_head_dim": Knob(
+        None,
+        optional(check_positive),
+        "Dv, the width of their value heads (the columns of each state); None: head_dim.",
+        families=("decoder",),
+    ),
+    "linear_conv_kernel_dim": Knob(
+        None,
+        optional(check_positive),
+        "Taps of the depthwise causal convolution on their queries, keys and values (Qwen3-Next, Qwen3.5: 4; the "
+        "short convolution of Mamba and DeltaNet); None: 4.",
+        families=("decoder",),
     ),
     "qk_norm": Knob(
         "none",
         choice(QK_NORMS),
         "A norm (`norm_type`) on queries and keys before the rotation: `head` normalises each head's D values "
         "(Qwen3, Gemma 3), `projection` the whole H·D projection (OLMo 2); `none` by default.",
+    ),
+    # Multi-head latent attention (latent_attention.py), under transformers' names (DeepSeek-V2/V3, Kimi K2).
+    "kv_lora_rank": Knob(
+        None,
+        optional(check_positive),
+        "r: with it, every `full_attention` layer is multi-head latent attention (DeepSeek-V2, 2024): keys and "
+        "values are decompressed per head from a normalised r-dim latent, and the cache keeps only that latent and "
+        "one rotated key per token (r + qk_rope_head_dim numbers per layer). None: the configured attention.",
+        families=("decoder",),
+    ),
+    "q_lora_rank": Knob(
+        None,
+        optional(check_positive),
+        "Rank of the queries' own low-rank path, q = W_UQ RMSNorm(W_DQ x) (DeepSeek-V2/V3); None: one projection.",
+        families=("decoder",),
+        needs="kv_lora_rank",
+    ),
+    "qk_nope_head_dim": Knob(
+        None,
+        optional(check_positive),
+        "Query/key dims per head that carry no position (decompressed from the latent). Needed with kv_lora_rank.",
+        families=("decoder",),
+        needs="kv_lora_rank",
+    ),
+    "qk_rope_head_dim": Knob(
+        None,
+        optional(check_positive),
+        "Query/key dims per head that rotate (RoPE); the key's are one vector shared by every head. Needed with "
+        "kv_lora_rank; it is the rotary tables' width, so head_dim becomes it (as in transformers' DeepSeek-V3).",
+        families=("decoder",),
+        needs="kv_lora_rank",
+    ),
+    "v_head_dim": Knob(
+        None,
+        optional(check_positive),
+        "Value dims per head of the latent attention layers; None: qk_nope_head_dim.",
+        families=("decoder",),
+        needs="kv_lora_rank",
+    ),
+    "rope_interleave": Knob(
+        False,
+        check_bool,
+        "The rotated dims of every attention layer pair up as adjacent (x0, x1), (x2, x3), … (DeepSeek's latent "
+        "attention checkpoints; Llama 4's rotation in complex form) rather than as halves (x_i, x_{i+R/2}). "
+        "Default False.",
+        families=("decoder",),
+    ),
+    # Llama 4's two other turns of queries and keys (query_key_tuning.py), under transformers' names.
+    "rotated_qk_norm": Knob(
+        False,
+        check_bool,
+        "After the rotation, a weightless RMS norm of each head's queries and keys, x·(mean(x²) + ε)^-1/2 with ε = "
+        "layer_norm_eps, on the layers that rotate (Llama 4's `use_qk_norm`). Default False.",
+        families=("decoder",),
+    ),
+    "attn_temperature_tuning": Knob(
+        False,
+        check_bool,
+        "On the `nope_layers`, the queries of the token in cache slot p (its column, padding included, plus the "
+        "cached tokens) are multiplied by 1 + attn_scale·log(1 + ⌊(p + 1) / floor_scale⌋), sharpening attention "
+        "over long contexts (Llama 4; Nakanishi 2025, Scalable-Softmax). Default False.",
+        families=("decoder",),
+    ),
+    "floor_scale": Knob(
+        8192,
+        check_positive,
+        "The step of that temperature, in tokens: it grows every floor_scale positions (Llama 4: 8192).",
+        families=("decoder",),
+    ),
+    "attn_scale": Knob(
+        0.1,
+        check_at_least_zero,
+        "The strength of that temperature (Llama 4: 0.1).",
+        families=("decoder",),
     ),
     "attention_output_bias": Knob(
         None,
@@ -243,6 +488,24 @@ KNOBS: dict[str, Knob] = {
         optional(check_greater_than_zero),
         "c in scores ← c·tanh(scores / c), after the scaling and before the mask (Gemma 2): no score can grow "
         "beyond ±c. None: no cap. Fused SDPA kernels cannot apply it (eager or flex_attention).",
+    ),
+    # Two attention ideas of 2025 models (attention.py): a sink column in the softmax, a gate on the output.
+    "attention_sinks": Knob(
+        False,
+        check_bool,
+        "A learned logit per query head that joins every softmax of its self-attention and is dropped after it, "
+        "p = softmax([s_1 … s_S, sink_h])[:S], so that a head can give part of its weight to no token (GPT-OSS; "
+        "Xiao et al. 2024's attention sinks, learned): each attention layer's parameter `sinks` (H,). Its rows then "
+        "sum to less than 1; the heatmaps show the rest as a sink column.",
+        families=("encoder", "decoder"),
+    ),
+    "attention_output_gate": Knob(
+        False,
+        check_bool,
+        "Gated attention (Qiu et al. 2025; Qwen3-Next, Qwen3.5): q_proj also gives each head a gate g, side by side "
+        "with its query ([q_h | g_h], 2·D values per head), and the attention output is multiplied by σ(g) before "
+        "o_proj.",
+        families=("encoder", "decoder"),
     ),
     "final_logit_softcapping": Knob(
         None,

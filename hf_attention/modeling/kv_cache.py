@@ -38,6 +38,8 @@ from transformers.cache_utils import (
     get_layer_types_and_kwargs,
 )
 
+from .latent_attention import latent_cache
+
 # Below this many bytes per cached tensor, appending by `torch.cat` (one op per tensor) costs less than the in-place
 # write's bookkeeping (a slice, a copy and a new view per tensor). Above it, each tensor that `torch.cat` grows is a
 # fresh allocation large enough for the allocator to take from mmap, page-faulted in again at every step, which the
@@ -290,7 +292,8 @@ def generation_cache(
     assistant's (whose cache transformers prepares for rollbacks): `GrowingKVLayer` for self-attention without
     beams; with beams, `BeamReorderedLayer` for self-attention and `BeamSharedCrossLayer` for cross-attention.
     Everything else about the cache is what transformers would make: a `DynamicCache` (two in an
-    `EncoderDecoderCache` for an encoder-decoder) with one layer per decoder layer of the config.
+    `EncoderDecoderCache` for an encoder-decoder) with one layer per decoder layer of the config. A model with
+    latent attention layers (`kv_lora_rank`) gets `latent_attention.latent_cache` on every device.
 
     Self-attention keeps `DynamicLayer` when one layer's cached keys stay below the size from which the layer above
     pays (`IN_PLACE_MIN_BYTES`, `DEFERRED_REORDER_MIN_BYTES`) even at the generation's longest: the layer would only
@@ -307,8 +310,11 @@ def generation_cache(
         generation_config.use_cache is False
         or generation_config.cache_implementation not in (None, "dynamic")
         or generation_config.is_assistant
-        or device.type != "cpu"
     ):
+        return None
+    if getattr(config, "kv_lora_rank", None) is not None:
+        return latent_cache(config)  # on every device: latent attention layers cache latents (latent_attention.py)
+    if device.type != "cpu":
         return None
     self_layer, cross_layer = _generation_layers(config, generation_config, batch_size, max_cache_length, dtype)
     if self_layer is None and cross_layer is None:

@@ -78,6 +78,27 @@ def window_mask(
     return allowed[None, None]
 
 
+def left_padding(attention_mask: Tensor) -> Tensor:
+    """(B, K) 0/1 padding mask → (B,) the number of padding tokens before each row's first real token (as
+    transformers counts them for chunked attention: only the leading ones)."""
+    return (attention_mask.long().cumsum(-1) == 0).sum(-1)
+
+
+def chunk_indices(first_slot: int | Tensor, length: int, origin: Tensor | None, chunk: int, device) -> Tensor:
+    """The chunk of each of `length` consecutive slots starting at `first_slot`, for chunked attention (Llama 4):
+    (slot − origin) // chunk, a row's chunks counted from its first real token (`origin`: (B,) leading padding,
+    or None for 0). Returns (B|1, length)."""
+    slots = (torch.arange(length, device=device) + first_slot)[None]  # (1, length)
+    if origin is not None:
+        slots = slots - origin[:, None]
+    return torch.div(slots, chunk, rounding_mode="floor")  # (padding before the origin: negative chunks, masked)
+
+
+def same_chunk_mask(query_chunks: Tensor, key_chunks: Tensor) -> Tensor:
+    """(B|1, T) and (B|1, S) chunk indices → (B|1, 1, T, S) bool: a query sees only keys of its own chunk."""
+    return (query_chunks[:, :, None] == key_chunks[:, None, :])[:, None]
+
+
 def packed_documents(position_ids: Tensor) -> Tensor:
     """Which document each token belongs to when several texts are packed into one row without padding.
 
@@ -147,6 +168,8 @@ class MaskParts(NamedTuple):
         ready: A (B|1, 1|H, T, S) boolean mask given by the caller (causality included), used as it is.
         window: Sliding-window width W (keys less than W positions away), or None.
         key_offset: Absolute position of the first key (a sliding-window cache's kept tail), 0 otherwise.
+        query_chunks, key_chunks: (B|1, T) and (B|1, S) chunk of each query and key (chunked attention, Llama 4:
+            a query sees only keys of its own chunk), or None.
     """
 
     query_length: int
@@ -158,6 +181,8 @@ class MaskParts(NamedTuple):
     ready: Tensor | None = None
     window: int | None = None
     key_offset: int = 0
+    query_chunks: Tensor | None = None
+    key_chunks: Tensor | None = None
 
     def window_restricts(self) -> bool:
         """Whether the window hides a key that the rest would show: some query lies W or more positions from the
@@ -176,6 +201,8 @@ class MaskParts(NamedTuple):
         flag would misplace: one query over the whole past, or as many queries as keys."""
         if self.ready is not None or self.key_padding is not None or self.documents is not None:
             return False
+        if self.query_chunks is not None:
+            return False
         if self.window_restricts():
             return False
         plain = isinstance(self.past, int) and self.key_length == self.past + self.query_length
@@ -191,6 +218,8 @@ class MaskParts(NamedTuple):
         keys = None if self.key_padding is None else padding_mask(self.key_padding)
         if self.documents is not None:
             keys = combine(keys, same_document_mask(self.documents))
+        if self.query_chunks is not None:
+            keys = combine(keys, same_chunk_mask(self.query_chunks, self.key_chunks))
         if self.window_restricts():
             window = window_mask(
                 self.query_length,

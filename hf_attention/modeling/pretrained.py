@@ -19,9 +19,11 @@ from .builders import build_norm
 from .closure import copy_closure
 from .configuration_hf_attention import HFAttentionConfigBase
 from .decoding import DecodingState
+from .gated_deltanet import GatedDeltaNet
 from .layers import HeadTransform
 from .linear_products import BlockedLinear, blockable
 from .losses import VocabularyLoss, soft_cap
+from .mixture_of_experts import EXPERT_MODULES
 from .norms import NORMS
 from .positional import PositionalEncoding
 from .scores import ScoreModule
@@ -63,8 +65,10 @@ class HFAttentionPreTrainedModel(PreTrainedModel):
                 init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):
             init.normal_(module.weight, mean=0.0, std=std)
-        elif isinstance(module, ScoreModule):  # the scores declare their own start
+        elif isinstance(module, (ScoreModule, GatedDeltaNet, *EXPERT_MODULES)):  # they declare their own start
             module.init_weights(std)
+        if isinstance(getattr(module, "sinks", None), nn.Parameter):  # attention sinks: normal(0, std), as GPT-OSS
+            init.normal_(module.sinks, mean=0.0, std=std)
 
     def save_pretrained(self, save_directory, is_main_process: bool = True, *args, **kwargs):
         """Save weights (safetensors), config and this package's code, with an `auto_map` naming every Auto class

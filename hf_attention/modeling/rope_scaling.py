@@ -151,6 +151,16 @@ class YarnScaling(RopeScaling):
         return attention_factor
 
     @classmethod
+    def softmax_scale_factor(cls, options: dict, max_positions: int) -> float:
+        """mscale(factor, mscale_all_dim)², the factor DeepSeek's latent attention puts on its softmax scale, so on
+        every dimension of q·k and not only the rotated ones (transformers' `yarn_apply_mscale`); 1.0 without
+        `mscale_all_dim` (0 counts as unset, as above)."""
+        mscale_all_dim = options.get("mscale_all_dim")
+        if not mscale_all_dim:
+            return 1.0
+        return cls._mscale(cls._factor(options, max_positions), mscale_all_dim) ** 2
+
+    @classmethod
     def frequencies(cls, *, base, dim, options, max_positions, device, length=None):
         original = _original_length(options, max_positions)
         factor = cls._factor(options, max_positions)

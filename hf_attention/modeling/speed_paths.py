@@ -108,6 +108,8 @@ def make_stacked_projections(module: nn.Module) -> StackedProjections | None:
     projections = (module.q_proj, module.k_proj, module.v_proj)
     if not module.is_causal or module.is_cross_attention or (module.q_norm is not None and not module.norm_each_head):
         return None  # (a norm over the whole projection needs the heads side by side again: not worth it)
+    if getattr(module, "output_gate", False):
+        return None  # a gated q_proj (Qwen3-Next) holds gates beside the queries: its module projects its own way
     if not all(plain_linear(p) for p in projections) or not on_cpu_as_plain_tensors(projections):
         return None
     if len({p.weight.dtype for p in projections}) != 1 or len({p.bias is None for p in projections}) != 1:

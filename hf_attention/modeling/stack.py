@@ -23,7 +23,15 @@ from .configuration_hf_attention import HFAttentionConfigBase
 from .flex import block_mask
 from .input_checks import StackInputChecks
 from .layer_plan import build_layer, plan_layers
-from .masks import MaskParts, fit_to_length, has_padding, packed_documents, to_additive
+from .masks import (
+    MaskParts,
+    chunk_indices,
+    fit_to_length,
+    has_padding,
+    left_padding,
+    packed_documents,
+    to_additive,
+)
 from .positional import RotaryEmbedding
 
 
@@ -207,29 +215,69 @@ class TransformerStack(StackInputChecks, nn.Module):
             masks["sliding_attention"] = _render_mask(
                 self._window_parts(parts, padding, cache), backend, hidden.shape[0], hidden
             )
+        if self.layer_plan.first_chunked is not None:
+            if paged:
+                raise ValueError(
+                    "chunked_attention layers cannot run in continuous batching's paged cache here; generate() "
+                    "without it, or use a model without attention_chunk_size."
+                )
+            masks["chunked_attention"] = _render_mask(
+                self._chunk_parts(parts, padding, cache, position_ids), backend, hidden.shape[0], hidden
+            )
+        if any(kind == "padding" for kind, _ in self.layer_plan.layers):  # mixers that attend to nothing
+            masks["padding"] = _new_token_padding(parts, padding, paged)
         rotations = {"global": rotary, None: None}
         if self.local_position is not None:
             rotations["local"] = self.local_position.rotary_tables(position_ids, hidden.dtype)
         return [(masks[kind], rotations[rotation]) for kind, rotation in self.layer_plan.layers]
 
     def _window_parts(self, parts: MaskParts, padding: Tensor | None, cache: Cache | None) -> MaskParts:
-        """The sliding layers' mask parts: the full layers' with the window, over the keys a sliding cache returns
-        (it keeps only the last W − 1 tokens: `get_mask_sizes` says how many keys and where they start)."""
+        """The sliding layers' mask parts: the full layers' with the window, over the keys a sliding cache returns."""
         if parts.ready is not None:
             return parts  # a caller's own mask is used as it is
+        parts = self._cached_key_parts(parts, padding, cache, self.layer_plan.first_sliding)
+        return parts._replace(window=self.config.sliding_window)
+
+    @staticmethod
+    def _cached_key_parts(parts: MaskParts, padding: Tensor | None, cache: Cache | None, layer: int) -> MaskParts:
+        """`parts` over the keys that layer `layer`'s cache returns: a sliding (or chunked) cache keeps only the last
+        W − 1 tokens, and `get_mask_sizes` says how many keys it returns and where they start."""
         key_length, key_offset = parts.query_length + parts.past, 0
         if isinstance(cache, EncoderDecoderCache):
             cache = cache.self_attention_cache
         if cache is not None:
-            key_length, key_offset = cache.get_mask_sizes(parts.query_length, self.layer_plan.first_sliding)
+            key_length, key_offset = cache.get_mask_sizes(parts.query_length, layer)
         key_padding = parts.key_padding
         if key_padding is not None:
             key_padding = fit_to_length(padding[:, key_offset : key_offset + key_length], key_length)
+        return parts._replace(key_length=key_length, key_offset=key_offset, key_padding=key_padding)
+
+    def _chunk_parts(
+        self, parts: MaskParts, padding: Tensor | None, cache: Cache | None, position_ids: Tensor
+    ) -> MaskParts:
+        """The chunked layers' mask parts (Llama 4): the full layers' over the keys their cache returns (a chunk's
+        worth: it keeps the last C − 1 tokens, as a sliding cache of window C), each query limited to the keys of
+        its own chunk. Chunks are counted as transformers counts them: cache slots from each row's first real token
+        (its leading padding left out), or, in packed rows, the positions within each text. A call whose queries and
+        keys all lie in one chunk gets the full layers' parts as they are."""
+        if parts.ready is not None:
+            return parts  # a caller's own mask is used as it is
+        parts = self._cached_key_parts(parts, padding, cache, self.layer_plan.first_chunked)
+        chunk, device = self.config.attention_chunk_size, position_ids.device
+        if parts.documents is not None:  # packed texts: the chunks of each text, from its positions
+            chunks = torch.div(position_ids.expand(parts.documents.shape[0], -1), chunk, rounding_mode="floor")
+            return parts._replace(query_chunks=chunks, key_chunks=chunks)
+        past, length = parts.past, parts.query_length
+        if (
+            parts.key_padding is None
+            and isinstance(past, int)
+            and (past + length - 1) // chunk == parts.key_offset // chunk
+        ):
+            return parts
+        origin = None if parts.key_padding is None else left_padding(padding)
         return parts._replace(
-            key_length=key_length,
-            key_offset=key_offset,
-            key_padding=key_padding,
-            window=self.config.sliding_window,
+            query_chunks=chunk_indices(past, length, origin, chunk, device),
+            key_chunks=chunk_indices(parts.key_offset, parts.key_length, origin, chunk, device),
         )
 
     def _apply_positions(
@@ -297,7 +345,8 @@ class TransformerStack(StackInputChecks, nn.Module):
                 layer_inputs = {**layer_inputs, "attention_mask": mask, "position_embeddings": rotation}
             outputs = layer(hidden, *layer_args, **layer_inputs)
             hidden = outputs[0]
-            if output_attentions:
+            # the weights of attention layers only (a linear-attention layer has none), as transformers reports them
+            if output_attentions and outputs[1] is not None:
                 self_weights.append(outputs[1])
                 if self.is_decoder and has_cross_attention:
                     cross_weights.append(outputs[2])
@@ -398,6 +447,25 @@ def _render_mask(parts: MaskParts, backend: AttentionBackend, batch: int, hidden
     if mask is None or backend.mask_format == "bool":
         return mask
     return to_additive(mask, hidden.dtype)
+
+
+def _new_token_padding(parts: MaskParts, padding: Tensor | None, paged: bool) -> Tensor | None:
+    """The (B, T) 0/1 padding mask of this call's tokens, for the mixers that read no attention mask (linear
+    attention), as transformers' `create_recurrent_attention_mask` gives it: None when no token is padding, for a
+    single new token (a generated token is never padding) and with a caller's ready 4-D mask."""
+    if paged:
+        raise ValueError(
+            "linear_attention layers cannot run in continuous batching's paged cache: it holds keys and values, and "
+            "they keep a state per sequence; generate() without it."
+        )
+    if parts.documents is not None and not torch.compiler.is_compiling():
+        raise ValueError(
+            "linear_attention layers cannot read packed rows (position_ids that restart, without an attention mask): "
+            "their state would carry each text into the next. Pass one text per row, padded, with its attention_mask."
+        )
+    if parts.key_padding is None or parts.query_length == 1:
+        return None
+    return padding[:, -parts.query_length :]
 
 
 def _paged_key_positions(cumulative_key_lengths, key_length: int) -> Tensor:
