@@ -387,7 +387,7 @@ def _decoder(
     if has_head_dim:
         head_dim = draw(_keep_or(head_dim, DEFAULT, 8, 16, 24, 32))
         drawn["head_dim"] = head_dim
-    if head_dim is DEFAULT:
+    if head_dim is DEFAULT or head_dim is None:  # None: the class derives it (Mixtral)
         class_default = config_class.__dataclass_fields__["head_dim"].default if has_head_dim else None
         head_dim = class_default if isinstance(class_default, int) else base["hidden_size"] // heads
     drawn[activation_field] = draw(_activation(base[activation_field], *activations))
@@ -474,6 +474,128 @@ def _olmo2(draw, base, config_class):
 @st.composite
 def _seed_oss(draw, base, config_class):
     return draw(_decoder(base, config_class, switches=("attention_bias", "attention_out_bias", "mlp_bias")))
+
+
+@st.composite
+def _experts(draw, base, *, experts_field: str = "num_experts") -> dict:
+    """A mixture of experts: how many, how many per token (never more), the auxiliary loss's settings."""
+    drawn = {}
+    experts = draw(_keep_or(base.get(experts_field, 4), 1, 2, 3, 5))
+    drawn[experts_field] = experts
+    per_token = min(base.get("num_experts_per_tok", 2), experts)
+    drawn["num_experts_per_tok"] = draw(_keep_or(per_token, *range(1, experts + 1)))
+    drawn["router_aux_loss_coef"] = draw(_keep_or(base.get("router_aux_loss_coef", 0.001), 0.0, 0.02))
+    drawn["output_router_logits"] = draw(st.booleans())
+    return drawn
+
+
+@st.composite
+def _mixtral(draw, base, config_class):
+    drawn = draw(_mistral(base, config_class))
+    drawn |= draw(_experts(base, experts_field="num_local_experts"))
+    drawn["router_jitter_noise"] = draw(_rarely(0.0, 0.1))
+    return drawn
+
+
+@st.composite
+def _qwen3_moe(draw, base, config_class):
+    drawn = draw(_decoder(base, config_class, switches=("attention_bias",)))
+    drawn |= draw(_experts(base))
+    drawn["use_sliding_window"] = draw(_keep_or(base.get("use_sliding_window", False), True, False))
+    drawn["sliding_window"] = draw(_keep_or(base.get("sliding_window"), None, 4, 8, 30))
+    drawn["norm_topk_prob"] = draw(st.booleans())
+    drawn["moe_intermediate_size"] = draw(
+        _keep_or(base.get("moe_intermediate_size", 48), 16, base["intermediate_size"])
+    )
+    drawn["decoder_sparse_step"] = draw(_keep_or(base.get("decoder_sparse_step", 1), 2, 3))
+    layers = drawn["num_hidden_layers"]
+    drawn["mlp_only_layers"] = draw(st.lists(st.integers(0, layers - 1), unique=True, max_size=layers))
+    return drawn
+
+
+@st.composite
+def _olmoe(draw, base, config_class):
+    drawn = draw(_decoder(base, config_class, switches=("attention_bias",)))
+    drawn |= draw(_experts(base))
+    drawn["norm_topk_prob"] = draw(st.booleans())
+    drawn["clip_qkv"] = draw(_rarely(None, 2.0))
+    return drawn
+
+
+@st.composite
+def _qwen3_5(draw, base, config_class):
+    """Qwen3.5 text: its head width, the rotated share of each head, a mix of Gated DeltaNet and full layers, and the
+    Gated DeltaNet sizes (value heads a multiple of key heads, as transformers' layer needs)."""
+    drawn = draw(_decoder(base, config_class, switches=("attention_bias",), rope=False))
+    head_dim = drawn.get("head_dim", DEFAULT)
+    head_dim = base.get("head_dim", 16) if head_dim in (DEFAULT, None) else head_dim
+    factor = draw(st.sampled_from((0.25, 0.5, 1.0)))
+    options = draw(_rope_options(int(head_dim * factor), types=("default", "linear", "yarn")))
+    drawn["rope_parameters"] = {**options, "rope_theta": 10000.0, "partial_rotary_factor": factor}
+    layers = drawn["num_hidden_layers"]
+    drawn["layer_types"] = [draw(st.sampled_from(("linear_attention", "full_attention"))) for _ in range(layers)]
+    key_heads = draw(st.sampled_from((1, 2)))
+    drawn["linear_num_key_heads"] = key_heads
+    drawn["linear_num_value_heads"] = key_heads * draw(st.sampled_from((1, 2)))
+    drawn["linear_key_head_dim"] = draw(st.sampled_from((4, 8)))
+    drawn["linear_value_head_dim"] = draw(st.sampled_from((4, 8, 12)))
+    drawn["linear_conv_kernel_dim"] = draw(st.sampled_from((2, 4)))
+    return drawn
+
+
+@st.composite
+def _gpt_oss(draw, base, config_class):
+    """GPT-OSS: sliding and full layers, its experts (the clamp's limit among them) and YaRN or plain RoPE."""
+    drawn = draw(_decoder(base, config_class, switches=("attention_bias",), activations=(("silu",), ("gelu",))))
+    drawn |= draw(_experts(base, experts_field="num_local_experts"))
+    drawn["swiglu_limit"] = draw(_keep_or(base.get("swiglu_limit", 0.5), 7.0, 0.1))
+    drawn["sliding_window"] = draw(_keep_or(base.get("sliding_window"), 4, 30))
+    drawn["layer_types"] = draw(_layer_types(drawn["num_hidden_layers"]))
+    return drawn
+
+
+@st.composite
+def _deepseek_v3(draw, base, config_class):
+    """DeepSeek-V3: the latent attention's ranks and widths (plain or low-rank queries, interleaved rotation or
+    not), the grouped router and its shared experts, the first dense layers."""
+    drawn = draw(_decoder(base, config_class, rope=False))
+    drawn["num_key_value_heads"] = drawn["num_attention_heads"]  # latent attention has one key per query head
+    drawn["kv_lora_rank"] = draw(st.sampled_from((8, 16)))
+    drawn["q_lora_rank"] = draw(st.sampled_from((None, 12, 24)))
+    drawn["qk_nope_head_dim"] = draw(st.sampled_from((4, 8)))
+    rope_dim = draw(st.sampled_from((2, 4, 8)))
+    drawn["qk_rope_head_dim"] = rope_dim
+    drawn["v_head_dim"] = draw(st.sampled_from((4, 8, 12)))
+    drawn["rope_interleave"] = draw(st.booleans())
+    options = draw(_rope_options(rope_dim, types=("default", "yarn")))
+    drawn["rope_parameters"] = {**options, "rope_theta": 10000.0}
+    experts = draw(st.sampled_from((2, 4, 6)))
+    groups = draw(st.sampled_from([g for g in (1, 2) if experts % g == 0]))
+    kept = draw(st.integers(1, groups))
+    drawn["n_routed_experts"] = experts
+    drawn["n_group"] = groups
+    drawn["topk_group"] = kept
+    group_size = experts // groups
+    drawn["num_experts_per_tok"] = draw(st.integers(1, min(kept * group_size, experts)))
+    drawn["n_shared_experts"] = draw(st.sampled_from((0, 1, 2)))
+    drawn["first_k_dense_replace"] = draw(st.integers(0, drawn["num_hidden_layers"]))
+    drawn["routed_scaling_factor"] = draw(_keep_or(base.get("routed_scaling_factor", 2.5), 1.0))
+    drawn["norm_topk_prob"] = draw(st.booleans())
+    return drawn
+
+
+@st.composite
+def _qwen3_next(draw, base, config_class):
+    """Qwen3-Next: Qwen3.5's fields, and its experts with a gated shared expert (or none) and dense layers."""
+    drawn = draw(_qwen3_5(base, config_class))
+    drawn |= draw(_experts(base))
+    drawn["norm_topk_prob"] = draw(st.booleans())
+    drawn["moe_intermediate_size"] = draw(_keep_or(base.get("moe_intermediate_size", 32), 16))
+    drawn["shared_expert_intermediate_size"] = draw(_keep_or(base.get("shared_expert_intermediate_size", 48), 0, 16))
+    drawn["decoder_sparse_step"] = draw(_keep_or(base.get("decoder_sparse_step", 1), 2))
+    layers = drawn["num_hidden_layers"]
+    drawn["mlp_only_layers"] = draw(st.lists(st.integers(0, layers - 1), unique=True, max_size=layers))
+    return drawn
 
 
 @st.composite
@@ -693,6 +815,29 @@ def _t5(draw, base, config_class):
     return drawn
 
 
+@st.composite
+def _llama4(draw, base, config_class):
+    """Llama 4 text: which layers rotate (NoPE elsewhere, by interval or list), which are chunked and by how much,
+    the norm after the rotation, the NoPE layers' temperature; now and then layers of experts (refused for now)."""
+    drawn = draw(_decoder(base, config_class, switches=("attention_bias",)))
+    layers = drawn["num_hidden_layers"]
+    if draw(st.sampled_from(("interval", "list"))) == "interval":
+        drawn["no_rope_layers"] = DEFAULT
+        drawn["no_rope_layer_interval"] = draw(_keep_or(base.get("no_rope_layer_interval", 4), 1, 2, 3))
+    else:  # transformers' 1 means "this layer rotates"
+        drawn["no_rope_layers"] = [draw(st.sampled_from((1, 0))) for _ in range(layers)]
+    drawn["attention_chunk_size"] = draw(_keep_or(base.get("attention_chunk_size"), None, 3, 8, 30))
+    kinds = st.sampled_from(("chunked_attention", "full_attention"))
+    drawn["layer_types"] = draw(st.just(DEFAULT) | st.lists(kinds, min_size=layers, max_size=layers))
+    drawn["use_qk_norm"] = draw(st.booleans())
+    drawn["attn_temperature_tuning"] = draw(st.booleans())
+    drawn["floor_scale"] = draw(_keep_or(base.get("floor_scale", 8192), 1, 3, 8192))
+    drawn["attn_scale"] = draw(_keep_or(base.get("attn_scale", 0.1), 0.0, 0.1, 1.0))
+    drawn["intermediate_size_mlp"] = draw(_keep_or(base["intermediate_size_mlp"], 64, 96))
+    drawn["moe_layers"] = draw(_rarely(base.get("moe_layers", []), DEFAULT))  # every layer of experts
+    return drawn
+
+
 _DRAWERS = {
     "gpt2": _gpt2,
     "llama": _llama,
@@ -711,6 +856,14 @@ _DRAWERS = {
     "gemma2": _gemma2,
     "seed_oss": _seed_oss,
     "ministral": _ministral,
+    "mixtral": _mixtral,
+    "qwen3_moe": _qwen3_moe,
+    "olmoe": _olmoe,
+    "qwen3_5": _qwen3_5,
+    "gpt_oss": _gpt_oss,
+    "deepseek_v3": _deepseek_v3,
+    "qwen3_next": _qwen3_next,
+    "llama4": _llama4,
 }
 
 

@@ -49,12 +49,16 @@ STATEFUL = {"llama3_dynamic"}
 
 
 def perturb(model: PreTrainedModel, seed: int) -> PreTrainedModel:
-    """Add noise to every parameter: 0.02·N(0, 1) to matrices, 0.1·N(0, 1) to vectors (norm weights that start at
-    1 or, for Gemma, 0; biases that start at 0), so that each vector differs clearly from its initial value and from
-    its neighbours (q_norm from k_norm, one layer's norm from the next)."""
+    """Add noise to every parameter and saved buffer: 0.02·N(0, 1) to matrices, 0.1·N(0, 1) to vectors (norm weights
+    that start at 1 or, for Gemma, 0; biases that start at 0; DeepSeek-V3's balancing bias, a buffer starting at 0),
+    so that each vector differs clearly from its initial value and from its neighbours (q_norm from k_norm, one
+    layer's norm from the next)."""
     generator = torch.Generator().manual_seed(seed)
+    saved = model.state_dict().keys()
+    # the parameters, then the saved buffers of floats (DeepSeek-V3's balancing bias, which starts at zero)
+    buffers = [tensor for name, tensor in model.named_buffers() if name in saved and tensor.is_floating_point()]
     with torch.no_grad():
-        for tensor in model.parameters():  # a tied matrix is listed (and moved) once
+        for tensor in [*model.parameters(), *buffers]:  # a tied matrix is listed (and moved) once
             scale = 0.1 if tensor.dim() == 1 else 0.02
             tensor.add_(scale * torch.randn(tensor.shape, generator=generator))
     return model

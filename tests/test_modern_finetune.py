@@ -17,7 +17,7 @@ from transformers import Trainer, TrainingArguments
 
 from hf_attention import from_hf
 
-CASES = ["qwen3", "gemma3"]
+CASES = ["qwen3", "gemma3", "mixtral", "qwen3_moe", "gpt_oss", "qwen3_next", "deepseek_v3", "qwen3_5"]
 
 
 def _batch(name: str) -> dict:

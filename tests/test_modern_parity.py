@@ -56,7 +56,19 @@ NEW_TOKENS = {"max_new_tokens": 12, "min_new_tokens": 12}  # every row keeps gen
 BEAM_SEARCH = CAUSAL_LMS
 # (case, top_k): 0 samples from the whole vocabulary, 20 from the 20 most likely tokens
 SAMPLING = [(name, 20 if name == "qwen3" else 0) for name in CAUSAL_LMS]
-REMOTE_CODE = ["qwen3", "gemma3", "modernbert"]
+REMOTE_CODE = [
+    "qwen3",
+    "gemma3",
+    "modernbert",
+    "mixtral",
+    "qwen3_moe",
+    "olmoe",
+    "qwen3_5",
+    "gpt_oss",
+    "deepseek_v3",
+    "qwen3_next",
+    "llama4_moe",
+]
 CLASSIFIERS = [name for name in CASES if name.endswith("_classifier")]
 
 
@@ -98,21 +110,33 @@ def test_forward_parity(name, attn):
         scale = max(1.0, real_positions(a, mask).abs().max().item())
         assert max_difference_at_real(a, b, mask) <= TOLERANCE * scale, f"hidden state {layer}"
     if attn == "eager":  # (B, H, T, S): a padding query's row is not defined
-        assert len(theirs.attentions) == len(mine.attentions) == ref.config.num_hidden_layers
+        # one per attention layer (transformers reports none for a linear-attention layer)
+        attention_layers = [kind for kind in ours.config.attention_types() if kind != "linear_attention"]
+        assert len(theirs.attentions) == len(mine.attentions) == len(attention_layers)
         for layer, (a, b) in enumerate(zip(theirs.attentions, mine.attentions, strict=True)):
             assert max_difference_at_real(a.transpose(1, 2), b.transpose(1, 2), mask) <= TOLERANCE, f"layer {layer}"
 
 
-def test_without_an_sdpa_reference_ours_refuses_sdpa_and_names_the_cap():
+def test_without_an_sdpa_reference_ours_refuses_sdpa_or_computes_the_same():
     """Gemma 2's class has no sdpa backend (its scores are capped before the mask); ours, converted from it, runs
-    eager and refuses sdpa with the field that stands in the way, rather than computing something else."""
+    eager and refuses sdpa with the field that stands in the way, rather than computing something else. GPT-OSS's
+    has none either (its sinks join the softmax); ours computes the same function through SDPA (one more key, zero
+    vectors, the sink as its mask entry) and through FlexAttention: the reference's eager logits."""
     without = [name for name in CASES if not CASES[name][0]._supports_sdpa]
-    assert "gemma2" in without
+    assert {"gemma2", "gpt_oss"} <= set(without)
     for name in without:
         ours = from_hf(reference(name))
         assert ours.config._attn_implementation == "eager"
-        with pytest.raises(ValueError, match="attn_logit_softcapping"):
-            ours.set_attn_implementation("sdpa")
+        if ours.config.attn_logit_softcapping is not None:
+            with pytest.raises(ValueError, match="attn_logit_softcapping"):
+                ours.set_attn_implementation("sdpa")
+            continue
+        inputs = forward_inputs(name)
+        expected = main_output(_run(reference(name), inputs))
+        for backend in ("sdpa", "flex_attention"):
+            ours.set_attn_implementation(backend)
+            got = main_output(_run(ours, inputs))
+            assert max_difference_at_real(expected, got, inputs["attention_mask"]) <= TOLERANCE, (name, backend)
 
 
 def test_the_batch_crosses_the_windows_and_the_original_lengths():
@@ -203,7 +227,9 @@ def test_save_and_reload_with_auto_classes_is_bit_exact(name, tmp_path):
 def test_remote_code_load_in_fresh_process(name, tmp_path):
     """Every Auto class of the checkpoint loads it from the checkpoint's own code in an interpreter where
     hf_attention cannot be imported, and computes the logits of the model that saved it."""
-    ours = from_hf(reference(name, "sdpa"))  # the backend a plain from_pretrained picks
+    # the backend a plain from_pretrained picks (our sdpa, also where the reference has only eager: GPT-OSS)
+    ours = from_hf(reference(name))
+    ours.set_attn_implementation("sdpa")
     checkpoint = tmp_path / "checkpoint"
     ours.save_pretrained(checkpoint)
     inputs = forward_inputs(name)

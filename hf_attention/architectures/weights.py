@@ -5,6 +5,8 @@ of our parameter names each becomes. `from_hf` then checks that every reference 
 or was dropped with a reason; `to_hf` reads the same record backwards, as the places its tensors go.
 """
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 from transformers import PreTrainedModel
@@ -29,6 +31,8 @@ class Weights:
         self.out: dict[str, Tensor] = {}
         # Reference tensor → the reference tensor whose values it repeats (see `repeat`).
         self.repeats: dict[str, str] = {}
+        # Our tensors computed from reference tensors by more than a view (see `rearrange`).
+        self.rearranged: list[tuple[tuple[str, ...], tuple[str, ...], Callable]] = []
 
     def __contains__(self, key: str) -> bool:
         return key in self.tensors
@@ -42,6 +46,17 @@ class Weights:
         for name in names:
             if f"{theirs}.{name}" in self.tensors:
                 self.out[f"{ours}.{name}"] = self.get(f"{theirs}.{name}")
+
+    def rearrange(
+        self, ours: dict[str, Tensor], theirs: tuple[str, ...], back: Callable[[dict[str, Tensor]], dict[str, Tensor]]
+    ) -> None:
+        """Our tensors `ours` (name → values) made from the reference tensors `theirs` by more than a view (rows
+        regrouped from a packed layout, say); `back` makes the reference tensors again from ours (name → values),
+        which is how `to_hf` writes them."""
+        for key in theirs:
+            self.get(key)
+        self.out.update(ours)
+        self.rearranged.append((tuple(ours), tuple(theirs), back))
 
     def repeat(self, key: str, source: str) -> None:
         """Reference tensor `key` must hold the values of reference tensor `source`, which is mapped to one of ours.

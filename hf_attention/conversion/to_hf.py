@@ -78,6 +78,7 @@ _TARGET_CLASSES = _target_classes()
 # vocabulary head, which models without an LM head do not have.
 _TRAINING_ONLY = {name for name, knob in KNOBS.items() if knob.to_hf == "training"}
 _SCHEME_FIELDS = {name: knob.scheme for name, knob in KNOBS.items() if knob.scheme is not None}
+_NEEDS = {name: knob.needs for name, knob in KNOBS.items() if knob.needs is not None}
 _LM_HEAD_FIELDS = {name for name, knob in KNOBS.items() if knob.to_hf == "lm_head"}
 # The knobs compared: every field of the knob table, the layer counts and the special tokens included.
 _COMPARED = tuple(KNOBS)
@@ -114,6 +115,8 @@ def _irrelevant(model: PreTrainedModel, field: str) -> bool:
     c = model.config
     if _SCHEME_FIELDS.get(field, c.position_encoding) != c.position_encoding:
         return True  # e.g. rope_theta of a model without rotary positions
+    if field in _NEEDS and getattr(c, _NEEDS[field], None) is None:
+        return True  # e.g. the router of a model without experts
     if field == "max_position_embeddings":
         # a scheme without a table takes any length (T5 has no such field), unless a RoPE scaling counts from it
         return c.position_limit is None and getattr(c, "rope_type", "default") == "default"
@@ -341,6 +344,10 @@ def _copy_into(model: PreTrainedModel, match: _Match) -> None:
                 view.copy_(ours[name])
             else:  # a neutral difference: the architecture has a tensor our model lacks
                 view.zero_()
+        for names, keys, back in weights.rearranged:  # tensors the converter built by more than a view
+            values = back({name: ours[name] for name in names})
+            for key in keys:
+                reference_tensors[key].copy_(values[key])
         for key, source in weights.repeats.items():  # an untied copy (the same tensor when tied)
             if _storage(reference_tensors[key]) != _storage(reference_tensors[source]):
                 reference_tensors[key].copy_(reference_tensors[source])
