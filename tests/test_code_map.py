@@ -379,16 +379,31 @@ CLAIMS = [
     ),
     Claim(
         README,
-        "norms.py the norms (NORMS: read by the knobs, the config, builders.py, pretrained.py)",
-        lambda: read_exactly_by(hf("norms"), set(hf("knobs", "configuration_hf_attention", "builders", "pretrained"))),
+        "norms.py the norms (NORMS: read by the knobs, the config, builders.py, pretrained.py, gated_deltanet.py, "
+        "latent_attention.py)",
+        lambda: read_exactly_by(
+            hf("norms"),
+            set(
+                hf(
+                    "knobs",
+                    "configuration_hf_attention",
+                    "builders",
+                    "pretrained",
+                    "gated_deltanet",
+                    "latent_attention",
+                )
+            ),
+        ),
     ),
     Claim(
         README,
-        "activations.py feed-forward activations (read by the knobs, layers.py, pretrained.py, converters)",
+        "activations.py feed-forward activations (read by the knobs, the config, layers.py, mixture_of_experts.py, "
+        "pretrained.py, converters)",
         lambda: (
             read_exactly_by(
                 hf("activations"),
-                set(hf("knobs", "layers", "pretrained")) | (readers(hf("activations")[0]) & CONVERTERS),
+                set(hf("knobs", "configuration_hf_attention", "layers", "mixture_of_experts", "pretrained"))
+                | (readers(hf("activations")[0]) & CONVERTERS),
             )
             + ([] if readers(hf("activations")[0]) & CONVERTERS else ["no converter reads activations.py"])
         ),
