@@ -22,6 +22,10 @@ REFERENCE_PARTS = {
     "t5": ("decoder", ("embed_tokens",), "block", "final_layer_norm"),
     "qwen3": ("model", ("embed_tokens",), "layers", "norm"),
     "gemma3": ("model", ("embed_tokens",), "layers", "norm"),  # embed_tokens scales by √d_model itself
+    "qwen3_moe": ("model", ("embed_tokens",), "layers", "norm"),
+    "gpt_oss": ("model", ("embed_tokens",), "layers", "norm"),
+    "deepseek_v3": ("model", ("embed_tokens",), "layers", "norm"),
+    "qwen3_next": ("model", ("embed_tokens",), "layers", "norm"),
 }
 
 

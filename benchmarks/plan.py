@@ -13,7 +13,25 @@ import dataclasses
 # (`benchmarks.models`).
 MODERN_SHAPES = {
     "qwen3": {"kv_heads": 2, "head_dim": 128},
+    # Qwen3-MoE's shape at this width: 8 experts of a quarter of the dense width, 2 per token (128 and 8 in 30B-A3B)
+    "qwen3_moe": {"kv_heads": 2, "head_dim": 128, "experts": 8, "experts_per_token": 2},
     "gemma3": {"layers": 6, "kv_heads": 1, "head_dim": 128, "sliding_window": 64},
+    # The mixtures of experts of 2025, 8 experts of a quarter of the dense width, 2 per token, each with the rest of
+    # its structure set where its reference is built (`benchmarks.models`). GPT-OSS: sliding and full layers
+    # alternating with the window of 64 (gpt-oss: 128), 2 key/value heads, heads of 64. DeepSeek-V3: latent attention,
+    # query/key heads of 96 of which 32 rotate (DeepSeek-V3: 192, 64), a key/value latent of 64 and a query latent of
+    # 192, three times as wide (DeepSeek-V3: 512 and 1536). Qwen3-Next: three Gated DeltaNet layers to one gated
+    # attention layer, whose heads are 128 wide with 2 key/value heads (Qwen3-Next: 256, 2).
+    "gpt_oss": {"kv_heads": 2, "head_dim": 64, "sliding_window": 64, "experts": 8, "experts_per_token": 2},
+    "deepseek_v3": {
+        "head_dim": 96,
+        "qk_rope_head_dim": 32,
+        "q_lora_rank": 192,
+        "kv_lora_rank": 64,
+        "experts": 8,
+        "experts_per_token": 2,
+    },
+    "qwen3_next": {"kv_heads": 2, "head_dim": 128, "experts": 8, "experts_per_token": 2},
 }
 
 SECTIONS = (
@@ -28,6 +46,7 @@ SECTIONS = (
     "flex_train",
     "memory",
     "window_cache",
+    "state_cache",
 )
 
 
@@ -37,10 +56,11 @@ class Plan:
 
     Model dimensions (`vocab` … `ffn`, `kv_heads`: Llama's key/value heads, None = `heads`) and the training batch
     (`batch` × `seq`) are shared by every section, except where `family_shapes` gives a family its own dimensions
-    (`for_family`); `head_dim` (None = `hidden` / `heads`) and `sliding_window` (the window of Gemma 3's sliding
-    layers, and of every layer of the window_cache section's Mistral) are read only by the architectures that have
-    them, which is why they are None here and set in `family_shapes`. The other fields belong to the section named
-    by their prefix. `gen_rounds`: see `benchmarks.generate` for why the full run takes 24.
+    (`for_family`); `head_dim` (None = `hidden` / `heads`), `sliding_window` (the window of Gemma 3's sliding layers,
+    and of every layer of the window_cache section's Mistral), `experts` and the latent attention's ranks are read
+    only by the architectures that have them, which is why they are None here and set in `family_shapes`. The other
+    fields belong to the section named by their prefix. `gen_rounds`: see `benchmarks.generate` for why the full run
+    takes 24.
     """
 
     name: str = "full"
@@ -52,18 +72,46 @@ class Plan:
     kv_heads: int | None = None
     head_dim: int | None = None
     sliding_window: int | None = None
+    experts: int | None = None  # a mixture of experts of this many (and `experts_per_token` per token), or none
+    experts_per_token: int = 2
+    q_lora_rank: int | None = None  # latent attention (DeepSeek-V3): the query latent's width, ...
+    kv_lora_rank: int | None = None  # ... the key/value latent's, ...
+    qk_rope_head_dim: int | None = None  # ... and the rotated part of each query/key head of `head_dim`
     family_shapes: dict = dataclasses.field(default_factory=lambda: {f: dict(s) for f, s in MODERN_SHAPES.items()})
     batch: int = 8
     seq: int = 128
     warmup: int = 2
-    train_families: tuple = ("gpt2", "llama", "bert", "bart", "t5", "qwen3", "gemma3")
+    train_families: tuple = (
+        "gpt2",
+        "llama",
+        "bert",
+        "bart",
+        "t5",
+        "qwen3",
+        "gemma3",
+        "qwen3_moe",
+        "gpt_oss",
+        "deepseek_v3",
+        "qwen3_next",
+    )
     train_dtypes: tuple = ("fp32", "bf16")
     train_rounds: int = 24
     train_compiled: tuple = ()  # families whose training step is also timed through torch.compile (ours and HF's)
     train_liger: bool = False  # also HF with liger-kernel's Triton kernels (CUDA, where liger-kernel is installed)
     forward_batches: tuple = (1, 8)
     forward_rounds: int = 10
-    gen_families: tuple = ("gpt2", "llama", "bart", "t5", "qwen3", "gemma3")
+    gen_families: tuple = (
+        "gpt2",
+        "llama",
+        "bart",
+        "t5",
+        "qwen3",
+        "gemma3",
+        "qwen3_moe",
+        "gpt_oss",
+        "deepseek_v3",
+        "qwen3_next",
+    )
     gen_batches: tuple = (1, 8)
     gen_modes: tuple = ("greedy", "beam4", "sample")
     gen_prompt: int = 32
@@ -100,6 +148,8 @@ class Plan:
     window_size: int = 256  # window_cache: a Mistral-shaped decoder with this window on every layer ...
     window_prompt: int = 16  # ... prompted with this many tokens (batch 1) ...
     window_new: int = 4096  # ... decodes this many greedily, windowed and with the window removed
+    state_prompt: int = 16  # state_cache: tiny latent-attention, Gated DeltaNet and Llama decoders, prompted with this
+    state_new: int = 4096  # many tokens (batch 1), decode this many greedily, ours and HF's
     sections: tuple = tuple(s for s in SECTIONS if s not in ("generate_batch", "flex_train"))
 
     def for_family(self, family: str) -> "Plan":
@@ -139,6 +189,7 @@ PRESETS = {
         ceiling_size=1024,
         ceiling_rounds=4,
         window_new=1024,
+        state_new=1024,
     ),
     "tiny": Plan(
         name="tiny",
@@ -176,13 +227,36 @@ PRESETS = {
         ceiling_rounds=1,
         # Qwen3 and Gemma 3 at this size, kept out of the sections above (the tests run them on their own); Gemma 3's
         # window of 4 is below the decoded length (4 + 3) as in the full run.
+        # The mixtures of experts likewise, 4 experts of 16 (2 per token), with two layers where the layout has two
+        # kinds (GPT-OSS's sliding and full; DeepSeek-V3's dense and routed) and four for Qwen3-Next's 3 to 1.
         family_shapes={
             "qwen3": {"kv_heads": 2, "head_dim": 12},
             "gemma3": {"layers": 6, "kv_heads": 1, "head_dim": 12, "sliding_window": 4},
+            "qwen3_moe": {"kv_heads": 2, "head_dim": 12, "experts": 4, "experts_per_token": 2},
+            "gpt_oss": {
+                "layers": 2,
+                "kv_heads": 2,
+                "head_dim": 8,
+                "sliding_window": 4,
+                "experts": 4,
+                "experts_per_token": 2,
+            },
+            "deepseek_v3": {
+                "layers": 2,
+                "head_dim": 12,
+                "qk_rope_head_dim": 4,
+                "q_lora_rank": 24,
+                "kv_lora_rank": 8,
+                "experts": 4,
+                "experts_per_token": 2,
+            },
+            "qwen3_next": {"layers": 4, "kv_heads": 2, "head_dim": 16, "experts": 4, "experts_per_token": 2},
         },
         window_size=8,
         window_prompt=4,
         window_new=24,
+        state_prompt=4,
+        state_new=64,
     ),
     # GPT-2 124M and a Llama-shaped decoder of about 200M (grouped-query attention, 4 key/value heads) at 1024 tokens,
     # bf16 autocast: eager and compiled training steps (and HF with liger-kernel), decoding at batch 1 and 32 (dynamic

@@ -63,6 +63,7 @@ def markdown(results: dict) -> str:
         tables.flex_train_lines,
         tables.memory_lines,
         tables.window_cache_lines,
+        tables.state_cache_lines,
     ):
         lines += section(results)
     return "\n".join(lines + tables.flops_lines())
@@ -77,6 +78,10 @@ FAMILY_NAMES = {
     "t5": "T5",
     "qwen3": "Qwen3",
     "gemma3": "Gemma 3",
+    "qwen3_moe": "Qwen3-MoE",
+    "gpt_oss": "GPT-OSS",
+    "deepseek_v3": "DeepSeek-V3",
+    "qwen3_next": "Qwen3-Next",
 }
 
 

@@ -3,10 +3,11 @@
     python -m benchmarks.run [--preset full|quick|tiny|gpu|gpu-tiny] [--device cpu|cuda] [--sections ...]
                              [--families ...] [--out DIR] [--docs PATH]
 
-Every pair is the reference model (GPT-2, Llama, BERT, BART, T5, Qwen3, Gemma 3; random weights, the same dimensions
-but where `benchmarks.plan` gives Qwen3 and Gemma 3 their own) and our model converted from it with
-`hf_attention.from_hf`, so weights and maths are identical; logit parity (and, when generating, identical tokens) is
-ASSERTED before anything is timed. Sections, one module each:
+Every pair is the reference model (GPT-2, Llama, BERT, BART, T5, Qwen3, Gemma 3, and the mixtures of experts Qwen3-MoE,
+GPT-OSS, DeepSeek-V3 and Qwen3-Next; random weights, the same dimensions but where `benchmarks.plan` gives a family its
+own) and our model converted from it with `hf_attention.from_hf`, so weights and maths are identical; logit parity
+(and, when generating, identical tokens) is ASSERTED before anything is timed. HF's GPT-OSS runs eager attention
+(transformers gives it no SDPA), every other side SDPA. Sections, one module each:
 
 - ceiling:        large fp32 and bf16 matmuls measured in the same run, the denominator of every MFU figure;
 - train:          forward + backward + AdamW step, tokens/s, fp32 and bf16 autocast (autocast on both sides);
@@ -20,6 +21,9 @@ ASSERTED before anything is timed. Sections, one module each:
 - memory:         peak memory of a causal-LM training step, ours vs HF, at vocabularies of 8k, 32k and 128k;
 - window_cache:   the key/value cache a tiny Mistral with a 256-token window holds while decoding 4096 tokens, ours
                   vs HF, and the same model's unbounded cache without the window (sizes, not timings; ~1 minute);
+- state_cache:    what tiny latent-attention (DeepSeek-V3) and Gated DeltaNet (Qwen3-Next) decoders cache per token
+                  and layer while decoding 4096 tokens, ours vs HF, against a Llama's per-head keys and values (sizes,
+                  not timings; a few minutes on one thread);
 - generate_batch: continuous batching (`generate_batch`), requests of many prompt lengths (gpu preset);
 - flex_train:     a training step on packed documents, SDPA against FlexAttention, as the packed length changes,
                   with the first call's (compiling) time and the graphs compiled (gpu preset).
@@ -58,6 +62,7 @@ from . import (
     length,
     long_attention,
     memory,
+    state_cache,
     train,
     window_cache,
 )
@@ -82,6 +87,7 @@ MEASURE = {
     "flex_train": flex_train.measure,
     "memory": memory.measure,
     "window_cache": window_cache.measure,
+    "state_cache": state_cache.measure,
 }
 NEEDS_CEILING = ("decode_profile",)  # its FLOP floor divides by the fp32 ceiling of the same run
 

@@ -5,7 +5,7 @@ Results files written before a section or a column existed render with "–" in 
 """
 
 from .flops import model_flops
-from .models import GEMMA3_FINAL_LOGIT_SOFTCAPPING, MLM_PROBABILITY
+from .models import GEMMA3_FINAL_LOGIT_SOFTCAPPING, MLM_PROBABILITY, REFERENCE_ATTENTION
 
 DASH = "–"
 # Fields of a family's own shape (`Plan.family_shapes`) other than width, heads, ffn and vocabulary, as the training
@@ -14,8 +14,17 @@ SHAPE_EXTRAS = {
     "layers": "{} layers",
     "kv_heads": "key/value heads {}",
     "head_dim": "head_dim {}",
+    "qk_rope_head_dim": "{} of it rotated",
+    "q_lora_rank": "query latent {}",
+    "kv_lora_rank": "key/value latent {}",
     "sliding_window": "sliding window {}",
+    "experts": "{} experts",
+    "experts_per_token": "{} per token",
 }
+# Families whose training FLOPs `benchmarks.flops` does not count whole (it counts nn.Linear layers and per-head
+# attention: not routed experts, held as parameters, nor latent attention's products, nor the delta rule): their
+# rows give no MFU.
+FLOPS_NOT_COUNTED = ("qwen3_moe", "gpt_oss", "deepseek_v3", "qwen3_next")
 # What sets an architecture apart beyond its shape, said under the training table when the family has a row there.
 ARCHITECTURE_NOTES = {
     "qwen3": "Qwen3: RMSNorm on each head's queries and keys before the rotation (QK-norm), untied embeddings.",
@@ -24,6 +33,22 @@ ARCHITECTURE_NOTES = {
     "query_pre_attn_scalar = d_model / heads, not head_dim; final logits capped by {cap:g}·tanh(x / {cap:g}); a norm "
     "before and after each sublayer (1 + w gains), QK-norm, embeddings × √d_model, a tanh-GELU gate, tied "
     "embeddings.",
+    "qwen3_moe": "Qwen3-MoE: Qwen3's attention; every layer a mixture of experts a quarter of the dense ffn wide "
+    "(softmax over the experts, the top k renormalised).",
+    "gpt_oss": "GPT-OSS: sliding-window and full layers alternating, sliding first; a learned sink logit per head in "
+    "every softmax; biases on q, k, v and o; YaRN (factor 32 over 1/32 of the positions); every layer a mixture of "
+    "experts a quarter of the dense ffn wide (d_model, as in gpt-oss), with biases and the clamped unit "
+    "(up + 1)·gate·σ(1.702·gate), the router's top k then a softmax over them. HF's GPT-OSS runs eager attention "
+    "(transformers gives it no SDPA), ours SDPA.",
+    "deepseek_v3": "DeepSeek-V3: multi-head latent attention (queries through their own latent, keys and values "
+    "decompressed per head from the cached key/value latent and one rotated key shared by the heads, adjacent dims "
+    "rotated in pairs, values as wide as the unrotated part of a head); the first layer dense, then a mixture of "
+    "experts a quarter of the dense ffn wide, routed by sigmoid scores within the best half of groups of two, "
+    "weights × 2.5, beside one shared expert as wide.",
+    "qwen3_next": "Qwen3-Next: three Gated DeltaNet layers (as many key heads as heads and twice as many value heads, "
+    "each d_model / heads wide, a 4-tap convolution) to one full-attention layer with an output gate, QK-norm and a "
+    "quarter of each head rotated; (1 + w) RMSNorm gains; every layer a mixture of experts a quarter of the dense ffn "
+    "wide beside a σ-gated shared expert as wide.",
 }
 MODE_NAMES = {
     "greedy": "greedy",
@@ -52,9 +77,9 @@ def _mib(value: float | None) -> str:
     return DASH if value is None else f"{value / 2**20:.0f}"
 
 
-def _mfu(results: dict, rate_tokens: float, flops_per_token: float, dtype: str) -> str:
+def _mfu(results: dict, rate_tokens: float, flops_per_token: float | None, dtype: str) -> str:
     ceiling = results.get("ceiling", {})
-    if dtype not in ceiling:
+    if dtype not in ceiling or flops_per_token is None:
         return DASH
     return f"{100 * rate_tokens * flops_per_token / ceiling[dtype]['flops_per_s_best']:.1f}%"
 
@@ -106,7 +131,8 @@ def header_lines(results: dict) -> list[str]:
 def train_lines(results: dict) -> list[str]:
     plan, rows = results["plan"], []
     for r in results.get("train", []):
-        per_token = r["flops_per_step"] / r["tokens_per_step"]
+        # None: the FLOPs of this family are not counted whole, and `_mfu` gives no figure
+        per_token = None if r["family"] in FLOPS_NOT_COUNTED else r["flops_per_step"] / r["tokens_per_step"]
         extras = []
         if "ours_compiled" in r:
             extras.append(
@@ -156,7 +182,30 @@ def train_lines(results: dict) -> list[str]:
         ]
         + _table(["family", "dtype", "HF tokens/s", "ours tokens/s", "speed-up", "MFU HF", "MFU ours", "extra"], rows)
         + (architecture_notes(dict.fromkeys(r["family"] for r in results["train"])))
+        + _uncounted_note(trained)
     )
+
+
+def _uncounted_note(families) -> list[str]:
+    """Why the rows of `FLOPS_NOT_COUNTED` families give no MFU (nothing for the families of older files)."""
+    uncounted = [family for family in FLOPS_NOT_COUNTED if family in families]
+    if not uncounted:
+        return []
+    return [
+        f"No MFU for {', '.join(uncounted)}: the FLOP count (`benchmarks.flops`) takes nn.Linear layers and per-head "
+        "attention only, not the routed experts, latent attention's products or the delta rule.",
+        "",
+    ]
+
+
+def reference_attention_note(families) -> list[str]:
+    """The families among `families` whose HF reference runs another attention than ours (`REFERENCE_ATTENTION`)."""
+    other = [family for family in families if family in REFERENCE_ATTENTION]
+    return [
+        f"{family}: HF's reference runs {REFERENCE_ATTENTION[family]} attention (transformers gives it no SDPA), ours "
+        "SDPA."
+        for family in other
+    ] + ([""] if other else [])
 
 
 def architecture_notes(families) -> list[str]:
@@ -264,6 +313,7 @@ def generate_lines(results: dict) -> list[str]:
         ],
         rows,
     )
+    lines += reference_attention_note(dict.fromkeys(r["family"] for r in results["generate"]))
     if greedy_rows:
         lines += [
             "**Greedy generation without a cache, and through our compiled static cache** (new tokens/s; "
@@ -636,6 +686,98 @@ def window_cache_lines(results: dict) -> list[str]:
             "storage, most",
             "unbounded / windowed",
             "same tokens as HF",
+        ],
+        rows,
+    )
+
+
+# How the state_cache table names each of its models and kinds of cache layer.
+STATE_MODELS = {
+    "llama": "Llama (per-head keys and values)",
+    "deepseek_v3": "DeepSeek-V3 (latent attention)",
+    "qwen3_next": "Qwen3-Next (Gated DeltaNet + attention)",
+}
+STATE_KINDS = {"attention": "per-head keys, values", "latent": "latent + rotated key", "linear": "conv + recurrent"}
+
+
+def _state_vs_per_head(row: dict, rows: list[dict]) -> str:
+    """What a per-head cache would hold at the end over what this kind holds: for latent layers the decompressed
+    keys and values of each token over its latent; for a linear layer the same model's attention layer's cache over
+    the constant state; 1 for per-head layers."""
+    expected = row["expected_numbers"]
+    if row["kind"] == "latent":
+        return f"{expected['per_head_per_token'] / expected['per_token']:.1f}×"
+    if row["kind"] == "attention":
+        return "1.0×"
+    attention = [r for r in rows if (r["model"], r["side"], r["kind"]) == (row["model"], row["side"], "attention")]
+    if not attention:
+        return DASH
+    per_layer = attention[0]["per_layer_bytes"]
+    return f"{per_layer / row['per_layer_bytes']:.1f}×"
+
+
+def state_cache_lines(results: dict) -> list[str]:
+    """What latent attention's and Gated DeltaNet's caches hold per token and layer, against per-head caches."""
+    found = results.get("state_cache", [])
+    if not found:
+        return []
+
+    def kib(value: float) -> str:
+        return f"{value / 2**10:.1f}"
+
+    rows = []
+    for r in found:
+        layers = len(r["layers"])
+        expected = r["expected_numbers"]
+        grows = r["per_token_layer_bytes"] is not None
+        numbers = (
+            f"{r['per_token_layer_bytes'] / r['element_bytes']:.0f} ({expected['per_token']})"
+            if grows
+            else f"{r['per_layer_bytes'] / r['element_bytes']:.0f} ({expected['conv_state']} + "
+            f"{expected['recurrent_state']})"
+        )
+        rows.append(
+            [
+                STATE_MODELS.get(r["model"], r["model"]),
+                r["side"],
+                f"{layers} × {STATE_KINDS[r['kind']]} ({', '.join(r['cache_layers'])})",
+                DASH if not grows else str(r["positions_end"]),
+                f"{r['per_token_layer_bytes']:.0f}" if grows else DASH,
+                numbers,
+                kib(r["held_first_bytes"] / layers),
+                kib(r["per_layer_bytes"]),
+                kib(r["held_max_bytes"] / layers),
+                kib(r["storage_end_bytes"] / layers),
+                f"**{_state_vs_per_head(r, found)}**",
+                "yes" if r["same_tokens_as_hf"] else "no",
+            ]
+        )
+    first = found[0]
+    return [
+        f"**Latent attention and linear-attention states: the decoding cache** (tiny decoders, d_model "
+        f"{first['shape']['hidden']}, vocab {first['shape']['vocab']}, fp32; greedy, batch 1, prompt "
+        f"{first['prompt']}, {first['new_tokens']} new tokens, HF's tokens asserted). Read after every step, per "
+        "layer of each kind: bytes per cached token; numbers per token, or per layer for a Gated DeltaNet layer's "
+        "state, which is its convolution's last inputs + its recurrent state (expected from the config in "
+        "brackets); held per layer after the prompt, at the end and at the most, and the storage behind it at the "
+        "end (KiB). Per-head / held: for latent layers, the decompressed per-head keys and values of a token over "
+        "its latent and rotated key; for Gated DeltaNet layers, the same model's attention layer's cache at the end "
+        "over the constant state:",
+        "",
+    ] + _table(
+        [
+            "model",
+            "side",
+            "layers (cache layer)",
+            "positions",
+            "bytes / token / layer",
+            "numbers (expected)",
+            "after prompt",
+            "end",
+            "most",
+            "storage",
+            "per-head / held",
+            "same tokens",
         ],
         rows,
     )

@@ -31,6 +31,7 @@ HEADINGS = (
     "Decode-step profile",
     "Per-step overhead",
     "Training memory by vocabulary",
+    "Latent attention and linear-attention states: the decoding cache",
 )
 
 
@@ -322,3 +323,126 @@ def test_qwen3_and_gemma3_rows_and_the_sliding_window_cache(tiny_run):
     assert all(r["positions_max"] == PRESETS["tiny"].window_size - 1 for r in windowed)
     assert all(w["held_max_bytes"] < u["held_end_bytes"] for w, u in zip(windowed, unbounded, strict=True))
     assert "Sliding-window decoding: the key/value cache" in (out / "tiny.md").read_text()
+
+
+MIXTURE_FAMILIES = ("qwen3_moe", "gpt_oss", "deepseek_v3", "qwen3_next")
+
+
+def test_mixture_of_experts_families_are_the_real_models_in_miniature():
+    """The full run's references of GPT-OSS, DeepSeek-V3, Qwen3-Next and Qwen3-MoE have what sets each apart (built,
+    not run), and `--sections train,generate --families ...` measures exactly them."""
+    from benchmarks.models import reference_model
+
+    full = PRESETS["full"]
+    args = run.parse_args(["--sections", "train,generate", "--families", ",".join(MIXTURE_FAMILIES)])
+    plan = run.make_plan(args)
+    assert plan.sections == ("train", "generate")
+    assert plan.train_families == plan.gen_families == MIXTURE_FAMILIES
+    gpt_oss, deepseek, qwen3_next, qwen3_moe = (
+        reference_model(family, full).config for family in ("gpt_oss", "deepseek_v3", "qwen3_next", "qwen3_moe")
+    )
+    assert gpt_oss._attn_implementation == "eager" and qwen3_moe._attn_implementation == "sdpa"
+    assert gpt_oss.layer_types == ["sliding_attention", "full_attention"] * 2
+    assert gpt_oss.sliding_window < full.seq and gpt_oss.sliding_window < full.gen_prompt + full.gen_new
+    assert (gpt_oss.num_local_experts, gpt_oss.num_experts_per_tok, gpt_oss.intermediate_size) == (8, 2, 256)
+    assert gpt_oss.rope_parameters["rope_type"] == "yarn" and gpt_oss.attention_bias
+    assert (deepseek.q_lora_rank, deepseek.kv_lora_rank) == (192, 64)
+    assert (deepseek.qk_nope_head_dim, deepseek.qk_rope_head_dim, deepseek.v_head_dim) == (64, 32, 64)
+    assert (deepseek.first_k_dense_replace, deepseek.n_shared_experts) == (1, 1)
+    assert (deepseek.n_routed_experts, deepseek.n_group, deepseek.topk_group) == (8, 4, 2)
+    assert qwen3_next.layer_types == ["linear_attention"] * 3 + ["full_attention"]
+    assert (qwen3_next.linear_num_key_heads, qwen3_next.linear_num_value_heads) == (4, 8)
+    assert (qwen3_next.num_experts, qwen3_next.shared_expert_intermediate_size) == (8, 256)
+    assert (qwen3_moe.num_experts, qwen3_moe.num_experts_per_tok) == (8, 2)
+
+
+def test_mixture_of_experts_rows_train_and_decode_as_hf_does():
+    """GPT-OSS, DeepSeek-V3, Qwen3-Next and Qwen3-MoE through the train and generate sections at the tiny size:
+    parity holds, every decoding mode gives HF's tokens, HF's GPT-OSS runs eager attention and ours SDPA, and the
+    tables name the shapes, the architectures, the eager reference and why these rows give no MFU."""
+    import dataclasses
+
+    from benchmarks import tables
+    from benchmarks.harness import Session
+
+    plan = dataclasses.replace(
+        PRESETS["tiny"],
+        train_families=MIXTURE_FAMILIES,
+        train_dtypes=("fp32",),
+        gen_families=MIXTURE_FAMILIES,
+        gen_batches=(1, 2),
+        gen_uncached=False,
+    )
+    hf, ours = make_pair("gpt_oss", plan.for_family("gpt_oss"), "cpu")
+    assert (hf.config._attn_implementation, ours.config._attn_implementation) == ("eager", "sdpa")
+    results = {"plan": dataclasses.asdict(plan)}
+    session = Session(device="cpu", log=lambda message: None, results=results)
+    for section in ("train", "generate"):
+        results[section] = run.MEASURE[section](plan, session)
+    assert [r["family"] for r in results["train"]] == list(MIXTURE_FAMILIES)
+    assert all(r["parity_max_logit_diff"] <= PARITY_TOLERANCE for r in results["train"])
+    assert {(r["family"], r["batch"], r["mode"]) for r in results["generate"]} == {
+        (f, b, m) for f in MIXTURE_FAMILIES for b in (1, 2) for m in MODES
+    }
+    assert all(all(r["same_tokens_as_hf"].values()) and "speedup_cache" in r for r in results["generate"])
+    train = "\n".join(tables.train_lines(results))
+    assert "deepseek_v3: d_model 32, 4 heads, ffn 64, vocab 99, 2 layers, head_dim 12, 4 of it rotated, " in train
+    assert "query latent 24, key/value latent 8, 4 experts, 2 per token" in train
+    assert "gpt_oss: d_model 32, 4 heads, ffn 64, vocab 99, 2 layers, key/value heads 2, head_dim 8, " in train
+    assert "qwen3_next: d_model 32, 4 heads, ffn 64, vocab 99, 4 layers, key/value heads 2, head_dim 16, " in train
+    for name in ("Qwen3-MoE:", "GPT-OSS:", "DeepSeek-V3:", "Qwen3-Next:", "No MFU for qwen3_moe, gpt_oss"):
+        assert name in train
+    rows = [line for line in train.splitlines() if line.startswith(("| gpt_oss", "| deepseek_v3", "| qwen3_"))]
+    assert len(rows) == 4 and all(line.split(" | ")[5:7] == ["–", "–"] for line in rows)  # no MFU
+    generate = "\n".join(tables.generate_lines(results))
+    assert "gpt_oss: HF's reference runs eager attention (transformers gives it no SDPA), ours SDPA." in generate
+    assert sum(line.startswith("| deepseek_v3 |") for line in generate.splitlines()) == 2 * len(MODES)
+
+
+def test_state_cache_holds_latents_and_constant_linear_states_with_hfs_tokens(tiny_run):
+    """The tiny run's state_cache section (64 new tokens): both sides give HF's tokens; a latent attention layer
+    holds kv_lora_rank + qk_rope_head_dim numbers per token (ours in a LatentCacheLayer, HF's in a DynamicLayer), the
+    Llama's 2 · heads · head_dim; a Gated DeltaNet layer's state is its config's conv + recurrent numbers, the same
+    after the 4-token prompt as after 67 tokens; and the table renders."""
+    from benchmarks.state_cache import MODELS
+
+    results, out = tiny_run
+    plan = PRESETS["tiny"]
+    rows = {(r["model"], r["side"], r["kind"]): r for r in results["state_cache"]}
+    assert set(rows) == {
+        (model, side, kind)
+        for side in ("hf", "ours")
+        for model, kind in (
+            ("llama", "attention"),
+            ("deepseek_v3", "latent"),
+            ("qwen3_next", "attention"),
+            ("qwen3_next", "linear"),
+        )
+    }
+    assert all(r["same_tokens_as_hf"] and r["new_tokens"] == plan.state_new == 64 for r in rows.values())
+    positions = plan.state_prompt + plan.state_new - 1  # generate() never feeds the last token back
+    deepseek, llama = MODELS["deepseek_v3"], MODELS["llama"]
+    latent = deepseek["kv_lora_rank"] + deepseek["qk_rope_head_dim"]
+    for side in ("hf", "ours"):
+        row = rows[("deepseek_v3", side, "latent")]
+        assert row["per_token_layer_bytes"] == 4 * latent == 4 * row["expected_numbers"]["per_token"]
+        assert row["positions_end"] == positions and row["held_end_bytes"] == 4 * latent * positions * 2
+        per_head = rows[("llama", side, "attention")]
+        assert per_head["per_token_layer_bytes"] == 4 * 2 * llama["heads"] * llama["hidden"] // llama["heads"]
+        linear = rows[("qwen3_next", side, "linear")]
+        assert linear["held_first_bytes"] == linear["held_end_bytes"] == linear["held_max_bytes"]
+        assert linear["per_layer_bytes"] == 4 * linear["expected_numbers"]["state"] and len(linear["layers"]) == 3
+        attention = rows[("qwen3_next", side, "attention")]
+        assert attention["held_end_bytes"] > attention["held_first_bytes"] and attention["layers"] == [3]
+    assert rows[("deepseek_v3", "ours", "latent")]["cache_layers"] == ["LatentCacheLayer"]
+    assert rows[("deepseek_v3", "hf", "latent")]["cache_layers"] == ["DynamicLayer"]
+    assert rows[("qwen3_next", "hf", "linear")]["cache_layers"] == ["LinearAttentionLayer"]
+    markdown = (out / "tiny.md").read_text()
+    assert (
+        "| DeepSeek-V3 (latent attention) | ours | 2 × latent + rotated key (LatentCacheLayer) | 67 | 96 | 24 (24)"
+        in (markdown)
+    )
+    assert (
+        "| Qwen3-Next (Gated DeltaNet + attention) | hf | 3 × conv + recurrent (LinearAttentionLayer) | – | – |"
+        in (markdown)
+    )
