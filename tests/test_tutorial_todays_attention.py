@@ -1,7 +1,7 @@
 """Tutorial 12 (today's attention knobs: grouped-query attention, QK-norm, soft-capping, sliding windows, RoPE
-scaling) runs in its --quick mode, and what it measures is what its text says: the exact things exactly (cache bytes,
-receptive fields, the cap's bound, the recorded scores being the library's), the trained things by orderings with
-wide margins, which hold on any CPU."""
+scaling, attention sinks, latent attention, Gated DeltaNet) runs in its --quick mode, and what it measures is what its
+text says: the exact things exactly (cache bytes, receptive fields, the cap's bound, the recorded scores being the
+library's), the trained things by orderings with wide margins, which hold on any CPU."""
 
 import pytest
 from test_tutorials import assert_figures, run_tutorial
@@ -85,3 +85,42 @@ def test_rope_scalings_on_the_trained_weights(todays_attention):
 def test_figures(todays_attention):
     _, figures, _ = todays_attention
     assert_figures(figures, "12_")
+
+
+def test_sinks_latent_and_linear_attention(todays_attention):
+    numbers, _, _ = todays_attention
+    recent, memory = numbers["recent"], numbers["memory"]
+    layers, heads, short, long = numbers["layers"], numbers["heads"], *(str(n) for n in numbers["cache_lengths"])
+    # the same model but for one sink logit per head and layer
+    assert recent["sinks"]["parameters"] == recent["plain"]["parameters"] + layers * heads
+    # every seed of every softmax model learns the task; Gated DeltaNet alone stays near chance (1/16) at each seed
+    for name in ("plain", "sinks", "latent", "hybrid"):
+        assert all(run["accuracy"] > 0.5 for run in recent[name]["runs"]), name
+    assert all(run["accuracy"] < 0.2 for run in recent["linear"]["runs"])
+    assert all(run["loss_curve"][-1] > 2.5 for run in recent["linear"]["runs"])  # ln 16 = 2.77: a uniform guess
+    assert recent["plain"]["accuracy_min"] > recent["linear"]["accuracy_max"] + 0.5
+    # the weights a model without sinks returns are softmax rows. Every query has a symbol to fetch: the sinks stay
+    # near their starting logit 0 and take little weight, and without sinks no head piles weight on the first token
+    # (it gets at most about the share of weight spread evenly)
+    even = numbers["uniform_first_token_share"]
+    for row in numbers["sinks_by_seed"]:
+        assert row["row_sum_without_sinks_min"] > 1 - 1e-5
+        assert all(len(layer) == heads and max(abs(s) for s in layer) < 0.5 for layer in row["sink_logits"])
+        assert max(max(layer) for layer in row["sink"]["mean"]) < 2 * even
+        assert max(max(layer) for layer in row["first_token_without_sinks"]["mean"]) < 2 * even
+    # the caches hold what their formulas say, measured at two lengths
+    latent = numbers["latent_sizes"]
+    assert (
+        memory["latent"]["formula_bytes_per_token"]
+        == layers * (latent["kv_lora_rank"] + latent["qk_rope_head_dim"]) * 4
+    )
+    for name in ("plain", "latent"):
+        assert memory[name]["bytes_per_token"][short] == memory[name]["bytes_per_token"][long]
+        assert memory[name]["bytes_per_token"][short] == memory[name]["formula_bytes_per_token"]
+    assert memory["latent"]["per_head_equivalent_bytes_per_token"] == memory["plain"]["formula_bytes_per_token"]
+    assert memory["latent"]["cached_shapes"] == [
+        [1, 1, 8, latent["kv_lora_rank"]],
+        [1, 1, 8, latent["qk_rope_head_dim"]],
+    ]
+    assert memory["linear"]["bytes"][short] == memory["linear"]["bytes"][long] == memory["linear"]["formula_bytes"]
+    assert memory["hybrid"]["bytes"] == memory["hybrid"]["formula_bytes"]
