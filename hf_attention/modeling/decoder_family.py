@@ -154,7 +154,7 @@ class DecoderHead(HFAttentionDecoderPreTrainedModel):
         if "output_router_logits" in own:  # a mixture of experts' head: the scores, and the mask for their loss
             inputs["output_router_logits"] = own["output_router_logits"]
         outputs = self.model(**inputs)
-        if getattr(outputs, "router_logits", None) is not None:
+        if "output_router_logits" in own and getattr(outputs, "router_logits", None) is not None:
             own["output_router_logits"] = (outputs.router_logits, attention_mask)
         output = self._head_output(
             outputs,
