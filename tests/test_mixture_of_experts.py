@@ -2,7 +2,7 @@
 against transformers' MoE models (Mixtral, Qwen3-MoE, OLMoE at tiny random sizes, tests/modern_references.py).
 
 test_modern_parity.py compares the converted models' logits, generation, save/load and export; here: the two ways the
-experts run (grouped by expert, or gathered for a few tokens) against the sum written out token by token, the routers,
+experts run (grouped by expert) against the sum written out token by token, the routers,
 the load-balancing loss and the router scores of `output_router_logits`, one training step's loss and gradients, the
 export's weights as transformers writes them, and the config checks.
 """
@@ -60,19 +60,13 @@ def _token_by_token(experts: Experts, x: torch.Tensor, routing: Routing) -> torc
 
 
 @pytest.mark.parametrize("tokens", [1, 2, 40])
-def test_grouped_and_gathered_experts_compute_the_definition(tokens):
+def test_the_experts_compute_the_definition(tokens):
+    """A decoding step (1 or 2 tokens: 2 or 4 of 5 experts reached) and a batch (40 tokens: every expert)."""
     experts = _experts()
     x = torch.randn(tokens, 12, generator=torch.Generator().manual_seed(2))
     routing = _routing(tokens, 5, 2)
-    expected = _token_by_token(experts, x, routing)
     with torch.no_grad():
-        grouped = experts.forward_grouped(x, routing)
-        gathered = experts.forward_gathered(x, routing)
-        chosen = experts(x, routing)
-    assert (grouped - expected).abs().max() < 1e-5
-    assert (gathered - expected).abs().max() < 1e-5
-    # a decoding step's few tokens take the gathered form, a batch the grouped one
-    assert torch.equal(chosen, gathered if tokens * 2 <= 5 else grouped)
+        assert (experts(x, routing) - _token_by_token(experts, x, routing)).abs().max() < 1e-5
 
 
 def test_experts_no_token_routed_to_an_expert_and_gradients():
@@ -81,7 +75,7 @@ def test_experts_no_token_routed_to_an_expert_and_gradients():
     x = torch.randn(6, 12, generator=torch.Generator().manual_seed(3), requires_grad=True)
     chosen = torch.tensor([[0, 1], [1, 0], [0, 2], [2, 1], [1, 2], [0, 1]])  # expert 3 unused
     routing = Routing(torch.zeros(6, 4), chosen, torch.full((6, 2), 0.5))
-    experts.forward_grouped(x, routing).square().sum().backward()
+    experts(x, routing).square().sum().backward()
     grouped_grads = [experts.gate_up_proj.grad.clone(), experts.down_proj.grad.clone(), x.grad.clone()]
     assert experts.gate_up_proj.grad[3].abs().max() == 0
     for tensor in (experts.gate_up_proj, experts.down_proj, x):
@@ -378,8 +372,7 @@ def test_a_dense_model_is_not_exported_as_a_mixture_of_experts():
 # ---------------------------------------------------------------------------------------------------------------------
 # The routers, experts and shared experts of 2025's models (GPT-OSS, DeepSeek-V3 / GLM-4.5, Qwen2-MoE / Qwen3-Next,
 # Llama 4): our mixture of experts, built from the config, against transformers' own MoE block at tiny random sizes,
-# every parameter and buffer drawn at random, on a batch (2, 9) that the experts run grouped by expert and a decoding
-# step (1, 1) that they run gathered; both forms are forced on both inputs.
+# every parameter and buffer drawn at random, on a batch (2, 9) and a decoding step (1, 1).
 
 HIDDEN = 16
 
@@ -417,20 +410,17 @@ def _copy_into(ours: torch.nn.Module, theirs: torch.nn.Module, names: dict[str, 
 
 
 def _assert_block_is_transformers(ours, theirs, their_logits, unpack=lambda output: output) -> float:
-    """Our block's output and recorded router scores against theirs, for a batch and a decoding step, the experts
-    run grouped and gathered; returns the largest difference."""
+    """Our block's output and recorded router scores against theirs, for a batch and a decoding step; returns the
+    largest difference."""
     worst = 0.0
     for shape in ((2, 9), (1, 1)):
         x = torch.randn(*shape, HIDDEN, generator=torch.Generator().manual_seed(7))
         with torch.no_grad():
             expected = unpack(theirs(x)).reshape(x.shape)
-            for pairs in (0, 10**6):  # every pair grouped by expert; every pair gathered
-                ours.experts.GATHER_PAIRS_PER_EXPERT = pairs
-                with recording_router_logits(ours) as recorded:
-                    got = ours(x)
-                worst = max(worst, (got - expected).abs().max().item())
-                assert len(recorded) == 1 and torch.equal(recorded[0], their_logits(x.reshape(-1, HIDDEN)))
-    del ours.experts.GATHER_PAIRS_PER_EXPERT
+            with recording_router_logits(ours) as recorded:
+                got = ours(x)
+            worst = max(worst, (got - expected).abs().max().item())
+            assert len(recorded) == 1 and torch.equal(recorded[0], their_logits(x.reshape(-1, HIDDEN)))
     assert worst <= 1e-5, worst
     return worst
 
@@ -661,8 +651,7 @@ def test_clamped_swiglu_experts_are_deepseek_v4s():
     with torch.no_grad():
         expected = theirs(x, routing.experts, routing.weights)
         assert (expected - _unclamped(ours)(x, routing)).abs().max() > 1e-3  # the clamp acts
-        for form in (ours.forward_grouped, ours.forward_gathered):
-            assert (form(x, routing) - expected).abs().max() <= 1e-5
+        assert (ours(x, routing) - expected).abs().max() <= 1e-5
 
 
 def _unclamped(experts: Experts) -> Experts:

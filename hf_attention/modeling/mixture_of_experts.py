@@ -17,8 +17,9 @@ gate (Qwen2-MoE, Qwen3-Next).
 The experts' weights are held as transformers holds them in memory (one (X, 2F, E) tensor for the gate and up
 projections of all experts, one (X, E, F) for the down projections), so that a converted model's experts are a copy,
 or a transpose (a view, which the export writes through) of layouts that put E first. They run without a Python loop
-over tokens: the (token, expert) pairs are sorted by expert and each expert multiplies its rows at once (a grouped
-matrix product); a few tokens (a decoding step) gather their experts' matrices and run one batched product instead.
+over tokens: the (token, expert) pairs are sorted by expert and each expert that has some multiplies its rows at once
+(a grouped matrix product; a decoding step reaches only k experts). Gathering each pair's matrices for one batched
+product instead copies them: on a CPU that was slower at every size measured, a decoding step's included.
 """
 
 from collections.abc import Callable, Iterator
@@ -284,10 +285,6 @@ class Experts(nn.Module):
     are copies.
     """
 
-    # At most this many (token, expert) pairs per expert on average run as one batched product of gathered matrices
-    # (a decoding step); more run as one product per expert over its rows.
-    GATHER_PAIRS_PER_EXPERT = 1
-
     def __init__(
         self,
         *,
@@ -345,14 +342,9 @@ class Experts(nn.Module):
 
     def forward(self, hidden_states: Tensor, routing: Routing) -> Tensor:
         """(N, E) tokens and their routing → (N, E): Σ over each token's k experts of weight · expert(token) (with
-        `scale_inputs`: of expert(weight · token))."""
-        pairs = routing.experts.numel()
-        if pairs <= self.GATHER_PAIRS_PER_EXPERT * self.num_experts:
-            return self.forward_gathered(hidden_states, routing)
-        return self.forward_grouped(hidden_states, routing)
+        `scale_inputs`: of expert(weight · token)).
 
-    def forward_grouped(self, hidden_states: Tensor, routing: Routing) -> Tensor:
-        """One matrix product per expert over all the rows routed to it: the (token, expert) pairs sorted by expert,
+        One matrix product per expert over all the rows routed to it: the (token, expert) pairs sorted by expert,
         each expert's contiguous block multiplied at once, the results added back to their tokens, weighted."""
         top_k = routing.experts.shape[-1]
         experts = routing.experts.reshape(-1)
@@ -363,34 +355,11 @@ class Experts(nn.Module):
         rows = hidden_states[tokens]
         if self.scale_inputs:
             rows = rows * weights.to(rows.dtype)
-        outputs = torch.cat([self.expert(e, block) for e, block in enumerate(rows.split(counts))])
+        # the experts no pair went to are skipped (a decoding step reaches k of them): a loop over experts, not tokens
+        blocks = rows.split(counts)
+        outputs = torch.cat([self.expert(e, blocks[e]) for e in range(self.num_experts) if counts[e]])
         weighted = outputs if self.scale_inputs else outputs * weights
         return torch.zeros_like(hidden_states).index_add_(0, tokens, weighted.to(hidden_states.dtype))
-
-    def forward_gathered(self, hidden_states: Tensor, routing: Routing) -> Tensor:
-        """Each (token, expert) pair's matrices gathered and applied in one batched product: no per-expert step,
-        for the few tokens of a decoding step (the gathered matrices are at most the experts' own size)."""
-        tokens, top_k = routing.experts.shape
-        experts = routing.experts.reshape(-1)
-        weights = routing.weights.reshape(-1, 1)
-        rows = hidden_states.repeat_interleave(top_k, dim=0)  # (N·k, E)
-        if self.scale_inputs:
-            rows = rows * weights.to(rows.dtype)
-        gate_up = torch.bmm(self.gate_up_proj[experts], rows[:, :, None]).squeeze(-1)  # (N·k, 2F)
-        if self.gate_up_proj_bias is not None:
-            gate_up = gate_up + self.gate_up_proj_bias[experts]
-        gated = self.gated(gate_up)  # (N·k, F)
-        outputs = torch.bmm(self.down_proj[experts], gated[:, :, None]).squeeze(-1)  # (N·k, E)
-        if self.down_proj_bias is not None:
-            outputs = outputs + self.down_proj_bias[experts]
-        weighted = outputs if self.scale_inputs else outputs * weights
-        # the k outputs of a token summed in the order of its experts' indices, as the grouped form adds them
-        order = routing.experts.argsort(dim=-1, stable=True)
-        weighted = weighted.view(tokens, top_k, -1).gather(1, order[:, :, None].expand(-1, -1, weighted.shape[-1]))
-        total = torch.zeros_like(hidden_states)
-        for slot in range(top_k):  # k additions (k ≤ 8), not a loop over tokens
-            total = total + weighted[:, slot].to(hidden_states.dtype)
-        return total
 
 
 class SharedExpert(nn.Module):
