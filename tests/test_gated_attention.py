@@ -19,6 +19,7 @@ from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextAttentio
 from hf_attention import HFAttentionEncoderModel, HFAttentionForCausalLM
 from hf_attention.conversion.to_hf import to_hf
 from hf_attention.modeling.builders import build_attention, build_positional
+from hf_attention.modeling.cache_argument import CACHE_FIELD
 from hf_attention.modeling.speed_paths import FUSED_PROJECTION_MIN_ROWS, make_stacked_projections
 
 TOLERANCE = 1e-5
@@ -114,8 +115,15 @@ def test_a_cached_step_of_a_gated_layer_computes_qwen3_next_attention(implementa
     reference_cache, our_cache = DynamicCache(), DynamicCache()
     with torch.no_grad():
         reference_mask = additive if implementation == "eager" else boolean
-        reference(hidden[:, prefill], [t[:, prefill] for t in reference_tables], reference_mask, cache=reference_cache)
-        expected = reference(hidden[:, step], [t[:, step] for t in reference_tables], None, cache=reference_cache)[0]
+        reference(
+            hidden[:, prefill],
+            [t[:, prefill] for t in reference_tables],
+            reference_mask,
+            **{CACHE_FIELD: reference_cache},
+        )
+        expected = reference(
+            hidden[:, step], [t[:, step] for t in reference_tables], None, **{CACHE_FIELD: reference_cache}
+        )[0]
         ours(
             hidden[:, prefill],
             attention_mask=boolean,

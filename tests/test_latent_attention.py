@@ -24,6 +24,7 @@ from transformers.models.deepseek_v2.modeling_deepseek_v2 import DeepseekV2Atten
 from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention, DeepseekV3RotaryEmbedding
 
 from hf_attention import HFAttentionDecoderConfig, HFAttentionForCausalLM
+from hf_attention.modeling.cache_argument import CACHE_FIELD, cache_of
 from hf_attention.modeling.latent_attention import LatentCacheLayer, MultiHeadLatentAttention
 from hf_attention.modeling.layer_plan import plan_layers
 from hf_attention.modeling.positional import RotaryEmbedding
@@ -199,7 +200,7 @@ def test_cached_decoding_gives_hf_with_its_cache(attn):
                 step,
                 position_embeddings=their_rotary(step, step_positions),
                 attention_mask=additive(allowed),
-                cache=their_cache,
+                **{CACHE_FIELD: their_cache},
             )
             output, _ = ours(
                 step,
@@ -249,7 +250,7 @@ def test_cached_decoding_gives_the_full_forward(attn):
         cache = None
         for start, end in ((0, 6), (6, 7), (7, 8), (8, 10), (10, 11)):
             output = model(ids[:, start:end], attention_mask=mask[:, :end], cache=cache, use_cache=True)
-            cache = output.cache
+            cache = cache_of(output)
             assert max_difference_at_real(full[:, start:end], output.logits, mask[:, start:end]) <= TOLERANCE
     assert all(isinstance(layer, LatentCacheLayer) for layer in cache.layers)
 
@@ -260,7 +261,7 @@ def test_the_cache_holds_the_latent_and_one_rotated_key_per_token():
     model = tiny_model()
     ids, mask = left_padded_ids()
     with torch.no_grad():
-        cache = model(ids, attention_mask=mask, use_cache=True).cache
+        cache = cache_of(model(ids, attention_mask=mask, use_cache=True))
     for index, layer in enumerate(cache.layers):
         assert isinstance(layer, LatentCacheLayer)
         assert layer.latents.shape == (3, 1, LENGTH, 12) and layer.rotated_keys.shape == (3, 1, LENGTH, 4)
@@ -285,7 +286,7 @@ def test_the_plan_gives_full_attention_layers_latent_attention():
     model = HFAttentionForCausalLM(config).eval()
     assert isinstance(model.model.decoder.layers[1].self_attn, MultiHeadLatentAttention)
     with torch.no_grad():
-        cache = model(torch.randint(3, 50, (2, 5)), use_cache=True).cache
+        cache = cache_of(model(torch.randint(3, 50, (2, 5)), use_cache=True))
     assert [type(layer) for layer in cache.layers] == [LinearAttentionLayer, LatentCacheLayer, LinearAttentionLayer]
     assert cache.get_seq_length(1) == 5
     plain = HFAttentionDecoderConfig(num_hidden_layers=2)  # no kv_lora_rank: nothing changes

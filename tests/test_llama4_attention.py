@@ -22,6 +22,7 @@ from transformers.masking_utils import create_causal_mask, create_chunked_causal
 from transformers.models.llama4.modeling_llama4 import Llama4TextAttention, Llama4TextRotaryEmbedding
 
 from hf_attention import HFAttentionDecoderConfig, HFAttentionEncoderConfig, HFAttentionForCausalLM, flex, from_hf
+from hf_attention.modeling.cache_argument import CACHE_FIELD, cache_of
 from hf_attention.modeling.layer_plan import build_self_attention
 from hf_attention.modeling.positional import RotaryEmbedding
 from hf_attention.modeling.query_key_tuning import query_temperatures
@@ -142,7 +143,7 @@ def _hf_mask(config, layer: int, hidden, attention_mask, cache, position_ids, ca
         config=sdpa,
         inputs_embeds=hidden,
         attention_mask=attention_mask,
-        cache=cache,
+        **{CACHE_FIELD: cache},
         position_ids=position_ids,
         layer_idx=cache_layer,
         allow_is_causal_skip=False,
@@ -182,7 +183,7 @@ def test_a_layer_gives_llama4_attention_on_left_padded_rows_and_a_cached_step(la
                 hidden,
                 position_embeddings=their_rotary(hidden, positions),
                 attention_mask=_hf_form(allowed, attn),
-                cache=their_cache,
+                **{CACHE_FIELD: their_cache},
             )
             output, _ = ours(
                 hidden,
@@ -238,9 +239,9 @@ def test_chunk_masks_and_cached_steps_give_transformers_logits(attn):
             for layer in (CHUNKED, NOPE):
                 expected_masks[layer].append(_hf_mask(ref.config, layer, embeds, mask, their_cache, positions))
             with torch.no_grad():
-                theirs = ref(input_ids=ids, attention_mask=mask, position_ids=positions, cache=their_cache)
+                theirs = ref(input_ids=ids, attention_mask=mask, position_ids=positions, **{CACHE_FIELD: their_cache})
                 mine = ours(input_ids=ids, attention_mask=mask, position_ids=positions, cache=our_cache)
-            our_cache = mine.cache if hasattr(mine, "cache") else mine.past_key_values
+            our_cache = cache_of(mine) if hasattr(mine, "cache") else mine.past_key_values
             real = mask[:, -ids.shape[1] :]
             assert max_difference_at_real(theirs.logits, mine.logits, real) <= TOLERANCE, f"step {step}"
             ids = torch.randint(3, 128, (3, 1), generator=generator)

@@ -17,6 +17,7 @@ from transformers.models.mixtral.modeling_mixtral import load_balancing_loss_fun
 
 from hf_attention import from_hf, to_hf
 from hf_attention.architectures.tiny import DECODER
+from hf_attention.modeling.cache_argument import cache_of
 from hf_attention.modeling.configuration_hf_attention import HFAttentionDecoderConfig
 from hf_attention.modeling.mixture_of_experts import (
     Experts,
@@ -249,7 +250,7 @@ def test_generation_with_router_outputs_in_the_config_gives_the_references_token
     assert torch.equal(ours.generate(**prompt, **settings), expected)
     step = ours(**prompt, use_cache=True)
     mask = torch.cat([prompt["attention_mask"], torch.ones(3, 1, dtype=torch.long)], dim=1)
-    last = ours(input_ids=expected[:, 10:11], attention_mask=mask, cache=step.cache)
+    last = ours(input_ids=expected[:, 10:11], attention_mask=mask, cache=cache_of(step))
     assert last.aux_loss is not None and len(last.router_logits) == 2 and last.router_logits[0].shape == (3, 4)
 
 

@@ -280,7 +280,9 @@ class GatedDeltaNet(nn.Module):
             # before them too. (transformers' own layers leave that one out, so that rejecting every drafted token
             # restores the state before the call, not after its first token: their prompt lookup then strays from
             # greedy decoding, in 5.25.)
-            keep = min(cache.get_recurrent_states_to_keep(self.layer_idx) or 0, length) if cache is not None else 0
+            # (transformers before 5.24 records no past states: nothing to keep)
+            states_to_keep = getattr(cache, "get_recurrent_states_to_keep", None)
+            keep = min(states_to_keep(self.layer_idx) or 0, length) if states_to_keep is not None else 0
             parts = []
             if length > keep:
                 chunked = (x[:, :, : length - keep] for x in (query, key, value, decay, beta))

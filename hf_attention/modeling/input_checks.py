@@ -353,7 +353,10 @@ def cache_lengths(
         cache = cache.self_attention_cache
     if cache is None:
         return 0, length
-    past = cache.get_seq_length()
+    try:
+        past = cache.get_seq_length()
+    except ValueError:  # transformers 5.23: a cache of linear-attention layers only, which read no positions or mask
+        past = 0
     if full_layer is None:
         return past, past + length
     return past, cache.get_mask_sizes(length, full_layer)[0]
