@@ -20,7 +20,7 @@ from test_cli_errors import assert_error, run
 from hf_attention import HFAttentionForCausalLM, HFAttentionForMaskedLM, HFAttentionForSeq2SeqLM
 from hf_attention.commands.cli import main
 from hf_attention.inspection.explorer import MAX_PAGE_WEIGHTS, explore
-from hf_attention.inspection.heatmaps import HeatmapTooLarge, load_model_and_tokenizer, plot_attention
+from hf_attention.inspection.heatmaps import SINK_LABEL, HeatmapTooLarge, load_model_and_tokenizer, plot_attention
 
 TEXT = "Return the value of the named attribute"
 TARGET = "Gibt den Wert zurück"
@@ -475,5 +475,47 @@ def test_browser_shows_no_placeholder_line_when_nothing_was_protected(browser, p
     try:
         assert header_lines(page) == [("meta-text", f"Text: {text}"), ("meta-target", "Target: Datei löschen")]
         assert page.tab.locator("#meta-placeholders").is_hidden()
+    finally:
+        page.close()
+
+
+def test_browser_draws_the_weight_given_to_the_sink_as_a_last_column(browser, trained_tokenizer, tmp_path):
+    from test_attention_sinks import GPT_OSS_LIKE, sinked
+
+    tokenizer = trained_tokenizer("decoder")
+    model = sinked(HFAttentionForCausalLM(tiny_config("decoder", vocab_size=len(tokenizer), **GPT_OSS_LIKE)))
+    returned = explore(model, tokenizer, TEXT, layer=1, head=2, path=tmp_path / "page.html")
+    sinks, weights = returned.sink_weights["self"], returned.weights["self"]  # (L, H, Q), (L, H, Q, K)
+    layers, heads, queries, keys = weights.shape
+    page = OpenPage(browser, tmp_path / "page.html")
+    try:
+        tab = page.tab
+        for layer, head in ((1, 2), (0, 0)):
+            page.choose("self", layer, head)
+            drawn = tab.eval_on_selector_all(
+                '#view .cell[data-sink="true"]', "cells => cells.map(c => [Number(c.dataset.q), Number(c.dataset.w)])"
+            )
+            assert [q for q, _ in drawn] == list(range(queries))
+            assert max(abs(w - sinks[layer, head, q]) for q, w in drawn) < 1e-5
+            assert min(w for _, w in drawn) > 1e-3  # each query gave the sink a visible share
+            # the keys' cells are as before, one per (query, key), and the sink's label closes the key row
+            assert tab.locator("#view .cell:not(.sink)").count() == queries * keys
+            assert tab.locator("#view .ktok").last.inner_text() == SINK_LABEL
+        page.choose("self", 0, "mean")
+        mean = tab.get_attribute('#view .cell[data-sink="true"][data-q="3"]', "data-w")
+        assert abs(float(mean) - sinks[0, :, 3].mean()) < 1e-5
+        tab.hover('#view .cell[data-sink="true"][data-q="3"]')
+        assert SINK_LABEL in tab.inner_text("#readout")
+        assert tab.locator("#view .cell.hl-row").count() == keys + 1  # the row's keys and its sink
+        assert SINK_LABEL in tab.inner_text("#view-note")
+    finally:
+        page.close()
+    # a model without sinks draws no such column
+    plain = HFAttentionForCausalLM(tiny_config("decoder", vocab_size=len(tokenizer)))
+    explore(plain, tokenizer, TEXT, path=tmp_path / "plain.html")
+    page = OpenPage(browser, tmp_path / "plain.html")
+    try:
+        assert page.tab.locator("#view .cell.sink").count() == 0
+        assert SINK_LABEL not in page.tab.inner_text("#view")
     finally:
         page.close()

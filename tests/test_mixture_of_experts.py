@@ -559,6 +559,28 @@ def test_deepseek_v3_moe_is_transformers(name):
     assert "router.e_score_correction_bias" not in dict(ours.named_parameters())
 
 
+def test_a_deepseek_v3_loaded_in_bf16_keeps_its_router_in_float32_as_transformers_does(tmp_path):
+    """transformers keeps DeepSeek-V3's router weight and balancing bias float32 when the checkpoint loads in bf16
+    (near-tied sigmoid scores choose the experts); ours keeps the same ones, and only those."""
+    theirs = reference("deepseek_v3")
+    theirs.save_pretrained(tmp_path / "theirs")
+    from_hf(theirs).save_pretrained(tmp_path / "ours")
+    kept = {}
+    for side in ("theirs", "ours"):
+        model = AutoModelForCausalLM.from_pretrained(tmp_path / side, dtype=torch.bfloat16)
+        kept[side] = {name for name, t in model.state_dict().items() if t.dtype == torch.float32}
+    assert kept["theirs"] and {n.split(".mlp.")[-1] for n in kept["theirs"]} == {
+        "gate.weight",
+        "gate.e_score_correction_bias",
+    }
+    assert {n.split(".mlp.")[-1] for n in kept["ours"]} == {"router.weight", "router.e_score_correction_bias"}
+    assert len(kept["ours"]) == len(kept["theirs"])  # every MoE layer's
+    # a softmax router (Mixtral) follows the checkpoint's dtype, in transformers as in ours
+    from_hf(reference("mixtral")).save_pretrained(tmp_path / "mixtral")
+    mixtral = AutoModelForCausalLM.from_pretrained(tmp_path / "mixtral", dtype=torch.bfloat16)
+    assert all(t.dtype == torch.bfloat16 for t in mixtral.state_dict().values())
+
+
 # Qwen2-MoE and Qwen3-Next: softmax top-k routing and a shared expert whose output is gated by σ(x · w), w: E → 1.
 @pytest.mark.parametrize("name", ["qwen2_moe", "qwen3_next"])
 def test_sigmoid_gated_shared_expert_is_transformers(name):

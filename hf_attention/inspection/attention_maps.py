@@ -16,8 +16,8 @@ command line's wording of a size error beside the API's.
 
 Attention sinks (GPT-OSS's learned softmax column, hf-attention's `attention_sinks`): the weights a model returns
 leave the sink's column out, as transformers' GPT-OSS returns them, so each row sums to less than 1; what is missing
-went to the sink (`sink_weights`), which the heatmaps draw as a column of its own and the explorer returns beside the
-weights.
+went to the sink (`sink_weights`), which the heatmaps and the explorer's page draw as a column of their own (the
+explorer also returns them beside the weights).
 
 This module is not shipped with checkpoints; it imports neither front end.
 """

@@ -11,7 +11,8 @@ The page shows, for each kind of attention the model has (self-attention for enc
 self-attention, decoder self-attention and cross-attention for encoder-decoder models), a grid of thumbnails with
 one per layer × head plus the average over heads, and a large view of the chosen one with token labels. Hovering a
 token highlights its row (as a query) or its column (as a key); hovering a cell shows its weight. `layer`, `head`
-and `kind` choose the view the page opens on.
+and `kind` choose the view the page opens on. A model with attention sinks (GPT-OSS, `attention_sinks`) has one
+more column in the view, "⟨sink⟩", set apart from the keys: the weight each query gave its head's sink.
 
 The weights are those of `model(..., output_attentions=True)` (one forward pass), embedded in the page as JSON with
 6 decimals. The page needs no network: its CSS and JavaScript are inline, and a Content-Security-Policy forbids any
@@ -273,13 +274,15 @@ def _write_page(model, tokenizer, request: _Request) -> AttentionPage:
     layer_index, head_index = _initial_view(weights, request)
     request = _as_the_model_reads_it(request, tokens)
     labels = _labels(tokenizer, request, tokens)
-    page = _render(request, weights, labels, layer=layer_index, head=head_index, placeholders=tokens.placeholders)
-    if request.path is not None:
-        request.path.parent.mkdir(parents=True, exist_ok=True)
-        request.path.write_text(page, encoding="utf-8")
     sinks = None
     if has_attention_sinks(model):  # the weights leave the sink out: what each row misses went to it
         sinks = {k: sink_weights(torch.from_numpy(w)).numpy() for k, w in weights.items()}
+    page = _render(
+        request, weights, labels, layer=layer_index, head=head_index, placeholders=tokens.placeholders, sinks=sinks
+    )
+    if request.path is not None:
+        request.path.parent.mkdir(parents=True, exist_ok=True)
+        request.path.write_text(page, encoding="utf-8")
     return AttentionPage(
         page,
         request.path,
@@ -376,6 +379,7 @@ def _render(
     layer: int,
     head: int | str,
     placeholders: list[tuple[str, str]] = (),
+    sinks: dict[str, np.ndarray] | None = None,
 ) -> str:
     is_seq2seq = request.is_seq2seq
     order = [k for k in ("cross", "decoder", "self") if k in weights] if is_seq2seq else ["self"]
@@ -398,6 +402,8 @@ def _render(
                 "keys": labels.keys[k],
                 "writes": labels.writes.get(k),
                 "weights": np.round(weights[k].astype(np.float64), DECIMALS).tolist(),
+                # (layers, heads, queries): the weight each query gave its head's sink, drawn as a last column
+                "sinks": None if sinks is None else np.round(sinks[k].astype(np.float64), DECIMALS).tolist(),
             }
             for k in order
         },

@@ -178,6 +178,8 @@ class RouterKind(NamedTuple):
     reads: tuple[str, ...] = ()
     check: Callable[..., None] | None = None
     scales_inputs: bool = False
+    # Weights transformers keeps in float32 when a checkpoint loads in bf16/fp16 (its `_keep_in_fp32_modules_strict`)
+    float32_weights: tuple[str, ...] = ()
 
 
 def _softmax_top_k(config) -> nn.Module:
@@ -256,6 +258,8 @@ ROUTERS: dict[str, RouterKind] = {
         "unbiased sigmoids (normalised with norm_topk_prob) times routed_scaling_factor: DeepSeek-V3, GLM-4.5",
         reads=("norm_topk_prob", "n_group", "topk_group", "routed_scaling_factor"),
         check=_check_groups,
+        # near-tied sigmoid scores choose the experts: bf16 would change the choice (DeepSeek-V3 keeps them float32)
+        float32_weights=("router.weight", "router.bias", "e_score_correction_bias"),
     ),
     "top_k_sigmoid_input": RouterKind(
         _top_k_then(TopKSigmoidInputRouter),
@@ -411,6 +415,14 @@ class SparseMoEFeedForward(nn.Module):
                 shared = torch.sigmoid(self.shared_expert_gate(tokens)) * shared
             output = output + shared
         return output.reshape(shape)
+
+
+def float32_weights(config) -> set[str]:
+    """The weights of the config's routers that stay float32 when the model loads in bf16 or fp16, as transformers
+    keeps them for the same architecture (`from_pretrained(dtype=...)`); empty without experts."""
+    if "mixture_of_experts" not in config.feed_forward_types():
+        return set()
+    return set(ROUTERS[config.router].float32_weights)
 
 
 def build_mixture_of_experts(config, layer_idx: int) -> nn.Module:

@@ -23,7 +23,7 @@ from .gated_deltanet import GatedDeltaNet
 from .layers import HeadTransform
 from .linear_products import BlockedLinear, blockable
 from .losses import VocabularyLoss, soft_cap
-from .mixture_of_experts import EXPERT_MODULES
+from .mixture_of_experts import EXPERT_MODULES, float32_weights
 from .norms import NORMS
 from .positional import PositionalEncoding
 from .scores import ScoreModule
@@ -249,6 +249,8 @@ class OneStackModel:
             embed_tokens=embed_tokens,
         )
         setattr(self, self.stack_name, stack)
+        # read by from_pretrained (a head gathers it from this model in its post_init)
+        self._keep_in_fp32_modules_strict = float32_weights(config)
         self.post_init()
 
     def get_input_embeddings(self) -> nn.Embedding:

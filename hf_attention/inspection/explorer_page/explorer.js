@@ -5,6 +5,7 @@
                    [53, 183, 121], [109, 205, 89], [180, 222, 44], [253, 231, 37]];
   const state = {kind: DATA.initial.kind, layer: DATA.initial.layer, head: String(DATA.initial.head)};
   const $ = (id) => document.getElementById(id);
+  const SINK_LABEL = "⟨sink⟩", SINK_GAP = 6;  // the sink's column, set apart from the keys by SINK_GAP pixels
 
   function colour(t) {
     t = Math.max(0, Math.min(1, t)) * (VIRIDIS.length - 1);
@@ -15,6 +16,13 @@
     const heads = DATA.kinds[kind].weights[layer];
     if (head !== "mean") return heads[Number(head)];
     return heads[0].map((row, q) => row.map((_, k) => heads.reduce((s, h) => s + h[q][k], 0) / heads.length));
+  }
+  function sinkColumn(kind, layer, head) {  // (queries) weights given to the sink, or null for a model without sinks
+    const sinks = DATA.kinds[kind].sinks;
+    if (!sinks) return null;
+    const heads = sinks[layer];
+    if (head !== "mean") return heads[Number(head)];
+    return heads[0].map((_, q) => heads.reduce((s, h) => s + h[q], 0) / heads.length);
   }
   function largest(m) { let v = 0; for (const row of m) for (const x of row) if (x > v) v = x; return v || 1; }
   function paint(canvas, m) {
@@ -78,11 +86,13 @@
   }
 
   function buildView() {
-    const info = DATA.kinds[state.kind], m = matrix(state.kind, state.layer, state.head), max = largest(m);
+    const info = DATA.kinds[state.kind], m = matrix(state.kind, state.layer, state.head);
+    const sink = sinkColumn(state.kind, state.layer, state.head);  // drawn as a last column, set apart
+    const max = sink ? Math.max(largest(m), largest([sink])) : largest(m);
     const view = $("view"), rows = info.queries.length, cols = info.keys.length;
     const cell = Math.max(8, Math.min(36, Math.floor(600 / Math.max(rows, cols))));
     view.textContent = ""; view.style.setProperty("--cell", cell + "px");
-    view.style.gridTemplateColumns = `auto repeat(${cols}, ${cell}px)`;
+    view.style.gridTemplateColumns = `auto repeat(${cols}, ${cell}px)` + (sink ? ` ${cell + SINK_GAP}px` : "");
     view.dataset.kind = state.kind; view.dataset.layer = String(state.layer); view.dataset.head = state.head;
     rowCells = info.queries.map(() => []); columnCells = info.keys.map(() => []); queryLabels = []; keyLabels = [];
     view.appendChild(document.createElement("div"));
@@ -94,6 +104,10 @@
       label.addEventListener("mouseleave", clearHighlight);
       keyLabels.push(label); view.appendChild(label);
     });
+    if (sink) {
+      const label = document.createElement("div"); label.className = "ktok sink"; label.textContent = SINK_LABEL;
+      label.title = "the weight each query gave its head's sink (1 − its row's sum)"; view.appendChild(label);
+    }
     info.queries.forEach((token, q) => {
       const label = document.createElement("div"); label.className = "qtok"; label.dataset.q = String(q);
       label.textContent = token;
@@ -116,13 +130,24 @@
         div.addEventListener("mouseleave", clearHighlight);
         rowCells[q].push(div); columnCells[k].push(div); view.appendChild(div);
       });
+      if (sink) {
+        const w = sink[q], div = document.createElement("div"), [r, g, b] = colour(w / max);
+        div.className = "cell sink"; div.dataset.q = String(q); div.dataset.sink = "true"; div.dataset.w = String(w);
+        div.style.background = `rgb(${r},${g},${b})`;
+        div.title = `${token} → ${SINK_LABEL}: ${w.toFixed(4)}`;
+        div.addEventListener("mouseenter", () => { clearHighlight(); highlightRow(q); div.classList.add("hl");
+          $("readout").textContent = `"${token}" → ${SINK_LABEL}: ${w.toFixed(4)}`; });
+        div.addEventListener("mouseleave", clearHighlight);
+        rowCells[q].push(div); view.appendChild(div);
+      }
     });
     const headName = state.head === "mean" ? "mean of heads" : `head ${state.head}`;
     $("view-title").textContent = `${info.title}, layer ${state.layer}, ${headName}`;
     $("legend-max").textContent = max.toFixed(3);
     $("view-note").textContent = `Rows: ${info.rows}; columns: ${info.columns}. Hover a token to highlight its ` +
       "row or column, a cell for its weight." + (info.writes ? " Row i is the decoding step that writes the token " +
-      "after the arrow." : "");
+      "after the arrow." : "") + (sink ? ` The last column, ${SINK_LABEL}, is the weight each query gave the ` +
+      "head's sink, a learned logit in the softmax that no token carries: 1 − the row's sum." : "");
     document.querySelectorAll("#grid canvas").forEach((c) => c.classList.toggle("selected",
       c.dataset.layer === String(state.layer) && c.dataset.head === state.head));
   }
