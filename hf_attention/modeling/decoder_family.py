@@ -23,6 +23,7 @@ from transformers.utils import ModelOutput
 
 from .cache_argument import CACHE_FIELD, cache_from_arguments
 from .configuration_hf_attention import HFAttentionDecoderConfig
+from .gated_deltanet import CACHE_RECORDS_PAST_STATES
 from .generation_mixin import GenerationOverrides
 from .latent_attention import latent_cache
 from .losses import check_labels, label_shape, logit_slice, next_token_labels
@@ -206,6 +207,14 @@ class HFAttentionForCausalLM(GenerationOverrides, DecoderHead, GenerationMixin):
         super().__init__(config)
         self._build_lm_head(config)
         self.post_init()
+
+    @property
+    def _is_stateful(self) -> bool:
+        """Assisted decoding (prompt lookup, a draft model) rolls the cache back over the tokens it rejects: a
+        linear-attention layer's state can go back only where transformers' cache records past states (5.24 on).
+        Before that, generate() refuses it, as it refuses transformers' own Qwen3-Next, rather than decode on from a
+        state that has read the rejected tokens."""
+        return "linear_attention" in (self.config.layer_types or []) and not CACHE_RECORDS_PAST_STATES
 
     def __setattr__(self, name: str, value) -> None:
         """Refuse a replacement `forward` offering TRL's fused LM head when this head does more than what that

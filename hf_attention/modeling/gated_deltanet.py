@@ -37,10 +37,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from transformers import initialization as init
-from transformers.cache_utils import Cache, LinearAttentionCacheLayerMixin
+from transformers.cache_utils import Cache, DynamicCache, LinearAttentionCacheLayerMixin
 
 from .norms import RMSNorm
 
+# Whether transformers' cache records a linear-attention layer's past states (5.24 on), so that assisted decoding can
+# roll it back over rejected tokens; without it, a state cannot return to an earlier token.
+CACHE_RECORDS_PAST_STATES = hasattr(DynamicCache, "get_recurrent_states_to_keep")
 CHUNK_SIZE = 64  # C of the chunked form: transformers' and the FLA kernels' default
 CONV_KERNEL_SIZE = 4  # K when `linear_conv_kernel_dim` is None: Qwen3-Next's and Qwen3.5's
 
