@@ -21,6 +21,7 @@ benchmarks/results/deploy-llama_cpp_architectures.json and .md, with the CPU the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import subprocess
@@ -35,24 +36,49 @@ import torch
 from benchmarks.deploy import CONVERT, PROMPTS, RESULTS, _until_eos
 from benchmarks.machine import machine_info
 
-# case → (architecture name `export --to` takes, tiny reference of that architecture): one causal LM per architecture
-# the converter lists, two where an architecture has two shapes llama.cpp reads differently.
+# case → (architecture name `export --to` takes, tiny reference of that architecture, config fields changed): one
+# causal LM per architecture the converter lists, as the parity tests build it (windows of 8 tokens, every layer kind
+# the architecture mixes, sizes chosen to exercise each option), then changed where llama.cpp reads less than the
+# config says, to the values of the released models, so that what it does compute is seen apart.
 CASES = {
-    "llama": ("llama", "llama3_default"),
-    "gemma2": ("gemma2", "gemma2"),
-    "seed_oss": ("seed_oss", "seed_oss"),
-    "ministral": ("ministral", "ministral"),
-    "mixtral": ("mixtral", "mixtral"),
-    "qwen3_moe": ("qwen3_moe", "qwen3_moe"),
-    "olmoe": ("olmoe", "olmoe"),
-    "gpt_oss": ("gpt_oss", "gpt_oss"),
-    "deepseek_v3": ("deepseek_v3", "deepseek_v3"),
-    "deepseek_v3_plain_queries": ("deepseek_v3", "deepseek_v3_plain_queries"),
-    "qwen3_next": ("qwen3_next", "qwen3_next"),
-    "qwen3_5": ("qwen3_5", "qwen3_5"),
-    "llama4": ("llama4", "llama4"),
-    "llama4_moe": ("llama4", "llama4_moe"),
+    "llama": ("llama", "llama3_default", {}),
+    "gemma2": ("gemma2", "gemma2", {}),
+    "seed_oss": ("seed_oss", "seed_oss", {}),
+    "ministral": ("ministral", "ministral", {}),
+    "mixtral": ("mixtral", "mixtral", {}),
+    "mixtral: no window": ("mixtral", "mixtral", {"sliding_window": None}),
+    "qwen3_moe": ("qwen3_moe", "qwen3_moe", {}),
+    "qwen3_moe: as released": (
+        "qwen3_moe",
+        "qwen3_moe",
+        {"mlp_only_layers": [], "use_sliding_window": False, "sliding_window": None, "norm_topk_prob": True},
+    ),
+    "olmoe": ("olmoe", "olmoe", {}),
+    "olmoe: no grouped heads": ("olmoe", "olmoe", {"num_key_value_heads": 4}),
+    "gpt_oss": ("gpt_oss", "gpt_oss", {}),
+    "gpt_oss: swiglu_limit 7": ("gpt_oss", "gpt_oss", {"swiglu_limit": 7.0}),
+    "deepseek_v3": ("deepseek_v3", "deepseek_v3", {}),
+    "deepseek_v3: plain queries": ("deepseek_v3", "deepseek_v3_plain_queries", {}),
+    "deepseek_v3: plain queries and 27 layers": (
+        "deepseek_v3",
+        "deepseek_v3_plain_queries",
+        {"num_hidden_layers": 27},
+    ),
+    "qwen3_next": ("qwen3_next", "qwen3_next", {}),
+    "qwen3_next: experts in every layer": ("qwen3_next", "qwen3_next", {"mlp_only_layers": []}),
+    "qwen3_5": ("qwen3_5", "qwen3_5", {}),
+    "qwen3_5: head_dim 256": ("qwen3_5", "qwen3_5", {"head_dim": 256}),
+    "llama4": ("llama4", "llama4", {}),
+    "llama4_moe": ("llama4", "llama4_moe", {}),
+    "llama4_moe: chunks and temperature as released": (
+        "llama4",
+        "llama4_moe",
+        {"attention_chunk_size": 8192, "floor_scale": 8192, "attn_scale": 0.1},
+    ),
 }
+# The converter's options by architecture: transformers' checkpoints of Qwen3-Next and Qwen3.5 hold no multi-token
+# prediction layers (their classes drop them), which the converter otherwise expects.
+CONVERTER_OPTIONS = {"qwen3_next": ["--no-mtp"], "qwen3_5": ["--no-mtp"]}
 TOKENIZER_SIZE = 400
 WEIGHT_STD = 0.3
 
@@ -66,14 +92,16 @@ def trained_tokenizer():
     return train_tokenizer(texts, TOKENIZER_SIZE, kind="causal", keep_placeholders=False)
 
 
-def reference_model(reference_name: str, tokenizer):
-    """The registry's tiny reference `reference_name` at the tokenizer's vocabulary, weights drawn with std 0.3
-    (vectors: their initial value plus 0.1·N(0, 1), saved float buffers included), float32, eval mode."""
+def reference_model(reference_name: str, tokenizer, changes: dict):
+    """The registry's tiny reference `reference_name` with `changes`, at the tokenizer's vocabulary, weights drawn
+    with std 0.3 (vectors: their initial value plus 0.1·N(0, 1), saved float buffers included), float32, eval mode."""
     from hf_attention.architectures import REGISTRY
 
     references = {name: r for a in REGISTRY.values() for name, r in a.tiny_references.items()}
     reference = references[reference_name]
     config = reference.config()
+    for field, value in changes.items():
+        setattr(config, field, value)
     config.vocab_size = len(tokenizer)
     for field in ("pad_token_id", "bos_token_id", "eos_token_id"):
         setattr(config, field, getattr(tokenizer, field))
@@ -109,21 +137,22 @@ def _first_line(text: str) -> str:
     return (errors or lines or ["(no message)"])[-1][:200]
 
 
-def run_case(source: Path, case: str, tokenizer, new_tokens: int, scratch: Path) -> dict:
-    """One architecture through export → llama.cpp's converter → gguf-py → llama.cpp, against our model."""
+def run_case(source: Path, case: str, tokenizer, new_tokens: int, scratch: Path, progress: Path | None = None) -> dict:
+    """One architecture through export → llama.cpp's converter → gguf-py → llama.cpp, against our model. The row
+    so far is written to `progress` before llama.cpp loads the file (which may abort the process)."""
     from llama_cpp import Llama
     from transformers import AutoModelForCausalLM
 
     import hf_attention
     from hf_attention.conversion.to_hf import export_checkpoint
 
-    architecture, reference_name = CASES[case]
-    row = {"case": case, "architecture": architecture, "reference": reference_name}
-    reference = reference_model(reference_name, tokenizer)
+    architecture, reference_name, changes = CASES[case]
+    row = {"case": case, "architecture": architecture, "reference": reference_name, "changes": changes}
+    reference = reference_model(reference_name, tokenizer, changes)
     row["hf_class"] = type(reference).__name__
     ours = hf_attention.from_hf(reference).eval()
     del reference
-    saved, exported, gguf = scratch / f"{case}-ours", scratch / f"{case}-export", scratch / f"{case}-f32.gguf"
+    saved, exported, gguf = scratch / "ours", scratch / "export", scratch / "model-f32.gguf"
     ours.save_pretrained(saved)
     tokenizer.save_pretrained(saved)
     export_checkpoint(str(saved), exported, to=architecture)
@@ -132,10 +161,11 @@ def run_case(source: Path, case: str, tokenizer, new_tokens: int, scratch: Path)
 
     start = time.perf_counter()
     command = [sys.executable, "-c", CONVERT, str(source), str(exported), "--outtype", "f32", "--outfile", str(gguf)]
+    command += CONVERTER_OPTIONS.get(architecture, [])
     done = subprocess.run(command, capture_output=True, text=True)
     row["convert_seconds"] = round(time.perf_counter() - start, 1)
     if done.returncode:
-        row["converter_error"] = _first_line(done.stderr)
+        row["converter_error"] = _first_line(done.stderr).replace(str(exported), "EXPORT")
         return row
 
     sys.path[:0] = [str(source / "gguf-py")]
@@ -166,6 +196,8 @@ def run_case(source: Path, case: str, tokenizer, new_tokens: int, scratch: Path)
                 break
         return _until_eos(out, tokenizer.eos_token_id)
 
+    if progress is not None:
+        progress.write_text(json.dumps(row))
     engines = {}
     try:
         for cache, kv_type in (("f16", None), ("f32", 0)):  # 0 = GGML_TYPE_F32
@@ -178,8 +210,10 @@ def run_case(source: Path, case: str, tokenizer, new_tokens: int, scratch: Path)
                 verbose=False,
                 **extra,
             )
-    except Exception as error:  # llama.cpp refuses to load the file: the row says why
-        row["load_error"] = _first_line(str(error)) or type(error).__name__
+    except Exception as error:  # llama.cpp refuses to load the file: the row says why (its log, on stderr)
+        row["load_error"] = str(error)
+        with contextlib.suppress(Exception):
+            Llama(model_path=str(gguf), n_ctx=n_ctx, verbose=True)
         return row
     prompts = []
     for prompt in PROMPTS:
@@ -210,17 +244,23 @@ def markdown(rows: list[dict], machine: str, new_tokens: int) -> str:
         f"llama.cpp on the exports of the registry's tiny causal LMs (weights std {WEIGHT_STD}; "
         f"{len(PROMPTS)} prompts, {new_tokens} greedy new tokens; {machine})",
         "",
-        "| case (tiny reference) | export class | GGUF architecture | numbers in the f32 GGUF / in the export | "
+        "| case: the registry's tiny reference, and what was changed | export class | GGUF architecture | "
+        "numbers in the f32 GGUF / in the export | "
         "prompts tokenized as ours | greedy continuations = generate(): f16 / f32 KV cache | "
         "largest logit difference (f32 cache) |",
         "|---|---|---|---|---|---|---|",
     ]
     for row in rows:
-        head = f"| `{row['case']}` | {row['export_class']} |"
+        head = f"| {row['case']} | {row['export_class']} |"
         if "converter_error" in row:
             lines.append(f"{head} converter fails: `{row['converter_error']}` | – | – | – | – |")
             continue
         numbers = f"{row['numbers_in_gguf']:,} / {row['numbers_in_export']:,}"
+        if "crash" in row:
+            lines.append(
+                f"{head} {row['gguf_architecture']} | {numbers} | llama.cpp aborts: `{row['crash']}` | – | – |"
+            )
+            continue
         if "load_error" in row:
             lines.append(
                 f"{head} {row['gguf_architecture']} | {numbers} | llama.cpp cannot load it: "
@@ -239,23 +279,51 @@ def markdown(rows: list[dict], machine: str, new_tokens: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _case_in_a_process(source: Path, case: str, new_tokens: int) -> dict:
+    """One case in a process of its own: llama.cpp aborts the process on some files (a failed GGML_ASSERT)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch) / "row.json"
+        command = [sys.executable, "-m", "benchmarks.llama_cpp_architectures", "--llama-cpp", str(source)]
+        command += ["--one", case, "--new-tokens", str(new_tokens), "--row-out", str(out)]
+        done = subprocess.run(command, capture_output=True, text=True)
+        row = json.loads(out.read_text()) if out.is_file() else None
+    if row is None:  # failed before the conversion's end: an error of ours, not llama.cpp's
+        raise SystemExit(f"{case} failed:\n{done.stderr[-3000:]}")
+    if done.returncode:  # llama.cpp aborted the process while loading or running the file
+        asserts = [line for line in done.stderr.splitlines() if "GGML_ASSERT" in line]
+        row["crash"] = asserts[-1].split(": ", 1)[-1] if asserts else _first_line(done.stderr)
+    elif "load_error" in row:  # llama.cpp's own reason, from its log
+        reasons = [line for line in done.stderr.splitlines() if "error loading model:" in line]
+        row["load_error"] = reasons[-1].split("error loading model:", 1)[1].strip() if reasons else row["load_error"]
+    return row
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--llama-cpp", type=Path, required=True, help="llama.cpp's source folder")
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of: {', '.join(CASES)}")
     parser.add_argument("--new-tokens", type=int, default=24)
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # one case, in this process (what each child runs)
+    parser.add_argument("--row-out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    unknown = [c for c in args.cases.split(",") if c not in CASES]
+    if args.one is not None:
+        with tempfile.TemporaryDirectory() as scratch:
+            row = run_case(args.llama_cpp, args.one, trained_tokenizer(), args.new_tokens, Path(scratch), args.row_out)
+        args.row_out.write_text(json.dumps(row))
+        return 0
+    cases = args.cases.split(",")
+    unknown = [c for c in cases if c not in CASES]
     if unknown:
         parser.error(f"--cases: unknown {unknown}; the cases are {', '.join(CASES)}")
     info = machine_info("cpu")
+    from llama_cpp import __version__ as llama_cpp_version
+
     machine = f"{info.get('cpu_model', 'unknown CPU')}, {info['threads']} threads, torch {info['torch']}"
-    tokenizer = trained_tokenizer()
+    machine += f", llama-cpp-python {llama_cpp_version}"
     rows = []
-    with tempfile.TemporaryDirectory() as scratch:
-        for case in args.cases.split(","):
-            print(f"{case} …", file=sys.stderr, flush=True)
-            rows.append(run_case(args.llama_cpp, case, tokenizer, args.new_tokens, Path(scratch)))
+    for case in cases:
+        print(f"{case} …", file=sys.stderr, flush=True)
+        rows.append(_case_in_a_process(args.llama_cpp, case, args.new_tokens))
     RESULTS.mkdir(exist_ok=True)
     result = {"machine": info, "new_tokens": args.new_tokens, "rows": rows}
     (RESULTS / "deploy-llama_cpp_architectures.json").write_text(json.dumps(result, indent=2) + "\n")

@@ -446,3 +446,36 @@ def test_state_cache_holds_latents_and_constant_linear_states_with_hfs_tokens(ti
         "| Qwen3-Next (Gated DeltaNet + attention) | hf | 3 × conv + recurrent (LinearAttentionLayer) | – | – |"
         in (markdown)
     )
+
+
+def test_llama_cpp_architecture_cases_name_the_registrys_references_and_fields():
+    """benchmarks/llama_cpp_architectures.py runs by hand (it needs llama.cpp built): its cases must stay true to
+    the registry (each reference of the named architecture, each change a field of its config), and its table must
+    render every kind of row it can produce."""
+    from benchmarks.llama_cpp_architectures import CASES, markdown
+    from hf_attention.architectures import REGISTRY
+
+    for case, (architecture, reference, changes) in CASES.items():
+        assert "," not in case, case  # --cases is comma-separated
+        assert reference in REGISTRY[architecture].tiny_references, case
+        config = REGISTRY[architecture].tiny_references[reference].config()
+        assert all(hasattr(config, field) for field in changes), case
+    base = {"export_class": "X", "numbers_in_gguf": 5, "numbers_in_export": 5, "gguf_architecture": "x"}
+    prompts = [{"ours": [1], "f16": [1], "f32": [2], "same_tokenization": True}] * 2
+    rows = [
+        {
+            **base,
+            "case": "ran",
+            "prompts": prompts,
+            "largest_logit_difference": 3e-5,
+            "largest_logit": 9.5,
+            "logit_positions": 40,
+        },
+        {**base, "case": "refused", "converter_error": "ValueError: Can not map tensor"},
+        {**base, "case": "not loaded", "load_error": "check_tensor_dims"},
+        {**base, "case": "aborted", "crash": "GGML_ASSERT(x) failed"},
+    ]
+    table = markdown(rows, "a CPU", 24).splitlines()
+    assert len(table) == 4 + len(rows) and all(line.count("|") == 8 for line in table[2:])
+    assert "| 2/2 | 2/2 / 0/2 | 3.0e-05" in table[4]
+    assert "converter fails" in table[5] and "cannot load" in table[6] and "aborts" in table[7]

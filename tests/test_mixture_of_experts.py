@@ -8,6 +8,7 @@ export's weights as transformers writes them, and the config checks.
 """
 
 import copy
+import json
 
 import pytest
 import torch
@@ -745,3 +746,19 @@ def test_a_new_router_is_not_exported_as_mixtral():
     fields = {**mixture.config.to_dict(), "router": "top_k_softmax"}
     with pytest.raises(ValueError, match=r"router='top_k_softmax' \(mixtral needs 'softmax_top_k'\)"):
         to_hf(HFAttentionForCausalLM(HFAttentionDecoderConfig(**fields)), "mixtral")
+
+
+def test_exports_state_their_routers_and_expert_layers_as_the_released_configs_do(tmp_path):
+    """Fields transformers' classes do not read but the released configs carry and llama.cpp's converter reads:
+    DeepSeek-V3's router (without them llama.cpp routes by softmax), Llama 4's step of expert layers (llama.cpp reads
+    only the step)."""
+    from hf_attention.architectures.llama4 import moe_step
+
+    exported = to_hf(from_hf(reference("deepseek_v3")), "deepseek_v3")
+    exported.save_pretrained(tmp_path / "deepseek")
+    written = json.loads((tmp_path / "deepseek" / "config.json").read_text())
+    assert (written["scoring_func"], written["topk_method"]) == ("sigmoid", "noaux_tc")
+    exported = to_hf(from_hf(reference("llama4_moe")), "llama4")  # experts in layers 1 and 3 of 4: Maverick's
+    assert exported.config.moe_layers == [1, 3] and exported.config.interleave_moe_layer_step == 2
+    assert moe_step([0, 1, 2, 3], 4) == 1 and moe_step([2, 5], 6) == 3
+    assert moe_step([0, 2], 4) == 1  # no step gives it: the list alone says it (transformers reads the list)

@@ -82,6 +82,11 @@ def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
         attention_bias=c.attention_bias,
         rope_parameters=reference_rope(c),
         q_lora_rank=getattr(c, "q_lora_rank", None),  # None is a value here: plain queries (the class says 1536)
+        # The router as DeepSeek-V3's released config.json names it (sigmoid scores, the bias-corrected group top-k):
+        # transformers' class has it built in and does not read these; llama.cpp's converter does, and takes a
+        # softmax router without them.
+        scoring_func="sigmoid",
+        topk_method="noaux_tc",
         **{name: getattr(c, name, None) for name in LATENT_KNOBS if getattr(c, name, None) is not None},
     )
 
@@ -141,7 +146,7 @@ ARCHITECTURE = Architecture(
         from_hf="test_modern_parity.py",
         to_hf="test_modern_parity.py",
         generate="greedy, beams",
-        llama_cpp="not measured yet",
+        llama_cpp="with `q_lora_rank` ([deploy.md](deploy.md#llamacpp))",
         ctranslate2="no converter for it (no mixture-of-experts code)",
     ),
 )

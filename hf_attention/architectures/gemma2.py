@@ -94,7 +94,7 @@ ARCHITECTURE = Architecture(
         from_hf="test_modern_parity.py",
         to_hf="test_modern_parity.py",
         generate="greedy, beams, sampling",
-        llama_cpp="not measured (its converter lists Gemma 2)",
+        llama_cpp="its converter needs a SentencePiece `tokenizer.model` ([deploy.md](deploy.md#llamacpp))",
         ctranslate2="no: its Gemma 2 loader ignores the caps, the windows and query_pre_attn_scalar",
     ),
 )

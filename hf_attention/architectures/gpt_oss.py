@@ -130,7 +130,7 @@ ARCHITECTURE = Architecture(
         from_hf="test_modern_parity.py",
         to_hf="test_modern_parity.py",
         generate="greedy, beams",
-        llama_cpp="not measured yet",
+        llama_cpp="`swiglu_limit` 7 only ([deploy.md](deploy.md#llamacpp))",
         ctranslate2="no converter for it (no mixture-of-experts code)",
     ),
 )

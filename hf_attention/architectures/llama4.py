@@ -128,9 +128,20 @@ def copy_layers(w: Weights, num_layers: int) -> None:
     w.copy("model.decoder.norm", "model.norm")
 
 
+def moe_step(moe_layers: list[int], layers: int) -> int:
+    """The `interleave_moe_layer_step` s whose every s-th layer (s-1, 2s-1, ...) gives `moe_layers`, as Llama 4's
+    released configs state their pattern (Scout: 1, Maverick: 2); 1 when no step does (transformers reads the list
+    itself; tools that read only the step, such as llama.cpp's loader, then take every layer as one of experts)."""
+    for step in range(1, layers + 1):
+        if moe_layers == list(range(step - 1, layers, step)):
+            return step
+    return 1
+
+
 def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
     layers = c.num_hidden_layers
     fields = reference_fields(c)
+    moe_layers = [index for index, kind in enumerate(c.feed_forward_types()) if kind == "mixture_of_experts"]
     # the dense layers' width is Llama 4's intermediate_size_mlp; its intermediate_size, the experts' and the shared
     # expert's
     fields["intermediate_size_mlp"] = fields.pop("intermediate_size")
@@ -143,7 +154,8 @@ def reference_config(c: HFAttentionConfigBase) -> PretrainedConfig:
         head_dim=c.head_dim,
         attention_bias=c.attention_bias,
         rope_parameters=reference_rope(c),
-        moe_layers=[index for index, kind in enumerate(c.feed_forward_types()) if kind == "mixture_of_experts"],
+        moe_layers=moe_layers,
+        interleave_moe_layer_step=moe_step(moe_layers, layers),
         no_rope_layers=[int(index not in c.nope_layers) for index in range(layers)],
         no_rope_layer_interval=nope_interval(c.nope_layers, layers),
         attention_chunk_size=c.attention_chunk_size,
@@ -212,7 +224,7 @@ ARCHITECTURE = Architecture(
         from_hf="test_modern_parity.py, test_llama4_attention.py",
         to_hf="test_modern_parity.py",
         generate="greedy, beams, sampling",
-        llama_cpp="not measured yet",
+        llama_cpp="experts every n-th layer, chunks of 8192 ([deploy.md](deploy.md#llamacpp))",
         ctranslate2="no converter for it",
     ),
 )

@@ -128,7 +128,7 @@ ARCHITECTURE = Architecture(
         from_hf="test_modern_parity.py",
         to_hf="test_modern_parity.py",
         generate="greedy, beams",
-        llama_cpp="not measured yet",
+        llama_cpp="M-RoPE sections that fit `head_dim` ([deploy.md](deploy.md#llamacpp))",
         ctranslate2="no converter for it",
     ),
 )

@@ -192,7 +192,7 @@ ARCHITECTURE = Architecture(
         from_hf="test_modern_parity.py, test_linear_attention_models.py",
         to_hf="test_modern_parity.py",
         generate="greedy, beams",
-        llama_cpp="not measured yet",
+        llama_cpp="experts in every layer ([deploy.md](deploy.md#llamacpp))",
         ctranslate2="no converter for it (no mixture-of-experts code)",
     ),
 )

@@ -67,7 +67,7 @@ ARCHITECTURE = Architecture(
         from_hf="test_modern_parity.py",
         to_hf="test_modern_parity.py",
         generate="greedy, beams, sampling",
-        llama_cpp="not measured (its converter lists Seed-OSS)",
+        llama_cpp="yes ([deploy.md](deploy.md#llamacpp))",
         ctranslate2="not measured",
     ),
 )
