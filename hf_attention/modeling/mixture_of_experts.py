@@ -178,8 +178,9 @@ class RouterKind(NamedTuple):
     reads: tuple[str, ...] = ()
     check: Callable[..., None] | None = None
     scales_inputs: bool = False
-    # Weights transformers keeps in float32 when a checkpoint loads in bf16/fp16 (its `_keep_in_fp32_modules_strict`)
-    float32_weights: tuple[str, ...] = ()
+    # The weights transformers keeps in float32 when a checkpoint loads in bf16/fp16 (its
+    # `_keep_in_fp32_modules_strict`), under our names; read from the installed release, which decides it
+    float32_weights: Callable[[], tuple[str, ...]] | None = None
 
 
 def _softmax_top_k(config) -> nn.Module:
@@ -215,6 +216,17 @@ def _sigmoid_group_top_k(config) -> nn.Module:
         routed_scaling_factor=config.routed_scaling_factor,
         bias=config.router_bias,
     )
+
+
+def _deepseek_float32_weights() -> tuple[str, ...]:
+    """What the installed transformers keeps in float32 in DeepSeek-V3's router, under our names: near-tied sigmoid
+    scores choose the experts, and bf16 would change the choice (5.23 keeps the balancing bias; 5.25 the router's
+    weight too)."""
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3PreTrainedModel
+
+    kept = DeepseekV3PreTrainedModel._keep_in_fp32_modules_strict or []
+    ours = {"gate.weight": ("router.weight", "router.bias"), "e_score_correction_bias": ("e_score_correction_bias",)}
+    return tuple(name for theirs in kept for name in ours.get(theirs, ()))
 
 
 def _check_groups(config) -> None:
@@ -258,8 +270,7 @@ ROUTERS: dict[str, RouterKind] = {
         "unbiased sigmoids (normalised with norm_topk_prob) times routed_scaling_factor: DeepSeek-V3, GLM-4.5",
         reads=("norm_topk_prob", "n_group", "topk_group", "routed_scaling_factor"),
         check=_check_groups,
-        # near-tied sigmoid scores choose the experts: bf16 would change the choice (DeepSeek-V3 keeps them float32)
-        float32_weights=("router.weight", "router.bias", "e_score_correction_bias"),
+        float32_weights=_deepseek_float32_weights,
     ),
     "top_k_sigmoid_input": RouterKind(
         _top_k_then(TopKSigmoidInputRouter),
@@ -420,9 +431,8 @@ class SparseMoEFeedForward(nn.Module):
 def float32_weights(config) -> set[str]:
     """The weights of the config's routers that stay float32 when the model loads in bf16 or fp16, as transformers
     keeps them for the same architecture (`from_pretrained(dtype=...)`); empty without experts."""
-    if "mixture_of_experts" not in config.feed_forward_types():
-        return set()
-    return set(ROUTERS[config.router].float32_weights)
+    kept = ROUTERS[config.router].float32_weights if "mixture_of_experts" in config.feed_forward_types() else None
+    return set(kept()) if kept is not None else set()
 
 
 def build_mixture_of_experts(config, layer_idx: int) -> nn.Module:
