@@ -75,6 +75,40 @@ CASES = {
         "llama4_moe",
         {"attention_chunk_size": 8192, "floor_scale": 8192, "attn_scale": 0.1},
     ),
+    "glm4": ("glm4", "glm4", {}),
+    "exaone4": ("exaone4", "exaone4", {}),
+    "exaone4: head_dim = hidden / heads": ("exaone4", "exaone4", {"head_dim": 16}),
+    "exaone4: no window": ("exaone4", "exaone4_global", {}),
+    "ernie4_5": ("ernie4_5", "ernie4_5", {}),
+    "hunyuan_v1_dense": ("hunyuan_v1_dense", "hunyuan_v1_dense", {}),
+    "hunyuan_v1_dense: 32k positions as released": (
+        "hunyuan_v1_dense",
+        "hunyuan_v1_dense",
+        {"max_position_embeddings": 32768},
+    ),
+    "apertus": ("apertus", "apertus", {}),
+    "granite": ("granite", "granite", {}),
+    "granite: head_dim = hidden / heads": ("granite", "granite", {"head_dim": 16}),
+    "ministral3": ("ministral3", "ministral3", {}),
+    "ministral3: YaRN and query scale as released": (
+        "ministral3",
+        "ministral3",
+        {
+            "rope_parameters": {
+                "rope_type": "yarn",
+                "rope_theta": 1000000.0,
+                "factor": 16.0,
+                "original_max_position_embeddings": 16384,
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+                "mscale": 1.0,
+                "mscale_all_dim": 1.0,
+                "llama_4_scaling_beta": 0.1,
+            }
+        },
+    ),
+    "cohere": ("cohere", "cohere", {}),
+    "cohere2": ("cohere2", "cohere2", {}),
 }
 # The converter's options by architecture: transformers' checkpoints of Qwen3-Next and Qwen3.5 hold no multi-token
 # prediction layers (their classes drop them), which the converter otherwise expects.

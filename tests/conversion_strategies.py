@@ -451,6 +451,22 @@ def _ministral(draw, base, config_class):
 
 
 @st.composite
+def _ministral3(draw, base, config_class):
+    """Ministral 3: Mistral's window (every layer or none), and its query scale's β (0: none) and length, written into
+    whichever rope dict the rotation was drawn as (a YaRN, llama3 or LongRoPE original length is that length too)."""
+    drawn = draw(_decoder(base, config_class))
+    drawn["sliding_window"] = draw(_keep_or(base.get("sliding_window"), None, 4, 30))
+    field = "rope_scaling" if "rope_scaling" in drawn else "rope_parameters"
+    own = base.get("rope_parameters") or {}
+    rope = dict(drawn[field] if isinstance(drawn.get(field), dict) else own)
+    rope["llama_4_scaling_beta"] = draw(_keep_or(own.get("llama_4_scaling_beta", 0.1), 0.0, 0.1, 1.0))
+    if rope.get("rope_type", rope.get("type")) not in ("yarn", "llama3", "longrope"):
+        rope["original_max_position_embeddings"] = draw(st.sampled_from((4, 16, 64)))
+    drawn[field] = rope
+    return drawn
+
+
+@st.composite
 def _smollm3(draw, base, config_class):
     drawn = draw(_decoder(base, config_class, switches=("attention_bias", "mlp_bias")))
     layers = drawn["num_hidden_layers"]
@@ -474,6 +490,14 @@ def _olmo2(draw, base, config_class):
 @st.composite
 def _seed_oss(draw, base, config_class):
     return draw(_decoder(base, config_class, switches=("attention_bias", "attention_out_bias", "mlp_bias")))
+
+
+@st.composite
+def _apertus(draw, base, config_class):
+    """Apertus: its activation (xIELU, a plain one, or one refused: its network has no gate) and its q/k/v/o biases,
+    with the Llama-shaped fields."""
+    activations = (("xielu", *SUPPORTED_ACTIVATIONS), OTHER_ACTIVATIONS)
+    return draw(_decoder(base, config_class, activations=activations, switches=("attention_bias",)))
 
 
 @st.composite
@@ -838,6 +862,145 @@ def _llama4(draw, base, config_class):
     return drawn
 
 
+@st.composite
+def _glm4(draw, base, config_class):
+    """GLM-4: the q/k/v bias switch, and the share of each head that rotates (adjacent pairs) with every scaling;
+    now and then a share that rotates an odd number of dims (refused: a rotation turns pairs)."""
+    drawn = draw(_decoder(base, config_class, switches=("attention_bias",), rope=False))
+    head_dim = drawn["head_dim"]
+    if not isinstance(head_dim, int):
+        head_dim = config_class.__dataclass_fields__["head_dim"].default
+    if draw(st.sampled_from(("keep", "rope_parameters"))) == "rope_parameters":
+        factor = draw(st.sampled_from((0.5, 1.0, 0.25, 0.75)) | _rarely(0.5, 0.3))
+        options = draw(_rope_options(int(head_dim * factor)))
+        theta = draw(st.sampled_from((10000.0, 100.0)))
+        drawn["rope_parameters"] = {**options, "rope_theta": theta, "partial_rotary_factor": factor}
+    return drawn
+
+
+@st.composite
+def _exaone4(draw, base, config_class):
+    """EXAONE 4: the window (whose presence also makes the global layers NoPE) and which layers slide, by pattern
+    or list; `head_dim`, a keyword its config keeps (no declared field) and its attention and RoPE read."""
+    drawn = draw(_decoder(base, config_class, rope=False))
+    layers = drawn["num_hidden_layers"]
+    head_dim = draw(_keep_or(base.get("head_dim", DEFAULT), DEFAULT, 8, 16, 32))
+    drawn["head_dim"] = head_dim
+    if not isinstance(head_dim, int):  # left to the class: hidden / heads
+        head_dim = base["hidden_size"] // drawn["num_attention_heads"]
+    drawn |= draw(_rope(base, head_dim))
+    drawn["sliding_window"] = draw(_keep_or(base.get("sliding_window"), None, 4, 30))
+    # Without a window the layer types are written out: transformers derives them dividing by the pattern, which it
+    # sets to 0 (and writes so: the window-less reference's pattern is 0, which a window drawn for it replaces).
+    layouts = ("pattern", "explicit") if drawn["sliding_window"] is not None else ("explicit",)
+    if draw(st.sampled_from(layouts)) == "explicit":
+        drawn["layer_types"] = draw(_layer_types(layers))
+    else:
+        drawn["layer_types"] = DEFAULT
+        drawn["sliding_window_pattern"] = draw(st.sampled_from((DEFAULT, 1, 2, 3)))
+    return drawn
+
+
+@st.composite
+def _ernie4_5(draw, base, config_class):
+    """ERNIE 4.5: its one bias switch (q/k/v/o and the feed-forward network's), and the rotation (adjacent pairs) with
+    every scaling."""
+    return draw(_decoder(base, config_class, switches=("use_bias",)))
+
+
+@st.composite
+def _granite(draw, base, config_class):
+    """Granite: Llama's bias switches and µP's four multipliers, each kept, 1.0 (the class's default) or another
+    value (the attention's also the plain head_dim^-1/2, our default); rarely one of them 0, which none converts."""
+    drawn = draw(_decoder(base, config_class, switches=("attention_bias", "mlp_bias")))
+    head_dim = base.get("head_dim") or base["hidden_size"] // drawn["num_attention_heads"]
+    others = {
+        "embedding_multiplier": (1.0, 12.0, 0.5),
+        "residual_multiplier": (1.0, 0.22, 2.0),
+        "attention_multiplier": (1.0, 0.0078125, head_dim**-0.5),
+        "logits_scaling": (1.0, 8.0, 0.25),
+    }
+    for field, values in others.items():
+        drawn[field] = draw(_keep_or(base.get(field, 1.0), *values))
+    zeroed = draw(_rarely(None, draw(st.sampled_from(sorted(others)))))  # one field at most, so most draws convert
+    if zeroed is not None:
+        drawn[zeroed] = 0.0
+    return drawn
+
+
+@st.composite
+def _hunyuan_v1_dense(draw, base, config_class):
+    """Hunyuan dense: its one bias switch (q/k/v/o), `eod_token_id` (read by no module), and the rotation: Llama's
+    kinds, or Hunyuan's "dynamic" with an `alpha` (a fixed NTK base; 0 reads as no alpha), as `rope_parameters` or
+    as the released configs write it (legacy `rope_scaling` with "type" and YaRN-style keys no formula reads)."""
+    drawn = draw(_decoder(base, config_class, switches=("attention_bias",)))
+    drawn["eod_token_id"] = draw(_keep_or(base.get("eod_token_id", 3), None, 0, base["vocab_size"] - 1))
+    form = draw(st.sampled_from(("drawn", "alpha", "released")))
+    if form == "drawn":
+        return drawn
+    for key in ("rope_scaling", "rope_theta"):
+        drawn.pop(key, None)
+    alpha = draw(st.sampled_from((1000.0, 1.0, 2.5, 0.0)))
+    options = {"alpha": alpha, "factor": draw(st.sampled_from((1.0, 2.0)))}
+    theta = draw(st.sampled_from((10000.0, 100.0, 1000000.0)))
+    if form == "alpha":
+        drawn["rope_parameters"] = {"rope_type": "dynamic", **options, "rope_theta": theta}
+        return drawn
+    unread = {"beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0}
+    drawn |= {
+        "rope_parameters": DEFAULT,
+        "rope_scaling": {"type": "dynamic", **options, **unread},
+        "rope_theta": theta,
+    }
+    return drawn
+
+
+@st.composite
+def _logit_scale(draw, current):
+    """Cohere's logits factor: kept, Command R's 0.0625, 1.0 (none), another; now and then None (which transformers'
+    forward multiplies by and fails on: refused by name)."""
+    return draw(_rarely(draw(_keep_or(current, 0.0625, 1.0, 0.3)), None))
+
+
+@st.composite
+def _cohere_shared(draw, base, config_class):
+    """What both Cohere generations' configs take: Llama's fields with the q/k/v/o bias switch, `head_dim` (a keyword
+    each config keeps, no declared field, which its attention and RoPE read), the rotation (adjacent pairs) with
+    every scaling, the norms' ε and the logits' factor."""
+    drawn = draw(_decoder(base, config_class, switches=("attention_bias",), rope=False))
+    head_dim = draw(_keep_or(base.get("head_dim", DEFAULT), DEFAULT, 8, 16, 32))
+    drawn["head_dim"] = head_dim
+    if not isinstance(head_dim, int):  # left to the class: hidden / heads
+        head_dim = base["hidden_size"] // drawn["num_attention_heads"]
+    drawn |= draw(_rope(base, head_dim))
+    drawn["layer_norm_eps"] = draw(_keep_or(base.get("layer_norm_eps", 1e-5), 1e-6, 1e-3))
+    drawn["logit_scale"] = draw(_logit_scale(base.get("logit_scale", 0.0625)))
+    return drawn
+
+
+@st.composite
+def _cohere(draw, base, config_class):
+    """Cohere: what both generations take (`_cohere_shared`), and the per-head q/k LayerNorms."""
+    drawn = draw(_cohere_shared(base, config_class))
+    drawn["use_qk_norm"] = draw(_keep_or(base.get("use_qk_norm", False), True, False))
+    return drawn
+
+
+@st.composite
+def _cohere2(draw, base, config_class):
+    """Cohere 2: what both generations take (`_cohere_shared`), the window (only the sliding layers rotate) and which
+    layers slide, by pattern or list."""
+    drawn = draw(_cohere_shared(base, config_class))
+    drawn["sliding_window"] = draw(_keep_or(base.get("sliding_window"), None, 4, 30))
+    layout = draw(st.sampled_from(("keep", "explicit", "pattern")))
+    if layout == "explicit":
+        drawn["layer_types"] = draw(_layer_types(drawn["num_hidden_layers"]))
+    elif layout == "pattern":
+        drawn["layer_types"] = DEFAULT
+        drawn["sliding_window_pattern"] = draw(st.sampled_from((1, 2, 3, 4)))
+    return drawn
+
+
 _DRAWERS = {
     "gpt2": _gpt2,
     "llama": _llama,
@@ -864,6 +1027,15 @@ _DRAWERS = {
     "deepseek_v3": _deepseek_v3,
     "qwen3_next": _qwen3_next,
     "llama4": _llama4,
+    "glm4": _glm4,
+    "exaone4": _exaone4,
+    "ernie4_5": _ernie4_5,
+    "granite": _granite,
+    "apertus": _apertus,
+    "hunyuan_v1_dense": _hunyuan_v1_dense,
+    "ministral3": _ministral3,
+    "cohere": _cohere,
+    "cohere2": _cohere2,
 }
 
 

@@ -380,7 +380,7 @@ CLAIMS = [
     Claim(
         README,
         "norms.py the norms (NORMS: read by the knobs, the config, builders.py, pretrained.py, gated_deltanet.py, "
-        "latent_attention.py)",
+        "latent_attention.py, query_key_tuning.py)",
         lambda: read_exactly_by(
             hf("norms"),
             set(
@@ -391,18 +391,28 @@ CLAIMS = [
                     "pretrained",
                     "gated_deltanet",
                     "latent_attention",
+                    "query_key_tuning",
                 )
             ),
         ),
     ),
     Claim(
         README,
-        "activations.py feed-forward activations (read by the knobs, the config, layers.py, mixture_of_experts.py, "
-        "pretrained.py, converters)",
+        "activations.py feed-forward activations and xIELU, the learned one (read by the knobs, the config, "
+        "layers.py, layer_plan.py, mixture_of_experts.py, pretrained.py, converters)",
         lambda: (
             read_exactly_by(
                 hf("activations"),
-                set(hf("knobs", "configuration_hf_attention", "layers", "mixture_of_experts", "pretrained"))
+                set(
+                    hf(
+                        "knobs",
+                        "configuration_hf_attention",
+                        "layers",
+                        "layer_plan",
+                        "mixture_of_experts",
+                        "pretrained",
+                    )
+                )
                 | (readers(hf("activations")[0]) & CONVERTERS),
             )
             + ([] if readers(hf("activations")[0]) & CONVERTERS else ["no converter reads activations.py"])

@@ -68,6 +68,8 @@ REMOTE_CODE = [
     "deepseek_v3",
     "qwen3_next",
     "llama4_moe",
+    "glm4",
+    "granite",
 ]
 CLASSIFIERS = [name for name in CASES if name.endswith("_classifier")]
 

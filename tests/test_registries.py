@@ -17,7 +17,7 @@ from transformers import AutoModelForCausalLM
 
 from hf_attention import HFAttentionEncoderModel, HFAttentionForCausalLM, HFAttentionForSeq2SeqLM, positional, scores
 from hf_attention.modeling import configuration_hf_attention as configuration
-from hf_attention.modeling.activations import GATED_ACTIVATIONS, HIDDEN_ACTS, PLAIN_ACTIVATIONS
+from hf_attention.modeling.activations import GATED_ACTIVATIONS, HIDDEN_ACTS, LEARNED_ACTIVATIONS, PLAIN_ACTIVATIONS
 from hf_attention.modeling.norms import NORMS
 from hf_attention.modeling.positional import (
     NO_POSITIONAL_ENCODING,
@@ -230,7 +230,7 @@ def test_norm_names_of_the_config_are_the_registered_norms():
 
 
 def test_activation_names_of_the_config_are_the_registered_activations():
-    assert (*PLAIN_ACTIVATIONS, *GATED_ACTIVATIONS) == HIDDEN_ACTS
+    assert (*PLAIN_ACTIVATIONS, *GATED_ACTIVATIONS, *LEARNED_ACTIVATIONS) == HIDDEN_ACTS
     assert allowed_in_error("hidden_act") == list(HIDDEN_ACTS)
     assert set(GATED_ACTIVATIONS.values()) <= set(PLAIN_ACTIVATIONS)  # every gate is a plain activation
 

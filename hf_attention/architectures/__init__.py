@@ -6,17 +6,26 @@ base.py) and one line here.
 """
 
 from . import (
+    apertus,
     bart,
     bert,
+    cohere,
+    cohere2,
     deepseek_v3,
+    ernie4_5,
+    exaone4,
     gemma2,
     gemma3,
+    glm4,
     gpt2,
     gpt_oss,
+    granite,
+    hunyuan_v1_dense,
     llama,
     llama4,
     marian,
     ministral,
+    ministral3,
     mistral,
     mixtral,
     modernbert,
@@ -62,6 +71,15 @@ REGISTRY: dict[str, Architecture] = {
         deepseek_v3.ARCHITECTURE,
         qwen3_next.ARCHITECTURE,
         llama4.ARCHITECTURE,
+        glm4.ARCHITECTURE,
+        exaone4.ARCHITECTURE,
+        ernie4_5.ARCHITECTURE,
+        granite.ARCHITECTURE,
+        ministral3.ARCHITECTURE,
+        apertus.ARCHITECTURE,
+        hunyuan_v1_dense.ARCHITECTURE,
+        cohere.ARCHITECTURE,
+        cohere2.ARCHITECTURE,
     )
 }
 

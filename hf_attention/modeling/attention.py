@@ -502,17 +502,23 @@ class MultiHeadAttention(DecodingStates, nn.Module):
         return query, key, value, gate
 
     def project_tuned_qkv(
-        self, hidden_states: Tensor, position_embeddings: tuple[Tensor, Tensor] | None, cache
+        self,
+        hidden_states: Tensor,
+        position_embeddings: tuple[Tensor, Tensor] | None,
+        cache,
+        position_ids: Tensor | None = None,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
         """`project_qkv` (or `project_gated_qkv`) of a layer with Llama 4's tuning (`self.tuning`): projected as
-        there, unrotated, then rotated between the tuning's two halves: adjacent pairs gathered before, the
-        weightless norm and the queries' temperature after. Returns q, k, v and the gate logits (None without a
-        gate). The temperature counts cache slots from the tokens this layer has cached, as transformers does."""
+        there, unrotated, then rotated between the tuning's two halves: adjacent pairs gathered (and float32 taken)
+        before, the dtype given back, the weightless norm and the queries' temperature after. Returns q, k, v and the
+        gate logits (None without a gate). The temperature counts cache slots from the tokens this layer has cached,
+        as transformers does; Ministral 3's position scale reads the (B|1, T) `position_ids` the stack gives."""
         gate = None
         if self.output_gate:
             query, key, value, gate = self.project_gated_qkv(hidden_states, None)
         else:
             query, key, value = self.project_qkv(hidden_states, None)
+        dtype = query.dtype  # what a float32 rotation (`rope_in_float32`) casts back to
         if position_embeddings is not None:
             query, key = self.tuning.before_rotation(query, key, position_embeddings[0].shape[-1])
             query, key = rotate_query_and_key(query, key, *position_embeddings)
@@ -526,7 +532,7 @@ class MultiHeadAttention(DecodingStates, nn.Module):
                     "batching's paged cache does not hold per sequence; generate() without it."
                 )
             past = cache.get_seq_length(self.layer_idx)
-        query, key = self.tuning.after_rotation(query, key, past)
+        query, key = self.tuning.after_rotation(query, key, past, dtype, position_ids)
         return query, key, value, gate
 
     def split_gate(self, gated_query: Tensor, batch: int, length: int) -> tuple[Tensor, Tensor]:
@@ -576,6 +582,7 @@ class MultiHeadAttention(DecodingStates, nn.Module):
         cache: Cache | None = None,
         attention_function: Callable | None = None,
         output_attentions: bool = False,
+        position_ids: Tensor | None = None,
         **kwargs,
     ) -> tuple[Tensor, Tensor | None]:
         """Attend from `hidden_states` (B, T, E) to itself or to `key_value_states` (B, S, E).
@@ -592,6 +599,8 @@ class MultiHeadAttention(DecodingStates, nn.Module):
             attention_function: A function with HF's attention-function signature to run instead of the configured
                 backend (`backend_function`).
             output_attentions: Run the eager backend, which returns the attention weights.
+            position_ids: (B|1, T) positions of the new tokens, given by the stack only to the layers whose queries
+                scale by them (`llama_4_scaling_beta`); not passed on to the attention function.
             **kwargs: Passed on to the attention function (and to a paged cache's update), as transformers' models
                 do: how serving stacks and continuous batching hand their own state to attention.
 
@@ -607,8 +616,9 @@ class MultiHeadAttention(DecodingStates, nn.Module):
                 query = self.project_heads(self.q_proj, hidden_states, self.num_heads)  # (B, H, T, D)
             key, value = self._cross_keys_values(key_value_states, cache)
         else:
-            if self.tuning is not None:  # Llama 4's turns around the rotation
-                query, key, value, gate = self.project_tuned_qkv(hidden_states, position_embeddings, cache)
+            if self.tuning is not None:  # Llama 4's turns around the rotation (Ministral 3's position scale)
+                tuned = self.project_tuned_qkv(hidden_states, position_embeddings, cache, position_ids)
+                query, key, value, gate = tuned
             elif self.output_gate:  # Qwen3-Next: the gate comes with the queries
                 query, key, value, gate = self.project_gated_qkv(hidden_states, position_embeddings)
             else:

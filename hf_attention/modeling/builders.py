@@ -15,6 +15,7 @@ from torch import nn
 from .attention import MultiHeadAttention
 from .configuration_hf_attention import HFAttentionConfigBase
 from .norms import make_norm
+from .per_head_norm import PerHeadNorm
 from .positional import NO_POSITIONAL_ENCODING, POSITIONAL_ENCODINGS, PositionalEncoding
 from .scores import make_score
 
@@ -24,6 +25,12 @@ def build_norm(config: HFAttentionConfigBase, dim: int | None = None) -> nn.Modu
     return make_norm(
         config.norm_type, dim or config.hidden_size, config.layer_norm_eps, bias=getattr(config, "norm_bias", True)
     )
+
+
+def build_per_head_norm(config: HFAttentionConfigBase, heads: int) -> PerHeadNorm:
+    """The configured norm over each of `heads` heads' head_dim values, with a gain (and bias) per head."""
+    bias = getattr(config, "norm_bias", True)
+    return PerHeadNorm(config.norm_type, heads, config.head_dim, config.layer_norm_eps, bias=bias)
 
 
 def build_positional(config: HFAttentionConfigBase, *, bidirectional: bool) -> PositionalEncoding | None:
@@ -38,11 +45,18 @@ def build_attention(config: HFAttentionConfigBase, layer_idx: int, *, is_causal:
     score, scaling = make_score(config.attention_score, num_heads=config.num_attention_heads, head_dim=config.head_dim)
     if config.query_pre_attn_scalar is not None:  # Gemma: q·k / √s with s chosen apart from the head width
         scaling = config.query_pre_attn_scalar**-0.5
+    if config.attention_multiplier is not None:  # µP (Yang et al. 2022; Granite): q·k times m itself, e.g. 1/D
+        scaling = config.attention_multiplier
     query_norm = key_norm = None
-    if config.qk_norm != "none" and not is_cross:
-        per_head = config.qk_norm == "head"
-        query_norm = build_norm(config, config.head_dim if per_head else config.num_attention_heads * config.head_dim)
-        key_norm = build_norm(config, config.head_dim if per_head else config.num_key_value_heads * config.head_dim)
+    # (after the rotation, Hunyuan's, they are the layer plan's QueryKeyTuning's: query_key_tuning.py)
+    if config.qk_norm != "none" and not is_cross and not getattr(config, "qk_norm_after_rotation", False):
+        if config.qk_norm == "per_head":  # Cohere: a gain of each head's own, over the projection (per_head_norm.py)
+            query_norm = build_per_head_norm(config, config.num_attention_heads)
+            key_norm = build_per_head_norm(config, config.num_key_value_heads)
+        else:
+            each = config.qk_norm == "head"
+            query_norm = build_norm(config, config.head_dim if each else config.num_attention_heads * config.head_dim)
+            key_norm = build_norm(config, config.head_dim if each else config.num_key_value_heads * config.head_dim)
     return MultiHeadAttention(
         hidden_size=config.hidden_size,
         num_heads=config.num_attention_heads,

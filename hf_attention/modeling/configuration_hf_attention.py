@@ -18,7 +18,7 @@ torch (loaded by transformers anyway) and transformers' init functions and activ
 
 from transformers import PretrainedConfig
 
-from .activations import GATED_ACTIVATIONS, HIDDEN_ACTS
+from .activations import GATED_ACTIVATIONS, HIDDEN_ACTS, LEARNED_ACTIVATIONS
 from .attention_backends import sinks_refusal, softcap_refusal
 from .field_checks import CheckedFields, check_positive, check_token_ids
 from .knobs import (  # the allowed values, for callers (the checks themselves live in the table)
@@ -115,14 +115,17 @@ class HFAttentionConfigBase(CheckedFields, PretrainedConfig):
 
     @property
     def logit_scale(self) -> float | None:
-        """The factor on the vocabulary logits when `scale_lm_head_input` is the only head option, else None.
+        """The factor on the vocabulary logits when `scale_lm_head_input`, `logits_scaling` and `logit_multiplier`
+        are the only head options (and one is set), else None.
 
         Clients that project the last hidden state themselves (TRL's fused LM head) read this name, as for Cohere's
         models: (s·h)Wᵀ = s·(hWᵀ) holds without a bias, so they compute this model's logits.
         """
         plain_head = not self.lm_head_bias and not self.lm_head_transform and self.final_logit_softcapping is None
-        if self.scale_lm_head_input and plain_head:
-            return self.hidden_size**-0.5
+        scale = (self.hidden_size**-0.5 if self.scale_lm_head_input else 1.0) / self.logits_scaling
+        scale *= self.logit_multiplier  # Cohere's logit_scale
+        if scale != 1.0 and plain_head:
+            return scale
         return None
 
     @property
@@ -156,6 +159,16 @@ class HFAttentionConfigBase(CheckedFields, PretrainedConfig):
         """
         if self.freeze_lm_head_bias and not self.lm_head_bias:
             raise ValueError("freeze_lm_head_bias=True needs lm_head_bias=True: there is no bias to freeze.")
+        if self.logits_scaling != 1.0 and self.lm_head_bias:
+            raise ValueError(
+                f"logits_scaling={self.logits_scaling} divides the projection's input, (h / L)Wᵀ = (hWᵀ) / L, which "
+                "leaves a bias undivided: set lm_head_bias=False, or leave logits_scaling at 1.0."
+            )
+        if self.logit_multiplier != 1.0 and self.lm_head_bias:
+            raise ValueError(
+                f"logit_multiplier={self.logit_multiplier} multiplies the projection's input, (m·h)Wᵀ = m·(hWᵀ), "
+                "which leaves a bias unscaled: set lm_head_bias=False, or leave logit_multiplier at 1.0."
+            )
         self._validate_latent_attention_knobs()  # first: it gives head_dim its latent-attention value
         if self.head_dim is None:
             if self.hidden_size % self.num_attention_heads:
@@ -180,6 +193,7 @@ class HFAttentionConfigBase(CheckedFields, PretrainedConfig):
         self._validate_layer_knobs()
         self._validate_attention_knobs()
         self._validate_experts_knobs()
+        self._validate_activation_knobs()
         self._validate_linear_attention_knobs()
         requested = getattr(self, "_attn_implementation_internal", None)
         if isinstance(requested, str):
@@ -196,8 +210,10 @@ class HFAttentionConfigBase(CheckedFields, PretrainedConfig):
             "nope_layers": (self.nope_layers, []),
             # (decoder knobs: the other families' configs do not have them)
             "rope_interleave": (getattr(self, "rope_interleave", False), False),
+            "rope_in_float32": (getattr(self, "rope_in_float32", False), False),
             "rotated_qk_norm": (getattr(self, "rotated_qk_norm", False), False),
             "attn_temperature_tuning": (getattr(self, "attn_temperature_tuning", False), False),
+            "qk_norm_after_rotation": (getattr(self, "qk_norm_after_rotation", False), False),
         }
         if self.position_encoding != "rotary":
             for field, (value, default) in rotary_knobs.items():
@@ -252,6 +268,24 @@ class HFAttentionConfigBase(CheckedFields, PretrainedConfig):
                 f"rotated_qk_norm=True normalises the rotated queries and keys, and nope_layers={self.nope_layers!r} "
                 "leaves no layer that rotates: leave it False, or rotate some layers."
             )
+        if getattr(self, "qk_norm_after_rotation", False):  # Hunyuan's weighted norms, moved after the rotation
+            if self.qk_norm != "head":
+                raise ValueError(
+                    f"qk_norm_after_rotation=True moves the qk_norm='head' norms after the rotation, and "
+                    f"qk_norm={self.qk_norm!r}: set qk_norm='head', or leave qk_norm_after_rotation False."
+                )
+            if getattr(self, "rotated_qk_norm", False):
+                raise ValueError(
+                    "qk_norm_after_rotation=True and rotated_qk_norm=True would both normalise the rotated queries "
+                    "and keys: choose one (Hunyuan: the weighted norms; Llama 4: the weightless one)."
+                )
+        length, default = getattr(self, "llama_4_scaling_length", None), KNOBS["llama_4_scaling_length"].default
+        if getattr(self, "llama_4_scaling_beta", None) is None and length not in (None, default):
+            raise ValueError(
+                f"llama_4_scaling_length={length!r} sets the step of llama_4_scaling_beta's query scale, which is "
+                f"None (off): set llama_4_scaling_beta (Ministral 3: 0.1), or leave llama_4_scaling_length at "
+                f"{default!r}."
+            )
 
     def _check_layer_types_length(self) -> None:
         layers = getattr(self, "num_hidden_layers", None)
@@ -288,6 +322,16 @@ class HFAttentionConfigBase(CheckedFields, PretrainedConfig):
             )
         if not self.norm_bias and self.norm_type != "layernorm":
             raise ValueError(f"norm_bias=False is for norm_type='layernorm'; {self.norm_type!r} has no bias.")
+        if getattr(self, "parallel_block", False) and self.family != "decoder":
+            raise ValueError(
+                "parallel_block=True makes parallel decoder layers without cross-attention; it is for the decoder "
+                "family (HFAttentionDecoderConfig)."
+            )
+        if getattr(self, "parallel_block", False) and self.norm_position != "pre":
+            raise ValueError(
+                f"parallel_block=True needs norm_position='pre' (got {self.norm_position!r}): both sublayers read "
+                "the one norm of the layer's input, x + Attn(Norm(x)) + MLP(Norm(x))."
+            )
 
     def _validate_chunk_knobs(self) -> None:
         """Chunked attention (Llama 4): `chunked_attention` layers in a decoder, with a chunk size, and a chunk size
@@ -313,6 +357,17 @@ class HFAttentionConfigBase(CheckedFields, PretrainedConfig):
             raise ValueError(
                 f"query_pre_attn_scalar={self.query_pre_attn_scalar} sets the scale of the 'scaled_dot' score; "
                 f"attention_score={self.attention_score!r} has its own."
+            )
+        if self.attention_multiplier is not None and self.attention_score != "scaled_dot":
+            raise ValueError(
+                f"attention_multiplier={self.attention_multiplier} sets the scale of the 'scaled_dot' score; "
+                f"attention_score={self.attention_score!r} has its own."
+            )
+        if self.attention_multiplier is not None and self.query_pre_attn_scalar is not None:
+            raise ValueError(
+                f"attention_multiplier={self.attention_multiplier} and query_pre_attn_scalar="
+                f"{self.query_pre_attn_scalar} both set the scale of q·k (the number itself, or its -1/2 power): "
+                "set one of them."
             )
 
     def _validate_linear_attention_knobs(self) -> None:
@@ -407,6 +462,7 @@ class HFAttentionConfigBase(CheckedFields, PretrainedConfig):
         unused = {  # the plain attention's choices, which a latent attention layer does not make
             "attention_score": (self.attention_score, "scaled_dot"),
             "query_pre_attn_scalar": (self.query_pre_attn_scalar, None),
+            "attention_multiplier": (self.attention_multiplier, None),
             "qk_norm": (self.qk_norm, "none"),
             "attn_logit_softcapping": (self.attn_logit_softcapping, None),
             "sliding_window": (self.sliding_window, None),
@@ -415,13 +471,15 @@ class HFAttentionConfigBase(CheckedFields, PretrainedConfig):
             "attention_chunk_size": (getattr(self, "attention_chunk_size", None), None),
             "rotated_qk_norm": (getattr(self, "rotated_qk_norm", False), False),
             "attn_temperature_tuning": (getattr(self, "attn_temperature_tuning", False), False),
+            "rope_in_float32": (getattr(self, "rope_in_float32", False), False),
+            "llama_4_scaling_beta": (getattr(self, "llama_4_scaling_beta", None), None),
         }
         for field, (value, default) in unused.items():
             if value != default:
                 raise ValueError(
                     f"{field}={value!r} is not available with kv_lora_rank={rank}: latent attention layers scale "
                     "q·k by (qk_nope_head_dim + qk_rope_head_dim)^-1/2 and normalise their latents, with no score "
-                    f"cap, window, sinks or output gate. Leave {field} at {default!r}."
+                    f"cap, window, sinks or output gate, rotated in the model's dtype. Leave {field} at {default!r}."
                 )
 
     def layer_count(self) -> int | None:
@@ -447,6 +505,26 @@ class HFAttentionConfigBase(CheckedFields, PretrainedConfig):
             return ["dense"] * layers
         dense = set(self.mlp_only_layers or [])
         return ["dense" if index in dense else "mixture_of_experts" for index in range(layers)]
+
+    def _validate_activation_knobs(self) -> None:
+        """A learned activation's start values (xIELU's `xielu_*`) are set only with it, and start it where its
+        parameters can be: α_n = β + softplus(a_n) exceeds β."""
+        learned = LEARNED_ACTIVATIONS.get(self.hidden_act)
+        for name, activation in LEARNED_ACTIVATIONS.items():
+            if activation is learned:
+                continue
+            for field in activation.CONFIG_FIELDS.values():
+                value, default = getattr(self, field, KNOBS[field].default), KNOBS[field].default
+                if value != default:
+                    raise ValueError(
+                        f"{field}={value!r} starts the learned activation {name!r}, and hidden_act="
+                        f"{self.hidden_act!r} is another: set hidden_act={name!r}, or leave {field} at {default!r}."
+                    )
+        if self.hidden_act == "xielu" and self.xielu_alpha_n_init <= self.xielu_beta:
+            raise ValueError(
+                f"xielu_alpha_n_init={self.xielu_alpha_n_init} must exceed xielu_beta={self.xielu_beta}: xIELU's "
+                "negative piece has the scale alpha_n = beta + softplus(a_n), always above beta."
+            )
 
     def _validate_experts_knobs(self) -> None:
         """The mixture of experts: k of X experts, gated experts, dense layers that exist, each router's knobs set

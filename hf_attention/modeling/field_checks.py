@@ -50,6 +50,11 @@ def check_at_least_zero(field: str, value) -> None:
         raise ValueError(f"{field}={value!r} must be a finite number >= 0.")
 
 
+def check_at_most_zero(field: str, value) -> None:
+    if not is_number(value) or value > 0:
+        raise ValueError(f"{field}={value!r} must be a finite number <= 0.")
+
+
 def check_bool(field: str, value) -> None:
     if not isinstance(value, bool):
         raise ValueError(

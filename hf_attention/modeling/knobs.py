@@ -26,6 +26,7 @@ from typing import NamedTuple
 from .activations import HIDDEN_ACTS
 from .field_checks import (
     check_at_least_zero,
+    check_at_most_zero,
     check_bool,
     check_choice,
     check_fraction,
@@ -92,7 +93,7 @@ NORM_POSITIONS = ("post", "pre", "sandwich", "output")
 # config checks them against its own list of names): keys of layer_plan.TOKEN_MIXERS, which also has the mixers a
 # plan gives layers of these types by other knobs (`latent_attention`: the full layers when `kv_lora_rank` is set).
 LAYER_TYPES = ("full_attention", "sliding_attention", "linear_attention", "chunked_attention")
-QK_NORMS = ("none", "head", "projection")
+QK_NORMS = ("none", "head", "projection", "per_head")
 SINUSOIDAL_LAYOUTS = ("interleaved", "concat")
 CLASSIFIER_POOLINGS = ("mean", "first")
 
@@ -115,7 +116,36 @@ KNOBS: dict[str, Knob] = {
         "relu",
         choice(HIDDEN_ACTS),
         "`relu`, `gelu`, `gelu_new`, `silu`, or the gated `swiglu` / `geglu` (Shazeer 2020); `geglu_new` gates "
-        'with the tanh-approximated `gelu_new` (T5 v1.1\'s "gated-gelu").',
+        'with the tanh-approximated `gelu_new` (T5 v1.1\'s "gated-gelu"); `xielu` is learned: α_p·x² + β·x for '
+        "x > 0, α_n·(expm1(min(x, ε)) − x) + β·x below, α_p and α_n trained per layer (xIELU, Huang & Schlag 2024; "
+        "Apertus), in the plain network down(act(up(x))).",
+    ),
+    # xIELU's start (activations.XIELU): each layer's α_p, α_n are trained from these; β and ε stay fixed, held with
+    # the weights (a converted checkpoint brings its own).
+    "xielu_alpha_p_init": Knob(
+        0.8,
+        check_greater_than_zero,
+        "With `hidden_act='xielu'`: α_p at the start, the scale of x² for x > 0 (> 0; the xIELU paper's 0.8).",
+        to_hf="training",
+    ),
+    "xielu_alpha_n_init": Knob(
+        0.8,
+        check_greater_than_zero,
+        "With `hidden_act='xielu'`: α_n at the start, the scale of the negative piece (> xielu_beta; 0.8).",
+        to_hf="training",
+    ),
+    "xielu_beta": Knob(
+        0.5,
+        check_at_least_zero,
+        "With `hidden_act='xielu'`: β, the slope of both pieces at 0 (≥ 0; 0.5), fixed in training.",
+        to_hf="training",
+    ),
+    "xielu_eps": Knob(
+        -1e-6,
+        check_at_most_zero,
+        "With `hidden_act='xielu'`: ε, the largest argument of the negative piece's exponential (≤ 0; −1e-6), fixed "
+        "in training.",
+        to_hf="training",
     ),
     "max_position_embeddings": Knob(
         512,
@@ -148,6 +178,12 @@ KNOBS: dict[str, Knob] = {
         "at 0: Gemma).",
     ),
     "scale_embeddings": Knob(True, check_bool, "Multiply token embeddings by √hidden_size (paper §3.4)."),
+    "embedding_multiplier": Knob(
+        1.0,
+        check_greater_than_zero,
+        "Multiply token embeddings by this number too (after √hidden_size when `scale_embeddings`): µP's input "
+        "multiplier (Yang et al. 2022, Tensor Programs V; Granite: 12). Default 1.0.",
+    ),
     "attention_bias": Knob(True, check_bool, "Biases on the q/k/v/o projections."),
     "mlp_bias": Knob(True, check_bool, "Biases on the feed-forward projections."),
     "embedding_norm": Knob(False, check_bool, "A norm right after the embeddings (BERT, BART)."),
@@ -302,14 +338,15 @@ KNOBS: dict[str, Knob] = {
         "How the rotary frequencies stretch to contexts longer than training's (`ROPE_SCALINGS`): `default` "
         "(none), `linear` (position interpolation, Chen et al. 2023), `dynamic` (NTK-aware, recomputed once the "
         "input outgrows max_position_embeddings), `yarn` (Peng et al. 2023), `llama3` (Llama 3.1's per-wavelength "
-        "blend), `longrope` (Phi-3's per-frequency factors, Ding et al. 2024).",
+        "blend), `longrope` (Phi-3's per-frequency factors, Ding et al. 2024), `ntk_alpha` (the base times "
+        "α^(R/(R−2)) once, for any length: Hunyuan-7B's `dynamic` with an `alpha`).",
     ),
     "rope_scaling_options": Knob(
         None,
         check_options,
         "That scaling's numbers, named as transformers names them (`factor`, `original_max_position_embeddings`, "
         "`low_freq_factor`, `high_freq_factor`, `beta_fast`, `beta_slow`, `mscale`, `mscale_all_dim`, "
-        "`attention_factor`, `truncate`, `short_factor`, `long_factor`).",
+        "`attention_factor`, `truncate`, `short_factor`, `long_factor`, `alpha`).",
     ),
     "longrope_recompute_cache": Knob(
         False,
@@ -402,7 +439,15 @@ KNOBS: dict[str, Knob] = {
         "none",
         choice(QK_NORMS),
         "A norm (`norm_type`) on queries and keys before the rotation: `head` normalises each head's D values "
-        "(Qwen3, Gemma 3), `projection` the whole H·D projection (OLMo 2); `none` by default.",
+        "(Qwen3, Gemma 3), `projection` the whole H·D projection (OLMo 2), `per_head` each head's D values with a "
+        "gain (and bias) of that head's own, weights (H, D) and (K, D) (Cohere's `use_qk_norm`); `none` by default.",
+    ),
+    "qk_norm_after_rotation": Knob(
+        False,
+        check_bool,
+        "The `qk_norm='head'` norms, weights and all, run after the rotation instead of before it, on every layer "
+        "(Hunyuan-7B's `query_layernorm` / `key_layernorm`, Tencent 2025). Default False.",
+        families=("decoder",),
     ),
     # Multi-head latent attention (latent_attention.py), under transformers' names (DeepSeek-V2/V3, Kimi K2).
     "kv_lora_rank": Knob(
@@ -450,6 +495,14 @@ KNOBS: dict[str, Knob] = {
         "Default False.",
         families=("decoder",),
     ),
+    "rope_in_float32": Knob(
+        False,
+        check_bool,
+        "Queries and keys are rotated in float32 (float32 tables and products), then cast back to their dtype, "
+        "rather than in the model's dtype: the same numbers in float32, fewer roundings in bf16 or fp16 (ERNIE 4.5, "
+        "transformers' Ernie4_5 `apply_rotary_pos_emb`). Default False.",
+        families=("decoder",),
+    ),
     # Llama 4's two other turns of queries and keys (query_key_tuning.py), under transformers' names.
     "rotated_qk_norm": Knob(
         False,
@@ -477,6 +530,22 @@ KNOBS: dict[str, Knob] = {
         check_at_least_zero,
         "The strength of that temperature (Llama 4: 0.1).",
         families=("decoder",),
+    ),
+    # Ministral 3's scale of the queries by position (query_key_tuning.py), under transformers' name.
+    "llama_4_scaling_beta": Knob(
+        None,
+        optional(check_at_least_zero),
+        "β: on every attention layer, after the rotation, the query of the token at position id p is multiplied by "
+        "1 + β·ln(1 + ⌊p / llama_4_scaling_length⌋): 1 within the trained length, larger by steps past it "
+        "(Ministral 3, transformers' `get_llama_4_attn_scale`: 0.1). None: off.",
+        families=("decoder",),
+    ),
+    "llama_4_scaling_length": Knob(
+        16384,
+        check_positive,
+        "L, the positions per step of that scale: the RoPE's original length (Ministral 3: 16384).",
+        families=("decoder",),
+        needs="llama_4_scaling_beta",
     ),
     "attention_output_bias": Knob(
         None,
@@ -517,12 +586,26 @@ KNOBS: dict[str, Knob] = {
         optional(check_greater_than_zero),
         "Scale q·k by this number's -1/2 power instead of head_dim's (Gemma).",
     ),
+    "attention_multiplier": Knob(
+        None,
+        optional(check_greater_than_zero),
+        "Scale q·k by this number itself instead of head_dim^-1/2: µP's attention scale, 1/head_dim rather than "
+        "1/√head_dim (Yang et al. 2022, Tensor Programs V; Granite). None: the score's own scale.",
+    ),
     "norm_bias": Knob(True, check_bool, "LayerNorm with a bias (False: ModernBERT's norms, which have none)."),
     "first_attention_norm": Knob(
         True,
         check_bool,
         "Whether the first layer has its attention norm; False where the embedding norm already normalised its "
         "input (ModernBERT). Needs pre-norm.",
+    ),
+    "parallel_block": Knob(
+        False,
+        check_bool,
+        "Attention and the feed-forward network read one norm of the layer's input and add to the residual stream "
+        "side by side, x + Attn(Norm(x)) + MLP(Norm(x)), one norm per layer (GPT-J; PaLM, Chowdhery et al. 2022; "
+        "Cohere's Command R), rather than one after the other. Needs pre-norm. Default False.",
+        families=("decoder",),
     ),
     "head_transform_bias": Knob(
         True,
@@ -552,6 +635,12 @@ KNOBS: dict[str, Knob] = {
         check_probability,
         "Dropout on embeddings and on each sub-layer output before the residual add.",
         to_hf="training",
+    ),
+    "residual_multiplier": Knob(
+        1.0,
+        check_greater_than_zero,
+        "Multiply each sublayer's output (after its output norm, if any) by this number before the residual add: "
+        "µP's branch multiplier (Yang et al. 2022, Tensor Programs V; Granite: 0.22). Default 1.0.",
     ),
     "activation_dropout": Knob(
         0.0,
@@ -632,6 +721,22 @@ KNOBS: dict[str, Knob] = {
         check_bool,
         "Multiply the last hidden state by hidden_size**-0.5 before the vocabulary projection (T5 with tied "
         "embeddings: the mirror of `scale_embeddings` on the way out). Default False.",
+        to_hf="lm_head",
+    ),
+    "logits_scaling": Knob(
+        1.0,
+        check_greater_than_zero,
+        "Divide the vocabulary logits by this number (before a `final_logit_softcapping` cap): µP's output "
+        "multiplier (Yang et al. 2022, Tensor Programs V; Granite: 8). Applied to the projection's input, "
+        "(h / L)Wᵀ = (hWᵀ) / L, so it needs `lm_head_bias=False`. Default 1.0.",
+        to_hf="lm_head",
+    ),
+    "logit_multiplier": Knob(
+        1.0,
+        check_greater_than_zero,
+        "Multiply the vocabulary logits by this number (before a `final_logit_softcapping` cap): Cohere's "
+        "`logit_scale` (Command R: 0.0625), which keeps the logits of a wide tied embedding small. Applied to the "
+        "projection's input, (m·h)Wᵀ = m·(hWᵀ), so it needs `lm_head_bias=False`. Default 1.0.",
         to_hf="lm_head",
     ),
     "num_hidden_layers": Knob(6, check_positive, "Number of layers of the stack.", families=("encoder", "decoder")),

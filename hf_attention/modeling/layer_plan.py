@@ -17,12 +17,14 @@ from typing import NamedTuple
 
 from torch import nn
 
+from .activations import activation_options
 from .builders import build_attention, build_norm
 from .configuration_hf_attention import HFAttentionConfigBase
 from .gated_deltanet import GatedDeltaNet
 from .latent_attention import MultiHeadLatentAttention
 from .layers import DecoderLayer, EncoderLayer, make_feed_forward
 from .mixture_of_experts import build_mixture_of_experts
+from .parallel_block import ParallelDecoderLayer
 from .query_key_tuning import QueryKeyTuning
 
 
@@ -55,13 +57,15 @@ def build_linear_attention(config: HFAttentionConfigBase, layer_idx: int, is_cau
 
 
 def build_dense_feed_forward(config: HFAttentionConfigBase, layer_idx: int) -> nn.Module:
-    """The position-wise feed-forward network of the configured activation, plain or gated (layers.py)."""
+    """The position-wise feed-forward network of the configured activation, plain or gated (layers.py); a learned
+    activation (xIELU) starts from the config's knobs."""
     return make_feed_forward(
         config.hidden_act,
         hidden_size=config.hidden_size,
         intermediate_size=config.intermediate_size,
         bias=config.mlp_bias,
         dropout=config.activation_dropout,
+        activation_options=activation_options(config),
     )
 
 
@@ -146,18 +150,22 @@ def build_layer(
     sandwich = config.norm_position == "sandwich"
     # ModernBERT: the embedding norm already normalised the first layer's input
     first_norm = config.first_attention_norm or layer_idx > 0
+    parallel = getattr(config, "parallel_block", False)  # (a decoder knob) GPT-J, PaLM, Cohere: one norm for both
     common = {
         "self_attn": TOKEN_MIXERS[mixer].build(config, layer_idx, is_decoder),
         "self_attn_norm": build_norm(config) if first_norm else nn.Identity(),
         "self_attn_output_norm": build_norm(config) if sandwich else None,
         "mlp_output_norm": build_norm(config) if sandwich else None,
         "mlp": FEED_FORWARDS[feed_forward](config, layer_idx),
-        "mlp_norm": build_norm(config),
+        "mlp_norm": None if parallel else build_norm(config),
         "norm_position": config.norm_position,
         "dropout": config.hidden_dropout_prob,
+        "residual_multiplier": config.residual_multiplier,
     }
     if not is_decoder:
         return EncoderLayer(**common)
+    if parallel:  # x + Attn(Norm(x)) + MLP(Norm(x)) (parallel_block.py)
+        return ParallelDecoderLayer(**common)
     if has_cross_attention:
         common["cross_attn"] = build_attention(config, layer_idx, is_causal=False, is_cross=True)
         common["cross_attn_norm"] = build_norm(config)

@@ -33,17 +33,26 @@ class FeedForward(nn.Module):
     Args:
         hidden_size: E.
         intermediate_size: F.
-        activation: A plain activation of `activations.PLAIN_ACTIVATIONS` ("relu", "gelu", "gelu_new", "silu").
+        activation: A plain activation of `activations.PLAIN_ACTIVATIONS` ("relu", "gelu", "gelu_new", "silu"), or a
+            learned one of `activations.LEARNED_ACTIVATIONS` ("xielu": Apertus's down(xIELU(up(x)))).
         bias: Biases on both projections.
         dropout: Dropout after the activation.
+        activation_options: A learned activation's start values (`activations.activation_options`).
     """
 
     def __init__(
-        self, *, hidden_size: int, intermediate_size: int, activation: str, bias: bool = True, dropout: float = 0.0
+        self,
+        *,
+        hidden_size: int,
+        intermediate_size: int,
+        activation: str,
+        bias: bool = True,
+        dropout: float = 0.0,
+        activation_options: dict | None = None,
     ):
         super().__init__()
         self.fc1 = nn.Linear(hidden_size, intermediate_size, bias=bias)
-        self.act = activation_function(activation)
+        self.act = activation_function(activation, activation_options)
         self.dropout = nn.Dropout(dropout)
         self.fc2 = nn.Linear(intermediate_size, hidden_size, bias=bias)
 
@@ -92,9 +101,16 @@ class GatedFeedForward(nn.Module):
 
 
 def make_feed_forward(
-    hidden_act: str, *, hidden_size: int, intermediate_size: int, bias: bool, dropout: float
+    hidden_act: str,
+    *,
+    hidden_size: int,
+    intermediate_size: int,
+    bias: bool,
+    dropout: float,
+    activation_options: dict | None = None,
 ) -> nn.Module:
-    """FeedForward, or GatedFeedForward for a gated `hidden_act` (`activations.GATED_ACTIVATIONS`)."""
+    """FeedForward, or GatedFeedForward for a gated `hidden_act` (`activations.GATED_ACTIVATIONS`);
+    `activation_options`: a learned activation's start values."""
     if hidden_act in GATED_ACTIVATIONS:
         return GatedFeedForward(
             hidden_size=hidden_size,
@@ -104,7 +120,12 @@ def make_feed_forward(
             dropout=dropout,
         )
     return FeedForward(
-        hidden_size=hidden_size, intermediate_size=intermediate_size, activation=hidden_act, bias=bias, dropout=dropout
+        hidden_size=hidden_size,
+        intermediate_size=intermediate_size,
+        activation=hidden_act,
+        bias=bias,
+        dropout=dropout,
+        activation_options=activation_options,
     )
 
 
@@ -113,15 +134,24 @@ class HeadTransform(nn.Module):
 
     Args:
         hidden_size: E.
-        activation: Name in `transformers.activations.ACT2FN`.
+        activation: Name in `transformers.activations.ACT2FN`, or a learned activation's (its own parameters).
         norm: The norm applied last.
         bias: A bias on the dense layer (ModernBERT's has none).
+        activation_options: A learned activation's start values (`activations.activation_options`).
     """
 
-    def __init__(self, *, hidden_size: int, activation: str, norm: nn.Module, bias: bool = True):
+    def __init__(
+        self,
+        *,
+        hidden_size: int,
+        activation: str,
+        norm: nn.Module,
+        bias: bool = True,
+        activation_options: dict | None = None,
+    ):
         super().__init__()
         self.dense = nn.Linear(hidden_size, hidden_size, bias=bias)
-        self.act = activation_function(activation)
+        self.act = activation_function(activation, activation_options)
         self.norm = norm
 
     def forward(self, x: Tensor) -> Tensor:
@@ -140,6 +170,7 @@ class EncoderLayer(GradientCheckpointingLayer):
         norm_position: "post" (Add & Norm), "pre", "sandwich" or "output" (see the module docstring).
         dropout: Residual dropout on each sublayer output.
         self_attn_output_norm, mlp_output_norm: The norms on the sublayers' outputs of "sandwich" (None otherwise).
+        residual_multiplier: Each sublayer's output times this before the residual add (µP; Granite).
     """
 
     def __init__(
@@ -153,6 +184,7 @@ class EncoderLayer(GradientCheckpointingLayer):
         dropout: float = 0.0,
         self_attn_output_norm: nn.Module | None = None,
         mlp_output_norm: nn.Module | None = None,
+        residual_multiplier: float = 1.0,
     ):
         super().__init__()
         self.self_attn = self_attn
@@ -165,6 +197,7 @@ class EncoderLayer(GradientCheckpointingLayer):
         self.pre_norm = norm_position == "pre"  # the two placements of the 2017 paper and GPT-2 (tutorial 07)
         self.norm_input = norm_position in ("pre", "sandwich")  # the sublayer reads Norm(x)
         self.dropout = nn.Dropout(dropout)
+        self.residual_multiplier = residual_multiplier
 
     def forward(
         self, hidden_states: Tensor, position_bias: Tensor | None = None, **kwargs
@@ -197,13 +230,16 @@ class EncoderLayer(GradientCheckpointingLayer):
 
     def add_residual(self, residual: Tensor, output: Tensor, norm: nn.Module, output_norm: nn.Module | None) -> Tensor:
         """A sublayer's output joins the residual stream: norm(x + dropout(out)) with post-norm; x + dropout(out)
-        with pre-norm; the output normalised first with "sandwich" (its second norm) and "output" (its only one)."""
-        if self.norm_position == "post":
-            return norm(residual + maybe_dropout(self.dropout, output))
+        with pre-norm; the output normalised first with "sandwich" (its second norm) and "output" (its only one).
+        A `residual_multiplier` m joins m·out, after its output norm (µP, Yang et al. 2022: Granite's x + m·out)."""
         if output_norm is not None:
             output = output_norm(output)
         elif self.norm_position == "output":
             output = norm(output)
+        if self.residual_multiplier != 1.0:
+            output = output * self.residual_multiplier
+        if self.norm_position == "post":
+            return norm(residual + maybe_dropout(self.dropout, output))
         return residual + maybe_dropout(self.dropout, output)
 
 

@@ -471,4 +471,10 @@ class VocabularyLoss:
             hidden = hidden * self.config.hidden_size**-0.5
         if self.lm_head_transform is not None:
             hidden = self.lm_head_transform(hidden)
+        if self.config.logits_scaling != 1.0:
+            # µP's output multiplier, logits / L (Yang et al. 2022; Granite), on the E inputs rather than the V logits
+            hidden = hidden / self.config.logits_scaling
+        if self.config.logit_multiplier != 1.0:
+            # Cohere's logit_scale, logits · m, on the E inputs too (exact for its power-of-two 0.0625)
+            hidden = hidden * self.config.logit_multiplier
         return hidden

@@ -232,6 +232,8 @@ class RotaryEmbedding(PositionalEncoding):
         options: That scaling's options.
         partial_rotary_factor: R / D.
         max_position_embeddings: The training length the scalings refer to.
+        float32_tables: The layers' tables stay float32 whatever the model's dtype (`rope_in_float32`: the layers
+            rotate in float32, ERNIE 4.5).
     """
 
     kind = "rotary"
@@ -246,8 +248,10 @@ class RotaryEmbedding(PositionalEncoding):
         options: dict | None = None,
         partial_rotary_factor: float = 1.0,
         max_position_embeddings: int = 2048,
+        float32_tables: bool = False,
     ):
         super().__init__()
+        self.float32_tables = float32_tables
         self.head_dim = head_dim
         self.rotary_dim = int(head_dim * partial_rotary_factor)
         self.base = base
@@ -307,6 +311,7 @@ class RotaryEmbedding(PositionalEncoding):
             options=config.rope_scaling_options,
             partial_rotary_factor=config.partial_rotary_factor,
             max_position_embeddings=config.max_position_embeddings,
+            float32_tables=getattr(config, "rope_in_float32", False),
         )
 
     @classmethod
@@ -319,6 +324,7 @@ class RotaryEmbedding(PositionalEncoding):
             base=config.local_rope_theta,
             partial_rotary_factor=config.partial_rotary_factor,
             max_position_embeddings=config.max_position_embeddings,
+            float32_tables=getattr(config, "rope_in_float32", False),
         )
 
     def forward(self, position_ids: Tensor, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
@@ -337,7 +343,7 @@ class RotaryEmbedding(PositionalEncoding):
             return cos.to(dtype), sin.to(dtype)
 
     def rotary_tables(self, position_ids: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-        cos, sin = self(position_ids, dtype)
+        cos, sin = self(position_ids, torch.float32 if self.float32_tables else dtype)
         return cos[:, None], sin[:, None]  # (B, 1, T, R): broadcast over heads, shared by every layer
 
 

@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
 
-from .activations import gate_activation
+from .activations import activation_options, gate_activation
 from .auto_classes import auto_map_of
 from .builders import build_norm
 from .closure import copy_closure
@@ -25,6 +25,7 @@ from .linear_products import BlockedLinear, blockable
 from .losses import VocabularyLoss, soft_cap
 from .mixture_of_experts import EXPERT_MODULES, float32_weights
 from .norms import NORMS
+from .per_head_norm import PerHeadNorm
 from .positional import PositionalEncoding
 from .scores import ScoreModule
 from .stack import TransformerStack
@@ -98,7 +99,7 @@ class TransformerPreTrainedModel(VocabularyLoss, HFAttentionPreTrainedModel):
 
     config_class = HFAttentionConfigBase
     supports_gradient_checkpointing = True
-    _no_split_modules = ["EncoderLayer", "DecoderLayer"]
+    _no_split_modules = ["EncoderLayer", "DecoderLayer", "ParallelDecoderLayer"]
     _supports_flex_attn = True
     _supports_sdpa = True
     _supports_attention_backend = True
@@ -123,7 +124,7 @@ class TransformerPreTrainedModel(VocabularyLoss, HFAttentionPreTrainedModel):
         return super()._check_and_adjust_attn_implementation(attn_implementation, is_init_check, **kwargs)
 
     def _init_weights(self, module: nn.Module) -> None:
-        if isinstance(module, tuple(NORMS.values())):  # every registered norm starts as the identity scale
+        if isinstance(module, (*NORMS.values(), PerHeadNorm)):  # every norm starts as the identity scale
             init.constant_(module.weight, getattr(module, "initial_gain", 1.0))
             if getattr(module, "bias", None) is not None:
                 init.zeros_(module.bias)
@@ -197,6 +198,7 @@ def build_head_transform(config: HFAttentionConfigBase) -> HeadTransform:
     return HeadTransform(
         hidden_size=config.hidden_size,
         activation=gate_activation(config.hidden_act),
+        activation_options=activation_options(config),
         norm=build_norm(config),
         bias=getattr(config, "head_transform_bias", True),
     )

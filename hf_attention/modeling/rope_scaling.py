@@ -1,7 +1,7 @@
 """How rotary frequencies stretch to contexts longer than training's (`rope_type`): one class per published recipe
-(linear interpolation, dynamic NTK, YaRN, Llama 3.1's per-wavelength blend, LongRoPE), registered by name in
-`ROPE_SCALINGS`. The rotary embedding (positional.py) asks its scaling for the inverse frequencies and the factor on
-cos and sin; the config checks a scaling's options against its class.
+(linear interpolation, dynamic NTK, YaRN, Llama 3.1's per-wavelength blend, LongRoPE, NTK by a fixed α), registered
+by name in `ROPE_SCALINGS`. The rotary embedding (positional.py) asks its scaling for the inverse frequencies and the
+factor on cos and sin; the config checks a scaling's options against its class.
 
 This file is shipped with every checkpoint (remote code): it imports the standard library and torch only.
 """
@@ -112,6 +112,18 @@ class DynamicScaling(RopeScaling):
             length = torch.maximum(length, torch.tensor(max_positions, dtype=length.dtype, device=length.device))
         base = base * ((factor * length / max_positions) - (factor - 1)) ** (dim / (dim - 2))
         return cls.base_frequencies(base, dim, device), 1.0
+
+
+class NtkAlphaScaling(RopeScaling):
+    """NTK-aware scaling by a fixed `alpha` (Hunyuan-7B; transformers' `compute_ntk_alpha_rope_parameters`): the base
+    becomes base·α^(D/(D−2)) once, whatever the input's length, so it stretches the slow dimensions as `dynamic` does
+    at α but never recomputes. transformers' checkpoints write it as rope_type "dynamic" with an `alpha`."""
+
+    required = ("alpha",)
+
+    @classmethod
+    def frequencies(cls, *, base, dim, options, max_positions, device, length=None):
+        return cls.base_frequencies(base * options["alpha"] ** (dim / (dim - 2)), dim, device), 1.0
 
 
 def _original_length(options: dict, max_positions: int) -> int:
@@ -246,4 +258,5 @@ ROPE_SCALINGS: dict[str, type[RopeScaling]] = {
     "yarn": YarnScaling,
     "llama3": Llama3Scaling,
     "longrope": LongRopeScaling,
+    "ntk_alpha": NtkAlphaScaling,
 }

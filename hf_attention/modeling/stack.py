@@ -62,7 +62,9 @@ class TransformerStack(StackInputChecks, nn.Module):
         # Errors name the arguments the caller passed: the decoder of an encoder-decoder gets decoder_input_ids, ...
         self.input_prefix = "decoder_" if has_cross_attention else ""
         self.embed_tokens = embed_tokens
-        self.embed_scale = math.sqrt(config.hidden_size) if config.scale_embeddings else 1.0
+        # √E (the 2017 paper, Gemma) times µP's embedding multiplier (Yang et al. 2022; Granite), 1.0 by default
+        root = math.sqrt(config.hidden_size) if config.scale_embeddings else 1.0
+        self.embed_scale = root * config.embedding_multiplier
         self.token_type_embeddings = (
             nn.Embedding(config.type_vocab_size, config.hidden_size) if config.type_vocab_size else None
         )
@@ -72,6 +74,8 @@ class TransformerStack(StackInputChecks, nn.Module):
             RotaryEmbedding.local_from_config(config) if config.position_encoding == "rotary" else None
         )
         self.layer_plan = plan_layers(config, num_layers)  # each layer's token mixer and feed-forward network
+        # Ministral 3: the attention layers scale their queries by the position ids, so they receive them
+        self.queries_read_positions = getattr(config, "llama_4_scaling_beta", None) is not None
         self.embedding_norm = build_norm(config) if config.embedding_norm else None
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.layers = nn.ModuleList(
@@ -149,6 +153,8 @@ class TransformerStack(StackInputChecks, nn.Module):
         layer_inputs = self._layer_inputs(
             parts, rotary, cache, backend, hidden, encoder_attention_mask, encoder_hidden_states, output_attentions
         )
+        if self.queries_read_positions:  # (query_key_tuning.py: `llama_4_scaling_beta`)
+            layer_inputs["position_ids"] = position_ids
         if not self.layer_plan.uniform:  # per-layer masks and rotations (windows, local bases, NoPE layers)
             layer_inputs["per_layer"] = self._per_layer_inputs(
                 layer_inputs, parts, rotary, position_ids, padding, cache, paged, backend, hidden

@@ -64,15 +64,15 @@ def shard(model: torch.nn.Module) -> torch.nn.Module:
 
     names = {
         name.strip()
-        for name in _env("FSDP_TRANSFORMER_CLS_TO_WRAP", "EncoderLayer,DecoderLayer").split(",")
+        for name in _env("FSDP_TRANSFORMER_CLS_TO_WRAP", "EncoderLayer,DecoderLayer,ParallelDecoderLayer").split(",")
         if name.strip()
     }
     reshard = _env("FSDP_RESHARD_AFTER_FORWARD", "true").lower() == "true"
     layers = [module for module in model.modules() if type(module).__name__ in names]
     if not layers:
         raise ValueError(
-            f"fsdp_transformer_layer_cls_to_wrap names {sorted(names)}, but {type(model).__name__} has "
-            "no module of those classes: name its layer classes (ours: EncoderLayer,DecoderLayer)."
+            f"fsdp_transformer_layer_cls_to_wrap names {sorted(names)}, but {type(model).__name__} has no module "
+            "of those classes: name its layer classes (ours: EncoderLayer,DecoderLayer,ParallelDecoderLayer)."
         )
     for layer in layers:
         fully_shard(layer, reshard_after_forward=reshard)
