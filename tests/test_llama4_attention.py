@@ -14,8 +14,11 @@
 The registry's tiny Llama 4 (architectures/llama4.py) also runs the shared parity suite (tests/test_modern_parity.py).
 """
 
+import functools
+
 import pytest
 import torch
+from layer_oracles import hf_form, hf_mask, left_padded_mask, randomised
 from modern_references import forward_inputs, generate_positions, max_difference_at_real, padded_batch, reference
 from transformers import DynamicCache, Llama4ForCausalLM, Llama4TextConfig
 from transformers.masking_utils import create_causal_mask, create_chunked_causal_mask
@@ -41,6 +44,10 @@ SIZES = {
     "pad_token_id": 0,
 }
 CHUNKED, NOPE = 0, 3  # a chunked layer that rotates; the global layer without rotation
+
+_randomised = functools.partial(randomised, scale=0.3)
+_left_padded_mask = left_padded_mask
+_hf_form = hf_form
 
 
 def hf_config(attn: str = "eager", **extra) -> Llama4TextConfig:
@@ -119,40 +126,11 @@ def test_the_temperature_is_transformers_formula():
 # One layer against Llama4TextAttention
 
 
-def _randomised(module: torch.nn.Module) -> torch.nn.Module:
-    generator = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for parameter in module.parameters():
-            parameter.copy_(0.3 * torch.randn(parameter.shape, generator=generator))
-    return module.eval()
-
-
-def _left_padded_mask(length: int = LENGTH) -> torch.Tensor:
-    """Rows of 24, 18 and 12 real tokens, padded on the left."""
-    real = torch.tensor([length, length * 3 // 4, length // 2])
-    return (torch.arange(length)[None] >= length - real[:, None]).long()
-
-
 def _hf_mask(config, layer: int, hidden, attention_mask, cache, position_ids, cache_layer=None) -> torch.Tensor:
     """transformers' (B, 1, T, S) boolean mask of `layer` (its mask builder, as Llama4TextModel calls it; sized by
     the cache's layer `cache_layer`, by default the first of the mask's kind)."""
     builder = create_chunked_causal_mask if config.layer_types[layer] == "chunked_attention" else create_causal_mask
-    sdpa = Llama4TextConfig(**config.to_dict())
-    sdpa._attn_implementation = "sdpa"  # the builder's boolean form
-    return builder(
-        config=sdpa,
-        inputs_embeds=hidden,
-        attention_mask=attention_mask,
-        **{CACHE_FIELD: cache},
-        position_ids=position_ids,
-        layer_idx=cache_layer,
-        allow_is_causal_skip=False,
-    )
-
-
-def _hf_form(mask: torch.Tensor, attn: str) -> torch.Tensor:
-    """The mask as transformers' backend takes it: boolean for sdpa, additive for eager."""
-    return mask if attn == "sdpa" else torch.zeros(mask.shape).masked_fill(~mask, torch.finfo(torch.float32).min)
+    return hf_mask(config, hidden, attention_mask, cache, position_ids, builder=builder, layer_idx=cache_layer)
 
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])

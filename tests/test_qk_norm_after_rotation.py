@@ -15,13 +15,14 @@ The registry's tiny Hunyuan (architectures/hunyuan_v1_dense.py) runs the shared 
 (tests/test_modern_parity.py, tests/test_fuzz_conversion.py).
 """
 
+import functools
 import re
 
 import pytest
 import torch
+from layer_oracles import hf_form, hf_mask, randomised
 from modern_references import generate_positions, padded_batch
 from transformers import DynamicCache, HunYuanDenseV1Config
-from transformers.masking_utils import create_causal_mask
 from transformers.models.hunyuan_v1_dense.modeling_hunyuan_v1_dense import (
     HunYuanDenseV1Attention,
     HunYuanDenseV1RotaryEmbedding,
@@ -48,6 +49,10 @@ SIZES = {
 }
 # Our names of transformers' two norm weights; every other name is the same.
 OUR_NAMES = {"query_layernorm.weight": "tuning.q_norm.weight", "key_layernorm.weight": "tuning.k_norm.weight"}
+
+_randomised = functools.partial(randomised, scale=0.3, gains="layernorm")
+_hf_form = hf_form
+_hf_mask = hf_mask
 
 
 def hf_config(attn: str = "eager") -> HunYuanDenseV1Config:
@@ -85,16 +90,6 @@ def our_config(attn: str = "eager", *, after_rotation: bool | None = True, **ext
     return HFAttentionDecoderConfig(**{**fields, **extra})
 
 
-def _randomised(module: torch.nn.Module) -> torch.nn.Module:
-    """Every parameter moved from its start: the norms' gains around 1, the rest around 0."""
-    generator = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for name, parameter in module.named_parameters():
-            noise = 0.3 * torch.randn(parameter.shape, generator=generator)
-            parameter.copy_(1.0 + noise if "layernorm" in name else noise)
-    return module.eval()
-
-
 def _ours_from(theirs: torch.nn.Module, config: HFAttentionDecoderConfig) -> torch.nn.Module:
     ours = build_self_attention(config, 0, True).eval()
     state = {OUR_NAMES.get(name, name): tensor for name, tensor in theirs.state_dict().items()}
@@ -102,25 +97,6 @@ def _ours_from(theirs: torch.nn.Module, config: HFAttentionDecoderConfig) -> tor
         state = {name.replace("tuning.", ""): tensor for name, tensor in state.items()}
     ours.load_state_dict(state)
     return ours
-
-
-def _hf_mask(config, hidden, attention_mask, cache, position_ids) -> torch.Tensor:
-    """transformers' (B, 1, T, S) boolean causal mask with the padding (its builder, as its model calls it)."""
-    sdpa = HunYuanDenseV1Config(**config.to_dict())
-    sdpa._attn_implementation = "sdpa"  # the builder's boolean form
-    return create_causal_mask(
-        config=sdpa,
-        inputs_embeds=hidden,
-        attention_mask=attention_mask,
-        **{CACHE_FIELD: cache},
-        position_ids=position_ids,
-        allow_is_causal_skip=False,
-    )
-
-
-def _hf_form(mask: torch.Tensor, attn: str) -> torch.Tensor:
-    """The mask as transformers' backend takes it: boolean for sdpa, additive for eager."""
-    return mask if attn == "sdpa" else torch.zeros(mask.shape).masked_fill(~mask, torch.finfo(torch.float32).min)
 
 
 def _outputs(theirs, ours, attn: str) -> list[tuple[torch.Tensor, torch.Tensor]]:

@@ -16,11 +16,13 @@ The registry's tiny Ministral 3 (architectures/ministral3.py) also runs the shar
 (tests/test_modern_parity.py).
 """
 
+import functools
+
 import pytest
 import torch
+from layer_oracles import hf_form, hf_mask, left_padded_mask, randomised
 from modern_references import forward_inputs, generate_positions, max_difference_at_real, padded_batch, reference
 from transformers import DynamicCache, Ministral3Config, Ministral3ForCausalLM
-from transformers.masking_utils import create_causal_mask
 from transformers.models.ministral3.modeling_ministral3 import (
     Ministral3Attention,
     Ministral3RotaryEmbedding,
@@ -52,6 +54,11 @@ SIZES = {
     "max_position_embeddings": 64,
     "pad_token_id": 0,
 }
+
+_randomised = functools.partial(randomised, scale=0.1)
+_left_padded_mask = left_padded_mask
+_hf_form = hf_form
+_hf_mask = hf_mask
 
 
 def hf_config(attn: str = "eager") -> Ministral3Config:
@@ -114,40 +121,6 @@ def test_the_converter_reads_the_knobs():
 
 # ---------------------------------------------------------------------------------------------------------------------
 # One layer against Ministral3Attention
-
-
-def _randomised(module: torch.nn.Module) -> torch.nn.Module:
-    """Every weight drawn anew at 0.1·N(0, 1): outputs of order 1, where float32 rounds both backends alike."""
-    generator = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for parameter in module.parameters():
-            parameter.copy_(0.1 * torch.randn(parameter.shape, generator=generator))
-    return module.eval()
-
-
-def _left_padded_mask(length: int = LENGTH) -> torch.Tensor:
-    """Rows of 24, 18 and 12 real tokens, padded on the left."""
-    real = torch.tensor([length, length * 3 // 4, length // 2])
-    return (torch.arange(length)[None] >= length - real[:, None]).long()
-
-
-def _hf_mask(config, hidden, attention_mask, cache, position_ids) -> torch.Tensor:
-    """transformers' (B, 1, T, S) boolean causal mask, as its model builds it."""
-    sdpa = Ministral3Config(**config.to_dict())
-    sdpa._attn_implementation = "sdpa"  # the builder's boolean form
-    return create_causal_mask(
-        config=sdpa,
-        inputs_embeds=hidden,
-        attention_mask=attention_mask,
-        **{CACHE_FIELD: cache},
-        position_ids=position_ids,
-        allow_is_causal_skip=False,
-    )
-
-
-def _hf_form(mask: torch.Tensor, attn: str) -> torch.Tensor:
-    """The mask as transformers' backend takes it: boolean for sdpa, additive for eager."""
-    return mask if attn == "sdpa" else torch.zeros(mask.shape).masked_fill(~mask, torch.finfo(torch.float32).min)
 
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])

@@ -14,8 +14,11 @@
 The registry's tiny ERNIE 4.5 (architectures/ernie4_5.py) also runs the shared parity suite (test_modern_parity.py).
 """
 
+import functools
+
 import pytest
 import torch
+from layer_oracles import left_padded_mask, randomised
 from modern_references import forward_inputs, generate_positions, padded_batch, reference
 from transformers import DynamicCache, Ernie4_5Config, Ernie4_5ForCausalLM
 from transformers.masking_utils import create_causal_mask
@@ -45,6 +48,9 @@ SIZES = {
     "pad_token_id": 0,
 }
 THETA = 500000.0  # ERNIE's default base
+
+_randomised = functools.partial(randomised, scale=0.1)
+_left_padded_mask = left_padded_mask
 
 
 def hf_config(attn: str = "eager") -> Ernie4_5Config:
@@ -143,20 +149,6 @@ def test_in_bf16_the_plain_rotation_rounds_differently():
 
 # ---------------------------------------------------------------------------------------------------------------------
 # One layer against Ernie4_5Attention
-
-
-def _randomised(module: torch.nn.Module) -> torch.nn.Module:
-    generator = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for parameter in module.parameters():  # weights and the biases of `use_bias`
-            parameter.copy_(0.1 * torch.randn(parameter.shape, generator=generator))
-    return module.eval()
-
-
-def _left_padded_mask(length: int = LENGTH) -> torch.Tensor:
-    """Rows of 24, 18 and 12 real tokens, padded on the left."""
-    real = torch.tensor([length, length * 3 // 4, length // 2])
-    return (torch.arange(length)[None] >= length - real[:, None]).long()
 
 
 def _layer_outputs(attn: str, dtype: torch.dtype) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
