@@ -334,12 +334,7 @@ def llama_cpp(source: Path, run_dir: Path, new_tokens: int, rounds: int) -> dict
             return _until_eos(out[0, len(ids) :].tolist(), tokenizer.eos_token_id)
 
         def theirs(engine, ids: list[int]) -> list[int]:
-            out = []
-            for token in engine.generate(ids, top_k=1, top_p=1.0, min_p=0.0, temp=0.0, repeat_penalty=1.0, reset=True):
-                out.append(token)
-                if token == tokenizer.eos_token_id or len(out) == new_tokens:
-                    break
-            return _until_eos(out, tokenizer.eos_token_id)
+            return llama_cpp_greedy(engine, ids, new_tokens, tokenizer.eos_token_id)
 
         rows = []
         for prompt in PROMPTS:
@@ -373,6 +368,17 @@ def llama_cpp(source: Path, run_dir: Path, new_tokens: int, rounds: int) -> dict
             for name, values in seconds.items()
         }
     return result
+
+
+def llama_cpp_greedy(engine, ids: list[int], new_tokens: int, eos: int) -> list[int]:
+    """llama.cpp's greedy continuation of `ids` (top-1, no penalty, from an empty context), up to `new_tokens`
+    tokens or the end of sequence."""
+    out = []
+    for token in engine.generate(ids, top_k=1, top_p=1.0, min_p=0.0, temp=0.0, repeat_penalty=1.0, reset=True):
+        out.append(token)
+        if token == eos or len(out) == new_tokens:
+            break
+    return _until_eos(out, eos)
 
 
 def _until_eos(tokens: list[int], eos: int) -> list[int]:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.deploy import CONVERT, PROMPTS, RESULTS, _until_eos
+from benchmarks.deploy import CONVERT, PROMPTS, RESULTS, _until_eos, llama_cpp_greedy
 from benchmarks.machine import machine_info
 
 # case → (architecture name `export --to` takes, tiny reference of that architecture, config fields changed): one
@@ -223,12 +223,7 @@ def run_case(source: Path, case: str, tokenizer, new_tokens: int, scratch: Path,
         return _until_eos(out[0, len(ids) :].tolist(), tokenizer.eos_token_id)
 
     def theirs(engine, ids: list[int]) -> list[int]:
-        out = []
-        for token in engine.generate(ids, top_k=1, top_p=1.0, min_p=0.0, temp=0.0, repeat_penalty=1.0, reset=True):
-            out.append(token)
-            if token == tokenizer.eos_token_id or len(out) == new_tokens:
-                break
-        return _until_eos(out, tokenizer.eos_token_id)
+        return llama_cpp_greedy(engine, ids, new_tokens, tokenizer.eos_token_id)
 
     if progress is not None:
         progress.write_text(json.dumps(row))
