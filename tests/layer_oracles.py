@@ -53,3 +53,21 @@ def hf_mask(
 def hf_form(mask: torch.Tensor, attn: str) -> torch.Tensor:
     """The mask as transformers' backend takes it: boolean for sdpa, additive for eager."""
     return mask if attn == "sdpa" else torch.zeros(mask.shape).masked_fill(~mask, torch.finfo(torch.float32).min)
+
+
+def one_training_step(model: torch.nn.Module, inputs: dict) -> None:
+    """One AdamW step on `inputs` (padding left out of the labels): a finite loss, finite gradients on every
+    parameter, every parameter moved, and a lower loss after it. Leaves the model in eval mode, its gradients kept."""
+    labels = inputs["input_ids"].masked_fill(inputs["attention_mask"] == 0, -100)
+    before = {name: parameter.detach().clone() for name, parameter in model.named_parameters()}
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    model.train()
+    loss = model(**inputs, labels=labels).loss
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
+    optimizer.step()
+    assert all(not torch.equal(before[name], p) for name, p in model.named_parameters())
+    model.eval()
+    with torch.no_grad():
+        assert model(**inputs, labels=labels).loss < loss

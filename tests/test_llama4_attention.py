@@ -18,7 +18,7 @@ import functools
 
 import pytest
 import torch
-from layer_oracles import hf_form, hf_mask, left_padded_mask, randomised
+from layer_oracles import hf_form, hf_mask, left_padded_mask, one_training_step, randomised
 from modern_references import forward_inputs, generate_positions, max_difference_at_real, padded_batch, reference
 from transformers import DynamicCache, Llama4ForCausalLM, Llama4TextConfig
 from transformers.masking_utils import create_causal_mask, create_chunked_causal_mask
@@ -289,19 +289,7 @@ def test_a_model_with_the_knobs_trains_and_comes_back_from_save_pretrained_exact
     assert [layer.self_attn.tuning.norm_eps is not None for layer in layers] == [True, True, True, False]
     assert layers[NOPE].self_attn.tuning.temperature == (FLOOR, ATTN_SCALE)
     inputs = padded_batch("llama4", LENGTH)
-    labels = inputs["input_ids"].masked_fill(inputs["attention_mask"] == 0, -100)
-    before = {name: parameter.detach().clone() for name, parameter in model.named_parameters()}
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    model.train()
-    loss = model(**inputs, labels=labels).loss
-    loss.backward()
-    assert torch.isfinite(loss)
-    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
-    optimizer.step()
-    assert all(not torch.equal(before[name], p) for name, p in model.named_parameters())
-    model.eval()
-    with torch.no_grad():
-        assert model(**inputs, labels=labels).loss < loss
+    one_training_step(model, inputs)
     model.save_pretrained(tmp_path)
     reloaded = HFAttentionForCausalLM.from_pretrained(tmp_path).eval()
     for field in ("attention_chunk_size", "layer_types", "rope_interleave", "rotated_qk_norm", "floor_scale"):

@@ -20,7 +20,7 @@ import functools
 
 import pytest
 import torch
-from layer_oracles import hf_form, hf_mask, left_padded_mask, randomised
+from layer_oracles import hf_form, hf_mask, left_padded_mask, one_training_step, randomised
 from modern_references import forward_inputs, generate_positions, max_difference_at_real, padded_batch, reference
 from transformers import DynamicCache, Ministral3Config, Ministral3ForCausalLM
 from transformers.models.ministral3.modeling_ministral3 import (
@@ -268,19 +268,7 @@ def test_a_model_with_the_knob_trains_and_comes_back_from_save_pretrained_exactl
     torch.manual_seed(0)
     model = HFAttentionForCausalLM(our_config("sdpa", rope_type="default", rope_scaling_options={}))
     inputs = padded_batch("ministral3", LENGTH)
-    labels = inputs["input_ids"].masked_fill(inputs["attention_mask"] == 0, -100)
-    before = {name: parameter.detach().clone() for name, parameter in model.named_parameters()}
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    model.train()
-    loss = model(**inputs, labels=labels).loss
-    loss.backward()
-    assert torch.isfinite(loss)
-    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
-    optimizer.step()
-    assert all(not torch.equal(before[name], p) for name, p in model.named_parameters())
-    model.eval()
-    with torch.no_grad():
-        assert model(**inputs, labels=labels).loss < loss
+    one_training_step(model, inputs)
     model.save_pretrained(tmp_path)
     reloaded = HFAttentionForCausalLM.from_pretrained(tmp_path).eval()
     for field in ("llama_4_scaling_beta", "llama_4_scaling_length"):

@@ -18,7 +18,7 @@ import functools
 
 import pytest
 import torch
-from layer_oracles import left_padded_mask, randomised
+from layer_oracles import left_padded_mask, one_training_step, randomised
 from modern_references import forward_inputs, generate_positions, padded_batch, reference
 from transformers import DynamicCache, Ernie4_5Config, Ernie4_5ForCausalLM
 from transformers.masking_utils import create_causal_mask
@@ -246,19 +246,7 @@ def test_a_model_with_the_knob_trains_and_comes_back_from_save_pretrained_exactl
     tunings = [layer.self_attn.tuning for layer in model.model.decoder.layers]
     assert tunings[0].float32 and not tunings[0].pair_adjacent and tunings[1] is None
     inputs = padded_batch("ernie4_5", LENGTH)
-    labels = inputs["input_ids"].masked_fill(inputs["attention_mask"] == 0, -100)
-    before = {name: parameter.detach().clone() for name, parameter in model.named_parameters()}
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    model.train()
-    loss = model(**inputs, labels=labels).loss
-    loss.backward()
-    assert torch.isfinite(loss)
-    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
-    optimizer.step()
-    assert all(not torch.equal(before[name], p) for name, p in model.named_parameters())
-    model.eval()
-    with torch.no_grad():
-        assert model(**inputs, labels=labels).loss < loss
+    one_training_step(model, inputs)
     model.save_pretrained(tmp_path)
     reloaded = HFAttentionForCausalLM.from_pretrained(tmp_path).eval()
     assert reloaded.config.rope_in_float32 and not reloaded.config.rope_interleave
