@@ -16,9 +16,10 @@ copies the weights under our module names and returns the equivalent hf_attentio
 
 Every parameter of the new model gets a value from the reference (no silently random weights), every reference
 weight is used or explicitly dropped with a reason, and options the code cannot express raise a ValueError that names
-them. `hf-attention convert SRC DST` does the same for a checkpoint folder (or Hub id) and writes a checkpoint that
-loads with the Auto classes, by the rules of destinations.py: never over the source or the current folder, and over an
-existing checkpoint at DST only with `--overwrite`.
+them. `hf-attention convert SRC DST` does the same for a checkpoint folder (or Hub id), or a llama.cpp file
+(`model.gguf`, read by from_gguf.py), and writes a checkpoint that loads with the Auto classes, by the rules of
+destinations.py: never over the source or the current folder, and over an existing checkpoint at DST only with
+`--overwrite`.
 
 What an architecture's names mean lives in its module of architectures/ (its converter, `to_ours`, which to_hf.py
 reads backwards); this module holds what every architecture shares: the checks around a converter, the choice of
@@ -44,6 +45,7 @@ from ..architectures import REGISTRY, by_model_type, by_reference_class
 from ..architectures.weights import Weights
 from ..commands.destinations import check_destination
 from ..commands.paths import TOKENIZER_FILES, check_checkpoint
+from .from_gguf import check_gguf_file, describe, gguf_tokenizer, is_gguf_path, load_gguf
 
 logger = logging.getLogger(__name__)
 
@@ -175,15 +177,20 @@ def convert_checkpoint(source: str, destination: str | os.PathLike, *, overwrite
     """Convert a reference checkpoint into an hf_attention checkpoint (weights, config, generation config and, when
     the source has one that loads, its tokenizer).
 
+    `source` is a checkpoint folder, a Hub id, or a llama.cpp file: a name ending in .gguf (`_convert_gguf`).
+
     The checkpoint is written to a temporary folder next to `destination` and renamed into place once complete, so
     that a failure never leaves a half-written checkpoint.
 
     Raises:
-        ValueError: Before loading anything, when `source` is a local path that is not a checkpoint folder, or when
-            `destination` is not UTF-8, is the source, inside it or holds it, is the current folder or holds it, is
-            a file, or is a non-empty folder (replaced only when it holds only a checkpoint and `overwrite` is true);
-            and before the swap, when the folder was filled meanwhile.
+        ValueError: Before loading anything, when `source` is a local path that is not a checkpoint folder (or not
+            a GGUF file hf-attention reads: from_gguf.check_gguf_file), or when `destination` is not UTF-8, is the
+            source, inside it or holds it, is the current folder or holds it, is a file, or is a non-empty folder
+            (replaced only when it holds only a checkpoint and `overwrite` is true); and before the swap, when the
+            folder was filled meanwhile.
     """
+    if is_gguf_path(source):
+        return _convert_gguf(source, destination, overwrite)
     source = check_checkpoint(source, argument="source")
     target = check_destination(destination, source=source, overwrite=overwrite)
     _check_weight_files(source)
@@ -199,6 +206,27 @@ def convert_checkpoint(source: str, destination: str | os.PathLike, *, overwrite
             AutoTokenizer.from_pretrained(source).save_pretrained(folder)
         except (OSError, ValueError, TypeError) as error:  # e.g. a Hub repo with weights only: not an error
             logger.warning("No tokenizer copied from %s: %s", source, error)
+
+    target.write(write)
+    return converted
+
+
+def _convert_gguf(source: str | os.PathLike, destination: str | os.PathLike, overwrite: bool) -> PreTrainedModel:
+    """`convert_checkpoint` for a llama.cpp file: transformers' float32 model of it, converted, with its tokenizer.
+
+    The config records the file and its quantization (`converted_from_gguf`); the GGUF `quantization_config` of
+    transformers' model is not carried over (the weights written are plain float32)."""
+    file = check_gguf_file(source, argument="source")
+    target = check_destination(destination, source=str(file.path), overwrite=overwrite)
+    converted = from_hf(load_gguf(file))
+    converted.config.converted_from_gguf = file.provenance()
+    logger.info("Converted %s", describe(converted.config.converted_from_gguf))
+    tokenizer = gguf_tokenizer(file)
+
+    def write(folder: Path) -> None:
+        converted.save_pretrained(folder)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(folder)
 
     target.write(write)
     return converted
@@ -223,11 +251,16 @@ def add_convert_command(subparsers: argparse._SubParsersAction) -> None:
     """Register `hf-attention convert SRC DST`."""
     parser = subparsers.add_parser(
         "convert",
-        help="import a GPT-2, Llama, BERT, BART, Marian or T5 checkpoint into hf_attention",
+        help="import a GPT-2, Llama, BERT, BART, Marian or T5 checkpoint, or a llama.cpp file, into hf_attention",
         description="Convert a Hugging Face GPT-2, Llama, BERT, BART, Marian or T5 checkpoint into an hf_attention "
-        "checkpoint with the same outputs, loadable with the Auto classes.",
+        "checkpoint with the same outputs, loadable with the Auto classes. A llama.cpp file (NAME.gguf) is read "
+        "through transformers, its weights dequantized to float32.",
     )
-    parser.add_argument("source", help="local checkpoint folder, or a Hub id when the network is available")
+    parser.add_argument(
+        "source",
+        help="local checkpoint folder, a llama.cpp file (a name ending in .gguf), or a Hub id when the network is "
+        "available",
+    )
     parser.add_argument(
         "destination",
         help="new or empty folder to write the hf_attention checkpoint to (not the source, nor the current folder or "
@@ -246,4 +279,7 @@ def add_convert_command(subparsers: argparse._SubParsersAction) -> None:
 def _run_convert(args: argparse.Namespace) -> int:
     model = convert_checkpoint(args.source, args.destination, overwrite=args.overwrite)
     print(f"Wrote {type(model).__name__} ({model.num_parameters():,} parameters) to {args.destination}")
+    provenance = getattr(model.config, "converted_from_gguf", None)
+    if provenance is not None:
+        print(f"from {describe(provenance)}")
     return 0
