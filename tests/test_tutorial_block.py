@@ -157,6 +157,10 @@ def test_deep_stack_at_initialisation(block):
     assert depth["residual, no norm"]["std"][-1] > 1.3 * depth["pre-norm"]["std"][-1]  # no norm: faster still
     ratio = {name: d["gradient_first_over_last"] for name, d in depth.items()}
     assert ratio["pre-norm"] > 1 > 0.5 > ratio["post-norm"]  # even vs top-heavy gradients (Xiong et al. 2020)
+    # "they vary less than post-norm's": the largest layer's gradient over the smallest layer's, in each stack.
+    spread = {name: max(d["gradient"]) / min(d["gradient"]) for name, d in depth.items()}
+    assert spread["pre-norm"] < 0.5 * spread["post-norm"]
+    assert max(depth["post-norm"]["gradient"]) == depth["post-norm"]["gradient"][-1]  # largest at the top
     assert ratio["post-norm, no residual"] < 0.5 * ratio["post-norm"]
     assert ratio["pre-norm, no residual"] < 0.25 * ratio["pre-norm"]
     unnormalised = min(depth["residual, no norm"]["gradient"])

@@ -107,8 +107,12 @@ def test_word2vec(quick_run):
         assert abs(numbers[f"{kind}_loss_at_start"] - 6 * math.log(2)) < 1e-5
         first, last = numbers[f"{kind}_loss_first_last"]
         assert last < 0.7 * first
-        # The figure's first point is a mean of 50 steps, already below the first step's 6 log 2 (as the text says).
-        assert first < numbers[f"{kind}_loss_at_start"] - 0.3
+        # The figure's first point is a mean of 10 steps, a little below the first step's 6 log 2 (as the text says).
+        assert numbers[f"{kind}_loss_at_start"] - 0.2 < first < numbers[f"{kind}_loss_at_start"]
+        # The loss steps down where every epoch begins, and falls less and less inside an epoch.
+        changes = numbers[f"{kind}_epoch_changes"]
+        assert len(changes["within"]) == 6 and all(step > 0.03 for step in changes["at_start"]), changes
+        assert changes["within"][-1] < changes["within"][1] / 1.5, changes
         # The staircase is memorisation: windows trained on have a lower loss than unseen windows of the same
         # words, and the gap grows over the epochs.
         gaps = numbers[f"{kind}_memorisation_gap"]
@@ -120,6 +124,10 @@ def test_word2vec(quick_run):
         trained = similarity[kind]
         assert trained["related"] > trained["mismatched"] + 0.15  # related pairs clearly closer
         assert trained["related"] > untrained["related"] + 0.3  # and training is what did it
+    # CBOW against skip-gram on the pair check, three seeds each: both clearly trained, neither far ahead.
+    seeds = numbers["word2vec_seeds"]
+    assert all(len(v["gap"]) == len(v["matches"]) == 3 and min(v["gap"]) > 0.15 for v in seeds.values())
+    assert abs(np.mean(seeds["cbow"]["gap"]) - np.mean(seeds["skipgram"]["gap"])) < 0.1
     neighbours = numbers["word2vec_neighbours"]
     assert all(len(words) == 6 for kind in neighbours.values() for words in kind.values())
     hits = numbers["analogy_hits"]
@@ -189,21 +197,21 @@ def test_figures(quick_run):
 
 
 def test_committed_word2vec_loss_figure():
-    """The committed curves are means of 50 steps: their first points are the full run's reported means of the first
-    50 steps (the first step alone is 6 log 2 = 4.159), and the staircase steps down at the epochs the text shows."""
+    """The committed curves are means of 10 steps: their first points are the full run's reported means of the first
+    10 steps (the first step alone is 6 log 2 = 4.159), drawn against epochs; in the last half of the epochs the loss
+    is a staircase, flat inside an epoch and a step down where the next begins, as the text says."""
     results = json.loads((FIGURES / "02_results.json").read_text())
     with np.load(FIGURES / "02_word2vec_loss.npz") as data:
-        curves = {kind: data[kind] for kind in ("cbow", "skipgram")}
-    for kind, curve in curves.items():
-        assert abs(curve[0] - results[f"{kind}_loss_first_last"][0]) < 1e-6
-        epochs = len(results[f"{kind}_memorisation_gap"])
-        epoch = (len(curve) + 49) // epochs  # steps per epoch (the curve is 49 points shorter than the losses)
-        drops = [
-            curve[e * epoch - 3 * epoch // 4 : e * epoch - epoch // 4].mean()
-            - curve[e * epoch : e * epoch + epoch // 2].mean()
-            for e in (2, 3, 4)
-        ]
-        assert all(drop > 0.05 for drop in drops), drops
+        curves = {key: data[key] for key in data.files}
+    epochs = results["word2vec_settings"]["epochs"]
+    for kind in ("cbow", "skipgram"):
+        assert abs(curves[kind][0] - results[f"{kind}_loss_first_last"][0]) < 1e-6
+        place = curves[f"{kind}_epochs"]
+        assert len(place) == len(curves[kind]) and (np.diff(place) > 0).all() and 0 < place[0] < 0.5 < epochs - 0.5
+        changes = results[f"{kind}_epoch_changes"]
+        late = slice(epochs // 2, epochs)
+        within, at_start = np.mean(changes["within"][late]), np.mean([0, *changes["at_start"]][late])
+        assert at_start > 0.05 and abs(within) < at_start / 3, (within, at_start)
 
 
 def test_committed_similarity_figure():
@@ -231,8 +239,8 @@ def test_committed_transformer_embedding_numbers():
     english = results["transformer_similarity"]
     assert english["centred"]["matches"] <= english["random"]["matches"] + 2
     assert results["word2vec_similarity"]["skipgram"]["matches"] > english["centred"]["matches"] + 5
-    quoted = {"password": ["p", "port", "private"], "server": ["s", "system", "scroll"]}
-    quoted["file"] = ["source", "person", "files", "database"]
+    quoted = {"password": ["p", "port", "private"], "server": ["s", "scroll", "system"]}
+    quoted["file"] = ["source", "was", "files", "person"]
     for word, words in quoted.items():
         assert results["transformer_neighbours"][word][: len(words)] == words, word
     assert results["word2vec_neighbours"]["skipgram"]["server"][:3] == ["connect", "host", "port"]

@@ -37,8 +37,18 @@ def test_averaging_the_past_three_ways(language_model):
 def test_each_step_does_better(language_model):
     numbers, _ = language_model
     models = numbers["models"]
-    losses = [models[name]["validation_loss"] for name in ("bigram", "averaging", "single head", "blocks")]
+    names = ("bigram", "averaging", "single head", "blocks")
+    # the same budget for every model: the same steps of the same batch
+    assert {models[name]["steps"] for name in names} == {numbers["settings"]["budget_steps"]}
+    losses = [models[name]["last_fifth"]["loss"][0] for name in names]  # the mean of the last fifth's evaluations
     assert losses == sorted(losses, reverse=True) and losses[-1] > numbers["loss_floor"]
+    for name in names:
+        mean, lowest, highest = models[name]["last_fifth"]["loss"]
+        assert lowest <= mean <= highest and models[name]["last_fifth"]["evaluations"] >= 2
+    # each step's loss drop is clear (the new model's worst evaluation below the old one's best), already in 400 steps
+    assert list(numbers["gains"]) == ["bigram → averaging", "averaging → single head", "single head → blocks"]
+    assert all(gain["loss_clear"] and gain["loss_drop"] > 0 for gain in numbers["gains"].values())
+    assert numbers["gains"]["single head → blocks"]["copy_gain"] > 0
     assert models["bigram"]["copy_accuracy"] < 0.2  # the words of the second half: a guess from one letter back
     assert models["blocks"]["copy_accuracy"] > 2 * numbers["copy_chance"]  # already in the quick run's 400 steps
     samples = numbers["samples"]
@@ -145,10 +155,12 @@ def test_explorer_page_next_to_the_figures(language_model):
 def test_committed_full_run():
     """The full run's data behind the committed figures, as the text describes it."""
     with np.load(FIGURES / "10_training.npz") as data:
-        copy = data["copy_accuracy"]
+        copy = data["copy_last_fifth"][:, 0]  # per model, the mean copy accuracy of the last fifth of training
         blocks = data["curve_3"]  # (evaluations, [step, validation loss, copy accuracy])
         floor = float(data["loss_floor"])
-    assert copy[-1] > 0.95 and copy[0] < 0.2 and copy[2] < 0.5
+        steps = [data[f"curve_{i}"][-1, 0] for i in range(4)]
+    assert steps == [steps[0]] * 4  # the same budget for the four models
+    assert copy[-1] > 0.95 and copy[0] < 0.2 and copy[2] < 0.75
     assert blocks[-1, 1] < 2 * floor
     assert (FIGURES / "10_explorer.html").is_file()
     full_run = json.loads((FIGURES / "10_results.json").read_text())

@@ -19,9 +19,9 @@ def test_library_computes_the_hand_built_logits(seq2seq):
     lengths = numbers["check_batch_source_lengths"]
     assert len(lengths) == numbers["check_batch"] and len(set(lengths)) > 1  # the batch is padded
     assert numbers["logits_max_abs_sdpa"] < 1e-5  # another order of sums: float rounding only
-    # The eager backend runs the hand-written operations in the same order: the very same bits on the CPU of the
-    # committed run, float rounding where the matrix library picks other kernels for the library's layout (1.4e-6 on
-    # an AVX2-only EPYC, 2.6e-6 on a Zen 4 EPYC). What holds on every CPU is float32 rounding, as for SDPA: logits up
+    # The eager backend runs the hand-written operations in the same order: the very same bits where the matrix
+    # library runs the same kernels for both layouts (an Intel Xeon with AMX), float rounding where it picks other
+    # kernels for the library's layout (1.4e-6 and 2.9e-6 on AVX2-only EPYCs, 2.6e-6 on a Zen 4 EPYC). What holds on every CPU is float32 rounding, as for SDPA: logits up
     # to ~10 after two layers each side; a wrong mask or a missing term moves them by far more than 1e-3.
     assert numbers["logits_max_abs_eager"] < 1e-5
     assert numbers["cross_weights_max_abs_eager"] < 1e-6
@@ -57,3 +57,25 @@ def test_figures_and_the_cross_attention_map(seq2seq):
     mirror = np.array(numbers["weight_on_mirror"])
     assert mirror.shape == (numbers["sizes"]["layers"], numbers["sizes"]["heads"])
     assert mirror.max() == pytest.approx(mirror[tuple(numbers["mirror_head"])])
+
+
+def test_the_paper_schedule_and_label_smoothing(seq2seq):
+    numbers, figures = seq2seq
+    # transformers' get_inverse_sqrt_schedule is the paper's formula (up to the constant factor of its peak)
+    assert numbers["paper_schedule_vs_formula_max_relative"] < 1e-12
+    steps, warmup, peak = numbers["paper_steps"], numbers["paper_warmup"], numbers["paper_peak_lr"]
+    with np.load(figures / "11_warmup.npz") as data:
+        warm, cold = data["lr_warm_up"], data["lr_no_warm_up"]
+        assert data["loss_warm_up"].shape == data["loss_no_warm_up"].shape == (steps,)
+    assert warm[0] == 0.0 and warm.max() == pytest.approx(peak) and int(warm.argmax()) == warmup  # rises, then falls
+    assert cold[0] == pytest.approx(peak) and (np.diff(cold) < 0).all()  # the same peak from the first step
+    # smoothed targets: the best a model can do is 1 - ε + ε/V on the right token, a cross-entropy of -ln of that
+    best = 1 - numbers["label_smoothing"] + numbers["label_smoothing"] / numbers["vocabulary"]["tokens"]
+    assert numbers["smoothing_best_confidence"] == pytest.approx(best)
+    runs = numbers["paper_runs"]
+    assert set(runs) == {"warm-up", "no warm-up", "warm-up, ε = 0.1"}
+    for run in runs.values():
+        assert len(run["loss_curve"]) == steps and 0.0 <= run["exact_match"] <= 1.0
+    smoothed = runs["warm-up, ε = 0.1"]
+    assert smoothed["cross_entropy"] > numbers["smoothing_floor_cross_entropy"]  # it cannot get below the floor
+    assert smoothed["confidence"] < best + 0.02

@@ -263,9 +263,9 @@ rows = [
 print(table(rows, ("estimator", "test MSE")))
 
 # %% [markdown]
-# Each step down the table adds one idea. Average pooling cannot follow the curve at all. The fixed Gaussian
-# kernel follows it, but with $\sigma = 1$ it averages over points whose $f$ is quite different, so it misses the
-# peak near $x \approx 1.9$ and the trough near 4.4. The learned width is narrower (about a quarter of a unit):
+# Each step down the table adds one idea. Average pooling cannot follow the curve: it is one constant. The fixed
+# Gaussian kernel follows it, but with $\sigma = 1$ it averages over points whose $f$ is quite different, so it misses
+# the peak near $x \approx 1.9$ and the trough near 4.4. The learned width is narrower (about a quarter of a unit):
 # it averages roughly the handful of neighbours on each side, enough to cancel much of the noise and little
 # enough to keep the shape. Learning with the query's own key allowed drives $w$ up for ever; its test error is
 # worse and still growing: a model that can memorise its training points will.
@@ -502,9 +502,9 @@ save_figure(
 # %% [markdown]
 # On the first draw the 50 widths win: the leave-one-out loss falls from 0.360 to 0.328 and the test MSE from 0.049
 # to 0.037. The widths spread from $\sigma_i = 0.12$ to 0.95 (median 0.43; only 14 of the 50 are narrower than the
-# one learned width, 0.252). They follow the noise more than the shape of $f$: the 10 keys whose targets lie
+# one learned width, 0.252). They follow the noise: the 10 keys whose targets lie
 # closest to $f$ have a mean width of 0.51, the 10 noisiest 0.30. A narrow key is heard by few queries, so the fit
-# turns its noisiest points down. The five widest keys all sit between $x = 4.48$ and 4.76, at the bottom of the
+# turns its noisiest points down. The five widest keys sit between $x = 4.48$ and 4.76, at the bottom of the
 # trough near the end of the data.
 #
 # On the four other draws the per-key widths win 3 times, by a little, and lose once, by much (0.046 against
@@ -520,7 +520,7 @@ save_figure(
 # $50 \times 49 = 2450$ numbers instead of one, and on the training pairs it can do far better than any kernel: each
 # row may put its weight on whichever other points, near or far, average to that row's own noisy target. But what it
 # learns are cells of a table, "training query 17 and training key 30", not a rule for comparing a query with a key. A
-# new query has no row, a 51st training pair has no column, and a set of another size has no matrix at all. The most
+# new query has no row, a 51st training pair has no column, and a set of another size has no matrix. The most
 # one can do with it at a new query is to borrow the row of the nearest training query. Measured (the free scores
 # trained with Adam from zero, the same loss as the width):
 
@@ -567,10 +567,11 @@ print(
 
 # %% [markdown]
 # The free scores drive the training loss towards zero, with no query ever seeing its own target: they
-# memorise which combination of *other* noisy targets reproduces each target, and close to half of that weight sits on
-# points farther than 1 away, which have nothing to say about $f$ there. Borrowed by a new query, a row therefore
-# returns the noisy target of the nearest training point (the blue staircase in the figure): nearest-neighbour
-# regression, noise included, with a test error about five times that of the one-parameter kernel. The kernel
+# memorise which combination of *other* noisy targets reproduces each target, and on average 0.45 of a row's weight
+# sits on points farther than 1 away, which have nothing to say about $f$ there. Borrowed by a new query, a row
+# therefore returns the noisy target of the nearest training point: nearest-neighbour regression, noise included (the
+# blue zigzag in the figure, whose slope changes sign at 38 of its 48 inner points, the learned width's at 4), with a
+# test error 5.2 times that of the one-parameter kernel. The kernel
 # generalises because its weights are a *function* of the query and the key, the same function for any query and any
 # number of keys. That is also the answer to a common question about Transformers: why compute the scores from the
 # tokens ($QK^\top$) instead of learning them? Scores computed from contents work for every sentence; a score matrix
@@ -705,7 +706,7 @@ print(
 )
 
 # %% [markdown]
-# The lost digits hurt less than they sound, because a score enters the softmax through its *absolute* value: an
+# The lost digits matter little, because a score enters the softmax through its *absolute* value: an
 # error of a few $10^{-6}$ in $-(x - x_i)^2 w^2/2$ (with $w^2/2 \approx 8$ for the learned width) changes a weight by a
 # relative $10^{-5}$ at most. That is why the predictions and weights above differ by only a few $10^{-6}$ in
 # float32, and why the comparison with the formula is made in float64, where nothing is lost. Turning a distance into
@@ -879,27 +880,42 @@ answers["lookup"] = {
 # Exercise 6: how far from the salient key it takes more than half of a query's weight, for b = 3 and b = 8.
 fine = torch.linspace(0, 5, 5001)
 fine_scores = -((fine[:, None] - x_train) ** 2) / (2 * 0.25**2)
-answers["salience_reach"] = {}
+answers["salience_reach"], answers["salience_others_log_weight"] = {}, {}
+others = torch.arange(n_train) != nearest
 for b in (3.0, 8.0):
     bonus = torch.zeros(n_train)
     bonus[nearest] = b
     wins = torch.softmax(fine_scores + bonus, dim=1)[:, nearest] > 0.5
-    answers["salience_reach"][str(b)] = (fine[wins] - x_train[nearest]).abs().max().item()
+    farthest = ((fine - x_train[nearest]).abs() * wins).argmax()  # the farthest query where it still wins
+    answers["salience_reach"][str(b)] = (fine[farthest] - x_train[nearest]).abs().item()
+    # What the salient key has to beat there: log of the summed kernel weight of all the other keys.
+    answers["salience_others_log_weight"][str(b)] = fine_scores[farthest, others].logsumexp(0).item()
 # Exercise 7: free scores without the leave-one-out mask.
-free_scores = torch.zeros(n_train, n_train, requires_grad=True)
-optimizer = torch.optim.Adam([free_scores], lr=0.1)
+unmasked_scores = torch.zeros(n_train, n_train, requires_grad=True)  # not free_scores: the figure above shows those
+optimizer = torch.optim.Adam([unmasked_scores], lr=0.1)
 for _ in range(EPOCHS):
-    free_weights = torch.softmax(free_scores, dim=1)
-    free_loss = ((free_weights @ y_train - y_train) ** 2).mean()
+    unmasked_weights = torch.softmax(unmasked_scores, dim=1)
+    unmasked_loss = ((unmasked_weights @ y_train - y_train) ** 2).mean()
     optimizer.zero_grad()
-    free_loss.backward()
+    unmasked_loss.backward()
     optimizer.step()
-free_weights = free_weights.detach()
+unmasked_weights = unmasked_weights.detach()
 answers["free_unmasked"] = {
-    "loss": free_loss.item(),
-    "own_weight": free_weights.diagonal().mean().item(),
-    "test_mse": mse(free_weights[nearest_row] @ y_train),
+    "loss": unmasked_loss.item(),
+    "own_weight": unmasked_weights.diagonal().mean().item(),
+    "test_mse": mse(unmasked_weights[nearest_row] @ y_train),
 }
+# Exercise 8: data sets of 50, 40, 30 and 20 points (the first n_k of each) in one bmm, the keys past n_k masked out.
+sizes = [50, 40, 30, 20]
+valid = torch.arange(n_train) < torch.tensor(sizes)[:, None]  # (B, train): True for a data set's own keys
+padded_weights = torch.softmax(
+    (-(((x_test64[:, None] - x_train64[None, :]) * w64) ** 2) / 2).masked_fill(~valid[:, None, :], float("-inf")), -1
+)  # (B, test, train), exactly 0 on the padded keys
+padded = torch.bmm(padded_weights, y_batch[:, :, None])[..., 0]
+separate = torch.stack(
+    [nw_learned(x_test64, x_train64[:k], y_batch[i, :k], w64)[0] for i, k in enumerate(sizes)]
+)  # each data set alone, on its own points
+answers["padded_bmm"] = {"sizes": sizes, "vs_separate_max_abs": (padded - separate).abs().max().item()}
 report["answers"] = answers
 print(answers)
 report.save()
@@ -911,7 +927,7 @@ report.save()
 #    (test MSE 0.13). A wider kernel averages more neighbours, which cancels more noise but blurs the curve: the less
 #    noise, the less averaging pays for the blur.
 # 2. $\sigma = 0.17$ (test MSE 0.015, from 0.049): with more points, enough neighbours lie within a smaller distance
-#    to cancel the noise, so the best width shrinks as the data grows (the usual bandwidth rule of kernel regression).
+#    to cancel the noise, so the best width shrinks with more data (the usual bandwidth rule of kernel regression).
 # 3. Test MSE 0.15, 0.093, 0.049, 0.12 and 0.43: a U shape with its bottom near $\sigma = 0.25$, where the
 #    leave-one-out fit landed ($\sigma = 0.252$, MSE 0.049) without ever seeing the test points. Too narrow follows
 #    the noise, too wide flattens the curve.
@@ -923,16 +939,20 @@ report.save()
 #    the nearest, and the answer moves by that ratio times the difference of their values (0.45): below 0.001 when the
 #    ratio is below 0.0022, i.e. $0.00105/\sigma^2 > 6.1$, $\sigma < 0.013$. A soft lookup turns hard quickly once
 #    $\sigma$ is well below the spacing of the keys.
-# 6. A query at distance $d$ from the salient key scores it $-d^2/2\sigma^2 + b = b - 8d^2$, against about 0 for a key
-#    at the query itself; with the neighbours in between it takes half the weight up to $d = 0.89$ for $b = 8$
-#    (measured on a fine grid of queries; 0.43 for $b = 3$). The distance term grows as $d^2$, so the reach of a
-#    salience only grows as $\sqrt b$: an involuntary cue wins near, the voluntary one far.
+# 6. A query at distance $d$ from the salient key scores it $-d^2/2\sigma^2 + b = b - 8d^2$. It takes half the weight
+#    while $e^{b - 8d^2}$ exceeds the summed kernel weight $S$ of the other keys, and $S$ is not the 1 of a single key
+#    at the query but that of the several neighbours around it: $\log S = 1.53$ at the farthest query it wins for
+#    $b = 3$, 1.59 for $b = 8$. So the reach is $d = \sqrt{(b - \log S)/8}$: measured on a fine grid of queries, 0.43
+#    for $b = 3$ and 0.89 for $b = 8$, 2.09 times as far, more than the $\sqrt{8/3} = 1.63$ times of a reach
+#    proportional to $\sqrt b$, because the neighbours' $\log S$ is taken from $b$ first. The distance term grows as
+#    $d^2$, so the reach follows only the square root of what the salience has left: an involuntary cue wins near, the
+#    voluntary one far.
 # 7. No: the training loss falls to $4 \cdot 10^{-6}$, but the mean weight of a row on its own key is only 0.12. Any
 #    mix of targets that reproduces a row's target is as good as its own, and with 50 free numbers per row the
-#    optimiser finds one long before the diagonal grows. At new queries the nearest rows give a test MSE of 0.26:
-#    nearest-neighbour regression again, whatever the rows look like.
+#    optimiser finds one long before the diagonal takes the weight. At new queries the nearest rows give a test MSE of
+#    0.26: nearest-neighbour regression again, whatever the rows look like.
 # 8. Pad every data set to 50 keys and keep the padded keys out of the softmax: scores of $-\infty$ where key $j \ge
-#    n_k$ (a per-data-set valid length, tutorial 04), then the same `bmm`. It equals the four regressions run
-#    separately on their own points to float64 rounding. The library's layer takes the same information as a
-#    boolean `attention_mask` of shape (batch, 1, 1, keys), True for the real keys, or a tokenizer's 0/1 padding mask
-#    through `hf_attention.modeling.masks.padding_mask`.
+#    n_k$ (a per-data-set valid length, tutorial 04), then the same `bmm`. Measured, it gives the regressions run
+#    separately on their own points to a largest difference of 2.2e-15, float64 rounding. The library's layer takes the
+#    same information as a boolean `attention_mask` of shape (batch, 1, 1, keys), True for the real keys, or a
+#    tokenizer's 0/1 padding mask through `hf_attention.modeling.masks.padding_mask`.

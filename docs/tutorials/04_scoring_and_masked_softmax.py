@@ -19,8 +19,9 @@
 # and the **scoring function** $a$ is where the classic variants differ. hf-attention implements four
 # (`attention_score=`): the scaled dot product $q^\top k/\sqrt d$ (Vaswani et al. 2017), the plain dot product
 # (T5, Raffel et al. 2020), the additive score $w^\top \tanh(W_q q + W_k k)$ (Bahdanau et al. 2015) and the
-# Gaussian kernel of tutorial 03. This tutorial runs two of them on the toy tensors of d2l.ai §11.3, shows how
-# padding is hidden from the softmax, and measures why the dot product is divided by $\sqrt d$.
+# Gaussian kernel of tutorial 03. This tutorial runs two of them on the toy tensors of d2l.ai §11.3 and on distinct
+# keys, shows how padding is hidden from the softmax, measures why the dot product is divided by $\sqrt d$, and
+# measures what a bilinear score $q^\top k = x_i^\top W_q W_k^\top x_j$ of head width $d_k$ can express.
 
 # %%
 import math
@@ -29,7 +30,7 @@ from types import SimpleNamespace
 import torch
 from tutorial_support import Report, parse_args, plt, save_figure, table
 
-from hf_attention.modeling.attention import eager_attention_forward
+from hf_attention.modeling.attention import MultiHeadAttention, eager_attention_forward
 from hf_attention.modeling.masks import padding_mask
 from hf_attention.modeling.scores import AdditiveScore, make_score
 
@@ -43,7 +44,7 @@ torch.manual_seed(0)
 # Every hf-attention layer ends in a *backend*: `eager_attention_forward(module, q, k, v, mask, scaling=...)`
 # computes scores, masks them, takes the softmax and the weighted sum, and returns the output and the weights.
 # Shapes are (batch, heads, length, width). The backend reads three things from the layer that calls it: its
-# `score` module (None means "dot product times `scaling`"), whether it `is_causal`, and whether it is
+# `score` module (`None` means "dot product times `scaling`"), whether it `is_causal`, and whether it is
 # `training` (for dropout). Here a plain namespace stands in for that layer.
 
 
@@ -114,6 +115,97 @@ report["toy_weights_dot"] = weights_dot[:, 0, 0]
 # Both give the means of the valid values, and both put weight $1/2$ on each of the two real keys of sequence 0
 # and $1/6$ on the six of sequence 1: the padded keys get exactly 0.
 #
+# ### Where the two scores differ: distinct keys of different norms
+#
+# Equal keys hide the differences between the scores: both panels of the toy would be the same. Give one query of
+# width 8 ten distinct random keys (of norms 2.0 to 3.4), score them with an `AdditiveScore` (random weights, as at
+# initialisation) and with the scaled dot product, and multiply the query and the keys by a common factor $c$ to
+# change their norms.
+
+# %%
+distinct_width, distinct_keys = 8, 10
+norm_scales = [0.25, 0.5, 1, 2, 4, 8, 16, 32, 64]
+with torch.random.fork_rng():  # its own random numbers: the sections after it draw what they drew before
+    torch.manual_seed(5)
+    additive_8 = AdditiveScore(head_dim=distinct_width)  # query and key 8 → 8, energy 8 → 1
+    query_8, keys_8 = torch.randn(distinct_width), torch.randn(distinct_keys, distinct_width)
+_, scaling_8 = make_score("scaled_dot", num_heads=1, head_dim=distinct_width)
+by_scale = []
+for factor in norm_scales:
+    query_c, keys_c = (factor * query_8)[None, None, None], (factor * keys_8)[None, None]
+    with torch.no_grad():
+        _, w_additive = attend(additive_8, query_c, keys_c, keys_c)
+    _, w_dot = attend(None, query_c, keys_c, keys_c, scaling=scaling_8)
+    by_scale.append({"scale": factor, "additive": w_additive[0, 0, 0].tolist(), "dot": w_dot[0, 0, 0].tolist()})
+# |wᵀ tanh(·)| ≤ ‖w‖₁ whatever q and k: no key can score more than ‖w‖₁ above -‖w‖₁ of the nine others
+energy_l1 = additive_8.energy.weight.abs().sum().item()
+report["distinct_keys"] = {
+    "width": distinct_width,
+    "keys": distinct_keys,
+    "key_norms": keys_8.norm(dim=-1).tolist(),
+    "by_scale": by_scale,
+    "additive_energy_l1": energy_l1,
+    "additive_largest_weight_possible": math.exp(energy_l1)
+    / (math.exp(energy_l1) + (distinct_keys - 1) * math.exp(-energy_l1)),
+}
+print(
+    table(
+        [
+            (
+                r["scale"],
+                f"{max(r['additive']):.3f}",
+                max(range(distinct_keys), key=r["additive"].__getitem__),
+                f"{max(r['dot']):.3f}",
+                max(range(distinct_keys), key=r["dot"].__getitem__),
+            )
+            for r in by_scale
+        ],
+        ("c", "additive: largest weight", "on key", "scaled dot: largest weight", "on key"),
+    )
+)
+ceiling = report["distinct_keys"]["additive_largest_weight_possible"]
+print(f"additive scores stay within ±‖w‖₁ = ±{energy_l1:.2f}: no weight above {ceiling:.2f}")
+
+figure, axes = plt.subplots(1, 2, figsize=(11, 3.4))
+at_one = next(r for r in by_scale if r["scale"] == 1)
+positions_8 = torch.arange(distinct_keys)
+axes[0].bar(positions_8 - 0.2, at_one["additive"], width=0.4, label="additive")
+axes[0].bar(positions_8 + 0.2, at_one["dot"], width=0.4, label="scaled dot")
+axes[0].set_xlabel("key")
+axes[0].set_ylabel("weight")
+axes[0].set_title("One query, ten distinct keys (c = 1)", fontsize=10)
+axes[0].legend(fontsize=8)
+for name in ("additive", "dot"):
+    axes[1].semilogx(
+        norm_scales, [max(r[name]) for r in by_scale], "o-", label="scaled dot" if name == "dot" else name
+    )
+axes[1].axhline(
+    report["distinct_keys"]["additive_largest_weight_possible"], color="k", ls=":", label="additive's ceiling"
+)
+axes[1].axhline(1 / distinct_keys, color="0.6", ls="--", label="uniform")
+axes[1].set_xlabel("common factor c on the query and the keys")
+axes[1].set_ylabel("largest weight")
+axes[1].set_title("Norms up: the dot product sharpens, the additive score saturates", fontsize=10)
+axes[1].legend(fontsize=8)
+save_figure(
+    figure,
+    args.figures,
+    "04_additive_vs_dot",
+    scales=norm_scales,
+    additive=[r["additive"] for r in by_scale],
+    dot=[r["dot"] for r in by_scale],
+)
+
+# %% [markdown]
+# The two rows differ already at $c = 1$: the scaled dot product puts 0.353 of the weight on key 4, the additive
+# score 0.160. Norms act on them differently. Multiplying $q$ and the keys by $c$ multiplies each dot product by
+# $c^2$: the keys keep their order (key 4 first at each of the 9 factors) and the weights sharpen without limit, from
+# 0.110 at $c = 0.25$ to 1.000 from $c = 4$ on. The additive score passes $W_q q + W_k k$ through a tanh, so its
+# scores stay within $\pm\lVert w\rVert_1 = \pm 1.59$ whatever the norms: no weight can exceed 0.73 among ten keys,
+# the largest is 0.210 at $c = 64$, and the top key changes (key 4 up to $c = 2$, key 2 from $c = 4$ on) as the tanh
+# saturates for each key in turn. The dot product's sharpness is set by the norms of the query and the keys; the
+# additive score's is capped by its own weights $w$, which training can make larger.
+#
 # ## Masked softmax: the library's way and the classic way, side by side
 #
 # The classic `masked_softmax(X, valid_lens)` (d2l.ai §11.3) writes $-10^6$ into the masked scores and takes a
@@ -160,7 +252,7 @@ report["masked_softmax_max_abs_vs_classic"] = max(
 )
 
 # %% [markdown]
-# Where some key is valid, the two agree to float rounding. They differ, on purpose, where **no key is valid**:
+# Where some key is valid, they agree to float rounding. They differ, on purpose, where **no key is valid**:
 # a padded query in a left-padded batch, or an empty source. With valid length 0 the classic softmax sees equal
 # scores ($-10^6$ everywhere) and returns a *uniform* row: the padding is averaged in as if it were real.
 # hf-attention returns a row of zeros, so such a query contributes nothing. And in float16, $-10^6$ is not
@@ -184,11 +276,10 @@ report["classic_float16_empty_row_is_nan"] = bool(classic_half[0, 0].isnan().all
 report["library_float16_empty_row"] = library_half[0, 0].float()
 
 # %%
-figure, axes = plt.subplots(1, 4, figsize=(13, 2.8))
+figure, axes = plt.subplots(1, 3, figsize=(11, 2.8))
 sequences = ["sequence 0", "sequence 1"]
 panels = (
-    (weights_additive[:, 0, 0], "additive, valid lengths [2, 6]", sequences),
-    (weights_dot[:, 0, 0], "scaled dot, valid lengths [2, 6]", sequences),
+    (weights_dot[:, 0, 0], "additive = scaled dot (equal keys), lengths [2, 6]", sequences),
     (library_2.reshape(4, 4), "library, lengths [[1, 3], [2, 4]]", ["s0 q0", "s0 q1", "s1 q0", "s1 q1"]),
     (torch.stack([classic_zero[0, 0], library_zero[0, 0]]), "valid length 0", ["classic", "library"]),
 )
@@ -216,8 +307,8 @@ save_figure(
 # A positive $q^\top k$ says the key points the query's way, 0 that it is orthogonal, a negative one that it points
 # away. The softmax turns that into weights: a key at score $+s$ gets $e^{s/\sqrt d}$ times the weight of an
 # orthogonal key, one at $-s$ gets $e^{-s/\sqrt d}$ times it, so the key at $-s$ gets $e^{-2s/\sqrt d}$ times the
-# weight of the key at $+s$. Only differences of scores matter: add the same vector to every key and each score moves
-# by the same amount, the weights not at all. Measured with the backend on one query of width $d = 16$ and 8 keys:
+# weight of the key at $+s$. Only differences of scores matter: add the same vector to each key and each score moves
+# by the same amount, and the weights do not move. Measured with the backend on one query of width $d = 16$ and 8 keys:
 # orthogonal ones, plus one at $q^\top k = -4$, one at $+4$, or both ($\pm 1$ after the scaling).
 
 # %%
@@ -276,8 +367,8 @@ print(
 # weight of the key towards ($e^{-2} = 0.135$), and the key towards 2.718 times the weight of an orthogonal key
 # ($e^1$).
 #
-# The orthogonal keys are now below uniform too (0.110): above or below uniform is always relative to the other keys
-# of the row. Shift every score down by $s$, so that the best key scores 0 and all others are negative, and the
+# The orthogonal keys are now below uniform too (0.110): above or below uniform is relative to the other keys
+# of the row. Shift each score down by $s$, so that the best key scores 0 and the others are negative, and the
 # weights move by less than $10^{-16}$ (float64 rounding). A negative score is not a small weight; a score *lower than
 # the others* is.
 #
@@ -288,8 +379,8 @@ print(
 #
 # $$\mathrm{Var}(q^\top k) = d, \qquad \mathrm{Var}\!\left(q^\top k/\sqrt d\right) = 1.$$
 #
-# Unscaled, the scores spread out as $\sqrt d$; the softmax of widely spread scores puts almost all weight on the
-# largest one (it *saturates*), and a saturated softmax passes almost no gradient: its Jacobian
+# Unscaled, the scores spread out as $\sqrt d$; the softmax of widely spread scores puts almost the whole weight on
+# the largest one (it *saturates*), and a saturated softmax passes almost no gradient: its Jacobian
 # $\mathrm{diag}(p) - pp^\top$ is 0 when $p$ is one-hot. Measured: sample many $q, k$ and look at the variance of
 # the scores, then run the backend with `scaling=1` ("dot") and `scaling=1/sqrt(d)` ("scaled_dot") over 32 keys
 # and look at the entropy of the weights (uniform: $\ln 32 = 3.47$ nats; one-hot: 0) and at the size of the
@@ -338,9 +429,10 @@ report["ln_keys"] = math.log(n_keys)
 
 # %% [markdown]
 # The variance grows in step with $d$ unscaled and stays at 1 scaled, as the argument says. Scaled, the entropy stays
-# near $\ln 32 - \tfrac12$ and the Jacobian near 0.24 for every width. Unscaled, the entropy falls steadily, but the
-# Jacobian does *not* simply shrink: at $d = 4$ and $16$ it is 0.30, larger than the scaled 0.24, and only from
-# $d = 64$ on does it fall (0.20, 0.11, 0.07 at $d = 64, 256, 1024$). The reason is that the size of
+# near $\ln 32 - \tfrac12$ and the Jacobian near 0.24 for every width. Unscaled, the entropy and the Jacobian both
+# fall steadily, but the Jacobian does *not* start below the scaled one: at $d = 4$ and $16$ it is 0.30, larger than
+# the scaled 0.24, and only from $d = 64$ on is it below it (0.20, 0.11, 0.07 at $d = 64, 256, 1024$). The reason is
+# that the size of
 # $\mathrm{diag}(p) - pp^\top$ is not monotone in the spread of the scores. Its squared Frobenius norm is
 # $\sum_i p_i^2 - 2\sum_i p_i^3 + (\sum_i p_i^2)^2$: for equal weights on $m$ keys that is $(m-1)/m^2$, so the norm
 # itself (what the table and the figure show) is $\sqrt{m-1}/m$: $\sqrt{31}/32 \approx 0.17$ for all 32 keys, larger
@@ -393,11 +485,11 @@ print(
 
 # %% [markdown]
 # The curve rises from the uniform value, peaks at a spread of about 2.5 (most of the weight on a few keys), and falls
-# towards 0 as one key takes all the weight. Unscaled scores at $d = 4$ and $16$ ($\sigma = 2, 4$) land near the peak,
-# which is why their Jacobian beats the scaled one there; from $d = 64$ ($\sigma = 8$) they are on the falling side,
-# and each quadrupling of $d$ (doubling of $\sigma$) takes them further down, so the query and key projections get less
-# and less learning signal just where real models live (64 or 128 per head). The argument for $1/\sqrt d$ is therefore
-# not that unscaled gradients are always smaller, but that without it the spread, the entropy and the gradient all
+# towards 0 as one key takes the whole weight. Unscaled scores at $d = 4$ and $16$ ($\sigma = 2, 4$) land near the
+# peak, which is why their Jacobian beats the scaled one there; from $d = 64$ ($\sigma = 8$) they are on the falling
+# side, and each quadrupling of $d$ (doubling of $\sigma$) takes them further down, so the query and key projections
+# get less and less learning signal just where real models live (64 or 128 per head). The argument for $1/\sqrt d$ is
+# therefore not that unscaled gradients are smaller, but that without it the spread, the entropy and the gradient each
 # depend on the head width and, at practical widths, the softmax is on its way to saturation; scaled, $\sigma = 1$ at
 # every width, on the rising side of the peak with well-spread weights. (Trained weights are not independent unit
 # Gaussians, so real scores are not exactly unit-variance; the scaling keeps them in the right range at initialisation,
@@ -451,6 +543,122 @@ save_figure(
 )
 
 # %% [markdown]
+# ## What a bilinear score can express: the rank bound
+#
+# With learned projections, the scaled dot product of a layer scores the tokens $X$ ($n \times D$) against themselves
+# as $X W_q W_k^\top X^\top/\sqrt{d_k}$: an $n \times n$ matrix of rank at most the head width $d_k$, whatever $X$.
+# When $d_k < n$, some attention patterns are out of its reach (Bhojanapalli et al. 2020, *Low-rank bottleneck in
+# multi-head attention models*). A score matrix learned directly, $A = X W_A$ with $W_A$ of size $D \times n$ (the
+# dense Synthesizer of Tay et al. 2021), has no such bound, at the price of one output per key position: it cannot
+# take another length, and what it scores is a position, not a key's content.
+#
+# Measured: $n = 32$ tokens of width $D = 64$ (random, fixed), and a target pattern whose every row is a softmax of 32
+# random logits (their matrix has full rank). A one-head `MultiHeadAttention` with head width $d_k$ fits its
+# $W_q, W_k$ to it, and so does the free score $X W_A$ through the same eager backend, each by minimising the mean
+# Kullback–Leibler divergence from the target rows.
+
+# %%
+rank_tokens, rank_width = 32, 64
+head_widths = [1, 2, 4, 8, 16, 32]
+rank_steps = 150 if args.quick else 400
+torch.manual_seed(2)
+tokens_x = torch.randn(1, rank_tokens, rank_width)
+target = torch.softmax(2 * torch.randn(rank_tokens, rank_tokens), dim=-1)  # rows of (query, key) weights to fit
+
+
+def divergence_from_target(weights: torch.Tensor) -> torch.Tensor:
+    """Mean over the queries of KL(target row ‖ fitted row)."""
+    return (target * (target.log() - weights.clamp_min(1e-30).log())).sum(-1).mean()
+
+
+def fit(parameters: list[torch.Tensor], weights_of) -> tuple[float, torch.Tensor]:
+    """Adam on `parameters` for rank_steps steps; the final divergence and the fitted weights."""
+    optimizer = torch.optim.Adam(parameters, lr=0.05)
+    for _ in range(rank_steps):
+        loss = divergence_from_target(weights_of())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    with torch.no_grad():
+        weights = weights_of()
+    return divergence_from_target(weights).item(), weights
+
+
+bilinear, fitted = [], {}
+for head_width in head_widths:
+    torch.manual_seed(3)
+    layer = MultiHeadAttention(hidden_size=rank_width, num_heads=1, num_kv_heads=1, head_dim=head_width, bias=False)
+    divergence, fitted[head_width] = fit(
+        [layer.q_proj.weight, layer.k_proj.weight],
+        lambda layer=layer: layer(tokens_x, output_attentions=True)[1][0, 0],
+    )
+    with torch.no_grad():  # the fitted scores X W_q W_kᵀ Xᵀ, in float64 so that their rank is read without doubt
+        x64 = tokens_x[0].double()
+        scores_64 = (x64 @ layer.q_proj.weight.double().T) @ (x64 @ layer.k_proj.weight.double().T).T
+    bilinear.append(
+        {
+            "head_width": head_width,
+            "parameters": layer.q_proj.weight.numel() + layer.k_proj.weight.numel(),
+            "divergence": divergence,
+            "score_rank": torch.linalg.matrix_rank(scores_64).item(),
+        }
+    )
+torch.manual_seed(3)
+free_score = torch.nn.Linear(rank_width, rank_tokens, bias=False)  # A = X W_A: one output per key position
+no_width = torch.zeros(1, 1, rank_tokens, 1)  # queries, keys and values the score module ignores
+free_divergence, fitted["free"] = fit(
+    list(free_score.parameters()),
+    lambda: attend(lambda query, key: free_score(tokens_x)[:, None], no_width, no_width, no_width)[1][0, 0],
+)
+report["rank_setup"] = {"tokens": rank_tokens, "width": rank_width, "steps": rank_steps}
+report["rank_target_logit_rank"] = torch.linalg.matrix_rank(target.double().log()).item()
+report["rank_bilinear"] = bilinear
+report["rank_free"] = {"parameters": free_score.weight.numel(), "divergence": free_divergence}
+report["rank_uniform_divergence"] = divergence_from_target(torch.full_like(target, 1 / rank_tokens)).item()
+print(
+    table(
+        [(r["head_width"], r["parameters"], r["score_rank"], f"{r['divergence']:.3f}") for r in bilinear]
+        + [("free A = X W_A", free_score.weight.numel(), "", f"{free_divergence:.4f}")],
+        ("d_k", "parameters", "rank of the scores", "KL(target ‖ fit)"),
+    )
+)
+print(f"uniform weights: KL {report['rank_uniform_divergence']:.3f}")
+
+figure, axes = plt.subplots(1, 4, figsize=(16, 3.4))
+axes[0].semilogx(head_widths, [r["divergence"] for r in bilinear], "o-", base=2, label="bilinear X W_q W_kᵀ Xᵀ")
+axes[0].axhline(free_divergence, color="C1", label="free A = X W_A")
+axes[0].axhline(report["rank_uniform_divergence"], color="k", ls=":", label="uniform weights")
+axes[0].set_xlabel("head width d_k (rank bound of the scores)")
+axes[0].set_ylabel("KL(target ‖ fit), nats")
+axes[0].set_title("Fitting a 32 × 32 pattern", fontsize=10)
+axes[0].legend(fontsize=8)
+for axis, (name, weights) in zip(
+    axes[1:], [("target", target), ("bilinear, d_k = 4", fitted[4]), ("bilinear, d_k = 16", fitted[16])], strict=True
+):
+    axis.imshow(weights.detach(), cmap="Blues", vmin=0, vmax=target.max().item(), interpolation="nearest")
+    axis.set_title(name, fontsize=10)
+    axis.set_xlabel("key")
+axes[1].set_ylabel("query")
+save_figure(
+    figure,
+    args.figures,
+    "04_rank",
+    head_widths=head_widths,
+    divergence=[r["divergence"] for r in bilinear],
+    free_divergence=free_divergence,
+    target=target,
+    fit_4=fitted[4].detach(),
+    fit_16=fitted[16].detach(),
+)
+
+# %% [markdown]
+# The fitted bilinear scores have rank $d_k$ exactly at each of the 6 widths (read off in float64), and the
+# divergence falls at each step up in $d_k$: 1.045 nats at $d_k = 1$ (uniform weights: 1.411), 0.359 at $d_k = 4$,
+# 0.020 at $d_k = 16$ and 0.002 at $d_k = n = 32$, where the bound no longer binds. The free score reaches 2.8e-5
+# with 2,048 parameters, as many as the bilinear score has at $d_k = 16$ ($2 \cdot 64 \cdot 16$). In real models
+# $d_k$ is 64 or 128 and a sequence has thousands of tokens, so the bound holds for every head; Bhojanapalli et al.
+# propose to set the head width from the sequence length rather than by dividing the model width among the heads.
+#
 # ## Summary
 #
 # * The score is the only part that differs between classic attention variants; masking, softmax and the weighted
@@ -458,7 +666,10 @@ save_figure(
 # * Masks are boolean, True = may attend. Valid lengths become a mask through a comparison with `arange` and
 #   `hf_attention.modeling.masks.padding_mask`; a row with no valid key gives zeros, never a uniform row or NaN.
 # * Unscaled dot products grow with the width and saturate the softmax; dividing by $\sqrt d$ keeps the scores at
-#   unit variance. T5 (`attention_score="dot"`) drops the factor and relies on its initialisation instead.
+#   unit variance. T5 (`attention_score="dot"`) omits the factor and relies on its initialisation instead.
+# * A dot product sharpens when its query and keys are scaled up; an additive score is bounded by its weights.
+# * With learned projections, a head's scores over $n$ tokens have rank at most $d_k$: below $n$, some patterns are
+#   out of reach (measured on a dense one), whereas a free score matrix $X W_A$ fits it but is tied to one length.
 #
 # **Next:** [05 · positional encodings](05_positional_encodings.py).
 #
@@ -493,7 +704,7 @@ save_figure(
 #    $s_i \sim N(0, \sigma^2)$ and many keys, $\sum_i e^{s_i} \approx n\,e^{\sigma^2/2}$ and the softmax-weighted
 #    mean score is $\sigma^2$, so $H = \ln \sum_i e^{s_i} - \sum_i p_i s_i \approx \ln n - \sigma^2/2$.
 # 5. At a smaller spread, about $\sigma \approx 1.1$ (instead of 2.5), with a larger peak, about 0.36: with 8 keys
-#    a smaller spread already puts most of the weight on two or three of them, where the norm $\sqrt{m-1}/m$ of
+#    a smaller spread already puts most of the weight on a few of them, where the norm $\sqrt{m-1}/m$ of
 #    equal weights is largest (0.5 at $m = 2$, 0.47 at $m = 3$). The uniform starting value is higher too,
 #    $\sqrt 7/8 \approx 0.33$: with few keys even uniform weights pass a sizeable gradient, and the scaled scores
 #    ($\sigma = 1$) sit almost at the peak.
@@ -530,3 +741,26 @@ report["answer_uniform_limit_8_keys"] = math.sqrt(8 - 1) / 8
 print("ln n - H of scaled rows:", {c: f"{g:.2f}" for c, g in report["answer_entropy_gap"].items()})
 print("8 keys: Jacobian peak at sigma = {:.1f}, size {:.2f}".format(*report["answer_jacobian_peak_8_keys"]))
 report.save()
+
+# %% [markdown]
+# ## Self-test
+#
+# a. In hf-attention, what weight does a padded key get, and what does a query with no valid key get back?
+# b. Multiply a query and its keys by a common factor. What happens to the weights of the scaled dot product, and to
+#    those of the additive score?
+# c. Why is the dot product divided by $\sqrt d$, in one sentence?
+# d. What limits the attention patterns a single head can produce, and what would lift the limit?
+
+# %% [markdown]
+# ### Self-test answers
+#
+# a. Exactly zero: the backend fills masked scores with the most negative finite number, takes the softmax and then
+#    zeroes the masked weights. A query with no valid key gets a row of zeros (the classic $-10^6$ version returns a
+#    uniform row, or NaN in float16).
+# b. The dot products are multiplied by the factor squared: the keys keep their order and the weights sharpen towards
+#    one-hot. The additive scores stay within $\pm\lVert w\rVert_1$, so the weights stop sharpening below a ceiling,
+#    and the top key can change as the tanh saturates.
+# c. So that the scores have unit variance at initialisation whatever the head width, instead of a spread of $\sqrt d$
+#    that saturates the softmax and leaves it little gradient at practical widths.
+# d. The scores $X W_q W_k^\top X^\top$ of a head have rank at most $d_k$; a free score matrix $X W_A$ has no such
+#    bound but is tied to one length, and a head width of at least the sequence length lifts it too.

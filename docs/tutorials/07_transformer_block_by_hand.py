@@ -13,7 +13,7 @@
 # Tutorials 03 to 06 took attention apart one idea at a time. This one puts a whole encoder layer of the 2017
 # Transformer (Vaswani et al. 2017 §3) back together from a handful of matrix products written in plain torch:
 # single-head attention on a $T \times D$ matrix, multi-head attention, the position-wise feed-forward network,
-# residual connections and LayerNorm. Every piece is checked against hf-attention's own modules with the same
+# residual connections and LayerNorm. Each piece is checked against hf-attention's own modules with the same
 # weights, down to the last bit where that is possible. Then it asks *why* each piece is there, and answers by
 # measurement: how far multi-head attention is a convolution, why LayerNorm normalises a token and not a sentence,
 # what tying $W_q = W_k$ does to the scores, what dropout does to the attention weights, what happens to a deep stack
@@ -26,7 +26,7 @@
 #   $QK^\top$, times the scale, mask, softmax, weighted sum of the values. It returns the attention weights, and it
 #   runs exactly the operations a reader would write, in the same order.
 # * **SDPA** is PyTorch's `torch.nn.functional.scaled_dot_product_attention` (the library's default backend,
-#   `sdpa_attention_forward`), a *fused* kernel: one routine that does all those steps in a single pass, block by
+#   `sdpa_attention_forward`), a *fused* kernel: one routine that does those steps in a single pass, block by
 #   block with a running softmax, and never stores the $T \times T$ weights. Faster and lighter, but it adds its sums
 #   in another order.
 # * **Post-norm** and **pre-norm** are the two places for LayerNorm (LN, which rescales each token's vector to mean 0
@@ -183,7 +183,7 @@ save_figure(figure, args.figures, "07_block_diagram", **drawn)
 #
 # $QK^\top$ is the $T \times T$ table of dot products between every query and every key, the softmax runs along each
 # row (row $i$: how much token $i$ takes from every token), and row $i$ of $AV$ is the weighted average of the value
-# rows. Division by $\sqrt d$ keeps the scores at unit variance (tutorial 04). That is all of it, in four lines:
+# rows. Division by $\sqrt d$ keeps the scores at unit variance (tutorial 04). That is the whole of it, in a few lines:
 
 
 # %%
@@ -299,7 +299,7 @@ print(f"by hand vs library, SDPA backend:  output {report['single_head_sdpa_max_
 # matrix library may pick other kernels for the library's layout of the same products (a batch of one, the bias added
 # inside the product), and the two then differ by float32 rounding, as the other paths below do. Against SDPA it is
 # float rounding, a few times $10^{-8}$: the fused kernel computes the softmax its own way (over blocks of keys, with a
-# running maximum and a running sum, and vectorised exponentials), so its additions and roundings fall differently.
+# running maximum and a running sum, and vectorised exponentials), so its additions and roundings come out differently.
 #
 # ## Multi-head attention: split, attend, concatenate, $W_o$
 #
@@ -361,13 +361,13 @@ print(
 # 1. Every projection of the layer (`q_proj`, `k_proj`, `v_proj`, `o_proj`, and the FFN's two) is a **$1 \times 1$
 #    convolution**: the same linear map at every position. `nn.Conv1d(D, D, kernel_size=1)` with `o_proj`'s weights.
 # 2. A convolution with a kernel of $k$ taps **is** a multi-head attention with $k$ heads whose masks let head $h$
-#    see one key only, the one at offset $h - (k - 1)/2$: with a single allowed key its weight is 1, and a query whose
-#    key falls off the edge gets a row of zeros from the library (tutorial 04), which is exactly the convolution's zero
-#    padding. `v_proj` copies the token into every head, `o_proj` holds the three taps side by side. (Cordonnier,
-#    Loukas & Jaggi 2020 show the general case: with $k^2$ heads and relative positions, self-attention can express
-#    any $k \times k$ convolution of an image.)
+#    see one key only, the one at offset $h - (k - 1)/2$: with a single allowed key its weight is 1, and a query
+#    whose key lies beyond the edge gets a row of zeros from the library (tutorial 04), which is exactly the
+#    convolution's zero padding. `v_proj` copies the token into every head, `o_proj` holds the three taps side by side.
+#    (Cordonnier, Loukas & Jaggi 2020 show the general case: with $k^2$ heads and relative positions, self-attention
+#    can express any $k \times k$ convolution of an image.)
 # 3. Where the analogy breaks: a convolution mixes the positions with the same weights for every input, and only
-#    nearby; attention computes its mixing from the input, over all positions. Two random inputs give two different
+#    nearby; attention computes its mixing from the input, over the whole sequence. Different inputs give different
 #    weight matrices; a convolution's mixing over positions is fixed by its weights alone (shifting its input shifts
 #    its output, away from the edges), and it is not blind to order, where attention without positions is (tutorial
 #    05): permute the input, and an attention layer's output is permuted the same way, a convolution's is not.
@@ -696,7 +696,7 @@ save_figure(
 # ## Residual connections and LayerNorm, post-norm and pre-norm
 #
 # A **residual connection** adds a sublayer's input to its output, $x + F(x)$: the sublayer only has to learn a
-# correction, the identity is free, and the gradient has a path that goes through no weight at all
+# correction, the identity is free, and the gradient has a path that goes through no weight
 # ($\partial(x + F(x))/\partial x = I + \partial F/\partial x$). **LayerNorm** (Ba et al. 2016) rescales each
 # token's vector to mean 0 and variance 1 over its $D$ features, then applies a learned gain $\gamma$ and bias
 # $\beta$: $\mathrm{LN}(x) = \gamma \odot (x - \mu)/\sqrt{\sigma^2 + \varepsilon} + \beta$, with $\mu$ and
@@ -837,11 +837,12 @@ print(
 
 # %% [markdown]
 # Per token, none of the four changes a single bit of the outputs compared: a token's normalised vector is a function
-# of that token alone. Per sentence, every one of them moves every token's output: the pad rows pull the mean towards 0
-# and shrink the variance, a later token leaks into position 0 (a decoder trained that way could read the future
-# through the norm), and a token's value depends on the length of its sentence. BatchNorm makes a sentence's output
-# depend on which other sentences share its batch, and needs running averages at inference. LayerNorm per token is what
-# makes a layer position-wise, and position-wise is what padding, causal masks and caching rely on.
+# of that token alone. Per sentence, all three that apply to it move the outputs compared (by up to 0.71, 0.11 and
+# 0.11): the pad rows of zeros change the mean and the variance, a later token leaks into position 0 (a decoder
+# trained that way could read the future through the norm), and a token's value depends on the length of its
+# sentence. BatchNorm makes a sentence's output depend on which other sentences share its batch, and needs running
+# averages at inference. LayerNorm per token is what makes a layer position-wise, and position-wise is what padding,
+# causal masks and caching rely on.
 #
 # ## Why residuals and norms: a deep stack at initialisation
 #
@@ -962,7 +963,7 @@ print(
 )
 
 # %% [markdown]
-# Without residuals, both stacks end with all ten positions holding the *same* vector (similarity 1.000), reached
+# Without residuals, both stacks end with their 10 positions holding the *same* vector (similarity 1.000), reached
 # within two layers: at initialisation attention spreads its weight almost evenly, so each layer replaces every
 # token by nearly the same average (Dong et al. 2021 call this rank collapse).
 #
@@ -974,8 +975,10 @@ print(
 #
 # The norms. Post-norm ends every layer with a LayerNorm, so the hidden states keep a standard deviation of 1 at
 # every depth. Pre-norm never normalises the main stream, only what enters each sublayer: every layer *adds* to it,
-# so it grows with depth (hence the extra LN at the end of the stack), while its gradients are even across depth.
-# Post-norm's gradients are largest near the top: this imbalance is why the 2017 recipe needs a learning-rate
+# so it grows with depth (hence the extra LN at the end of the stack). Its gradients are not equal across depth
+# either (the first layer's is 1.63 times the last layer's), but they vary less than post-norm's: a factor of 1.68
+# from the smallest to the largest of its 24 layers, against 5.36 in post-norm, whose gradients are largest at the top
+# (the first layer gets 0.19 of what the last one gets). That imbalance is why the 2017 recipe needs a learning-rate
 # warm-up, and why deep models moved to pre-norm (Xiong et al. 2020). Without any norm the stream grows fastest,
 # and each layer's gradient is 98 to 941 times that of the same layer in the normalised stacks: a learning rate
 # that suits one does not suit the other.
@@ -1022,8 +1025,8 @@ save_figure(
 # | attention dropout | dropout with $p = 0.1$ on the attention weights, in training |
 #
 # Two yardsticks. Guessing a digit at random is right 10% of the time. And a model that knows *which* digits are in
-# the sequence but not *where* can do better than chance: it knows the digit at its own position and the bag of all
-# ten, so its best guess is the most frequent digit among the other nine. That **bag-of-tokens ceiling** is computed
+# the sequence but not *where* can do better than chance: it knows the digit at its own position and the bag of its
+# 10 digits, so its best guess is the most frequent digit among the other 9. That **bag-of-tokens ceiling** is computed
 # exactly on the test sequences below.
 
 # %%
@@ -1142,16 +1145,17 @@ print(
 # * **Without positions** it lands on the bag-of-tokens ceiling (about 0.28 of the digits) and never gets a whole
 #   sequence right. It knows which digits there are, not where they are: nothing in attention, the FFN or the norms
 #   depends on the order of the rows (tutorial 05), so "the digit at the mirror position" is not even defined for it.
-# * **Without residuals** it fails as well: the token accuracy varies from seed to seed (0.36 to 0.64), but whole
-#   sequences are almost never right. The collapse measured above is the likely reason: the layers start out
+# * **Without residuals** it fails as well: the token accuracy varies from seed to seed (0.36 to 0.64), but at most
+#   0.05% of the whole sequences are right. The collapse measured above is the likely reason: the layers start out
 #   erasing what distinguishes the positions, the very information the task needs.
 # * **Without feed-forward networks** it gets there, only more slowly: its loss is 1.18 at step 100, where the full
 #   model's is 0.17 (the loss curves). Reversing is pure routing, which attention does by itself.
-# * **Without LayerNorm** it learns just as well: with two layers the activations have no room to grow. Its loss
-#   even ends lower, most likely because nothing caps the size of its logits, where post-norm hands the classifier a
-#   normalised vector. The norm matters in deep stacks, as measured above, not in this shallow one.
+# * **Without LayerNorm** it learns just as well: the 24-layer stack above needed its norms, and a stack of 2 layers
+#   has little depth over which the scale of its activations could build up. Its loss even ends lower, most likely
+#   because nothing caps the size of its logits, where post-norm hands the classifier a normalised vector. The norm
+#   matters in deep stacks, as measured above, not in this shallow one.
 # * **With $W_q = W_k$** it learns too. The tied algebra forbids two positions that favour each other *within one
-#   head*; the model has four heads in each of two layers to share out the pairs $(i, 9-i)$.
+#   head*; the model has 4 heads in each of 2 layers to share out the pairs $(i, 9-i)$.
 # * **With attention dropout** ($p = 0.1$) its lowest test accuracy over the seeds is 1.000 on digits and 1.000 on
 #   whole sequences, and its training loss, measured with the dropout on, ends at 0.003 like the full model's
 #   (0.003). Here it neither hurts nor helps: with fresh random batches at every step there is no overfitting for
@@ -1189,16 +1193,16 @@ print(
 )
 
 # %% [markdown]
-# In the full run (800 steps, three seeds) the full model gets every digit right and at least 99.8% of the whole
-# sequences. Without feed-forward networks it ends with 22% to 34% of the digits wrong and at most 8.2% of the
-# sequences right, although its routing, the part it shares with the reverse task, is the same. It is not at
+# In the full run (800 steps, three seeds) the full model gets at least 99.98% of the digits and 99.8% of the
+# whole sequences right. Without feed-forward networks it ends with 22% to 34% of the digits wrong and at most 8.2%
+# of the sequences right, although its routing, the part it shares with the reverse task, is the same. It is not at
 # chance: LayerNorm and the softmax are nonlinear too, but they are not made to compute a table.
 #
 # Whether it would get there with more training, these runs cannot say. Its loss (mean over seeds) was 1.56 at
 # step 400, 0.90 at step 600 and 0.78 at step 800, where the full model's was already 0.02 at step 400. It slows
 # down in the last 200 steps, but that is where the one-cycle schedule takes the learning rate towards 0: the
 # slowdown and the schedule are confounded. What the runs do show: attention gathers, the FFN computes, and without
-# it the same table takes far longer to learn, if it can be learned at all.
+# it the same table takes far longer to learn, if it can be learned.
 
 # %%
 figure, axes = plt.subplots(1, 2, figsize=(14, 4), gridspec_kw={"width_ratios": [3, 1]}, layout="constrained")
@@ -1252,7 +1256,7 @@ save_figure(figure, args.figures, "07_loss", **{f"curve_{i}": c for i, c in enum
 # %% [markdown]
 # ## Summary
 #
-# * Attention is four lines of torch: $Q, K, V = XW_q, XW_k, XW_v$; $\mathrm{softmax}(QK^\top/\sqrt d)\,V$.
+# * Attention is a few lines of torch: $Q, K, V = XW_q, XW_k, XW_v$; $\mathrm{softmax}(QK^\top/\sqrt d)\,V$.
 #   Multi-head attention cuts the columns into $H$ groups, attends in each, puts the outputs side by side and mixes
 #   them with $W_o$. Written that way, with the library's weights, it gives hf-attention's eager backend (to the last
 #   bit where the same kernels run, as on this run's CPU); SDPA and LayerNorm's fused kernel agree to float rounding,
@@ -1262,15 +1266,15 @@ save_figure(figure, args.figures, "07_loss", **{f"curve_{i}": c for i, c in enum
 # * Dropout on the attention weights is training-time noise: a row keeps its sum only on average, and eval mode is
 #   untouched, bit for bit.
 # * Attention outputs are weighted averages of value vectors; the position-wise FFN is the per-token nonlinearity.
-#   Reversing (routing) can do without it; the mirror sum (combining) is learned far more slowly, if at all.
+#   Reversing (routing) can do without it; the mirror sum (combining) is learned far more slowly, if ever.
 # * Residuals keep each token's identity and give the gradient a path through depth; without them the positions
 #   collapse onto one vector and the reverse task is not learned. LayerNorm keeps the scale of the activations in
-#   check: post-norm at every layer's output, pre-norm at every sublayer's input (plus once at the end), with more
-#   even gradients across depth. It normalises each token on its own, never a sentence: per sentence, padding, the
-#   future and the length would all leak into every token.
+#   check: post-norm at every layer's output, pre-norm at every sublayer's input (plus once at the end), with
+#   gradients that vary less across depth than post-norm's. It normalises each token on its own, not a sentence: per
+#   sentence, padding, a later token and the length of the sentence each moved the outputs measured above.
 # * The projections are $1 \times 1$ convolutions and a $k$-tap convolution is a $k$-head attention with fixed masks;
-#   attention is more than a convolution because it computes where to look from the tokens.
-# * Positions are what make order learnable at all: without them an encoder is blind to order and tops out at the
+#   attention goes beyond a convolution because it computes where to look from the tokens.
+# * Positions are what make order learnable: without them an encoder is blind to order and tops out at the
 #   bag-of-tokens ceiling.
 #
 # **Next:** [08 · why attention](08_why_attention.py): what a layer costs, and how far information travels, compared
@@ -1319,7 +1323,7 @@ save_figure(figure, args.figures, "07_loss", **{f"curve_{i}": c for i, c in enum
 # 5. In the final LayerNorm at the end of the stack: it brings the stream back to unit scale before the classifier.
 #    Without it the classifier's logits would scale with the depth of the model, and their size (how sure the model
 #    is) would depend on how many layers it has, not on what it has learned.
-# 6. Only padding: with statistics over the five real tokens, the padded sentence gives its real tokens the outputs
+# 6. Only padding: with statistics over the 5 real tokens, the padded sentence gives its real tokens the outputs
 #    they get alone, to float rounding (its sums also run over the rows of zeros, which may group the additions
 #    differently). A later token still moves position 0 (by 0.11, as before), and so does an appended one: the
 #    statistics still mix the positions. A causal version would need statistics over each prefix, a different

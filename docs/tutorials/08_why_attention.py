@@ -60,7 +60,7 @@ torch.manual_seed(0)
 #   ($nd^2$), plus the pairwise part: the scores $QK^\top$ ($n^2 d$) and the weighted sum of the values ($n^2 d$).
 #   Total $4nd^2 + 2n^2d$.
 # * **vanilla (Elman) RNN**, $h_t = \tanh(W_x x_t + W_h h_{t-1})$: two $d \times d$ products per step, $2nd^2$. It has
-#   no query, key or value projections at all.
+#   no query, key or value projections.
 # * **LSTM**: four gates, each with its own $W_x$ and $W_h$: $8nd^2$.
 # * **convolution** of kernel $k$ from $d$ to $d$ channels: $knd^2$.
 #
@@ -134,12 +134,13 @@ report["crossover_n"] = crossovers
 report["d_for_costs"] = d
 
 # %% [markdown]
-# At $d = 512$ the attention layer costs as much as an LSTM at $n = 1024$ and half as much at $n = 16$, never less
-# than a vanilla RNN or a 3-wide convolution of the same width, and its pairwise part alone matches a vanilla RNN
-# at $n = d = 512$. Two things the count leaves out. What matters more than the count on real hardware favours
-# attention: its work is a few large matrix products that run in parallel over the positions, while an RNN's $n$
-# small products must run one after the other (next section). And a Transformer layer also has a feed-forward block
-# ($8nd^2$ for the usual inner width $4d$), which for sentence-length inputs costs more than its attention does.
+# At $d = 512$ the attention layer costs as much as an LSTM at $n = 1024$ and half as much at $n = 16$; it costs
+# more than a vanilla RNN or a 3-wide convolution of the same width at every length of the table, and its pairwise
+# part alone matches a vanilla RNN at $n = d = 512$. The count leaves out what happens on real hardware, and that
+# favours attention: its work is a few large matrix products that run in parallel over the positions, while an
+# RNN's $n$ small products must run one after the other (next section). And a Transformer layer also has a
+# feed-forward block ($8nd^2$ for the usual inner width $4d$, an LSTM's count), which costs more than its attention
+# at every length below $n = 1024$.
 #
 # ## Path length, measured with gradients
 #
@@ -273,7 +274,8 @@ report["path_length_expected"] = expected
 # One self-attention layer connects the first token with the last. Contiguous convolutions need a number of layers
 # proportional to $n/k$: for 33 tokens, 32 centred 3-wide layers (each moves information one position to either
 # side), 16 centred 5-wide or causal 3-wide ones (two positions per layer). Dilated ones need 6, the logarithmic
-# path of the table. An RNN connects the two ends in one layer, but through a step per token, one after the other
+# path of the table. An RNN connects the first token with the last in one layer, but through a step per token, one
+# after the other
 # (measured as in tutorial 01: the profiler records 33 steps of the GRU cell for 33 tokens): that path is long, the
 # gradient from the last state to the first token is a product of 32 Jacobians and arrives orders of magnitude
 # weaker than to the last token (the table's last column; tutorial 01 shows what that does to training), and it
@@ -404,8 +406,8 @@ print(
 # $n^{1.0}$, like its output ($n \times d$ per head): linear.
 #
 # Timings depend on the machine's load, so only rounded, derived numbers are stated here (the plot shows this run's
-# times). Fitted over $n = 1024 \dots 4096$, eager's time grows as $n^{1.9}$ and SDPA's as $n^{1.7}$, and at
-# $n = 4096$ eager takes about 6 times as long. Both do the same $n^2 d$ multiply-adds; eager also writes and reads
+# times). Fitted over $n = 1024 \dots 4096$, eager's time grows as $n^{2.0}$ and SDPA's as $n^{1.9}$, and at
+# $n = 4096$ eager takes about 4 times as long. Both do the same $n^2 d$ multiply-adds; eager also writes and reads
 # the $n^2$ matrices, which makes it the slower one.
 
 # %%
@@ -554,22 +556,76 @@ print(
 #    part instead of $2n^2d$. Add it to `COSTS` for $r = 128$, $d = 512$: for which lengths is it cheaper than an
 #    LSTM?
 
-# %%
-report.save()
-
 # %% [markdown]
 # ## Answers
+#
+# The cell after these answers measures each of them.
 #
 # 1. At $n = 2d = 2048$ (`crossover("lstm", 1024)`). Per token, the LSTM pays $8d^2$ and the attention layer $4d^2$
 #    for matrices, plus $2nd$ for its pairs; the two are equal when $2nd = 4d^2$, i.e. $n = 2d$. The wider the model,
 #    the longer the inputs before the pairwise part dominates.
 # 2. A GRU does $6d^2$ multiply-adds per step; `COSTS["gru"] = (6, 0)` and `crossover("gru", 512)` give
 #    $n = (6 - 4)\cdot 512 / 2 = 512$.
-# 3. Both are 3 145 728 FLOPs: $2\,(4 \cdot 64 \cdot 64^2 + 2 \cdot 64^2 \cdot 64)$. The counter sees the four
-#    projections and the two batched matrix products of the eager backend, and nothing else of consequence (the
-#    softmax is not a matrix product).
+# 3. The counter gives 3,145,728 FLOPs, the same as $2\,(4 \cdot 64 \cdot 64^2 + 2 \cdot 64^2 \cdot 64)$: 2,097,152 in
+#    `aten.mm` (the four projections) and 1,048,576 in `aten.bmm` (the scores and the weighted sum of the eager
+#    backend). The softmax is not a matrix product, and the counter leaves it out.
 # 4. Causal, kernel 7: six positions per layer, $\lceil 32/6 \rceil = 6$ layers. Centred, kernel 7: three positions
-#    to each side per layer, $\lceil 32/3 \rceil = 11$ layers.
-# 5. At every length: its cost $4nd^2 + 2nrd = nd^2(4 + 2r/d)$ is linear in $n$, so `COSTS["window_128"] =
-#    (4 + 2 * 128 / 512, 0)` and the ratio to an LSTM is $(4 + 0.5)/8 = 0.5625$ whatever $n$; a window is cheaper than
-#    an LSTM whenever $r < 2d$. The price is the path length: $n/r$ layers between the ends instead of 1.
+#    to each side per layer, $\lceil 32/3 \rceil = 11$ layers. `layers_needed` finds 6 and 11.
+# 5. At every length of the table: its cost $4nd^2 + 2nrd = nd^2(4 + 2r/d)$ is linear in $n$, so
+#    `COSTS["window_128"] = (4 + 2 * 128 / 512, 0)` and the ratio to an LSTM is $(4 + 0.5)/8 = 0.5625$ whatever $n$; a
+#    window is cheaper than an LSTM whenever $r < 2d$. The price is the path length: $n/r$ layers between the ends
+#    instead of 1.
+
+# %%
+# The answers, measured: exercises 1, 2 and 5 with the cost cell's own functions, exercise 3 with PyTorch's FLOP
+# counter on the library's attention layer, exercise 4 with `layers_needed`.
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+
+COSTS["gru"] = (6, 0)  # three gates × (W_x, W_h)
+COSTS["window_128"] = (4 + 2 * 128 / 512, 0)  # 4nd² + 2nrd with r = 128, d = 512: cost = n·d·(a·d) with a = 4 + 2r/d
+layer_64 = MultiHeadAttention(hidden_size=64, num_heads=4, num_kv_heads=4, head_dim=16, bias=False)
+with torch.no_grad(), FlopCounterMode(display=False) as counter:
+    layer_64(torch.randn(1, 64, 64), attention_function=eager_attention_forward)
+answers = {
+    "lstm_crossover_at_d_1024": crossover("lstm", 1024),
+    "gru_crossover_at_d_512": crossover("gru", 512),
+    "flop_counter_total": counter.get_total_flops(),
+    "flop_counter_by_operation": {str(op): count for op, count in counter.get_flop_counts()["Global"].items()},
+    "flops_formula": 2 * multiply_adds("self_attention", 64, 64),
+    "layers_kernel_7": {
+        "causal": layers_needed(lambda i: Convolution(7, causal=True)),
+        "centred": layers_needed(lambda i: Convolution(7)),
+    },
+    "window_128_over_lstm": {
+        str(length): multiply_adds("window_128", length, d) / multiply_adds("lstm", length, d)
+        for length in lengths_table
+    },
+}
+for key, value in answers.items():
+    print(f"{key}: {value}")
+report["answers"] = answers
+report.save()
+
+# %% [markdown]
+# ## Self-test
+#
+# 1. Why is an attention layer dearer than a vanilla RNN at every length, when the paper's table suggests it is
+#    cheaper while $n < d$?
+# 2. How many layers of centred 3-wide convolutions connect the first and the last of 33 tokens, and how many
+#    self-attention layers?
+# 3. An RNN also connects the first token with the last in one layer. What makes its path long nonetheless?
+# 4. Which of the two backends stores the $n \times n$ weights, and how does its extra memory grow when $n$ doubles?
+# 5. What does a fused kernel such as SDPA remove of attention's quadratic bill, and what does it leave?
+
+# %% [markdown]
+# <details><summary>Answers</summary>
+#
+# 1. The attention layer's projections alone cost $4nd^2$, twice a vanilla RNN's $2nd^2$; the paper's comparison
+#    drops the constants and counts only the pairwise part.
+# 2. 32 centred 3-wide layers (one position per layer to either side), and a single self-attention layer.
+# 3. The path runs through a step per token, one after the other: the gradient from the last state to the first
+#    token is a product of 32 Jacobians, and the steps cannot run in parallel in training.
+# 4. Eager: it materialises the scores and the weights, and its extra memory grows 4× per doubling of $n$.
+# 5. The $n^2$ memory: it processes the keys block by block. The $n^2 d$ compute stays.
+#
+# </details>

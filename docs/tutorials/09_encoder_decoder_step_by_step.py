@@ -182,10 +182,10 @@ report["most_attended_source_token"] = [  # [layer][step]
 # The last printed line compares the greedy output with the reference used for teacher forcing above; a model can
 # produce a correct translation that differs from the reference, and a wrong one, so read both.
 #
-# This tutorial's model (tutorial 06 describes it) writes the reference exactly, in 11 steps. It is sure of most
-# tokens ("Datei" 0.77, `</s>` 0.93) and least sure at step 6 ("ge", 0.19). At step 7 it decides the verb: "öff"
-# (0.49) against "laden" (0.13) and "ändert" (0.10), that is "geöffnet", "geladen" or "geändert" (opened, loaded,
-# changed), and both layers look at "pen", the second piece of "open".
+# This tutorial's model (tutorial 06 describes it) writes the reference exactly, in 11 steps. It is sure of some
+# tokens ("Datei" 0.69, `</s>` 0.93) and least sure at step 6 ("ge", 0.19). At step 7 it decides the verb: "öff"
+# (0.51) against "ändert" (0.10) and "laden" (0.10), that is "geöffnet", "geändert" or "geladen" (opened, changed,
+# loaded), and both layers look at "pen", the second piece of "open".
 #
 # The reordering shows in layer 1: while writing "Datei", the first German word, it looks at "file", the last English
 # one; "onn" and "te", pieces of "konnte", look at "ou" and "ld", pieces of "Could"; "nicht" looks at "not". Not
@@ -413,10 +413,11 @@ print(
 # of 0.6, 1.0 and 1.4), not by probability, and 4 beams added 1.6 BLEU to it against greedy (docs/training.md, "The
 # translation recipe").
 #
-# With this model, 4 beams change 9 of the 12 outputs and score higher on all 9. Some translations get better
-# ("Select a folder": "Wähle diesen auswählen" → "Einen Ordner auswählen", mean log p −1.21 → −0.85). One gets
-# worse: greedy's "Alle Fenster schließen" is right, and the beam's "Alle Winds schließen" scores a hair higher
-# (−1.268 → −1.262). A better score is not a better translation.
+# With this model, 4 beams change 9 of the 12 outputs and score higher on 8 of the 9. Some translations get better
+# ("Select a folder": "Wähle einfügen" → "Eine Ordner auswählen", mean log p −1.27 → −0.83). On "Do you want to
+# overwrite the existing file?" the beam's output scores lower (−1.69 → −1.79): the prefix that greedy completed was
+# pruned. And a better score is not a better translation: exercise 6 finds a wrong output that outscores a right
+# one.
 #
 # ## Summary
 #
@@ -454,31 +455,38 @@ print(
 #
 # 1. It is the first 4 ids of `prefix` (the start token and 3 tokens), unless `</s>` came earlier: greedy decoding
 #    chooses each token from the prefix before it only, so stopping early cannot change the tokens already chosen.
+#    The cell below runs it: the same ids as the loop's first 4.
 # 2. Without a cache, step $t$ runs the decoder over $t$ positions: $1 + 2 + \dots + T = T(T+1)/2$ in total. With a
 #    cache each step runs one new position: $T$. For this run's 11 steps (10 tokens and `</s>`), 66 against 11.
 # 3. No: this model's loss is not the plain cross-entropy. It adds label smoothing
 #    ($\varepsilon = 0.1$: the loss is $(1 - \varepsilon)$ × the cross-entropy + $\varepsilon$ × the mean of
 #    $-\log p$ over the whole vocabulary, which is large because most tokens are improbable) and the unlikelihood of
 #    repeating one of the two previous tokens (weight 2.0), as the first section computes. The cell below prints all
-#    of it. For this model, on its 11 labels, the loss times the labels is 17.26 against $-\sum_t \log p_t = 6.29$;
-#    per label, the smoothing term is 1.04 (the cross-entropy term 0.51, unlikelihood 0.015).
+#    of it. For this model, on its 11 labels, the loss times the labels is 17.14 against $-\sum_t \log p_t = 6.21$;
+#    per label, the smoothing term is 1.04 (the cross-entropy term 0.51, unlikelihood 0.014).
 #    What does equal $-\sum_t \log p_t$, up to float rounding, is the plain cross-entropy of
 #    the same logits, summed (`F.cross_entropy(logits, labels, reduction="sum")`): step $t$ of the loop computes
 #    $p(y_t \mid \texttt{<s>}, y_{<t})$, and the causal mask makes the teacher-forced pass compute the same
 #    conditional at position $t$. The first section's formula (smoothing and unlikelihood added by hand) gives the
 #    model's loss on these labels too; for a model trained without either, all three numbers agree.
 # 4. Only the self-attention length grows (by one): the cross-attention cache still holds the source's keys and
-#    values, projected once, with as many positions as source tokens.
+#    values, projected once, with as many positions as source tokens. Measured in the cell below: self-attention
+#    11 → 12 positions, cross-attention 8 → 8, the source's 8 tokens.
 # 5. Yes, up to float rounding: the padding mask gives the pad keys of row 1 zero weight in the encoder and in the
 #    cross-attention, so the logits differ only by rounding, which changes no argmax unless two tokens are tied that
-#    closely.
-# 6. With this model, 8 beams change 3 of the 12 outputs, none into a right translation ("Close all windows":
-#    "Alle Winds schließen" → "Alle Benutzern schließen", mean log p −1.25 against −1.26 with 4 beams). With
-#    `length_penalty=0.0` 4 change, each to a shorter output, among them our sentence: "Datei konnte nicht
-#    gespeichert werden" (saved instead of opened), 10 tokens with `</s>` and a summed log-probability of −6.04,
-#    against −6.29 for the 11 of the right one (mean −0.60 against −0.57). Every token adds a negative
+#    closely. Measured in the cell below: "Save", padded with 6 pad tokens, writes the same 3 tokens (`</s>`
+#    included) as alone ("Speichern"), and its logits differ by at most 1.3e-6.
+# 6. With this model, 8 beams change 3 of the 12 outputs, for instance "The file could not be found": "Die Datei
+#    koppelte nicht gespeichert werden" → "Die-Datei konnte nicht gespeichert werden", mean log p −0.95 against
+#    −0.98 with 4 beams, a higher score for "could not be saved". With `length_penalty=0.0` 3 change, each to a
+#    shorter output, among them "Close all windows": "Alle schließen schließen", 4 tokens with `</s>` and a summed
+#    log-probability of −4.66, against −6.71 for the 6 of the right "Alle Fenster schließen" (mean −1.16 against
+#    −1.12). Every token adds a negative
 #    log-probability, so ranking by the sum favours short outputs; dividing by the length (1.0) removes that bias,
 #    and the recipe chose 1.0 on its validation split.
+
+# %% [markdown]
+# The numbers of these answers come from the cell below.
 
 # %%
 own_labels = prefix[:, 1:]  # the greedy output, </s> included, as labels
@@ -525,10 +533,97 @@ for name, beams, length_penalty in (("8_beams", 2 * BEAMS, 1.0), ("length_penalt
     changes = "; ".join(f"{c['source']!r}: {c['beam']!r} → {c['output']!r}" for c in exercise_6[name])
     print(f"{name}: {len(exercise_6[name])} of {len(decodings)} outputs change. {changes}")
 report["exercise_6"] = exercise_6
+report["exercise_6_settings"] = {"beams": 2 * BEAMS, "length_penalty": 0.0}
+# Exercise 1: generate() stopped after 3 new tokens is the start of the loop's output.
+with torch.no_grad():
+    short = model.generate(**encoded, max_new_tokens=3, do_sample=False, num_beams=1)
+report["exercise_1"] = {"tokens": short[0].tolist(), "prefix_start": prefix[0, : short.shape[1]].tolist()}
+# Exercise 4: one more token through the cache of the cached loop.
+lengths_before = [cache.self_attention_cache.get_seq_length(), cache.cross_attention_cache.get_seq_length()]
+with torch.no_grad():
+    model(
+        encoder_outputs=encoder_outputs,
+        attention_mask=encoded["attention_mask"],
+        decoder_input_ids=prefix[:, -1:],
+        cache=cache,
+        use_cache=True,
+    )
+lengths_after = [cache.self_attention_cache.get_seq_length(), cache.cross_attention_cache.get_seq_length()]
+report["exercise_4"] = {"self_attention": [lengths_before[0], lengths_after[0]]}
+report["exercise_4"]["cross_attention"] = [lengths_before[1], lengths_after[1]]
+
+
+# Exercise 5: the greedy loop on a padded row of a batch, against the same string alone.
+def greedy_loop(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[list[int], list[torch.Tensor]]:
+    """The loop of the greedy section without its bookkeeping: the tokens and each step's next-token logits."""
+    tokens, logits = [config.decoder_start_token_id], []
+    with torch.no_grad():
+        memory = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
+        for _ in range(max_new_tokens):
+            step_logits = model(
+                encoder_outputs=memory,
+                attention_mask=attention_mask,
+                decoder_input_ids=torch.tensor([tokens]),
+                use_cache=False,
+            ).logits[0, -1]
+            logits.append(step_logits)
+            tokens.append(int(step_logits.argmax()))
+            if tokens[-1] == tokenizer.eos_token_id:
+                break
+    return tokens, logits
+
+
+batch = tokenizer([source, "Save"], return_tensors="pt", padding=True)
+alone = tokenizer("Save", return_tensors="pt")
+padded_tokens, padded_logits = greedy_loop(batch["input_ids"][1:], batch["attention_mask"][1:])
+alone_tokens, alone_logits = greedy_loop(alone["input_ids"], alone["attention_mask"])
+report["exercise_5"] = {
+    "pad_positions": int((batch["attention_mask"][1] == 0).sum()),
+    "same_tokens": padded_tokens == alone_tokens,
+    "tokens": len(alone_tokens) - 1,
+    "output": tokenizer.decode(alone_tokens, skip_special_tokens=True),
+    "logits_max_abs": max((a - b).abs().max().item() for a, b in zip(padded_logits, alone_logits, strict=False)),
+}
+print(
+    f"exercise 1: generate(max_new_tokens=3) {short[0].tolist()}, the loop's prefix {prefix[0, :4].tolist()}; "
+    f"exercise 4: self-attention cache {lengths_before[0]} → {lengths_after[0]}, cross-attention "
+    f"{lengths_before[1]} → {lengths_after[1]}; exercise 5: 'Save' padded by {report['exercise_5']['pad_positions']} "
+    f"in a batch, the same tokens: {report['exercise_5']['same_tokens']}, logits differ by at most "
+    f"{report['exercise_5']['logits_max_abs']:.1e}"
+)
 print(
     f"{len(own_ids)} labels: loss × labels {exercise_3['loss_times_labels']:.2f}; −Σ log p_t {minus_sum_log_p:.2f}; "
     f"plain cross-entropy, summed {plain_cross_entropy:.2f}; the model's loss {own.loss.item():.4f}, by hand with "
     f"smoothing {smoothing} and unlikelihood weight {alpha} {own_by_hand:.4f} = "
     + " + ".join(f"{v:.4f} ({k})" for k, v in terms.items())
 )
+
+# %% [markdown]
+# ## Self-test
+#
+# 1. During training, what is the decoder's input for the labels "Datei konnte nicht geöffnet werden `</s>`", and
+#    which function makes it?
+# 2. Why can one teacher-forced pass score the whole target at once, while generation needs one decoder run per
+#    token?
+# 3. In an `EncoderDecoderCache`, which part grows with each generated token, and which is computed once?
+# 4. What does beam search keep that greedy decoding does not, and does a higher mean log-probability make a better
+#    translation?
+# 5. Why does ranking finished beams by the summed log-probability favour short outputs?
+
+# %% [markdown]
+# ## Answers to the self-test
+#
+# 1. The labels moved one position to the right behind the start token `<s>` (the last label, `</s>`, is left out):
+#    `shift_tokens_right(labels, pad, start)`.
+# 2. The causal mask: position $t$ sees only the correct tokens before it, which teacher forcing has for the whole
+#    target. Generation has no target; each token must be chosen before it can be fed back.
+# 3. The self-attention cache gains the new token's keys and values at each step; the cross-attention cache holds
+#    the source's keys and values, projected from the encoder output at the first step and reused.
+# 4. It keeps the $k$ best prefixes instead of one. A higher score is not a better translation: summed, the
+#    log-probability of the wrong "Alle schließen schließen" beats that of the right "Alle Fenster schließen"
+#    (exercise 6).
+# 5. Each token adds a log-probability below 0, so a longer output sums lower; dividing by the length
+#    (`length_penalty=1.0`) removes that.
+
+# %%
 report.save()
