@@ -21,8 +21,9 @@ def test_library_computes_the_hand_built_logits(seq2seq):
     assert numbers["logits_max_abs_sdpa"] < 1e-5  # another order of sums: float rounding only
     # The eager backend runs the hand-written operations in the same order: the very same bits where the matrix
     # library runs the same kernels for both layouts (an Intel Xeon with AMX), float rounding where it picks other
-    # kernels for the library's layout (1.4e-6 and 2.9e-6 on AVX2-only EPYCs, 2.6e-6 on a Zen 4 EPYC). What holds on every CPU is float32 rounding, as for SDPA: logits up
-    # to ~10 after two layers each side; a wrong mask or a missing term moves them by far more than 1e-3.
+    # kernels for the library's layout (1.4e-6 and 2.9e-6 on AVX2-only EPYCs, 2.6e-6 on a Zen 4 EPYC). What holds on
+    # every CPU is float32 rounding, as for SDPA: logits up to ~10 after two layers each side; a wrong mask or a
+    # missing term moves them by far more than 1e-3.
     assert numbers["logits_max_abs_eager"] < 1e-5
     assert numbers["cross_weights_max_abs_eager"] < 1e-6
     assert numbers["library_parameters"] == numbers["parameters"]  # tied: one embedding under four names

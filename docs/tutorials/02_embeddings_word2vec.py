@@ -1186,6 +1186,55 @@ save_figure(
 # the next tutorials compute: a vector per token *in its string*, not per word of the vocabulary.
 
 # %% [markdown]
+# ## Self-test
+#
+# a. Why is `Directory` two tokens in the 8,000-token vocabulary when ` directory` is one?
+#
+# b. An embedding lookup returns the same numbers as a one-hot vector times $W$. Why exactly the same, and why do
+#    models use the lookup?
+#
+# c. Why is word2vec's first training loss $6 \log 2$?
+#
+# d. Skip-gram's training loss ends higher than CBOW's. Are its vectors worse? How does the tutorial compare the two?
+#
+# e. What does the translation model's embedding put close together, and how does the tutorial rule out shared
+#    spelling?
+#
+# f. Does the masked-LM encoder give the token ` file` one vector, as word2vec does?
+
+# %% [markdown]
+# ### Self-test answers
+#
+# a. BPE learns its merges within pre-tokens, and a capitalised word at the start of a string has no `Ġ`: `Directory`
+#    is a pre-token of its own, seen 5 times in the training text against 34 for ` directory`. A merge is learned
+#    only for a frequent pair, and `Direct` + `ory` occurs 5 times, no more than the last merges that got into the
+#    vocabulary (a median of 5): it did not get in (section 1).
+#
+# b. All the entries of $e_i$ but one are 0, so $e_i^\top W$ adds row $i$ to zeros: exactly $W_i$. But the product
+#    does $V \cdot d$ multiply-adds per token and reads the whole of $W$, where the lookup copies $d$ numbers: for a
+#    batch of the main job, 7.9e8 multiply-adds against 98,304 numbers copied (section 2).
+#
+# c. $W'$ starts at zero, so the scores all start at 0 and each of the $1 + K$ logistic terms is
+#    $-\log\sigma(0) = \log 2$: with $K = 5$ noise words that is $6 \log 2 \approx 4.159$ (section 3).
+#
+# d. Not necessarily: the losses (1.31 against 0.99) measure different tasks. A skip-gram example is one (centre,
+#    context) pair, so the same input has several right answers and part of its loss cannot be removed. The pair
+#    check compares the vectors on one task: CBOW's gap between related and mismatched pairs is larger than
+#    skip-gram's with each of the three seeds (0.302 to 0.315 against 0.272 to 0.280), while skip-gram finds a word's
+#    partner no less often than CBOW (16 to 17 of the 29 words against 14 to 16). Neither is ahead on both measures
+#    (section 3).
+#
+# e. Translations: an English word and its German translation get a mean cosine of 0.299 against 0.009 for
+#    mismatched pairs, and the translation is the closest German word for 23 of the 49 English words. Shared pieces
+#    cannot explain it: a random matrix with the same pieces (the control) finds the translation for only 8, and the
+#    43 pairs that share no piece still find it for 17 (control: 2). English partners such as *open/close* gain
+#    little beyond spelling: the partner is the closest for 5 of the 29 words, as in the control (section 4).
+#
+# f. No. Before the layers it is the embedding row, the same in all 40 strings (mean cosine 1.000); after the two
+#    layers the mean cosine of ` file` in different strings is 0.788, against 0.245 with other words: the string
+#    changes the vector, and the word stays recognisable (section 5).
+
+# %% [markdown]
 # **Next:** [03 · attention pooling as kernel regression](03_nadaraya_watson.py).
 #
 # ## Exercises

@@ -677,15 +677,9 @@ print(
 )
 
 # %% [markdown]
-# Same numbers, different arithmetic. The library computes the squared distance as
-# $\lVert q\rVert^2 + \lVert k\rVert^2 - 2\,q\cdot k$: one matrix product, like the dot-product scores, instead
-# of a (queries × keys × width) tensor of differences. In float64 the two agree to rounding (far below $10^{-6}$).
-# In float32 (about 7 significant digits, a relative rounding of $6\cdot10^{-8}$) the expanded form adds and subtracts
-# numbers as large as $x^2 \approx 25$, so each squared distance carries an *absolute* error of a few $10^{-6}$,
-# whatever its size. For a neighbouring pair, whose squared distance is about $0.1^2 = 0.01$, that is a relative
-# error of some $10^{-5}$ to $10^{-4}$: cancellation leaves about 4 significant digits of exactly the distances that
-# matter most (and fewer for the very closest pairs), not the 7 of a float32 number.
-# Measured with the library's `GaussianScore` (float32 against float64):
+# Same numbers, different arithmetic: the library computes a squared distance as a matrix product, which agrees with
+# the formula to rounding in float64 but loses digits in float32. The next cell measures how many; why, and why it
+# matters little, is in the appendix at the end.
 
 # %%
 with torch.no_grad():
@@ -706,12 +700,6 @@ print(
 )
 
 # %% [markdown]
-# The lost digits matter little, because a score enters the softmax through its *absolute* value: an
-# error of a few $10^{-6}$ in $-(x - x_i)^2 w^2/2$ (with $w^2/2 \approx 8$ for the learned width) changes a weight by a
-# relative $10^{-5}$ at most. That is why the predictions and weights above differ by only a few $10^{-6}$ in
-# float32, and why the comparison with the formula is made in float64, where nothing is lost. Turning a distance into
-# a matrix product is cheap, and this is its price.
-#
 # **Learning the width through the library.** The width is an ordinary parameter (`score.log_width`), and the
 # leave-one-out rule is an ordinary boolean attention mask (True = may attend), the mask format every
 # hf-attention layer takes. Gradient descent on $\log\sigma^2$ takes a different path from gradient descent on
@@ -802,7 +790,58 @@ print(
 #   width per head (`GaussianScore.log_width` has one entry per head).
 # * **Masks are boolean.** The leave-one-out rule above is `~torch.eye(n)`, not an additive matrix of $-10^6$ or
 #   $-\infty$; the backends turn it into whatever their kernel needs (see tutorial 04).
+
+# %% [markdown]
+# ## Self-test
 #
+# a. In Nadaraya–Watson regression, what are the query, the keys and the values, and what does the kernel width do to
+#    the lookup?
+#
+# b. Why is the width learned with each training query barred from its own key? What happens without that mask?
+#
+# c. Order average pooling, the fixed width $\sigma = 1$ and the learned width by their test error, and say what each
+#    step adds.
+#
+# d. Why not learn one free score for each (query, key) pair instead of a kernel?
+#
+# e. What shapes go into `torch.bmm` for the four regressions of the batched section, and what comes out?
+#
+# f. On the first noise draw, one width per key beats a single width. Why does the tutorial still prefer one width
+#    per head?
+
+# %% [markdown]
+# ### Self-test answers
+#
+# a. The query is the input $x$ at which we want $f(x)$, the keys are the training inputs $x_i$, the values their
+#    targets $y_i$; the weights are a softmax over the keys of $-(x - x_i)^2/2\sigma^2$. The width sets how soft the
+#    lookup is: very narrow, it is the `dict` (at $\sigma = 0.001$ the query 2.5 gets the value of its nearest key,
+#    3.70); very wide, it is average pooling (with $\sigma = 100$ every weight is about $1/50$). See the soft
+#    dictionary lookup.
+#
+# b. With its own key allowed, a training query can copy its own noisy target, so the loss keeps rewarding a narrower
+#    kernel and drives $w$ up without end: it reached 8.6 in 1000 steps, and its test MSE, 0.085, is worse than the
+#    0.049 of leave-one-out ($\sigma = 0.252$) and still growing (section 3 and the training curves).
+#
+# c. Test MSE 0.905 for average pooling (one constant, whatever the query), 0.428 for the fixed width (it follows the
+#    curve but flattens the peak and the trough), 0.049 for the learned width, $\sigma = 0.252$ (a handful of
+#    neighbours on each side: enough to cancel much of the noise, few enough to keep the shape); sections 1 to 3.
+#
+# d. A free score is a cell of a table, "training query $i$ and training key $j$", not a rule that compares a query
+#    with a key: a new query has no row. The 2450 free scores drive the leave-one-out loss towards zero, and a new
+#    query can only borrow the row of its nearest training query, which returns that point's noisy target: a zigzag
+#    with 5.2 times the test error of the one-parameter kernel. Scores computed from the query and the key (the kernel
+#    here, $QK^\top$ in a Transformer) work for any query and any number of keys.
+#
+# e. The weights are `(4, 50, 50)`, (batch, queries, keys), and the values `(4, 50, 1)`; `torch.bmm` returns the four
+#    products at once, `(4, 50, 1)`. The keys are the inner dimension, summed away, so one query per data set works as
+#    well: `(4, 1, 50) @ (4, 50, 1) → (4, 1, 1)`.
+#
+# f. Its gain does not hold on average: on four other noise draws the 50 widths average a test MSE of 0.056 against
+#    0.054 for a single width (on the first draw 0.037 against 0.049), because 50 widths also fit some of the noise.
+#    And a Transformer's keys are new in every sequence, so a width per key has nothing to attach to; hf-attention
+#    learns one width per head.
+
+# %% [markdown]
 # **Next:** [04 · scoring functions and the masked softmax](04_scoring_and_masked_softmax.py).
 #
 # ## Exercises
@@ -956,3 +995,22 @@ report.save()
 #    separately on their own points to a largest difference of 2.2e-15, float64 rounding. The library's layer takes the
 #    same information as a boolean `attention_mask` of shape (batch, 1, 1, keys), True for the real keys, or a
 #    tokenizer's 0/1 padding mask through `hf_attention.modeling.masks.padding_mask`.
+
+# %% [markdown]
+# ## Appendix: float32 and the squared distance as a matrix product
+#
+# From the section on hf-attention's attention layer: the library computes the squared distance as
+# $\lVert q\rVert^2 + \lVert k\rVert^2 - 2\,q\cdot k$: one matrix product, like the dot-product scores, instead
+# of a (queries × keys × width) tensor of differences. In float64 the two agree to rounding (far below $10^{-6}$).
+# In float32 (about 7 significant digits, a relative rounding of $6\cdot10^{-8}$) the expanded form adds and subtracts
+# numbers as large as $x^2 \approx 25$, so each squared distance carries an *absolute* error of a few $10^{-6}$,
+# whatever its size. For a neighbouring pair, whose squared distance is about $0.1^2 = 0.01$, that is a relative
+# error of some $10^{-5}$ to $10^{-4}$: cancellation leaves about 4 significant digits of exactly the distances that
+# matter most (and fewer for the very closest pairs), not the 7 of a float32 number.
+# The cell after that comparison measures it with the library's `GaussianScore` (float32 against float64).
+#
+# The lost digits matter little, because a score enters the softmax through its *absolute* value: an
+# error of a few $10^{-6}$ in $-(x - x_i)^2 w^2/2$ (with $w^2/2 \approx 8$ for the learned width) changes a weight by a
+# relative $10^{-5}$ at most. That is why the layer's predictions and weights differ from the formula's by only a few
+# $10^{-6}$ in float32, and why the comparison with the formula is made in float64, where nothing is lost. Turning a
+# distance into a matrix product is cheap, and this is its price.

@@ -34,9 +34,8 @@
 #   paper's "Add & Norm": $x \leftarrow \mathrm{LN}(x + F(x))$. Pre-norm (GPT-2, Llama):
 #   $x \leftarrow x + F(\mathrm{LN}(x))$, with one more LN at the very end of the stack.
 #
-# Floating-point addition is not associative: $(a + b) + c$ and $a + (b + c)$ can differ in the last bit. Two
-# programs that compute the same formula therefore agree *exactly* only when they run the same operations in the
-# same order; otherwise they agree to float rounding, a few units of $10^{-7}$ in float32 for values near 1.
+# Where the hand-written code and the library do not give the same bits, they differ by float rounding; why, and
+# when to expect the same bits, is in the appendix at the end (*Float rounding and the same bits*).
 
 # %%
 import math
@@ -269,9 +268,7 @@ print(
 # %% [markdown]
 # The library's `MultiHeadAttention` with one head does the same, plus an output projection $W_o$ that every
 # multi-head layer has (here it is $d \times D$ with $d = D$). `nn.Linear` stores its weight as (out, in) and
-# computes $x W^\top$, so the library's `q_proj.weight` *transposed* is our $W_q$. With $D = d = 16$, $\sqrt d = 4$
-# and dividing by 4 is the same operation as the library's multiplication by `scaling` $= 1/4$ (both exact in
-# binary); with $d = 8$ the two would round differently.
+# computes $x W^\top$, so the library's `q_proj.weight` *transposed* is our $W_q$.
 
 # %%
 T, D = 6, 16
@@ -294,12 +291,8 @@ print(
 print(f"by hand vs library, SDPA backend:  output {report['single_head_sdpa_max_abs']:.1e}")
 
 # %% [markdown]
-# Against the eager backend the difference is **0.0** on the CPU of this run: the library runs the same products, the
-# same scale, the same softmax and the same weighted sum in the same order. That is not a promise for every CPU: the
-# matrix library may pick other kernels for the library's layout of the same products (a batch of one, the bias added
-# inside the product), and the two then differ by float32 rounding, as the other paths below do. Against SDPA it is
-# float rounding, a few times $10^{-8}$: the fused kernel computes the softmax its own way (over blocks of keys, with a
-# running maximum and a running sum, and vectorised exponentials), so its additions and roundings come out differently.
+# The hand version gives the library's numbers: the eager backend's to the last bit on this run's CPU, SDPA's to
+# float rounding (why: the appendix).
 #
 # ## Multi-head attention: split, attend, concatenate, $W_o$
 #
@@ -345,11 +338,8 @@ print(
 
 # %% [markdown]
 # Batched over heads (a view and a transpose, then one product for all heads), the hand version again gives the
-# numbers of the eager backend, which does the same (to the last bit on this run's CPU). Cut into strided column
-# slices and run one head at a time it need not, although it is the same arithmetic on the same numbers: a matrix
-# product picks its kernel and the order of its sums by the shapes and the memory layout it is given, so a strided
-# slice may be summed in another order than a contiguous block. Bit-exactness is a property of the whole sequence of
-# operations and of the kernels the CPU runs for them, not of the formula.
+# numbers of the eager backend, which does the same (to the last bit on this run's CPU; one head at a time it
+# need not: the appendix).
 #
 # ## Is multi-head attention a convolution with channels?
 #
@@ -604,10 +594,8 @@ print(
 )
 
 # %% [markdown]
-# By hand: the same numbers (`nn.Linear` is the same product plus bias; to the last bit on this run's CPU, to float
-# rounding where the matrix library adds the bias inside the product). One row at a time gives the same function of
-# each row, hence "position-wise", but not always the same bits: a $1 \times D$ product and a $T \times D$ product
-# go through different kernels (a matrix-vector and a matrix-matrix routine), which add in different orders.
+# By hand: the same numbers, and one row at a time the same function of each row, hence "position-wise" (the bits
+# can differ: the appendix).
 #
 # ## Dropout on the attention weights
 #
@@ -764,12 +752,8 @@ print(f"LayerNorm by hand vs nn.LayerNorm: {report['layer_norm_max_abs']:.1e}")
 print(table(rows, ("vs library EncoderLayer (eager)", "all by hand", "by hand, torch's layer_norm")))
 
 # %% [markdown]
-# The hand-written LayerNorm differs from `nn.LayerNorm` by float rounding: torch's kernel computes the mean and
-# the variance in one fused pass over the row (Welford's running update) and multiplies by a reciprocal square
-# root, where the hand version makes two passes and divides by a square root. That is the *only* source of
-# difference in the whole layer: with torch's own `layer_norm` function in place of the hand-written one, the
-# hand-written post-norm and pre-norm layers give the library's `EncoderLayer`: to the last bit on this run's CPU, to
-# float rounding on one whose matrix library picks other kernels for the library's layout.
+# The hand-written post-norm and pre-norm layers give the library's `EncoderLayer` to float rounding, and that
+# rounding comes from the hand-written LayerNorm alone (how, and when the bits are the same: the appendix).
 #
 # ### LayerNorm over a token, not over a sentence
 #
@@ -1279,7 +1263,43 @@ save_figure(figure, args.figures, "07_loss", **{f"curve_{i}": c for i, c in enum
 #
 # **Next:** [08 · why attention](08_why_attention.py): what a layer costs, and how far information travels, compared
 # with recurrent and convolutional layers.
+
+# %% [markdown]
+# ## Self-test
 #
+# a. Why does an attention layer's output lie, coordinate by coordinate, between the smallest and the largest value,
+#    and what does the feed-forward network add?
+# b. Tie $W_k = W_q$. What becomes of the score matrix, and which key does a query then tend to favour?
+# c. LayerNorm takes its mean and variance over the features of one token. What would go wrong with statistics over
+#    the whole sentence?
+# d. In a deep stack at initialisation, what happens to the positions without residual connections, and which of
+#    post-norm and pre-norm spreads the gradient more evenly over the layers?
+# e. Which pieces can the small encoder of the reverse task not do without, and which can it?
+
+# %% [markdown]
+# ### Self-test answers
+#
+# a. A row of $A$ is non-negative and sums to 1, so an output row is a weighted average of the value rows, and for
+#    fixed weights it is linear in $V$ (*Why a feed-forward network after attention?*). The FFN is the nonlinearity
+#    applied to each token: on the mirror sum the full model gets at least 99.8% of the whole sequences right, the
+#    model without FFN at most 8.2% after 800 steps (*A task that needs the feed-forward network*).
+# b. The scores become a Gram matrix $S = (XW)(XW)^\top$: symmetric and positive semidefinite, and a token scores
+#    another above itself only if that one's vector is longer (*Why two matrices, $W_q \ne W_k$?*). So queries favour
+#    themselves: tied, 0.87 of the rows put their largest weight on the token itself, against 0.10 untied; and no two
+#    tokens favour each other, which is why a swap cannot be done in one tied head.
+# c. A token's output would depend on the rest of the sentence (*LayerNorm over a token, not over a sentence*). Per
+#    sentence, padding moved the real tokens by up to 0.71, a changed last token moved position 0 by 0.11 (a decoder
+#    could read the future through the norm), and an appended token moved the first ones by 0.11; per token, none of
+#    these changed a bit.
+# d. Without residuals the positions collapse onto one vector, similarity 1.000 within two layers: at initialisation
+#    each layer replaces the tokens by nearly the same average (*Why residuals and norms*). Pre-norm spreads the
+#    gradient more evenly: its layers' gradients differ by a factor of 1.68 at most, post-norm's by 5.36.
+# e. Positions and residuals (*A task to learn: reversing a sequence of digits*). Without positions it stays at the
+#    bag-of-tokens ceiling, about 0.28 of the digits, and never gets a sequence right; without residuals at most
+#    0.05% of the sequences come out right. Without the FFN, without LayerNorm or with $W_q = W_k$ it still learns
+#    the task, the FFN-less model more slowly.
+
+# %% [markdown]
 # ## Exercises
 #
 # 1. Give every head the width $d = 8$ ($D = 32$, $H = 4$) and compare `multi_head_by_hand` with the eager backend
@@ -1332,6 +1352,45 @@ save_figure(figure, args.figures, "07_loss", **{f"curve_{i}": c for i, c in enum
 #    identities, `o_proj` the five taps side by side: it equals the convolution to float rounding. Dilation 2 with
 #    3 taps: three heads with offsets $-2, 0, 2$. The mask says where a head looks, the head count is the number of
 #    taps, and the channels are untouched by it.
+
+# %% [markdown]
+# ## Appendix: float rounding and the same bits
+#
+# The main text says "to the last bit" in some places and "to float rounding" in others. Why, section by section.
+#
+# Floating-point addition is not associative: $(a + b) + c$ and $a + (b + c)$ can differ in the last bit. Two
+# programs that compute the same formula therefore agree *exactly* only when they run the same operations in the
+# same order; otherwise they agree to float rounding, a few units of $10^{-7}$ in float32 for values near 1.
+#
+# **Single-head attention.** The hand version divides by $\sqrt d$, the library multiplies by `scaling`. With
+# $D = d = 16$, $\sqrt d = 4$ and dividing by 4 is the same operation as the library's multiplication by `scaling`
+# $= 1/4$ (both exact in binary); with $d = 8$ the two would round differently (exercise 1). Against the eager backend
+# the difference is **0.0** on the CPU of this run: the library runs the same products, the same scale, the same
+# softmax and the same weighted sum in the same order. That is not a promise for every CPU: the matrix library may
+# pick other kernels for the library's layout of the same products (a batch of one, the bias added inside the
+# product), and the two then differ by float32 rounding, as the tutorial's other paths do. Against SDPA it is float
+# rounding, a few times $10^{-8}$: the fused kernel computes the softmax its own way (over blocks of keys, with a
+# running maximum and a running sum, and vectorised exponentials), so its additions and roundings come out
+# differently.
+#
+# **Multi-head attention.** Batched over heads, the hand version gives the eager backend's bits on this run's CPU.
+# Cut into strided column slices and run one head at a time it need not, although it is the same arithmetic on the
+# same numbers: a matrix product picks its kernel and the order of its sums by the shapes and the memory layout it is
+# given, so a strided slice may be summed in another order than a contiguous block. Bit-exactness is a property of
+# the whole sequence of operations and of the kernels the CPU runs for them, not of the formula.
+#
+# **The feed-forward network.** By hand: the same numbers (`nn.Linear` is the same product plus bias; to the last bit
+# on this run's CPU, to float rounding where the matrix library adds the bias inside the product). One row at a time
+# gives the same function of each row, hence "position-wise", but not always the same bits: a $1 \times D$ product
+# and a $T \times D$ product go through different kernels (a matrix-vector and a matrix-matrix routine), which add in
+# different orders.
+#
+# **LayerNorm.** The hand-written LayerNorm differs from `nn.LayerNorm` by float rounding: torch's kernel computes the
+# mean and the variance in one fused pass over the row (Welford's running update) and multiplies by a reciprocal
+# square root, where the hand version makes two passes and divides by a square root. That is the *only* source of
+# difference in the whole layer: with torch's own `layer_norm` function in place of the hand-written one, the
+# hand-written post-norm and pre-norm layers give the library's `EncoderLayer`: to the last bit on this run's CPU, to
+# float rounding on one whose matrix library picks other kernels for the library's layout.
 
 # %%
 report.save()

@@ -440,13 +440,9 @@ print(
 )
 
 # %% [markdown]
-# With the eager backend the logits and the cross-attention weights are equal to float32 rounding, within 1e-5: it
-# runs the hand-written operations in the same order (its masked scores get the most negative float instead of
-# $-\infty$, and both give a weight of exactly 0). Where the matrix library runs the same kernels for both layouts of
-# the same products, that gives the same bits (a difference of 0.0 on an Intel Xeon with AMX); where it picks other
-# kernels for the library's layout, the last bits differ: on this run's CPU by 2.9e-6 on the logits and 4.2e-7 on the
-# weights. With the default SDPA backend they agree to float rounding, 2.9e-6 at most, on logits as large as 10.8: the
-# fused kernel adds its sums in another order (tutorial 07).
+# The library computes the hand-built model's logits to float rounding: they differ by 2.9e-6 at most, with either
+# backend, and the eager backend's cross-attention weights agree too. (Why the last bits differ, backend by backend, is
+# float-rounding detail: the appendix at the end.)
 #
 # Then decoding: `generate()` with greedy search (`num_beams=1, do_sample=False`) on the whole test set, against the
 # loop above. `generate()` runs the encoder once and the decoder one token at a time with a key-value cache, so its
@@ -670,7 +666,39 @@ save_figure(
 #   `cross_entropy`, and it makes the model less sure of its answers without making them worse here.
 #
 # **Next:** [12 · today's attention](12_todays_attention.py), or back to the [list of tutorials](../README.md).
+
+# %% [markdown]
+# ## Self-test
 #
+# a. In the decoder's cross-attention, where do the queries come from, where the keys and values, and which source
+#    positions may a query see?
+# b. In training, the decoder reads `<s>` and the target without its last token. Why shifted, and why can one forward
+#    pass score the whole target?
+# c. The loop by hand reruns the whole prefix at each step; `generate()` keeps a cache, and its logits differ from the
+#    loop's by float rounding. Why are its tokens still the loop's, and were they?
+# d. On a reversal, which decoder layer's cross-attention fetches the digit to write, and how does the tutorial tell?
+# e. What did label smoothing with $\epsilon = 0.1$ change in the model trained with it, and what did it leave as it
+#    was?
+
+# %% [markdown]
+# ### Self-test answers
+#
+# a. Queries from the decoder's rows, keys and values from the encoder's output (the memory); the source mask lets a
+#    query see the source's real tokens, not its padding ("The pieces, in plain torch").
+# b. Position $t$ must predict target token $t$ from the tokens before it, so its input is the token before it, and
+#    the first position's is `<s>`. The causal mask hides from each position its own answer and the ones after it, so
+#    the positions can be scored together without seeing what they predict (teacher forcing, "Training by hand").
+# c. A token changes only if the loop's best and second-best logits are closer than the rounding that separates
+#    `generate()` from the loop; the closest they came at a written token was a gap of 5.972. And `generate()` wrote
+#    the loop's tokens, padding included, in 1,000 of the 1,000 test strings ("The same model in hf-attention").
+# d. Layer 1: over the test set's reversals, its heads put between 0.91 and 0.97 of their cross-attention weight on
+#    the mirror digit, source position $n - t$, where the heads of layer 0 put at most 0.31 ("Where the decoder
+#    looks").
+# e. Its confidence, not its answers: it writes 1.000 of the test strings exactly right, as the model without it
+#    does, but gives the token it chooses 0.906 of its probability on average (0.998 without smoothing), close to the
+#    smoothed target's own 0.907 ("Two details of the paper's training").
+
+# %% [markdown]
 # ## Exercises
 #
 # 1. Train without the positions of the source (leave `source_positions` out of `encode`). Can the model still copy?
@@ -698,6 +726,19 @@ save_figure(
 # 4. Each sublayer becomes `y = y + sublayer(norm(y))` instead of `y = norm(y + sublayer(y))`, and each stack ends
 #    with one more `nn.LayerNorm` (the library's `encoder.norm` and `decoder.norm`), applied to the encoder's output
 #    before it becomes the memory and to the decoder's before the output projection.
+
+# %% [markdown]
+# ## Appendix: the last bits of the library's logits
+#
+# The check of "The same model in hf-attention", backend by backend.
+#
+# With the eager backend the logits and the cross-attention weights are equal to float32 rounding, within 1e-5: it
+# runs the hand-written operations in the same order (its masked scores get the most negative float instead of
+# $-\infty$, and both give a weight of exactly 0). Where the matrix library runs the same kernels for both layouts of
+# the same products, that gives the same bits (a difference of 0.0 on an Intel Xeon with AMX); where it picks other
+# kernels for the library's layout, the last bits differ: on this run's CPU by 2.9e-6 on the logits and 4.2e-7 on the
+# weights. With the default SDPA backend they agree to float rounding, 2.9e-6 at most, on logits as large as 10.8: the
+# fused kernel adds its sums in another order (tutorial 07).
 
 # %%
 report.save()

@@ -242,12 +242,8 @@ save_figure(
 # rotation (`qk_norm="head"`): then $|q|$ and $|k|$ are fixed by the norms' gains, and a score can only grow as fast
 # as those gains do.
 #
-# To watch the scores we need them before the softmax, which no model output returns. A forward hook on each of the
-# library's attention layers sees the layer's input and its rotary tables; the layer's own `project_qkv` turns them
-# into the queries and keys it attended with (after QK-norm and rotation), and $q k^\top$ times the layer's
-# `scaling` are the scores. The hook keeps their largest absolute value, and checks that the softmax of what it
-# computed (capped, when the layer caps) is the attention the layer returned: the recorded numbers are the very
-# scores the model used.
+# The cell below trains a model with and without QK-norm at a high learning rate and watches the largest score
+# (before the softmax) as training goes; how a forward hook reads the scores the model used is in the appendix.
 
 
 # %%
@@ -1095,7 +1091,42 @@ save_figure(
 # **Previous:** [11 · an encoder-decoder built by hand](11_encoder_decoder_by_hand.py). **Next:**
 # [13 · attention in a pretrained model](13_attention_in_a_pretrained_model.py), or
 # [the list of all of them](../README.md#learn-attention-with-hf-attention).
+
+# %% [markdown]
+# ## Self-test
 #
+# a. What does a grouped-query model with $K$ key/value heads keep in its cache per token, and what did the cell of
+#    grouped-query attention measure?
+# b. What lets the scores of plain attention get very large in training, what bounds them with QK-norm, and how large
+#    did they end, with and without it?
+# c. The model trained without QK-norm is given a soft-cap of $c = 10$ after training. What happens, and why?
+# d. How many positions can the last token of $L$ sliding layers of window $W$ depend on, and how many layers of
+#    $W = 5$ did a look-back of 8 need?
+# e. Linear scaling with $s = 2$, applied without training, ruins the model at length 64. What does it do to the
+#    rotation the model relied on?
+# f. Which model of the last section did not learn the task, and what is the likely reason?
+
+# %% [markdown]
+# ### Self-test answers
+#
+# a. Its keys and values, $K$ of each per layer, $d_\text{head}$ numbers each. The cell found 1,024, 512 and 256
+#    bytes per token for $K$ = 4, 2 and 1, what the formula gives, and each model learned the task (grouped-query
+#    attention).
+# b. Nothing bounds $|q|$ and $|k|$, and a high learning rate lengthens them; QK-norm normalises each query and key,
+#    so only the norms' gains can raise a score. Over the seeds the largest score ended at 118 to 660 without QK-norm,
+#    11.0 to 22.8 with it (QK-norm).
+# c. Its accuracy goes from 1.000 to 0.154: the cap squashes the scores beyond $\pm c$, and 87% of this model's scores
+#    lay there, where it had learned to use them (soft-capping). A cap is chosen before training.
+# d. $L(W-1)+1$, as the gradients measured. One layer reaches 5 positions and guesses (accuracy 0.070, chance
+#    0.0625); two reach 9 and learn it (accuracy 1.000), relaying the symbol in two hops of 4 (sliding windows).
+# e. It halves the frequencies, so the angle the model learned for "8 back" now stands for 16 back: at length 64 the
+#    scaled model outputs the symbol 16 back 0.887 of the time (RoPE scaling). After 100 steps at the new length its
+#    accuracy there is only 0.201.
+# f. The one whose layers are both Gated DeltaNet: 0.064 and 0.063 over its seeds, at chance. The task asks for a
+#    position, and Gated DeltaNet has no positions beyond its short convolution; the hybrid, with one softmax layer on
+#    top, learns it (1.000).
+
+# %% [markdown]
 # ## Exercises
 #
 # 1. Mistral 7B has the cache shape of Llama 3 8B (32 layers, $K = 8$ key/value heads of 128 dimensions). How many
@@ -1125,6 +1156,16 @@ save_figure(
 #    which angle now means "8 back"; positions up to 64 then turn no further than 32 did in training. That is what
 #    position interpolation (Chen et al. 2023) does after scaling, with about 1,000 steps. Section 5 measured it with
 #    100 steps: 0.201 past position 32, so this model needs more of them.
+
+# %% [markdown]
+# ## Appendix: how the QK-norm section reads the scores (`ScoreRecorder`)
+#
+# To watch the scores we need them before the softmax, which no model output returns. A forward hook on each of the
+# library's attention layers sees the layer's input and its rotary tables; the layer's own `project_qkv` turns them
+# into the queries and keys it attended with (after QK-norm and rotation), and $q k^\top$ times the layer's
+# `scaling` are the scores. The hook keeps their largest absolute value, and checks that the softmax of what it
+# computed (capped, when the layer caps) is the attention the layer returned: the recorded numbers are the very
+# scores the model used.
 
 # %%
 report.save()

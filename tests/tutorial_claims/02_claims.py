@@ -406,6 +406,113 @@ CLAIMS = [
     ("$m$ is 6 inside a string", lambda r, fig: 2 * r["word2vec_settings"]["window"]),
     ("from window to window, up to 6,", lambda r, fig: 2 * r["word2vec_settings"]["window"]),
     ("a learning rate up to 6 times smaller", lambda r, fig: 2 * r["word2vec_settings"]["window"]),
+    # Self-test
+    (
+        "Why is `Directory` two tokens in the 8,000-token vocabulary",
+        lambda r, fig: [len(r["split_word_tokens"]["8000"]), r["vocab_sizes"][2]],
+    ),
+    (r"first training loss $6 \log 2$?", lambda r, fig: [1 + r["word2vec_settings"]["negatives"], "2"]),
+    (
+        "Skip-gram's training loss ends higher than CBOW's",
+        lambda r, fig: "higher" if r["skipgram_loss_first_last"][1] > r["cbow_loss_first_last"][1] else "lower",
+    ),
+    (
+        "seen 5 times in the training text against 34 for ` directory`",
+        lambda r, fig: [str(r["split_word_pretoken_counts"][w]) for w in ("Directory", "Ġdirectory")],
+    ),
+    (
+        "`Direct` + `ory` occurs 5 times, no more than the last merges that got into the vocabulary (a median of 5)",
+        lambda r, fig: [
+            r["missing_pair"][2],
+            "more" if r["missing_pair"][2] <= r["last_50_merges_median_count"] else "fewer",
+            r["last_50_merges_median_count"],
+        ],
+    ),
+    (
+        "for a batch of the main job, 7.9e8 multiply-adds against 98,304 numbers copied",
+        lambda r, fig: [r["cost"]["multiply_adds_one_hot"], r["cost"]["numbers_copied_lookup"]],
+    ),
+    (
+        r"with $K = 5$ noise words that is $6 \log 2 \approx 4.159$",
+        lambda r, fig: [
+            r["word2vec_settings"]["negatives"],
+            1 + r["word2vec_settings"]["negatives"],
+            "2",
+            r["cbow_loss_at_start"],
+        ],
+    ),
+    (
+        "the losses (1.31 against 0.99)",
+        lambda r, fig: [r["skipgram_loss_first_last"][1], r["cbow_loss_first_last"][1]],
+    ),
+    (
+        "CBOW's gap between related and mismatched pairs is larger than skip-gram's with each of the three seeds "
+        "(0.302 to 0.315 against 0.272 to 0.280)",
+        lambda r, fig: [
+            "larger" if all(c > k for c, k in _by_seed(r, "gap")) else "not larger",
+            len(r["word2vec_seeds"]["cbow"]["gap"]),
+            min(r["word2vec_seeds"]["cbow"]["gap"]),
+            max(r["word2vec_seeds"]["cbow"]["gap"]),
+            min(r["word2vec_seeds"]["skipgram"]["gap"]),
+            max(r["word2vec_seeds"]["skipgram"]["gap"]),
+        ],
+    ),
+    (
+        # with each seed, skip-gram finds at least as many partners closest as CBOW
+        "skip-gram finds a word's partner no less often than CBOW (16 to 17 of the 29 words against 14 to 16)",
+        lambda r, fig: [
+            "less" if all(k >= c for c, k in _by_seed(r, "matches")) else "more",
+            min(r["word2vec_seeds"]["skipgram"]["matches"]),
+            max(r["word2vec_seeds"]["skipgram"]["matches"]),
+            r["pairs_and_analogies"][0],
+            min(r["word2vec_seeds"]["cbow"]["matches"]),
+            max(r["word2vec_seeds"]["cbow"]["matches"]),
+        ],
+    ),
+    (
+        "get a mean cosine of 0.299 against 0.009 for mismatched pairs, and the translation is the closest German "
+        "word for 23 of the 49 English words",
+        lambda r, fig: [
+            r["translation_similarity"]["centred"]["related"],
+            r["translation_similarity"]["centred"]["mismatched"],
+            r["translation_similarity"]["centred"]["matches"],
+            r["translation_pairs"],
+        ],
+    ),
+    (
+        "finds the translation for only 8, and the 43 pairs that share no piece still find it for 17 (control: 2)",
+        lambda r, fig: [
+            r["translation_similarity"]["random"]["matches"],
+            r["translation_pairs_unshared"],
+            r["translation_similarity_unshared"]["centred"]["matches"],
+            r["translation_similarity_unshared"]["random"]["matches"],
+        ],
+    ),
+    (
+        "the partner is the closest for 5 of the 29 words, as in the control",
+        lambda r, fig: (
+            [r["transformer_similarity"]["centred"]["matches"], r["pairs_and_analogies"][0]]
+            if r["transformer_similarity"]["centred"]["matches"] == r["transformer_similarity"]["random"]["matches"]
+            else ["not as in the control"]
+        ),
+    ),
+    (
+        "the same in all 40 strings (mean cosine 1.000)",
+        lambda r, fig: [
+            "all" if abs(r["contextual"]["same_word"][0] - 1) < 1e-4 else "not all",
+            r["contextual"]["strings"],
+            r["contextual"]["same_word"][0],
+        ],
+    ),
+    (
+        "after the two layers the mean cosine of ` file` in different strings is 0.788, against 0.245 with other "
+        "words",
+        lambda r, fig: [
+            r["mlm_settings"]["layers"],
+            r["contextual"]["same_word"][-1],
+            r["contextual"]["different_words"][-1],
+        ],
+    ),
 ]
 
 GIVEN = [
@@ -494,4 +601,14 @@ GIVEN = [
     ("windows in the middle of long strings weigh more than those at the edges", "arithmetic: a sum of more vectors"),
     ("adding its two matrices", "GloVe's two matrices"),
     ("on one of the two measures", "the pair check's two measures: the gap and the partners found"),
+    # Self-test
+    ("How does the tutorial compare the two?", "CBOW and skip-gram"),
+    ("(section 1)", "cross-reference"),
+    ("All the entries of $e_i$ but one are 0", "the one-hot vector's definition"),
+    ("(section 2)", "cross-reference"),
+    ("so the scores all start at 0", "W' starts at zero"),
+    (r"each of the $1 + K$ logistic terms is $-\log\sigma(0) = \log 2$", "arithmetic: sigma(0) = 1/2"),
+    ("(section 3)", "cross-reference", 2),
+    ("(section 4)", "cross-reference"),
+    ("(section 5)", "cross-reference"),
 ]

@@ -112,7 +112,7 @@ CLAIMS = [
         ),
     ),
     (
-        r"weights above differ by only a few $10^{-6}$ in float32",
+        r"differ from the formula's by only a few $10^{-6}$ in float32",
         lambda r, fig: a_few(r["library_vs_formula_max_abs_float32"], 6),
     ),
     # One width per training key
@@ -305,6 +305,84 @@ CLAIMS = [
         ),
     ),
     ("the nearest rows give a test MSE of 0.26", lambda r, fig: answer(r, "free_unmasked", "test_mse")),
+    # Self-test answers
+    ("gets the value of its nearest key, 3.70)", lambda r, fig: r["soft_lookup"]["0.001"]["elsewhere"]),
+    (
+        "every weight is about $1/50$)",
+        lambda r, fig: [
+            # "every": the largest weight is 1/n, so every weight is (they sum to 1)
+            "every"
+            if abs(r["soft_lookup"]["100.0"]["top_weight_elsewhere"] * len(fig("03_fits")["x_train"]) - 1) < 1e-3
+            else "not every",
+            1,
+            1 / r["soft_lookup"]["100.0"]["top_weight_elsewhere"],
+        ],
+    ),
+    (
+        r"it reached 8.6 in 1000 steps, and its test MSE, 0.085, is worse than the 0.049 of leave-one-out "
+        r"($\sigma = 0.252$) and still growing",
+        lambda r, fig: [
+            r["w_naive"],
+            len(fig("03_loss")["losses_naive"]),
+            r["mse_naive"],
+            "worse" if r["mse_naive"] > r["mse_learned"] else "better",
+            r["mse_learned"],
+            r["sigma_learned"],
+            "growing" if fig("03_loss")["test_curve_naive"][-1] > fig("03_loss")["test_curve_naive"][-2] else "flat",
+        ],
+    ),
+    ("Test MSE 0.905 for average pooling", lambda r, fig: r["mse_average"]),
+    ("0.428 for the fixed width", lambda r, fig: r["mse_fixed_kernel"]),
+    (
+        r"0.049 for the learned width, $\sigma = 0.252$",
+        lambda r, fig: [r["mse_learned"], r["sigma_learned"]],
+    ),
+    (
+        "The 2450 free scores drive the leave-one-out loss towards zero",
+        # towards zero: below a hundredth of the learned width's leave-one-out loss
+        lambda r, fig: (
+            str(r["free_scores_parameters"])
+            if r["free_scores_train_loss"] < r["train_loss_first_last"][1] / 100
+            else f"not towards zero ({r['free_scores_train_loss']})"
+        ),
+    ),
+    (
+        "a zigzag with 5.2 times the test error of the one-parameter kernel",
+        lambda r, fig: [shape(fig("03_free_scores")["y_free"]), r["free_scores_test_mse"] / r["mse_learned"]],
+    ),
+    (
+        "The weights are `(4, 50, 50)`, (batch, queries, keys), and the values `(4, 50, 1)`; `torch.bmm` returns the "
+        "four products at once, `(4, 50, 1)`",
+        lambda r, fig: [
+            *r["bmm_shapes"]["weights"],
+            *r["bmm_shapes"]["values"],
+            r["bmm_shapes"]["output"][0],
+            *r["bmm_shapes"]["output"],
+        ],
+    ),
+    (
+        "`(4, 1, 50) @ (4, 50, 1) → (4, 1, 1)`",
+        lambda r, fig: [
+            r["bmm_shapes"]["weights"][0],
+            r["bmm_shapes"]["one_query_output"][1],
+            r["bmm_shapes"]["weights"][2],
+            *r["bmm_shapes"]["values"],
+            *r["bmm_shapes"]["one_query_output"],
+        ],
+    ),
+    (
+        "on four other noise draws the 50 widths average a test MSE of 0.056 against 0.054 for a single width (on the "
+        "first draw 0.037 against 0.049), because 50 widths",
+        lambda r, fig: [
+            len(r["per_key_other_draws_mse"]),
+            str(len(fig("03_per_key")["sigma_per_key"])),
+            float(np.mean([pair[1] for pair in r["per_key_other_draws_mse"]])),
+            float(np.mean([pair[0] for pair in r["per_key_other_draws_mse"]])),
+            r["per_key_mse"],
+            r["mse_learned"],
+            str(len(fig("03_per_key")["sigma_per_key"])),
+        ],
+    ),
 ]
 
 GIVEN = [
@@ -444,4 +522,13 @@ GIVEN = [
     ("Predict it from the two nearest keys", "an exercise's question"),
     ("does it now take more than half of a query's weight", "an exercise's question"),
     ("one `bmm` call still does all four", "an exercise's question"),
+    # Self-test
+    (r"the fixed width $\sigma = 1$ and the learned width", "the width the script sets"),
+    ("for the four regressions of the batched section", "the batch the script makes"),
+    (r"softmax over the keys of $-(x - x_i)^2/2\sigma^2$", "maths"),
+    (r"(at $\sigma = 0.001$ the query 2.5", "a width and the query the script sets"),
+    (r"(with $\sigma = 100$", "a width the script tries"),
+    ("(section 3 and the training curves)", "cross-reference"),
+    ("sections 1 to 3.", "cross-reference"),
+    ("in every sequence, so a width per key", "what a Transformer reads"),
 ]

@@ -293,3 +293,40 @@ GIVEN += [
     ("Swapping the two heads'", "answer 3: heads 0 and 1"),
     ("Alammar's *The Illustrated Transformer* (2018)", "citation"),
 ]
+
+# The self-test's answers: measured numbers as claims, definitions as given.
+CLAIMS += [
+    (
+        "a lower triangle: 36 of the 64 pairs of 8 tokens",
+        lambda r, fig: [r["causal_allowed"], fig("06_masks")["causal"].size, fig("06_masks")["causal"].shape[0]],
+    ),
+    (
+        "after 4 cached tokens the 2 new queries see 5 and 6 keys",
+        lambda r, fig: [
+            fig("06_masks")["cached"].shape[1] - fig("06_masks")["cached"].shape[0],
+            fig("06_masks")["cached"].shape[0],
+            *r["cached_keys_seen"],
+        ],
+    ),
+    ("b. Weight 0.0 (the largest weight on a pad key", lambda r, fig: r["pad_key_weight_max"]),
+    ('that of "Save as" alone to within 7.2e-7', lambda r, fig: r["padding_invariance_max_abs"]),
+    ("(here 4 heads of width 32)", lambda r, fig: [r["matrices"]["heads"], r["matrices"]["head_width"]]),
+    ("give the layer's output with a difference of 0.0", lambda r, fig: r["heads_side_by_side_max_abs"]),
+    (
+        "over the 605 test strings no head's share of any place lies further than 0.10 from uniform attention's, and "
+        'every head puts its largest share "elsewhere"',
+        lambda r, fig: [
+            str(r["test_strings"]),
+            largest_gap_to_uniform(r),
+            "every" if set(largest_places(r)) == {"elsewhere"} else "not every",
+        ],
+    ),
+    (
+        '"Show hidden files" writes "H" while its second layer looks at "h" (0.90)',
+        lambda r, fig: looks_at(r, "Show hidden files", 1, "H", "h"),
+    ),
+    (
+        "their mean normalised entropy is 0.44, against 1.00 in a freshly initialised model",
+        lambda r, fig: [r["cross_entropy_trained"], r["cross_entropy_untrained"]],
+    ),
+]

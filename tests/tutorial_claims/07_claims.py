@@ -516,3 +516,56 @@ GIVEN += [
     ("a different normaliser for every position", "the answer's argument"),
     ("five stacked identities, `o_proj` the five taps", "the exercise's 5-tap convolution"),
 ]
+
+# The self-test's answers: measured numbers as claims, definitions and algebra as given.
+CLAIMS += [
+    (
+        "at least 99.8% of the whole sequences right, the model without FFN at most 8.2% after 800 steps",
+        lambda r, fig: [
+            100 * min(r["mirror_sum"]["full"]["sequence"]),
+            100 * max(r["mirror_sum"]["no feed-forward"]["sequence"]),
+            str(r["mirror_sum_steps"]),
+        ],
+    ),
+    (
+        "tied, 0.87 of the rows put their largest weight on the token itself, against 0.10 untied",
+        lambda r, fig: [r["tied_argmax_on_self"], r["untied_argmax_on_self"]],
+    ),
+    (
+        "padding moved the real tokens by up to 0.71, a changed last token moved position 0 by 0.11 (a decoder could "
+        "read the future through the norm), and an appended token moved the first ones by 0.11; per token, none of "
+        "these changed a bit.",
+        lambda r, fig: [
+            r["norm_dependence"]["per sentence"]["padding"],
+            "0",
+            r["norm_dependence"]["per sentence"]["future_token"],
+            r["norm_dependence"]["per sentence"]["appended_token"],
+            "none" if all(v == 0 for v in r["norm_dependence"]["per token"].values()) else "some",
+        ],
+    ),
+    (
+        "Without residuals the positions collapse onto one vector, similarity 1.000 within two layers",
+        lambda r, fig: [
+            min(_depth(r, n)["similarity"][-1] for n in NO_RESIDUAL),
+            max(_collapsed_at(r, n) for n in NO_RESIDUAL),
+        ],
+    ),
+    (
+        "its layers' gradients differ by a factor of 1.68 at most, post-norm's by 5.36.",
+        lambda r, fig: [_gradient_spread(r, "pre-norm"), _gradient_spread(r, "post-norm")],
+    ),
+    (
+        "about 0.28 of the digits, and never gets a sequence right; without residuals at most 0.05% of the sequences",
+        lambda r, fig: [
+            r["bag_of_tokens_ceiling"],
+            "never" if max(r["reverse"]["no positions"]["sequence"]) == 0 else "sometimes",
+            100 * max(r["reverse"]["no residuals"]["sequence"]),
+        ],
+    ),
+]
+GIVEN += [
+    ("would round differently (exercise 1)", "cross-reference"),
+    ("A row of $A$ is non-negative and sums to 1, so an output row", "the softmax's definition"),
+    ("(*Why two matrices, $W_q \\ne W_k$?*)", "a section's title"),
+    ("and no two tokens favour each other", "the algebra of tied projections"),
+]

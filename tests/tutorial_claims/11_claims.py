@@ -182,9 +182,45 @@ CLAIMS = [
             r["map_mirror_weight"],
         ],
     ),
+    (
+        "they differ by 2.9e-6 at most, with either backend",
+        lambda r, fig: max(r["logits_max_abs_sdpa"], r["logits_max_abs_eager"]),
+    ),
+    # Self-test answers
+    (
+        "the closest they came at a written token was a gap of 5.972",
+        lambda r, fig: r["smallest_margin"],
+    ),
+    (
+        "wrote the loop's tokens, padding included, in 1,000 of the 1,000 test strings",
+        lambda r, fig: [
+            r["generate_identical_rows"] if r["generate_shape_equal"] else "shapes differ",
+            r["test_size"],
+        ],
+    ),
+    (
+        "d. Layer 1: over the test set's reversals, its heads put between 0.91 and 0.97 of their cross-attention "
+        "weight on the mirror digit, source position $n - t$, where the heads of layer 0 put at most 0.31",
+        lambda r, fig: layer_range(r, fig)[1:],
+    ),
+    (
+        "it writes 1.000 of the test strings exactly right, as the model without it does, but gives the token it "
+        "chooses 0.906 of its probability on average (0.998 without smoothing), close to the smoothed target's own "
+        "0.907",
+        lambda r, fig: [
+            paper(r, SMOOTHED)["exact_match"]
+            if f"{paper(r, SMOOTHED)['exact_match']:.3f}" == f"{paper(r, 'warm-up')['exact_match']:.3f}"
+            else "not as the model without it",
+            paper(r, SMOOTHED)["confidence"],
+            paper(r, "warm-up")["confidence"],
+            r["smoothing_best_confidence"],
+        ],
+    ),
 ]
 
 GIVEN = [
+    (r"e. What did label smoothing with $\epsilon = 0.1$ change", "the setting of the run the question is about"),
+    ('("Two details of the paper\'s training")', "a section's title"),
     ("## Two details of the paper's training", "the section's plan"),
     (r"The paper (§5.3) used Adam with $\beta = (0.9, 0.98)$, $\epsilon = 10^{-9}$", "the paper's settings"),
     (

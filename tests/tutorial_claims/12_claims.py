@@ -575,6 +575,79 @@ CLAIMS = [
         "The model with $K = 4$ has 83,264 parameters, with $K = 2$ 75,072 and with $K = 1$ 70,976 (2 layers)",
         lambda r, fig: [part for k in (4, 2, 1) for part in (str(k), gqa(r, k, "parameters"))] + [str(r["layers"])],
     ),
+    # Self-test
+    ("given a soft-cap of $c = 10$ after training", lambda r, fig: r["softcap"]["cap"]),
+    (
+        "how many layers of $W = 5$ did a look-back of 8 need?",
+        lambda r, fig: [str(r["window"]), str(r["task"]["look_back"])],
+    ),
+    (
+        "e. Linear scaling with $s = 2$, applied without training, ruins the model at length 64.",
+        lambda r, fig: [str(r["rope_lengths"][1] // r["task"]["train_length"]), str(r["rope_lengths"][1])],
+    ),
+    (
+        "The cell found 1,024, 512 and 256 bytes per token for $K$ = 4, 2 and 1, what the formula gives",
+        lambda r, fig: [
+            *(gqa(r, k, "cache_bytes_per_token") for k in (4, 2, 1)),
+            *(str(k) for k in sorted(map(int, r["gqa"]), reverse=True)),
+        ],
+    ),
+    (
+        "the largest score ended at 118 to 660 without QK-norm, 11.0 to 22.8 with it",
+        lambda r, fig: [
+            min(qk_seeds(r, "none", "final_largest_score")),
+            max(qk_seeds(r, "none", "final_largest_score")),
+            min(qk_seeds(r, "head", "final_largest_score")),
+            max(qk_seeds(r, "head", "final_largest_score")),
+        ],
+    ),
+    (
+        r"c. Its accuracy goes from 1.000 to 0.154: the cap squashes the scores beyond $\pm c$, and 87% of this "
+        "model's scores lay there",
+        lambda r, fig: [
+            *(r["softcap"]["loaded"][k]["accuracy"] for k in ("without_cap", "with_cap")),
+            100 * r["softcap"]["loaded"]["share_of_scores_beyond_cap"],
+        ],
+    ),
+    (
+        "d. $L(W-1)+1$, as the gradients measured. One layer reaches 5 positions and guesses (accuracy 0.070, chance "
+        "0.0625); two reach 9 and learn it (accuracy 1.000), relaying the symbol in two hops of 4",
+        lambda r, fig: [
+            "1",
+            "1",
+            str(r["receptive_field"]["1"]["measured"]),
+            r["sliding"]["1"]["accuracy"],
+            r["chance"],
+            # the fewest sliding layers that learn the task
+            min(int(k) for k, row in r["sliding"].items() if row["accuracy"] > 0.99),
+            str(r["receptive_field"]["2"]["measured"]),
+            r["sliding"]["2"]["accuracy"],
+            r["task"]["look_back"] // (r["window"] - 1) if r["task"]["look_back"] % (r["window"] - 1) == 0 else "no",
+            str(r["window"] - 1),
+        ],
+    ),
+    (
+        'the angle the model learned for "8 back" now stands for 16 back: at length 64 the scaled model outputs the '
+        "symbol 16 back 0.887 of the time (RoPE scaling). After 100 steps at the new length its accuracy there is "
+        "only 0.201.",
+        lambda r, fig: [
+            str(r["task"]["look_back"]),
+            str(2 * r["task"]["look_back"]),
+            str(r["rope_lengths"][1]),
+            str(2 * r["task"]["look_back"]),
+            r["linear_2_outputs_symbol_2d_back"],
+            str(r["rope_fine_tune_steps"]),
+            tuned(r, "linear", "accuracy_beyond_train_length"),
+        ],
+    ),
+    (
+        "Gated DeltaNet: 0.064 and 0.063 over its seeds, at chance.",
+        lambda r, fig: accuracies(r, "linear"),
+    ),
+    (
+        "the hybrid, with one softmax layer on top, learns it (1.000)",
+        lambda r, fig: [one(accuracies(r, "hybrid"), ".3f")],
+    ),
 ]
 
 GIVEN = [
