@@ -41,11 +41,10 @@ torch.manual_seed(0)
 # %% [markdown]
 # ## Calling the eager backend directly
 #
-# Every hf-attention layer ends in a *backend*: `eager_attention_forward(module, q, k, v, mask, scaling=...)`
-# computes scores, masks them, takes the softmax and the weighted sum, and returns the output and the weights.
-# Shapes are (batch, heads, length, width). The backend reads three things from the layer that calls it: its
-# `score` module (`None` means "dot product times `scaling`"), whether it `is_causal`, and whether it is
-# `training` (for dropout). Here a plain namespace stands in for that layer.
+# Every hf-attention layer ends in a *backend*: `eager_attention_forward(module, q, k, v, mask, scaling=...)` computes
+# scores, masks them, takes the softmax and the weighted sum, and returns the output and the weights. Shapes are
+# (batch, heads, length, width). Here a plain namespace stands in for the layer that calls it (what the backend reads
+# from that layer: see the appendix).
 
 
 # %%
@@ -81,10 +80,8 @@ print(token_mask)
 # Bahdanau's score maps the query and the key into a common space of width $h$ and adds them:
 # $a(q, k) = w_v^\top \tanh(W_q q + W_k k)$, with $W_q \in \mathbb R^{h\times 20}$ and
 # $W_k \in \mathbb R^{h\times 2}$ here. Because of the two projections, $q$ and $k$ need not have the same width.
-# hf-attention's `AdditiveScore` sizes both projections from one head width, since inside a multi-head layer the
-# queries and keys have already been projected to that width by `q_proj` and `k_proj` (and a
-# `MultiHeadAttention(hidden_size=20, kv_input_size=2, ...)` is how a layer takes streams of different widths).
-# To run the toy unchanged we give the score a 20 → 8 query projection; its `forward` is the library's.
+# To run the toy unchanged we give hf-attention's `AdditiveScore` a 20 → 8 query projection; its `forward` is the
+# library's (why the library's score needs one: see the appendix).
 
 # %%
 additive = AdditiveScore(head_dim=2, attention_dim=8)  # key 2 → 8, energy 8 → 1
@@ -764,3 +761,15 @@ report.save()
 #    that saturates the softmax and leaves it little gradient at practical widths.
 # d. The scores $X W_q W_k^\top X^\top$ of a head have rank at most $d_k$; a free score matrix $X W_A$ has no such
 #    bound but is tied to one length, and a head width of at least the sequence length lifts it too.
+
+# %% [markdown]
+# ## Appendix: what the backend reads from its layer, and how `AdditiveScore` is sized
+#
+# **The backend's caller.** The backend reads three things from the layer that calls it: its `score` module (`None`
+# means "dot product times `scaling`"), whether it `is_causal`, and whether it is `training` (for dropout). A plain
+# namespace with those attributes can therefore stand in for a layer, as in the cells above.
+#
+# **`AdditiveScore`'s projections.** hf-attention's `AdditiveScore` sizes both projections from one head width, since
+# inside a multi-head layer the queries and keys have already been projected to that width by `q_proj` and `k_proj`
+# (and a `MultiHeadAttention(hidden_size=20, kv_input_size=2, ...)` is how a layer takes streams of different widths).
+# The toy's queries and keys have not been projected, hence the query projection the tutorial gives the score.

@@ -118,9 +118,8 @@ save_figure(
 # An English → German Transformer trained by `training.train` on user-interface strings: the gettext catalogs of
 # pinned PyPI wheels, the same data on every machine ([training.md](../training.md#the-main-job)). It is the project's
 # recipe with sinusoidal positions (`training/configs/translation_en_de_sinusoidal.yaml`), made small so that it
-# trains on a CPU: 2 encoder and 2 decoder layers of width 128 with 4 heads, 2,000 steps. The first full
-# run of tutorial 02, 06 or 09 trains it into `outputs/tutorial_en_de/`, and later runs reuse it (`--quick` trains a
-# smaller one; `--model` takes a checkpoint of your own).
+# trains on a CPU: 2 encoder and 2 decoder layers of width 128 with 4 heads, 2,000 steps. (Where it is trained and
+# kept, and how to use another checkpoint: see the appendix.)
 #
 # It is a small model trained for a few minutes. On 100 strings of its test split (held out from training), with beam
 # search as the recipe decodes, it scores BLEU 43.97 and chrF 51.98, on scales where a translation identical to the
@@ -739,3 +738,9 @@ report.save()
 #    the 16 that `max_new_tokens` allows. Its projections are initialised with small weights (standard deviation
 #    `config.initializer_range`), so every query-key score is close to 0, and a softmax of near-equal scores is
 #    near-uniform: the normalised entropy of about 1.0 in the table above.
+
+# %% [markdown]
+# ## Appendix: where the model is trained and kept
+#
+# The first full run of tutorial 02, 06 or 09 trains the translation model into `outputs/tutorial_en_de/`, and later
+# runs reuse it (`--quick` trains a smaller one; `--model` takes a checkpoint of your own).

@@ -292,9 +292,8 @@ report["path_length_expected"] = expected
 #   CPU processes the keys block by block (the "flash attention" idea) and never stores the $n \times n$ matrix.
 #
 # Both are measured here on one attention call (batch 1, 4 heads of width 64, forward only): the wall time (the
-# fastest of 5 runs, since other work on the machine only ever adds time) and the peak memory the call adds (the
-# process's peak resident memory, reset before the call through `/proc/self/clear_refs`, with glibc told to return
-# large blocks to the system at once). They compute the same result, which is checked too.
+# fastest of 5 runs, since other work on the machine only ever adds time) and the peak memory the call adds (how it
+# is read: see the appendix). They compute the same result, which is checked too.
 
 
 # %%
@@ -629,3 +628,11 @@ report.save()
 # 5. The $n^2$ memory: it processes the keys block by block. The $n^2 d$ compute stays.
 #
 # </details>
+
+# %% [markdown]
+# ## Appendix: how the memory of one call is read
+#
+# The peak memory a call adds is the process's peak resident memory, reset before the call through
+# `/proc/self/clear_refs`, minus its resident memory at the reset. glibc is told to return large blocks to the system
+# at once: memory that an earlier call freed but the allocator kept would otherwise be reused without showing in the
+# peak.

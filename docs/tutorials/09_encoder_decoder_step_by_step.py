@@ -271,9 +271,8 @@ save_figure(
 # newest token. For an encoder-decoder the container is transformers' `EncoderDecoderCache`: a pair of caches, one for
 # the decoder's self-attention, whose keys and values grow by one position per step, and one for cross-attention, whose
 # keys and values are projected from the encoder output once, at the first step, and then reused. The causal mask of a
-# cached step is the offset-aware one of tutorial 06. The cache is an object that every step fills in place (the
-# `cache` argument of `forward`, called `past_key_values` before transformers 5.24). The logits are the same up to
-# float rounding:
+# cached step is the offset-aware one of tutorial 06. (How the cell hands the cache to the model: see the appendix.)
+# The logits are the same up to float rounding:
 
 # %%
 cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
@@ -624,6 +623,14 @@ print(
 #    (exercise 6).
 # 5. Each token adds a log-probability below 0, so a longer output sums lower; dividing by the length
 #    (`length_penalty=1.0`) removes that.
+
+# %% [markdown]
+# ## Appendix: how the cache is handed to the model
+#
+# The cache is an object that every step fills in place (the `cache` argument of `forward`, called `past_key_values`
+# before transformers 5.24). The cell of *What changes with a cache* makes an empty
+# `EncoderDecoderCache(DynamicCache(), DynamicCache())`, passes it to each step with `use_cache=True`, and afterwards
+# reads the length of its self-attention cache and of its cross-attention cache.
 
 # %%
 report.save()

