@@ -219,19 +219,21 @@ def nw_learned(queries, keys, values, w, mask=None):
     return weights @ values, weights
 
 
-def fit_width(mask, epochs: int) -> tuple[torch.Tensor, list[float], list[float]]:
+def fit_width(mask, epochs: int, targets=None) -> tuple[torch.Tensor, list[float], list[float]]:
+    """Gradient descent on the width w; `targets` are the training targets (default: y_train)."""
+    targets = y_train if targets is None else targets
     w = torch.ones(1, requires_grad=True)
     optimizer = torch.optim.SGD([w], lr=0.5)
     losses, test_errors = [], []
     for _ in range(epochs):
-        prediction, _ = nw_learned(x_train, x_train, y_train, w, mask)
-        loss = ((prediction - y_train) ** 2).mean()
+        prediction, _ = nw_learned(x_train, x_train, targets, w, mask)
+        loss = ((prediction - targets) ** 2).mean()
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
         with torch.no_grad():
-            test_errors.append(mse(nw_learned(x_test, x_train, y_train, w)[0]))
+            test_errors.append(mse(nw_learned(x_test, x_train, targets, w)[0]))
     return w.detach(), losses, test_errors
 
 
@@ -396,18 +398,19 @@ save_figure(
 
 
 # %%
-def nw_per_key(queries, log_w, mask=None):
+def nw_per_key(queries, log_w, mask=None, targets=None):
     """Nadaraya–Watson with one width per training key: w_i = exp(log_w[i]) scales the distance to key i."""
-    return nw_learned(queries, x_train, y_train, log_w.exp(), mask)
+    return nw_learned(queries, x_train, y_train if targets is None else targets, log_w.exp(), mask)
 
 
-def fit_widths_per_key(epochs: int) -> tuple[torch.Tensor, list[float]]:
+def fit_widths_per_key(epochs: int, targets=None) -> tuple[torch.Tensor, list[float]]:
+    targets = y_train if targets is None else targets
     log_w = torch.zeros(n_train, requires_grad=True)  # every w_i = 1 (sigma_i = 1) at the start
     optimizer = torch.optim.SGD([log_w], lr=0.5)
     losses_per_key = []
     for _ in range(epochs):
-        prediction, _ = nw_per_key(x_train, log_w, leave_one_out)
-        loss = ((prediction - y_train) ** 2).mean()
+        prediction, _ = nw_per_key(x_train, log_w, leave_one_out, targets)
+        loss = ((prediction - targets) ** 2).mean()
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -462,12 +465,13 @@ other_draws = torch.Generator().manual_seed(5)
 draw_rows, draw_mse = [], []
 for draw in range(4):
     y_draw = f(x_train) + torch.normal(0.0, 0.5, (n_train,), generator=other_draws)
-    y_saved, y_train = y_train, y_draw  # the fitting functions read the training targets y_train
-    w_draw, _, _ = fit_width(leave_one_out, EPOCHS)
-    log_w_draw, _ = fit_widths_per_key(EPOCHS)
+    w_draw, _, _ = fit_width(leave_one_out, EPOCHS, y_draw)
+    log_w_draw, _ = fit_widths_per_key(EPOCHS, y_draw)
     with torch.no_grad():
-        errors = [mse(nw_learned(x_test, x_train, y_train, w_draw)[0]), mse(nw_per_key(x_test, log_w_draw)[0])]
-    y_train = y_saved
+        errors = [
+            mse(nw_learned(x_test, x_train, y_draw, w_draw)[0]),
+            mse(nw_per_key(x_test, log_w_draw, None, y_draw)[0]),
+        ]
     draw_mse.append(errors)
     draw_rows.append((draw + 1, f"{errors[0]:.4f}", f"{errors[1]:.4f}"))
 print(table(draw_rows, ("noise draw", "test MSE, one width", "one width per key")))
