@@ -3,6 +3,7 @@ committed figures, drawn by a full run with a trained English → German model, 
 
 import json
 import math
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -130,6 +131,23 @@ def test_word2vec(quick_run):
     assert abs(np.mean(seeds["cbow"]["gap"]) - np.mean(seeds["skipgram"]["gap"])) < 0.1
     neighbours = numbers["word2vec_neighbours"]
     assert all(len(words) == 6 for kind in neighbours.values() for words in kind.values())
+    # The exercises' cell. 1: two more tokenizers on the pinned data; each doubling of the vocabulary saves less.
+    sizes = numbers["exercise_vocab_sizes"]
+    assert sizes["sizes"] == sizes["learned"] == [300, 600, 2000, 8000, 16000]
+    for language, falls in sizes["fall_per_doubling"].items():
+        assert all(a > b > 0 for a, b in pairwise(falls)), (language, falls)
+    # 3: CBOW with the sum of the context vectors still trains at the same learning rate, and its vectors pair up.
+    summed = numbers["exercise_cbow_sum"]
+    assert len(summed["gap"]) == 1  # --quick: one seed
+    assert all(last < 0.7 * first for first, last in summed["loss_first_last"]) and min(summed["gap"]) > 0.15
+    assert 1 < summed["context_words_mean"] < 6 and 0 < summed["windows_full"] < 1  # short strings: m varies
+    # 4: other windows train too; a wider window holds more context words.
+    windows = numbers["exercise_windows"]
+    assert all(min(windows[f"{kind}_{w}"]["gap"]) > 0.08 for kind in ("cbow", "skipgram") for w in (1, 6))
+    assert 1 < windows["context_words_1"] < summed["context_words_mean"] < windows["context_words_6"] < 12
+    # 6: W + W' of the same models: related pairs closer than mismatched ones; W and W' of comparable size.
+    for kind, check in numbers["exercise_w_plus_w_out"].items():
+        assert min(check["gap"]) > 0.15 and 0.5 < min(check["norm_ratio"]) <= max(check["norm_ratio"]) < 2, kind
     hits = numbers["analogy_hits"]
     assert hits["untrained"] == []  # random vectors solve none; trained ones some (how many depends on the text)
     assert 0 < numbers["map_explained_variance"] < 1

@@ -304,16 +304,23 @@ report["word2vec_text"] = {"strings": len(sentences), "words": sum(counts.values
 
 print(f"{len(sentences)} strings, {sum(counts.values())} words, {len(vocab)} distinct words seen at least 5 times")
 
+
+def windows_of(window: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(contexts, centres): for each word with a neighbour, the ids of up to `window` words on each side of it
+    (-1 where the window runs past the string), (N, 2 * window), and its own id, (N,)."""
+    rows, middles = [], []
+    for sentence in sentences:
+        ids_ = [index[w] for w in sentence if w in index]
+        for i, centre in enumerate(ids_):
+            row = [ids_[j] if 0 <= j < len(ids_) else -1 for j in range(i - window, i + window + 1) if j != i]
+            if max(row) >= 0:
+                rows.append(row)
+                middles.append(centre)
+    return torch.tensor(rows), torch.tensor(middles)
+
+
 WINDOW = 3  # context: up to 3 words on each side
-contexts, centres = [], []
-for sentence in sentences:
-    ids_ = [index[w] for w in sentence if w in index]
-    for i, centre in enumerate(ids_):
-        row = [ids_[j] if 0 <= j < len(ids_) else -1 for j in range(i - WINDOW, i + WINDOW + 1) if j != i]
-        if max(row) >= 0:
-            contexts.append(row)  # -1 where the window runs past the string
-            centres.append(centre)
-contexts, centres = torch.tensor(contexts), torch.tensor(centres)  # (N, 6), (N,)
+contexts, centres = windows_of(WINDOW)  # (N, 6), (N,)
 frequency = torch.tensor([counts[w] for w in vocab], dtype=torch.float64)
 share = frequency / frequency.sum()
 keep_probability = ((1e-4 / share).sqrt() + 1e-4 / share).clamp(max=1).float()
@@ -358,9 +365,21 @@ def memorisation_gap(kind: str, w_in: torch.Tensor, w_out: torch.Tensor, seen: t
     return float(np.mean(gaps))
 
 
-def train_word2vec(kind: str, epochs: int, dim: int = DIM, negatives: int = NEGATIVES, seed: int = 0, gaps=True):
+def train_word2vec(
+    kind: str,
+    epochs: int,
+    dim: int = DIM,
+    negatives: int = NEGATIVES,
+    seed: int = 0,
+    gaps=True,
+    windows: tuple[torch.Tensor, torch.Tensor] | None = None,
+    mean: bool = True,
+):
     """CBOW or skip-gram with negative sampling; returns (W, W at initialisation, loss of every step, the
-    memorisation gap after each epoch (if `gaps`), W', the first step of each epoch)."""
+    memorisation gap after each epoch (if `gaps`), W', the first step of each epoch). `windows`: (contexts, centres)
+    of another window size (`windows_of`), default the ones above; `mean=False`: CBOW sums the context vectors."""
+    assert windows is None or not gaps, "the memorisation gap is measured on the windows above"
+    contexts_, centres_ = (contexts, centres) if windows is None else windows
     generator = torch.Generator().manual_seed(seed)
     w_in = torch.nn.Parameter((torch.rand(len(vocab), dim, generator=generator) - 0.5) / dim)  # W: small random
     w_out = torch.nn.Parameter(torch.zeros(len(vocab), dim))  # W': zeros, as in the word2vec code
@@ -368,27 +387,29 @@ def train_word2vec(kind: str, epochs: int, dim: int = DIM, negatives: int = NEGA
     optimizer = torch.optim.Adam([w_in, w_out], lr=0.01)
     batch = 1024 if kind == "skipgram" else 256  # skip-gram makes ~2·WINDOW examples per window, CBOW one
     losses, memorisation, epoch_starts = [], [], []
-    seen = torch.zeros(len(centres), dtype=torch.bool)  # the windows trained on so far
+    seen = torch.zeros(len(centres_), dtype=torch.bool)  # the windows trained on so far
     for _ in range(epochs):
         epoch_starts.append(len(losses))
-        kept_now = torch.rand(len(centres), generator=generator) < keep_probability[centres]
+        kept_now = torch.rand(len(centres_), generator=generator) < keep_probability[centres_]
         kept = kept_now.nonzero()[:, 0]
         kept = kept[torch.randperm(len(kept), generator=generator)]
         if kind == "skipgram":  # one (centre → context word) example per word of each window
-            inputs = centres[kept].repeat_interleave(2 * WINDOW)
-            targets = contexts[kept].flatten()
+            inputs = centres_[kept].repeat_interleave(contexts_.shape[1])
+            targets = contexts_[kept].flatten()
             inputs, targets = inputs[targets >= 0], targets[targets >= 0]
             order = torch.randperm(len(inputs), generator=generator)
             inputs, targets = inputs[order], targets[order]
         else:  # one (context window → centre word) example per window
-            inputs, targets = contexts[kept], centres[kept]
+            inputs, targets = contexts_[kept], centres_[kept]
         for start in range(0, len(targets), batch):
             x, target = inputs[start : start + batch], targets[start : start + batch]
             if kind == "skipgram":
                 h = w_in[x]  # (B, dim)
             else:
                 present = (x >= 0).float()[..., None]  # (B, 6, 1)
-                h = (w_in[x.clamp(min=0)] * present).sum(1) / present.sum(1)  # mean of the context vectors
+                h = (w_in[x.clamp(min=0)] * present).sum(1)  # the sum of the context vectors
+                if mean:
+                    h = h / present.sum(1)  # their mean
             noise_words = torch.multinomial(noise, len(target) * negatives, True, generator=generator)
             positive = (h * w_out[target]).sum(-1)  # u_o · h, (B,)
             negative = (h[:, None] * w_out[noise_words.view(-1, negatives)]).sum(-1)  # u_n · h, (B, K)
@@ -636,10 +657,12 @@ report["word2vec_similarity"] = {
 # CBOW against skip-gram on this one task, with more seeds (the seed sets W's start, the order and the noise words):
 # their training losses measure different tasks, so this is where the two are compared.
 SEEDS = (0, 1, 2)
-seed_similarity = {
-    kind: [similarity[kind]]
-    + [pair_similarity(train_word2vec(kind, EPOCHS, seed=seed, gaps=False)[0], rows_a, rows_b) for seed in SEEDS[1:]]
+seed_models = {  # kept for the exercises' last cell
+    kind: [models[kind]] + [train_word2vec(kind, EPOCHS, seed=seed, gaps=False) for seed in SEEDS[1:]]
     for kind in ("cbow", "skipgram")
+}
+seed_similarity = {
+    kind: [pair_similarity(trained[0], rows_a, rows_b) for trained in seed_models[kind]] for kind in seed_models
 }
 report["word2vec_seeds"] = {
     kind: {"gap": [v["related"] - v["mismatched"] for v in values], "matches": [v["matches"] for v in values]}
@@ -1247,33 +1270,53 @@ save_figure(
 #    sum change $h$, and does it change what the model can represent?
 # 4. Set `WINDOW = 1` and `WINDOW = 6` and rerun the pair check. Which window gives the larger gap between related
 #    and mismatched pairs, and why would a wider window favour *topical* rather than *functional* similarity?
-# 5. Train skip-gram on CPython's documentation (`training.corpora.python_docs_corpus()`) and look at the neighbours
-#    of `list`, `string` and `error`. How do they differ from the catalog vectors?
+# 5. Train skip-gram on CPython's documentation (`training.data.corpora.python_docs_corpus()`) and look at the
+#    neighbours of `list`, `string` and `error`. How do they differ from the catalog vectors?
 # 6. Use $W + W'$ (input plus output vectors) instead of $W$ for the pair check. Does it help?
 #
 # <details><summary>Answers</summary>
 #
-# 1. Tokens per word falls fast up to a few thousand tokens and slowly after: the common words are whole by then,
-#    and the new merges go to rarer words. German stays above English at every size (longer compound words).
+# 1. The cell below measures it. With 300 tokens an English word of the validation strings is 5.35 tokens on
+#    average and a German one 6.47; with 16,000, 1.51 and 1.72. Each doubling of the vocabulary saves less than the
+#    one before, in both languages: going up the sizes 300, 600, 2,000, 8,000 and 16,000, tokens per English word fall
+#    by 1.80, 0.67, 0.34 and 0.19 per doubling, per German word by 2.19, 0.85, 0.42 and 0.24. So there is no sharp
+#    bend: both curves flatten gradually, at the same sizes. The common words are whole early, and the later merges go
+#    to rarer words. German stays above English at every size (longer compound words).
 # 2. A capitalised word at the start of a string has no `Ġ`, and the catalogs hold each string once, so its
 #    pre-token is much rarer than the lower-case `Ġword` inside sentences; merges learned early for other words
 #    take its letters first.
-# 3. The sum of the $m$ context vectors present is $m$ times their mean, and $m$ is 6 inside a string but smaller
-#    where the window runs past its start or end (a string of 2 words gives each word $m = 1$). So the sum is not
-#    one rescaling of $h$: it multiplies $h$, the scores $u^\top h$ and the gradients by a factor that changes from
-#    window to window, up to 6, and windows in the middle of long strings weigh more than those at the edges. It
-#    still trains with the same learning rate, because Adam divides each parameter's step by the running size of its
-#    gradient, so larger gradients do not make larger steps (plain SGD would need a learning rate up to 6 times
-#    smaller). What the model can represent does not change: $h$ is still a combination of the context rows of $W$,
-#    weighted 1 instead of $1/m$. And the cosines of the pair check compare rows of $W$, not values of $h$: the sum
-#    changes them only through the course of training, so expect a similar gap; measure it with the pair check.
-# 4. A small window sees the words that could replace each other in the same slot (*open/close*); a wide window
-#    also sees the words of the same topic a few words away (*password* … *expired* … *account*), so expect more
-#    topical neighbours and a gap that depends on how "functional" the chosen pairs are. Measure it.
-# 5. Not run here: expect neighbours from Python prose (types, statements, operations) instead of UI words.
-#    Embeddings describe the text they were trained on; the same word gets different neighbours in another corpus.
-# 6. GloVe (Pennington et al. 2014) reports that adding its two matrices helps a little; whether it does for
-#    skip-gram on this text is for you to measure with the printed related / mismatched means.
+# 3. The sum of the $m$ context vectors present is $m$ times their mean, and $m$ varies: at most 6, but these strings
+#    are short, so a window holds 3.27 context words on average and only 12% of the windows hold 6 (a string of 2
+#    words gives each word $m = 1$). So the sum is not one rescaling of $h$: it multiplies $h$, the scores $u^\top h$
+#    and the gradients by a factor that changes from window to window, and windows in the middle of long strings
+#    weigh more than those at the edges. It still trains with the same learning rate, because Adam divides each
+#    parameter's step by the running size of its gradient, so larger gradients do not make larger steps (plain SGD
+#    would need a learning rate up to 6 times smaller). What the model can represent does not change: $h$ is still a
+#    combination of the context rows of $W$, weighted 1 instead of $1/m$. The cell below measures it, with the pair
+#    check's three seeds: the sum trains (a loss of 0.948 to 0.987 over the last 10 steps, 0.986 to 1.016 with the
+#    mean), and its gap between related and mismatched pairs, 0.268 to 0.296, is smaller than the mean's with each
+#    seed (0.302 to 0.315); the partner is the closest for 13 to 17 words (the mean: 14 to 16).
+# 4. The cell below measures it, with the pair check's three seeds. The gap grows with the window, with each seed:
+#    for CBOW it is 0.259 to 0.280 with a window of 1, 0.302 to 0.315 with 3 and 0.314 to 0.328 with 6; for
+#    skip-gram 0.213 to 0.248, 0.272 to 0.280 and 0.279 to 0.289. But a word's partner is the closest of the 29 no
+#    more often with 6 than with 3, with each seed: for 12 to 15 words (CBOW) and 13 to 15 (skip-gram), against 14 to
+#    16 and 16 to 17. A small window sees the words that could replace each other in the same slot (*open/close*); a
+#    wide window also sees the words of the same topic a few words away (*password* … *expired* … *account*). These
+#    strings are short: a window of 6 words on each side holds 4.38 context words on average (3 words: 3.27; 1 word:
+#    1.52), so the widest window is most of the string. One reading, not measured: the words of one string's topic
+#    move closer together as a group, which lifts the related pairs as a whole while a word's own partner stands out
+#    less among the other words of its topic.
+# 5. Not run here: CPython's documentation (`pydoc_data.topics`) ships with each Python version, so its text and
+#    neighbours would differ from one Python version to the next, where this tutorial's data is pinned. Expect
+#    neighbours from Python prose (types, statements, operations) instead of UI words: embeddings describe the text
+#    they were trained on; the same word gets different neighbours in another corpus.
+# 6. The cell below measures it, with the pair check's three seeds. It helps the gap: related minus mismatched is
+#    0.412 to 0.432 with $W + W'$ for CBOW and 0.387 to 0.414 for skip-gram, against 0.302 to 0.315 and 0.272 to
+#    0.280 with $W$ alone, larger than with $W$ for each seed, although $W'$ alone gives a smaller gap than $W$ (0.256
+#    to 0.271 and 0.245 to 0.268); the two matrices have about the same norm ($|W'|$ is 0.88 to 1.04 times $|W|$). It
+#    does not find the partner more often than $W$: the closest for 13 to 15 words (CBOW) and 13 to 17 (skip-gram),
+#    against 14 to 16 and 16 to 17. GloVe (Pennington et al. 2014) also adds its two matrices, for the same reason:
+#    they are two estimates of each word, with partly different noise.
 #
 # </details>
 #
@@ -1291,6 +1334,100 @@ save_figure(
 # - J. Devlin, M.-W. Chang, K. Lee, K. Toutanova, *BERT: pre-training of deep bidirectional transformers for
 #   language understanding*, NAACL 2019.
 # - A. Zhang, Z. C. Lipton, M. Li, A. J. Smola, *Dive into Deep Learning* ([d2l.ai](https://d2l.ai)), §15.1–15.4.
+
+# %%
+# The exercises' measurements, after every other cell so that nothing above changes. The pair check's seeds (one in a
+# --quick run): the seed sets W's start, the order and the noise words.
+EXERCISE_SEEDS = SEEDS[:1] if args.quick else SEEDS
+
+
+def seed_check(trained: list) -> dict:
+    """The pair check's gap (related - mismatched mean cosine) and partners found, for each trained (W, ...)."""
+    checks = [pair_similarity(matrix, rows_a, rows_b) for matrix in trained]
+    return {"gap": [c["related"] - c["mismatched"] for c in checks], "matches": [c["matches"] for c in checks]}
+
+
+# Exercise 1: two more vocabulary sizes, tokens per word on the same validation strings as section 1's figure.
+extra_tokenizers = {size: train_tokenizer(train_texts, size, kind="seq2seq") for size in (300, 16000)}
+all_sizes = sorted([*VOCAB_SIZES, *extra_tokenizers])
+per_word = {
+    language: [
+        tokens_per_word[language][VOCAB_SIZES.index(size)]
+        if size in VOCAB_SIZES
+        else sum(len(extra_tokenizers[size].tokenize(t)) for t in texts) / sum(len(t.split()) for t in texts)
+        for size in all_sizes
+    ]
+    for language, texts in validation.items()
+}
+report["exercise_vocab_sizes"] = {
+    "sizes": all_sizes,
+    "learned": [len(extra_tokenizers.get(size, tokenizers.get(size))) for size in all_sizes],
+    "tokens_per_word": per_word,
+    # how much tokens per word falls for each doubling of the vocabulary, between neighbouring sizes
+    "fall_per_doubling": {
+        language: [(a - b) / np.log2(m / n) for (n, a), (m, b) in pairwise(zip(all_sizes, values, strict=True))]
+        for language, values in per_word.items()
+    },
+}
+print(table([(lang, *(f"{v:.2f}" for v in values)) for lang, values in per_word.items()], ("", *all_sizes)))
+
+# Exercise 3: CBOW with the sum of the context vectors instead of their mean, the same learning rate.
+context_words = (contexts >= 0).sum(1)  # m, the context words present in each window
+summed = [train_word2vec("cbow", EPOCHS, seed=seed, gaps=False, mean=False) for seed in EXERCISE_SEEDS]
+report["exercise_cbow_sum"] = {
+    "context_words_mean": context_words.float().mean().item(),
+    "windows_full": (context_words == 2 * WINDOW).float().mean().item(),  # share of windows with m = 6
+    "loss_first_last": [[t[2][:SMOOTH].mean(), t[2][-SMOOTH:].mean()] for t in summed],
+    "mean_loss_last": [t[2][-SMOOTH:].mean() for t in seed_models["cbow"][: len(EXERCISE_SEEDS)]],
+    **seed_check([t[0] for t in summed]),
+}
+
+# Exercise 4: the pair check with windows of 1 and 6 words on each side (3 above).
+by_window = {}
+for window in (1, 6):
+    windows = windows_of(window)
+    for kind in ("cbow", "skipgram"):
+        trained = [train_word2vec(kind, EPOCHS, seed=seed, gaps=False, windows=windows) for seed in EXERCISE_SEEDS]
+        by_window[f"{kind}_{window}"] = seed_check([t[0] for t in trained])
+    by_window[f"context_words_{window}"] = (windows[0] >= 0).sum(1).float().mean().item()  # per window, on average
+report["exercise_windows"] = by_window
+
+# Exercise 6: the pair check on W + W' (input plus output vectors) of the models above, and on W' alone.
+report["exercise_w_plus_w_out"] = {
+    kind: {
+        **seed_check([t[0] + t[4] for t in seed_models[kind][: len(EXERCISE_SEEDS)]]),
+        "w_out": seed_check([t[4] for t in seed_models[kind][: len(EXERCISE_SEEDS)]]),
+        "norm_ratio": [(t[4].norm() / t[0].norm()).item() for t in seed_models[kind][: len(EXERCISE_SEEDS)]],
+    }
+    for kind in seed_models
+}
+
+pair_rows = [("CBOW, sum of the context vectors", report["exercise_cbow_sum"])]
+pair_rows += [(f"{kind}, window {window}", by_window[f"{kind}_{window}"]) for kind in models for window in (1, 6)]
+pair_rows += [(f"{kind}, W + W'", report["exercise_w_plus_w_out"][kind]) for kind in models]
+pair_rows += [(f"{kind}, W'", report["exercise_w_plus_w_out"][kind]["w_out"]) for kind in models]
+pair_rows += [(f"{kind}, window 3, W (section 3)", report["word2vec_seeds"][kind]) for kind in models]
+print(
+    table(
+        [
+            (
+                name,
+                *(f"{g:.3f} ({m})" for g, m in list(zip(v["gap"], v["matches"], strict=True))[: len(EXERCISE_SEEDS)]),
+            )
+            for name, v in pair_rows
+        ],
+        ("related − mismatched (partner closest)", *(f"seed {seed}" for seed in EXERCISE_SEEDS)),
+    )
+)
+print(
+    f"CBOW with the sum: loss of the last {SMOOTH} steps "
+    f"{', '.join(f'{last:.3f}' for _, last in report['exercise_cbow_sum']['loss_first_last'])} (with the mean: "
+    f"{', '.join(f'{last:.3f}' for last in report['exercise_cbow_sum']['mean_loss_last'])}); a window holds "
+    f"{report['exercise_cbow_sum']['context_words_mean']:.2f} context words on average, "
+    f"{report['exercise_cbow_sum']['windows_full']:.0%} of the windows all 6 (windows of 1 and 6 words on each side: "
+    f"{by_window['context_words_1']:.2f} and {by_window['context_words_6']:.2f}); |W'| / |W|: "
+    f"{', '.join(f'{r:.2f}' for kind in models for r in report['exercise_w_plus_w_out'][kind]['norm_ratio'])}"
+)
 
 # %%
 report.save()
