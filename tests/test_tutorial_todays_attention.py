@@ -3,6 +3,8 @@ scaling, attention sinks, latent attention, Gated DeltaNet) runs in its --quick 
 text says: the exact things exactly (cache bytes, receptive fields, the cap's bound, the recorded scores being the
 library's), the trained things by orderings with wide margins, which hold on any CPU."""
 
+import math
+
 import pytest
 from test_tutorials import assert_figures, run_tutorial
 
@@ -26,6 +28,37 @@ def test_the_kv_cache_holds_what_the_formula_says(todays_attention):
     assert parameters[4] - parameters[2] == 2 * per_kv_head and parameters[2] - parameters[1] == per_kv_head
     assert numbers["large_model_cache_kib_per_token"] == {"32": 512.0, "8": 128.0, "1": 16.0}
     assert all(row["accuracy"] > 0.5 for row in numbers["gqa"].values())  # every K learns the task
+
+
+def test_the_exercises_answers(todays_attention):
+    numbers, _, _ = todays_attention
+    exercises = numbers["exercises"]
+    heads, length = exercises["mistral_heads"], numbers["task"]["train_length"]
+    # 1: a model with Mistral 7B's heads caches, per layer and token, K keys and K values of 128 bfloat16 numbers
+    assert heads == {"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128}
+    for kv_heads, row in exercises["cache"].items():
+        assert row["cached_layers"] == 32 and row["cached_dtype"] == "torch.bfloat16"
+        assert row["cached_key_shape"] == [1, int(kv_heads), length, 128]
+        assert row["bytes_per_token"] == row["formula_bytes_per_token"] == 2 * 32 * int(kv_heads) * 128 * 2
+    assert exercises["cache"]["8"]["gib_at_context"] == 4 and exercises["cache"]["32"]["gib_at_context"] == 16
+    assert exercises["mistral_parameters"] == 7_241_732_096  # Mistral 7B's published count, from its sizes alone
+    # 2: the rebuilt models are section 1's, and only k_proj and v_proj change: E·D each per key/value head and layer
+    assert exercises["parameters"] == {k: row["parameters"] for k, row in numbers["gqa"].items()}
+    assert exercises["matrices_that_change"] == ["k_proj", "v_proj"]
+    per_kv_head = numbers["layers"] * numbers["hidden_size"] * numbers["head_dim"]
+    for kv_heads, counts in exercises["parameters_by_matrix"].items():
+        assert counts["k_proj"] == counts["v_proj"] == int(kv_heads) * per_kv_head
+    # 3: autograd through the cap gives its slope 1 - tanh²(s/c) (float32)
+    slope = exercises["softcap_slope"]
+    assert slope["at_c"] == pytest.approx(1 - math.tanh(1) ** 2, rel=1e-4)
+    assert slope["at_3c"] == pytest.approx(1 - math.tanh(3) ** 2, rel=1e-4)
+    # 4: the composed masks reach L(W-1)+1 positions, what the gradients measured; 5 layers of W = 5 reach 20 back;
+    # one full layer, wherever it stands in a stack, reaches the whole sequence
+    reach, window = exercises["sliding_reach_by_depth"], numbers["window"]
+    assert reach == [layers * (window - 1) + 1 for layers in range(1, 6)] and exercises["far_look_back"] == 20
+    assert reach[:4] == [row["measured"] for row in numbers["receptive_field"].values()]
+    full = exercises["reach_with_one_full_layer"]
+    assert [len(row) for row in full] == [1, 2, 3, 4, 5] and {n for row in full for n in row} == {length}
 
 
 def test_qk_norm_bounds_the_scores(todays_attention):

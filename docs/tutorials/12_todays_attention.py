@@ -25,13 +25,15 @@ import math
 
 import numpy as np
 import torch
+from transformers import MistralConfig
 from tutorial_support import Report, parse_args, plt, save_figure, table
 
 from hf_attention import HFAttentionDecoderConfig, HFAttentionForCausalLM
 from hf_attention.inspection.attention_maps import sink_weights
 from hf_attention.modeling.attention import MultiHeadAttention, repeat_kv
 from hf_attention.modeling.cache_argument import cache_of
-from hf_attention.modeling.masks import causal_mask
+from hf_attention.modeling.losses import soft_cap
+from hf_attention.modeling.masks import causal_mask, window_mask
 from hf_attention.modeling.positional import RotaryEmbedding
 
 args = parse_args(
@@ -1141,21 +1143,157 @@ save_figure(
 #
 # ## Answers
 #
-# 1. $2 \cdot 32 \cdot 8 \cdot 128 \cdot 2$ = 131,072 bytes (128 KiB) per token, so 4 GiB for 32,768 tokens;
-#    with 32 key/value heads four times that, 16 GiB, more than the 13.5 GiB of the model's own weights (7.2 billion
-#    parameters).
-# 2. Only `k_proj` and `v_proj` shrink: each maps 64 dimensions to $K \cdot 16$, so a layer holds
-#    $2 \cdot 64 \cdot 16$ = 2,048 parameters per key/value head less. The model with $K = 4$ has
-#    83,264 parameters, with $K = 2$ 75,072 and with $K = 1$ 70,976 (2 layers).
-# 3. $1 - \tanh^2(1) = 0.42$ at $s = c$ and $1 - \tanh^2(3) = 0.0099$ at $s = 3c$: a score far beyond the cap barely
-#    moves whatever its query and key do, so training has no reason to push it further (and no way to, through that
-#    score). The cap trades gradient for a bound.
-# 4. $L(W-1)+1 \ge d+1$, so $L \ge 20/4 = 5$ layers (and they must learn five hops of 4). One full layer anywhere sees
-#    the whole context and could fetch the symbol directly, whatever the windows of the others.
+# The cell below the answers measures those of 1 to 4 with the library.
+#
+# 1. The cell builds the library's model with Mistral 7B's heads, as transformers' `MistralConfig` holds them (32
+#    layers of 32 query heads and $K = 8$ key/value heads of 128 dimensions; a hidden size of 8, since the cache does
+#    not depend on it), in bfloat16, and adds up the cache a forward returns: per layer keys and values of shape
+#    (batch, 8, tokens, 128) in bfloat16, 131,072 bytes (128 KiB) per token, what
+#    $2 \cdot 32 \cdot 8 \cdot 128 \cdot 2$ gives, so 4 GiB for 32,768 tokens. With 32 key/value heads it holds
+#    524,288 bytes per token, four times as many: 16 GiB, more than the 13.5 GiB of the model's own weights in
+#    bfloat16 (7.2 billion parameters, counted on the library's model of Mistral 7B's full config built on the meta
+#    device). That is the cache without a window, as in Mistral 7B from v0.2 on; the window of 4,096 tokens of v0.1
+#    bounds it at about 512 MiB.
+# 2. The cell rebuilds the three models and counts their parameters matrix by matrix: 83,264 with $K = 4$, 75,072
+#    with $K = 2$ and 70,976 with $K = 1$ (2 layers), so 8,192 and then 4,096 fewer. Only `k_proj` and `v_proj`
+#    shrink (together 16,384, 8,192 and 4,096 parameters); every other matrix keeps its size. Each of the two maps 64
+#    dimensions to $K \cdot 16$, so a layer holds $2 \cdot 64 \cdot 16$ = 2,048 parameters per key/value head less.
+# 3. Autograd through the library's `soft_cap` (the final logits' cap; the attention layers compute the same
+#    $c \tanh(s/c)$) at $c = 10$ gives a slope of 0.42 at $s = c$ and 0.0099 at $s = 3c$, the values of
+#    $1 - \tanh^2(1)$ and $1 - \tanh^2(3)$: a score far beyond the cap barely moves whatever its query and key do, so
+#    training has no reason to push it further (and no way to, through that score). The cap trades gradient for a
+#    bound.
+# 4. The cell composes the library's boolean masks (`window_mask`, `causal_mask`) layer by layer: through 1 to 5
+#    sliding layers of $W = 5$ the last position reaches 5, 9, 13, 17 and 21 positions (the first four are the reaches
+#    the gradients measured above), so the task needs 5 layers, the fewest that reach the 21 positions from
+#    $t - 20$ to $t$, and they must learn five hops of 4. With one full layer among them the last position reaches
+#    all 32 positions of the sequence, in every stack of 1 to 5 layers and wherever the full layer stands: one full
+#    layer could fetch the symbol directly, whatever the windows of the others.
 # 5. Train it at length 64 with the scaling on: the rotation of each distance has changed, so the model must learn
 #    which angle now means "8 back"; positions up to 64 then turn no further than 32 did in training. That is what
 #    position interpolation (Chen et al. 2023) does after scaling, with about 1,000 steps. Section 5 measured it with
 #    100 steps: 0.201 past position 32, so this model needs more of them.
+
+# %%
+# The exercises' answers, measured. Exercise 1: the cache of a model with Mistral 7B's heads. The cache holds K·D
+# numbers per layer and token whatever the hidden size, so this model has Mistral's 32 layers of 32 query heads and 8
+# key/value heads of 128 dimensions, and a hidden size of 8 that keeps it small. Mistral 7B's weights are counted on
+# a model of its full sizes built on the meta device (shapes without memory).
+mistral = MistralConfig()  # transformers' defaults are Mistral 7B's published sizes
+mistral_heads = {
+    key: getattr(mistral, key)
+    for key in ("num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim")
+}
+CONTEXT = 32_768
+SMALL_HIDDEN = 8
+BFLOAT16_BYTES = torch.finfo(torch.bfloat16).bits // 8
+small = mistral_heads | {"hidden_size": SMALL_HIDDEN, "intermediate_size": SMALL_HIDDEN}
+exercise_cache = {}
+for kv_heads in (mistral.num_key_value_heads, mistral.num_attention_heads):
+    torch.manual_seed(0)
+    config = decoder_config(**(small | {"num_key_value_heads": kv_heads}))
+    model = HFAttentionForCausalLM(config).to(torch.bfloat16).eval()
+    ids = eval_batch(TRAIN_LENGTH)[0][:1]
+    with torch.no_grad():
+        cache = cache_of(model(ids, use_cache=True))
+    cached = [tensor for layer in cache.layers for tensor in (layer.keys, layer.values)]
+    per_token = sum(t.numel() * t.element_size() for t in cached) / ids.shape[1]
+    exercise_cache[kv_heads] = {
+        "cached_layers": len(cache.layers),
+        "tensors_per_layer": len(cached) // len(cache.layers),  # keys and values
+        "bytes_per_number": cached[0].element_size(),
+        "cached_key_shape": list(cached[0].shape),
+        "cached_dtype": str(cached[0].dtype),
+        "bytes_per_token": per_token,
+        "formula_bytes_per_token": cache_bytes_per_token(
+            config.num_hidden_layers, kv_heads, config.head_dim, BFLOAT16_BYTES
+        ),
+        "gib_at_context": per_token * CONTEXT / 2**30,
+    }
+with torch.device("meta"):
+    full_size = HFAttentionForCausalLM(
+        decoder_config(
+            **mistral_heads,
+            vocab_size=mistral.vocab_size,
+            hidden_size=mistral.hidden_size,
+            intermediate_size=mistral.intermediate_size,
+            tie_word_embeddings=mistral.tie_word_embeddings,
+        )
+    )
+mistral_parameters = sum(p.numel() for p in full_size.parameters())
+
+# Exercise 2: section 1's three models, rebuilt (a count does not need the training), their parameters by matrix.
+parameters_by_matrix = {}
+for kv_heads in (HEADS, HEADS // 2, 1):
+    counts = {}
+    for name, parameter in HFAttentionForCausalLM(decoder_config(num_key_value_heads=kv_heads)).named_parameters():
+        matrix = name.removesuffix(".weight").split(".")[-1]  # k_proj, ..., summed over the layers
+        counts[matrix] = counts.get(matrix, 0) + parameter.numel()
+    parameters_by_matrix[kv_heads] = counts
+changed = sorted({m for m, n in parameters_by_matrix[HEADS].items() if n != parameters_by_matrix[1][m]})
+
+# Exercise 3: the slope of c·tanh(s/c), by autograd through the library's soft cap (the final logits' cap; the
+# attention layers' cap computes the same c·tanh(s/c)), at s = c and s = 3c.
+at_scores = torch.tensor([CAP, 3 * CAP], requires_grad=True)
+soft_cap(at_scores, CAP).sum().backward()
+
+# Exercise 4: what a stack of layers lets the last position see, from the library's boolean masks: layer l's output
+# at t reads its input at the positions its mask allows, so the stack's reach is the boolean product of the masks.
+FAR_LOOK_BACK = 20
+
+
+def stack_reach(masks: list[torch.Tensor]) -> int:
+    """How many input positions the last position's output depends on through layers of these (T, T) masks."""
+    reach = torch.eye(TRAIN_LENGTH, dtype=torch.bool)
+    for mask in masks:
+        reach = (mask.float() @ reach.float()) > 0
+    return int(reach[-1].sum())
+
+
+sliding_mask = window_mask(TRAIN_LENGTH, TRAIN_LENGTH, 0, WINDOW, torch.device("cpu"), causal=True)[0, 0]
+full_mask = causal_mask(TRAIN_LENGTH, TRAIN_LENGTH, 0, torch.device("cpu"))[0, 0]
+sliding_reach = [stack_reach([sliding_mask])]
+while sliding_reach[-1] < FAR_LOOK_BACK + 1:  # the symbol d back is the (d+1)-th position counted from t
+    sliding_reach.append(stack_reach([sliding_mask] * (len(sliding_reach) + 1)))
+# one full layer at each place in stacks of 1 to that many layers
+with_full_layer = [
+    [stack_reach([full_mask if i == place else sliding_mask for i in range(layers)]) for place in range(layers)]
+    for layers in range(1, len(sliding_reach) + 1)
+]
+
+report["exercises"] = {
+    "mistral_heads": mistral_heads,
+    "small_hidden_size": SMALL_HIDDEN,
+    "context": CONTEXT,
+    "cache": exercise_cache,
+    "mistral_vocab_size": mistral.vocab_size,
+    "mistral_sliding_window": mistral.sliding_window,
+    "mistral_parameters": mistral_parameters,
+    "mistral_weights_gib_bfloat16": mistral_parameters * BFLOAT16_BYTES / 2**30,
+    "parameters_by_matrix": parameters_by_matrix,
+    "parameters": {k: sum(counts.values()) for k, counts in parameters_by_matrix.items()},
+    "matrices_that_change": changed,
+    "softcap_slope": {"at_c": at_scores.grad[0], "at_3c": at_scores.grad[1]},
+    "far_look_back": FAR_LOOK_BACK,
+    "sliding_reach_by_depth": sliding_reach,
+    "reach_with_one_full_layer": with_full_layer,
+}
+print(
+    table(
+        [
+            (k, row["cached_key_shape"], row["cached_dtype"], row["bytes_per_token"], f"{row['gib_at_context']:g}")
+            for k, row in exercise_cache.items()
+        ],
+        ("K", "cached keys per layer", "dtype", "bytes/token", f"GiB for {CONTEXT:,} tokens"),
+    )
+)
+print(
+    f"Mistral 7B: {mistral_parameters:,} parameters, {mistral_parameters * BFLOAT16_BYTES / 2**30:.2f} GiB in bfloat16"
+)
+print(table([(k, *c.values()) for k, c in parameters_by_matrix.items()], ("K", *parameters_by_matrix[1])))
+print(f"slope of c·tanh(s/c): {at_scores.grad[0]:.4f} at s = c, {at_scores.grad[1]:.6f} at s = 3c")
+print(f"reach of 1.. sliding layers: {sliding_reach}; with one full layer: {with_full_layer}")
+
 
 # %% [markdown]
 # ## Appendix: how the QK-norm section reads the scores (`ScoreRecorder`)

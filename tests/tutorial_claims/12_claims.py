@@ -86,6 +86,43 @@ def latent_ratio(r) -> float:
     )
 
 
+def exercises(r) -> dict:
+    return r["exercises"]
+
+
+def mistral_cache(r, kv_heads: int, key: str):
+    """`key` of the cache the model with Mistral 7B's heads and `kv_heads` key/value heads returned."""
+    return r["exercises"]["cache"][str(kv_heads)][key]
+
+
+def cache_formula_parts(r) -> list:
+    """The factors of 2 · layers · K · D · bytes for Mistral's K = 8, if the cache measured is what they give."""
+    row, heads = r["exercises"]["cache"]["8"], r["exercises"]["mistral_heads"]
+    parts = [row["tensors_per_layer"], row["cached_layers"], *row["cached_key_shape"][1::2], row["bytes_per_number"]]
+    same = row["bytes_per_token"] == row["formula_bytes_per_token"] == np.prod(parts)
+    return [str(n) for n in parts] if same and row["cached_layers"] == heads["num_hidden_layers"] else ["differs"]
+
+
+def exercise_parameters(r, kv_heads: int, matrices: tuple | None = None) -> int:
+    """The parameters of section 1's model with `kv_heads` rebuilt by the exercises' cell, of `matrices` or all."""
+    counts = r["exercises"]["parameters_by_matrix"][str(kv_heads)]
+    return sum(n for name, n in counts.items() if matrices is None or name in matrices)
+
+
+def times(a: float, b: float) -> int | float:
+    """a / b, as the whole number a word like "four" states when it is one."""
+    ratio = a / b
+    return int(ratio) if ratio.is_integer() else ratio
+
+
+KEY_VALUE = ("k_proj", "v_proj")
+
+
+def full_layer_reaches_everything(r) -> bool:
+    """Every stack of the exercise with one full layer, wherever it stands, reaches every position of the sequence."""
+    return {n for row in r["exercises"]["reach_with_one_full_layer"] for n in row} == {r["task"]["train_length"]}
+
+
 CLAIMS = [
     # 1 · grouped-query attention
     (
@@ -558,22 +595,120 @@ CLAIMS = [
     # Answers
     ('which angle now means "8 back"', lambda r, fig: str(r["task"]["look_back"])),
     (
-        r"2. Only `k_proj` and `v_proj` shrink: each maps 64 dimensions to $K \cdot 16$, so a layer holds "
-        r"$2 \cdot 64 \cdot 16$ = 2,048",
+        "(32 layers of 32 query heads and $K = 8$ key/value heads of 128 dimensions; a hidden size of 8, since",
         lambda r, fig: [
-            "2",
-            "shrink" if gqa(r, 4, "parameters") > gqa(r, 2, "parameters") > gqa(r, 1, "parameters") else "grow",
-            str(r["hidden_size"]),
-            str(r["head_dim"]),
-            "2",
-            str(r["hidden_size"]),
-            str(r["head_dim"]),
-            2 * r["hidden_size"] * r["head_dim"],
+            *(str(exercises(r)["mistral_heads"][key]) for key in ("num_hidden_layers", "num_attention_heads")),
+            *(str(exercises(r)["mistral_heads"][key]) for key in ("num_key_value_heads", "head_dim")),
+            str(exercises(r)["small_hidden_size"]),
         ],
     ),
     (
-        "The model with $K = 4$ has 83,264 parameters, with $K = 2$ 75,072 and with $K = 1$ 70,976 (2 layers)",
-        lambda r, fig: [part for k in (4, 2, 1) for part in (str(k), gqa(r, k, "parameters"))] + [str(r["layers"])],
+        "per layer keys and values of shape (batch, 8, tokens, 128) in bfloat16, 131,072 bytes (128 KiB) per token, "
+        r"what $2 \cdot 32 \cdot 8 \cdot 128 \cdot 2$ gives, so 4 GiB for 32,768 tokens",
+        lambda r, fig: [
+            *(str(n) for n in mistral_cache(r, 8, "cached_key_shape")[1::2]),
+            mistral_cache(r, 8, "bytes_per_token") if mistral_cache(r, 8, "cached_dtype") == "torch.bfloat16" else 0,
+            mistral_cache(r, 8, "bytes_per_token") / 1024,
+            *cache_formula_parts(r),
+            mistral_cache(r, 8, "gib_at_context"),
+            exercises(r)["context"],
+        ],
+    ),
+    (
+        "With 32 key/value heads it holds 524,288 bytes per token, four times as many: 16 GiB, more than the 13.5 GiB "
+        "of the model's own weights in bfloat16 (7.2 billion",
+        lambda r, fig: [
+            str(mistral_cache(r, 32, "cached_key_shape")[1]),
+            mistral_cache(r, 32, "bytes_per_token"),
+            times(mistral_cache(r, 32, "bytes_per_token"), mistral_cache(r, 8, "bytes_per_token")),
+            mistral_cache(r, 32, "gib_at_context"),
+            "more"
+            if mistral_cache(r, 32, "gib_at_context") > exercises(r)["mistral_weights_gib_bfloat16"]
+            else "less",
+            exercises(r)["mistral_weights_gib_bfloat16"],
+            exercises(r)["mistral_parameters"] / 1e9,
+        ],
+    ),
+    (
+        "the window of 4,096 tokens of v0.1 bounds it at about 512 MiB",
+        lambda r, fig: [
+            exercises(r)["mistral_sliding_window"],
+            mistral_cache(r, 8, "bytes_per_token") * exercises(r)["mistral_sliding_window"] / 2**20,
+        ],
+    ),
+    (
+        "83,264 with $K = 4$, 75,072 with $K = 2$ and 70,976 with $K = 1$ (2 layers), so 8,192 and then 4,096 fewer",
+        lambda r, fig: [
+            *(part for k in (4, 2, 1) for part in (exercise_parameters(r, k), str(k))),
+            str(r["layers"]),
+            exercise_parameters(r, 4) - exercise_parameters(r, 2),
+            exercise_parameters(r, 2) - exercise_parameters(r, 1),
+        ],
+    ),
+    (
+        "Only `k_proj` and `v_proj` shrink (together 16,384, 8,192 and 4,096 parameters); every other matrix "
+        "keeps its size",
+        lambda r, fig: [
+            "shrink"
+            if exercise_parameters(r, 4, KEY_VALUE)
+            > exercise_parameters(r, 2, KEY_VALUE)
+            > exercise_parameters(r, 1, KEY_VALUE)
+            else "grow",
+            *(exercise_parameters(r, k, KEY_VALUE) for k in (4, 2, 1)),
+            "every" if exercises(r)["matrices_that_change"] == list(KEY_VALUE) else "not every",
+        ],
+    ),
+    (
+        r"Each of the two maps 64 dimensions to $K \cdot 16$, so a layer holds $2 \cdot 64 \cdot 16$ = 2,048 "
+        "parameters per key/value head less",
+        lambda r, fig: [
+            len(exercises(r)["matrices_that_change"]),
+            str(r["hidden_size"]),
+            str(r["head_dim"]),
+            str(len(exercises(r)["matrices_that_change"])),
+            str(r["hidden_size"]),
+            str(r["head_dim"]),
+            # measured: what one key/value head less costs a layer, from the rebuilt models' counts
+            (exercise_parameters(r, 4) - exercise_parameters(r, 1)) / (4 - 1) / r["layers"],
+        ],
+    ),
+    (
+        "at $c = 10$ gives a slope of 0.42 at $s = c$ and 0.0099 at $s = 3c$",
+        lambda r, fig: [r["softcap"]["cap"], *exercises(r)["softcap_slope"].values()],
+    ),
+    (
+        "through 1 to 5 sliding layers of $W = 5$ the last position reaches 5, 9, 13, 17 and 21 positions (the first "
+        "four are the reaches the gradients measured above), so the task needs 5 layers, the fewest that reach the 21 "
+        "positions from $t - 20$ to $t$, and they must learn five hops of 4",
+        lambda r, fig: [
+            "1",  # the first depth of the list
+            str(len(exercises(r)["sliding_reach_by_depth"])),
+            str(r["window"]),
+            *exercises(r)["sliding_reach_by_depth"],
+            # how many of the depths section 4's gradients measured give the same reach
+            sum(
+                row["measured"] == reach
+                for row, reach in zip(
+                    r["receptive_field"].values(), exercises(r)["sliding_reach_by_depth"], strict=False
+                )
+            ),
+            str(len(exercises(r)["sliding_reach_by_depth"])),
+            exercises(r)["sliding_reach_by_depth"][-1],
+            str(exercises(r)["far_look_back"]),
+            len(exercises(r)["sliding_reach_by_depth"]),  # one hop per layer
+            str(r["window"] - 1),
+        ],
+    ),
+    (
+        "With one full layer among them the last position reaches all 32 positions of the sequence, in every stack of "
+        "1 to 5 layers",
+        lambda r, fig: [
+            "all" if full_layer_reaches_everything(r) else "not all",
+            r["task"]["train_length"],
+            "every" if full_layer_reaches_everything(r) else "not every",
+            "1",  # the smallest stack: the full layer alone
+            str(len(exercises(r)["reach_with_one_full_layer"])),
+        ],
     ),
     # Self-test
     ("given a soft-cap of $c = 10$ after training", lambda r, fig: r["softcap"]["cap"]),
@@ -739,17 +874,15 @@ GIVEN = [
     (r"3. The slope of $c \tanh(s/c)$ is $1 - \tanh^2(s/c)$", "calculus"),
     ("4. How many sliding layers of $W = 5$ does the task need for a look-back of $d = 20$", "the question"),
     ("5. How would you make the linearly scaled model of section 5 work at length 64", "the question"),
+    ("The cell below the answers measures those of 1 to 4 with the library", "the numbers of the answers"),
+    ("1. The cell builds the library's model", "list number"),
+    ("2. The cell rebuilds the three models", "list number"),
+    ("3. Autograd through the library's `soft_cap`", "list number"),
     (
-        r"1. $2 \cdot 32 \cdot 8 \cdot 128 \cdot 2$ = 131,072 bytes (128 KiB) per token, so 4 GiB for 32,768 tokens; "
-        "with 32 key/value heads four times that, 16 GiB, more than the 13.5 GiB of the model's own weights "
-        "(7.2 billion",
-        "arithmetic and a published size",
+        r"the values of $1 - \tanh^2(1)$ and $1 - \tanh^2(3)$",
+        "the slope's formula at s = c and 3c (the test checks it)",
     ),
-    (
-        r"3. $1 - \tanh^2(1) = 0.42$ at $s = c$ and $1 - \tanh^2(3) = 0.0099$ at $s = 3c$",
-        "arithmetic",
-    ),
-    (r"4. $L(W-1)+1 \ge d+1$, so $L \ge 20/4 = 5$ layers (and they must learn five hops of 4)", "arithmetic"),
+    ("4. The cell composes the library's boolean masks", "list number"),
     ("5. Train it at length 64", "the question's length"),
     ("positions up to 64 then turn no further than 32 did", "arithmetic"),
     ("with about 1,000 steps", "citation"),
