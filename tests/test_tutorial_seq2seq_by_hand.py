@@ -80,3 +80,24 @@ def test_the_paper_schedule_and_label_smoothing(seq2seq):
     smoothed = runs["warm-up, ε = 0.1"]
     assert smoothed["cross_entropy"] > numbers["smoothing_floor_cross_entropy"]  # it cannot get below the floor
     assert smoothed["confidence"] < best + 0.02
+
+
+def test_the_exercises_measured(seq2seq):
+    numbers, _ = seq2seq
+    # 1. Without source positions the memory of a string and of its reversal are the same rows in another order:
+    # equal logits to float32 rounding, and exact matches far below the model's with positions
+    first = numbers["exercise_1"]
+    assert first["mirrored_logits_max_abs"] < 1e-4
+    assert max(first["exact_match_copy"], first["exact_match_reverse"]) < 0.5 < numbers["exact_match_copy"]
+    # 2. With the mask a string's logits are its own to float32 rounding; without it the `<pad>` keys move them by
+    # far more, and the library without an attention_mask computes the unmasked ones
+    second = numbers["exercise_2"]
+    assert second["max_abs"]["masked"] < 1e-4 < 1e-2 < second["max_abs"]["unmasked"]
+    assert second["library_without_attention_mask_max_abs"] < 1e-4
+    # 3. The loop runs its whole prefix at each step, generate() one new position per step
+    for row in numbers["exercise_3"]:
+        n = row["tokens"]
+        assert row["generate_tokens"] == n and row["greedy"] == n * (n + 1) // 2 and row["generate"] == n
+    # 4. The pre-norm blocks by hand are the library's norm_position="pre" with final_norm=True
+    fourth = numbers["exercise_4"]
+    assert fourth["logits_max_abs"] < 1e-4 < 1e-2 < fourth["post_norm_blocks_max_abs"]
