@@ -1,9 +1,10 @@
 """Tutorial 01 (the road to attention) runs in its quick mode and measures what its text says: the plain recurrent
 encoder-decoder falls off with source length and the attention one does not, Luong's decoders train beside
-Bahdanau's on the same budget, the attention weights align, the
+Bahdanau's on the same budget (from more seeds too), the attention weights align, the
 gradient reaching the first source token vanishes without attention at initialisation, an RNN's gradient explodes
 with a large recurrent weight and clipping stops the damage, a recurrent layer takes one sequential step per token,
-and the profiler's view of an LSTM is what the exercise's answer says. The committed full-run figures show the same."""
+and the profiler's view of an LSTM is what the exercise's answer says; the models that measure exercises 1-4 and 6
+train and report. The committed full-run figures show the same."""
 
 import math
 
@@ -75,6 +76,58 @@ def test_01_luong_beside_bahdanau(quick_run):
     assert luong["bahdanau_loss"].shape == (50,) and np.array_equal(luong["lengths"], lengths)
 
 
+def test_01_luong_seeds(quick_run):
+    """Section 3's three decoders from more seeds: seed 0 is the single-seed run, reused; the others are new runs."""
+    numbers, figures, _ = quick_run
+    seeds, lengths = numbers["luong_seeds"], numbers["test_lengths"]
+    assert seeds["seeds"] == [0, 1]  # --quick: 2 seeds
+    for style in ("bahdanau", "luong", "luong_feeding"):
+        assert seeds["sequence_accuracy"][style][0] == numbers["style_sequence_accuracy"][style]
+        assert seeds["final_loss"][style][0] == numbers["style_final_loss"][style]
+        for accuracy in seeds["sequence_accuracy"][style]:
+            assert len(accuracy) == len(lengths) and all(0.0 <= a <= 1.0 for a in accuracy)
+        assert seeds["sequences_at_longest"][style] == [a[-1] for a in seeds["sequence_accuracy"][style]]
+        assert all(0 < loss < 3.0 for loss in seeds["final_loss"][style])
+        assert seeds["final_loss"][style][1] != seeds["final_loss"][style][0]  # seed 1 draws other weights, batches
+    figure = np.load(figures / "01_luong_seeds.npz")
+    assert figure["seeds"].tolist() == [0, 1] and figure["luong_sequences"].shape == (2, len(lengths))
+    np.testing.assert_array_equal(figure["bahdanau_final_loss"], seeds["final_loss"]["bahdanau"])
+
+
+def test_01_exercises_measured(quick_run):
+    """The last cell's models for exercises 1-4 and 6, on the Luong comparison's budget: what they report, their
+    sizes, and the gradient paths at initialisation that follow from the architecture (the same on any CPU)."""
+    numbers, _, _ = quick_run
+    exercises, lengths = numbers["exercises"], numbers["test_lengths"]
+    assert exercises["steps"] == numbers["style_steps"] == 50
+    names = {"rnn", "rnn_4h", "rnn_reversed_source", "rnn_bidirectional", "dot", "attention", "transformer"}
+    names |= {"rnn_reverse", "attention_reverse", "transformer_reverse"}
+    assert set(exercises["sequence_accuracy"]) == set(exercises["final_loss"]) == names
+    for name in names:
+        accuracy = exercises["sequence_accuracy"][name]
+        assert len(accuracy) == len(lengths) and all(0.0 <= a <= 1.0 for a in accuracy), name
+        assert 0 < exercises["final_loss"][name] < 3.0, name
+    # Bahdanau's additive decoder is section 3's run on the same budget, reused.
+    assert exercises["sequence_accuracy"]["attention"] == numbers["style_sequence_accuracy"]["bahdanau"]
+    size = exercises["parameters"]
+    assert size["rnn"] == size["rnn_reversed_source"] == size["rnn_reverse"] == numbers["parameters"]["rnn"]
+    assert size["rnn_4h"] == numbers["parameters_by_hidden"]["64"]["rnn"]  # a state of 4 * 32: the full run's 2 * 64
+    assert size["rnn_bidirectional"] > size["rnn"]  # a second encoder RNN
+    assert size["dot"] < size["attention"]  # the dot product has no parameters of its own
+    for name, accuracy in exercises["position_accuracy"].items():
+        assert len(accuracy) == lengths[-1] and all(0.0 <= a <= 1.0 for a in accuracy), name
+    assert all(0.0 < d <= 1.0 for d in exercises["alignment_diagonal_mean"].values())
+    # At initialisation the path decides. One way, the first token read is far from the bottleneck; reading the
+    # string backwards is the same network over the same symbols in another order, so the curve by position read is
+    # the same; both ways, each end is next to one direction's final state and the weakest gradient is inside.
+    untrained = exercises["gradient_reach_untrained"]
+    assert all(len(curve) == numbers["task"]["max_length"] for curve in untrained.values())
+    assert untrained["rnn"][0] / untrained["rnn"][-1] < 0.1
+    np.testing.assert_allclose(untrained["rnn_reversed_source"], untrained["rnn"], rtol=0.1)
+    both_ways = untrained["rnn_bidirectional"]
+    assert both_ways[0] / both_ways[-1] > 0.5 and 0 < int(np.argmin(both_ways)) < len(both_ways) - 1
+
+
 def test_01_exploding_gradients_and_clipping(quick_run):
     """Section 6 (the same sizes in the full run and with --quick, so these are the numbers the text quotes) and the
     measured answers of exercises 5 and 7."""
@@ -128,12 +181,11 @@ def test_01_committed_figures_show_the_effect_at_full_length():
     assert blocks["transformer"][5] < blocks["attention"][5]  # steps 250-299: ahead
     assert training["transformer"][-20:].mean() > training["attention"][-20:].mean()  # the attention RNN ends lower
     assert training["attention"][-20:].mean() < 1e-3 and abs(training["rnn"][-20:].mean() - 0.36) < 0.05
-    # Section 6 on section 2's clipping: the plain RNN above 1 on 94% of its steps (median 2.3, largest 9.0); the
-    # attention RNN's median 0.16 with spikes to 31.
+    # Section 6 on section 2's clipping: the plain RNN above 1 on most of its steps; the attention RNN's median far
+    # below 1, with rare spikes far above it (the exact numbers are the prose check's).
     plain, attention = training["rnn_gradient_norm"], training["attention_gradient_norm"]
-    assert round(float(np.mean(plain > 1)), 2) == 0.94 and round(float(np.median(plain)), 1) == 2.3
-    assert round(float(plain.max()), 1) == 9.0
-    assert round(float(np.median(attention)), 2) == 0.16 and round(float(attention.max())) == 31
+    assert np.mean(plain > 1) > 0.9 and np.median(plain) > 1.5
+    assert np.median(attention) < 0.5 and attention.max() > 10 and np.mean(attention > 10) < 0.05
     sequential = np.load(FIGURES / "01_sequential.npz")
     assert np.array_equal(sequential["rnn_steps"], sequential["lengths"])
     assert len(set(sequential["transformer_operations"].tolist())) == 1
