@@ -1282,9 +1282,12 @@ save_figure(
 #    by 1.80, 0.67, 0.34 and 0.19 per doubling, per German word by 2.19, 0.85, 0.42 and 0.24. So there is no sharp
 #    bend: both curves flatten gradually, at the same sizes. The common words are whole early, and the later merges go
 #    to rarer words. German stays above English at every size (longer compound words).
-# 2. A capitalised word at the start of a string has no `Ġ`, and the catalogs hold each string once, so its
-#    pre-token is much rarer than the lower-case `Ġword` inside sentences; merges learned early for other words
-#    take its letters first.
+# 2. The cell below replays it. With 8,000 tokens `Keyboard` stops at `Key` + `board` after 6 merges, while
+#    `Ġkeyboard` becomes one token after 8, the last `Ġkey` + `board` at rank 6,635. A capitalised word at the start
+#    of a string has no `Ġ`, so it is another pre-token than the same word inside a sentence, and the catalogs hold
+#    each string once: `Keyboard` occurs 3 times in the training text, `Ġkeyboard` 6 times. The merges that build
+#    `Key` and `board` were learned early for other words (the last of them at rank 2,668); `Key` + `board` is too
+#    rare a pair to be merged within 8,000 tokens.
 # 3. The sum of the $m$ context vectors present is $m$ times their mean, and $m$ varies: at most 6, but these strings
 #    are short, so a window holds 3.27 context words on average and only 12% of the windows hold 6 (a string of 2
 #    words gives each word $m = 1$). So the sum is not one rescaling of $h$: it multiplies $h$, the scores $u^\top h$
@@ -1401,6 +1404,18 @@ report["exercise_w_plus_w_out"] = {
     }
     for kind in seed_models
 }
+
+# Exercise 2: "Keyboard" replayed as section 1 replays "Directory", and how often each pre-token is in the text.
+report["exercise_keyboard"] = {
+    word: {
+        "steps": [[" ".join(symbols), rank[merge] if merge else None] for symbols, merge in replay_bpe(word)],
+        "pretoken_count": pre_tokens[word],
+    }
+    for word in ("Keyboard", "Ġkeyboard")
+}
+for word, found in report["exercise_keyboard"].items():
+    print(f"{word}: " + " → ".join(f"{symbols} (rank {merge})" for symbols, merge in found["steps"][:-1]), end="")
+    print(f" → {found['steps'][-1][0]}; {found['pretoken_count']} times in the training text")
 
 pair_rows = [("CBOW, sum of the context vectors", report["exercise_cbow_sum"])]
 pair_rows += [(f"{kind}, window {window}", by_window[f"{kind}_{window}"]) for kind in models for window in (1, 6)]

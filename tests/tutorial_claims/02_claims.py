@@ -88,6 +88,14 @@ def _grows_with_window(r):
     )
 
 
+def keyboard_replay(r) -> list:
+    """'Keyboard' ends as two pieces, Key + board; ' keyboard' as one token: the merges each took, the last rank."""
+    upper, lower = (r["exercise_keyboard"][w]["steps"] for w in ("Keyboard", "Ġkeyboard"))
+    if upper[-1][0] == "Key board" and lower[-1][0] == "Ġkeyboard":
+        return [8000, len(upper) - 1, len(lower) - 1, lower[-2][1]]
+    return [f"the replays end at {upper[-1][0]!r} and {lower[-1][0]!r}"]
+
+
 CLAIMS = [
     # 1. Tokens
     ("strings of at most 100 characters", lambda r, fig: r["max_chars"]),
@@ -726,6 +734,20 @@ CLAIMS = [
             r["contextual"]["different_words"][-1],
         ],
     ),
+    (
+        # Exercise 2: the replay of "Keyboard" and " keyboard" (last cell): where each stops, after how many merges.
+        "With 8,000 tokens `Keyboard` stops at `Key` + `board` after 6 merges, while `Ġkeyboard` becomes one token "
+        "after 8, the last `Ġkey` + `board` at rank 6,635.",
+        lambda r, fig: keyboard_replay(r),
+    ),
+    (
+        "`Keyboard` occurs 3 times in the training text, `Ġkeyboard` 6 times.",
+        lambda r, fig: [r["exercise_keyboard"][w]["pretoken_count"] for w in ("Keyboard", "Ġkeyboard")],
+    ),
+    (
+        "(the last of them at rank 2,668); `Key` + `board` is too rare a pair to be merged within 8,000 tokens.",
+        lambda r, fig: [r["exercise_keyboard"]["Keyboard"]["steps"][-2][1], 8000],
+    ),
 ]
 
 GIVEN = [
@@ -769,7 +791,7 @@ GIVEN = [
     ("4. Set `WINDOW = 1` and `WINDOW = 6`", "an exercise's numbering and its settings"),
     ("5. Train skip-gram", "exercise numbering"),
     ("6. Use $W + W'$", "exercise numbering"),
-    ("2. A capitalised word", "answer numbering"),
+    ("2. The cell below replays it.", "answer numbering"),
     ("3. The sum of the $m$", "answer numbering"),
     ("(a string of 2 words gives each word $m = 1$)", "arithmetic of an example"),
     ("weighted 1 instead of $1/m$", "arithmetic"),
