@@ -20,6 +20,9 @@ from benchmarks.models import MASK_ID, PARITY_TOLERANCE, assert_parity, make_pai
 from benchmarks.plan import PRESETS
 from hf_attention import HFAttentionForCausalLM
 
+# One worker runs this module's tests, so its module-scoped run happens once (pyproject: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("benchmarks")
+
 HEADINGS = (
     "Ceiling",
     "Training step",

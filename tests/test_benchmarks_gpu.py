@@ -11,6 +11,9 @@ from benchmarks.models import reference_model
 from benchmarks.plan import PRESETS
 from hf_attention.runtime.compiled_generation import CPU_INDUCTOR_OPTIONS, default_compile_config
 
+# One worker runs this module's tests, so its module-scoped run happens once (pyproject: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("benchmarks_gpu")
+
 
 @pytest.fixture(scope="module")
 def gpu_tiny_run(tmp_path_factory):

@@ -33,6 +33,9 @@ from hf_attention.conversion.from_gguf import GGUF_ARCHITECTURES, GGUF_MINIMUM, 
 from hf_attention.conversion.from_hf import convert_checkpoint
 from training.data.pinned_models import SMOLLM2_135M_INSTRUCT, model_file
 
+# One worker runs this module's tests, so its module-scoped run happens once (pyproject: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("convert_gguf")
+
 REPO = Path(__file__).resolve().parents[1]
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 TINY_TEXTS = ["the quick brown fox jumps over the lazy dog", "attention is all you need"]

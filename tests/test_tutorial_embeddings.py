@@ -11,6 +11,9 @@ import torch
 import yaml
 from test_tutorials import FIGURES, ROOT, assert_figures, run_tutorial
 
+# One worker runs this module's tests, so its module-scoped run happens once (pyproject: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("tutorial02")
+
 
 @pytest.fixture(scope="module")
 def main_job_corpus():

@@ -5,6 +5,9 @@ import numpy as np
 import pytest
 from test_tutorials import run_tutorial
 
+# One worker runs this module's tests, so its module-scoped run happens once (pyproject: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("tutorial03")
+
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):

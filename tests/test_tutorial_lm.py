@@ -10,6 +10,9 @@ import numpy as np
 import pytest
 from test_tutorials import FIGURES, assert_figures, run_tutorial
 
+# One worker runs this module's tests, so its module-scoped run happens once (pyproject: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("tutorial10")
+
 
 @pytest.fixture(scope="module")
 def language_model(tmp_path_factory):

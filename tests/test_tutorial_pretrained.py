@@ -9,7 +9,8 @@ import math
 import pytest
 from test_tutorials import assert_figures, run_tutorial
 
-pytestmark = pytest.mark.slow
+# One worker runs this module's tests, so its module-scoped run happens once (pyproject: --dist loadgroup).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("tutorial13")]
 
 
 @pytest.fixture(scope="module")

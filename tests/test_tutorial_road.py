@@ -13,6 +13,9 @@ import pytest
 import torch
 from test_tutorials import FIGURES, assert_figures, run_tutorial
 
+# One worker runs this module's tests, so its module-scoped run happens once (pyproject: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("tutorial01")
+
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):

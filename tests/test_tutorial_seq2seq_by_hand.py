@@ -6,6 +6,9 @@ import numpy as np
 import pytest
 from test_tutorials import assert_figures, run_tutorial
 
+# One worker runs this module's tests, so its module-scoped run happens once (pyproject: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("tutorial11")
+
 
 @pytest.fixture(scope="module")
 def seq2seq(tmp_path_factory):

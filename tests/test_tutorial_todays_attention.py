@@ -8,6 +8,9 @@ import math
 import pytest
 from test_tutorials import assert_figures, run_tutorial
 
+# One worker runs this module's tests, so its module-scoped run happens once (pyproject: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("tutorial12")
+
 
 @pytest.fixture(scope="module")
 def todays_attention(tmp_path_factory):

@@ -277,16 +277,18 @@ def test_05_positional_encodings(tmp_path):
     assert_figures(figures, "05_")
 
 
-# Figures of models trained in the tutorial: training for hundreds of steps carries float rounding (which differs
-# between CPUs and their vector units) into the weights, so their data is compared within a tolerance.
-TRAINED_FIGURES = {"05_extrapolation.npz": 0.1, "05_score_terms.npz": 0.5}
+# Figures of widths fitted in the tutorial: hundreds of gradient steps carry float rounding (which differs between
+# CPUs, their vector units and thread counts, by about 1e-6 here) into the fitted values, so their data is compared
+# within a tolerance.
+TRAINED_FIGURES = {"03_fits.npz": 1e-4, "03_loss.npz": 1e-4, "03_per_key.npz": 1e-4, "03_free_scores.npz": 1e-4}
 
 
 def test_committed_figures_are_what_the_script_draws(tmp_path):
-    """Tutorial 05 in its full mode regenerates its figures; their data equals the committed .npz files."""
-    _, figures, _ = run_tutorial("05_positional_encodings.py", tmp_path, quick=False)
-    committed = sorted(FIGURES.glob("05_*.npz"))
-    assert [p.name for p in committed] == sorted(p.name for p in figures.glob("05_*.npz"))
+    """Tutorial 03 (one of the shortest full runs, every kind of figure) in its full mode regenerates its figures;
+    their data equals the committed .npz files."""
+    _, figures, _ = run_tutorial("03_nadaraya_watson.py", tmp_path, quick=False)
+    committed = sorted(FIGURES.glob("03_*.npz"))
+    assert [p.name for p in committed] == sorted(p.name for p in figures.glob("03_*.npz"))
     for path in committed:
         tolerance = TRAINED_FIGURES.get(path.name)
         with np.load(path) as old, np.load(figures / path.name) as new:
@@ -307,6 +309,7 @@ def translation_run(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("tutorial06")  # with the 09 test: one worker runs the shared quick run once
 def test_06_multihead_self_cross_masks(translation_run):
     numbers, figures, out, final = translation_run
     assert "Training the tutorials' own model first" in out and "own quick run" in numbers["model_origin"]
@@ -385,6 +388,7 @@ def test_06_committed_head_places_hold_together():
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("tutorial06")
 def test_09_encoder_decoder_step_by_step(translation_run, tmp_path):
     final = translation_run[3]
     numbers, figures, _ = run_tutorial("09_encoder_decoder_step_by_step.py", tmp_path, "--model", str(final))
